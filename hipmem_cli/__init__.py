@@ -1,0 +1,1 @@
+"""The `hipmem` command line: a thin typer + rich layer over `sizing` and `replay`."""

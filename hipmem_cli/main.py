@@ -1,0 +1,59 @@
+"""Entry point: builds the typer app from one module per command group and runs it inside
+one error boundary, so library errors become `Error: ...` on stderr with their exit code."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from hipmem_cli import output
+from replay.errors import ReplayError
+from sizing.errors import SizingError
+
+app = typer.Typer(
+    name="hipmem",
+    help="Size rocBLAS/rocSOLVER workspaces, recommend settings, replay allocation logs.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+@app.callback()
+def _global_options(
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+) -> None:
+    output.state.debug = debug
+
+
+def _register_commands() -> None:
+    # Imported here so that each command module can import `app`-free helpers freely.
+    from hipmem_cli import commands
+
+    commands.register(app)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    _register_commands()
+    try:
+        # Standalone mode: typer handles --help and usage errors itself (exit code 2).
+        app()
+    except (SizingError, ReplayError) as err:
+        if output.state.debug:
+            raise
+        output.error(str(err))
+        sys.exit(err.exit_code)
+    except KeyboardInterrupt:
+        output.error("interrupted")
+        sys.exit(130)
+    except Exception as err:  # the boundary: even a bug is reported as one line
+        if output.state.debug:
+            raise
+        output.error(f"internal error: {type(err).__name__}: {err} (run with --debug for a traceback)")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""Rendering shared by every command: human byte units, errors on stderr, JSON on stdout,
+and progress bars only when stderr is a terminal."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+
+
+@dataclass
+class _State:
+    debug: bool = False
+
+
+state = _State()
+stdout = Console(soft_wrap=True)
+stderr = Console(stderr=True, soft_wrap=True)
+
+
+def error(message: str) -> None:
+    """One line on stderr, no markup interpretation of the message."""
+    stderr.print(f"[bold red]Error:[/bold red] {_escape(message)}", highlight=False)
+
+
+def warning(message: str) -> None:
+    stderr.print(f"[yellow]Warning:[/yellow] {_escape(message)}", highlight=False)
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def print_json(payload: Any) -> None:
+    """Machine-readable output only: plain JSON on stdout, no colour, no wrapping."""
+    sys.stdout.write(json.dumps(payload, indent=2, sort_keys=False) + "\n")
+    sys.stdout.flush()
+
+
+_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def human_bytes(n_bytes: int) -> str:
+    """1536 -> '1.5 KiB'; exact bytes are always shown beside this in tables."""
+    value = float(n_bytes)
+    for unit in _UNITS:
+        if abs(value) < 1024 or unit == _UNITS[-1]:
+            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+class ProgressCallback(Protocol):
+    def __call__(self, done: int, total: int | None, label: str = "") -> None: ...
+
+
+@contextmanager
+def progress(label: str, *, transfer: bool = False) -> Iterator[ProgressCallback]:
+    """A progress bar on stderr when it is a terminal; a silent callback otherwise.
+
+    Libraries never draw: they take a `(done, total, label)` callback, and this is it.
+    """
+    if not stderr.is_terminal:
+        yield lambda done, total, label="": None
+        return
+    columns: list[Any] = [TextColumn("{task.description}"), BarColumn(), TaskProgressColumn()]
+    columns += (
+        [DownloadColumn(), TransferSpeedColumn()] if transfer else [MofNCompleteColumn()]
+    )
+    columns.append(TimeRemainingColumn())
+    with Progress(*columns, console=stderr, transient=True) as bar:
+        task = bar.add_task(label, total=None)
+
+        def update(done: int, total: int | None, sub_label: str = "") -> None:
+            description = f"{label} {sub_label}".strip()
+            bar.update(task, completed=done, total=total, description=description)
+
+        yield update

@@ -1,0 +1,55 @@
+"""Errors raised by the sizing library.
+
+Every error carries the process exit code a front end should use: 2 when the request itself
+is malformed (usage), 1 for everything else (missing libraries, vendor failures).
+"""
+
+from __future__ import annotations
+
+
+class SizingError(Exception):
+    """Base class: something the user should read as one line."""
+
+    exit_code = 1
+
+
+class UsageError(SizingError):
+    """The request is malformed: unknown routine, argument or value."""
+
+    exit_code = 2
+
+
+class UnknownRoutine(UsageError):
+    """No routine of that name is in the catalog."""
+
+
+class BadArgument(UsageError):
+    """An argument is unknown, missing, or has a value of the wrong kind."""
+
+
+class UnknownDevice(UsageError):
+    """The device is neither a known arch nor a known product name."""
+
+
+class LibraryNotFound(SizingError):
+    """rocBLAS or rocSOLVER could not be found in any searched place."""
+
+
+class MissingSymbol(SizingError):
+    """The installed library version lacks a function the request needs."""
+
+
+class VendorStatus(SizingError):
+    """The vendor library answered with a status that is not a size."""
+
+
+class WorkerCrashed(SizingError):
+    """The vendor library aborted or crashed the worker process."""
+
+
+class FetchError(SizingError):
+    """Downloading or unpacking the offline ROCm libraries failed."""
+
+
+class ShimBuildError(SizingError):
+    """The stand-in HIP runtime could not be compiled."""
