@@ -51,7 +51,7 @@ def main() -> None:
     except Exception as err:  # the boundary: even a bug is reported as one line
         if output.state.debug:
             raise
-        output.error(f"internal error: {type(err).__name__}: {err} (run with --debug for a traceback)")
+        output.error(f"internal error: {type(err).__name__}: {err} (--debug shows the traceback)")
         sys.exit(1)
 
 
