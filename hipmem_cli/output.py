@@ -72,24 +72,26 @@ class ProgressCallback(Protocol):
 
 
 @contextmanager
-def progress(label: str, *, transfer: bool = False) -> Iterator[ProgressCallback]:
+def progress(title: str, *, transfer: bool = False) -> Iterator[ProgressCallback]:
     """A progress bar on stderr when it is a terminal; a silent callback otherwise.
 
     Libraries never draw: they take a `(done, total, label)` callback, and this is it.
     """
     if not stderr.is_terminal:
-        yield lambda done, total, label="": None
+
+        def silent(done: int, total: int | None, label: str = "") -> None:
+            return None
+
+        yield silent
         return
     columns: list[Any] = [TextColumn("{task.description}"), BarColumn(), TaskProgressColumn()]
-    columns += (
-        [DownloadColumn(), TransferSpeedColumn()] if transfer else [MofNCompleteColumn()]
-    )
+    columns += [DownloadColumn(), TransferSpeedColumn()] if transfer else [MofNCompleteColumn()]
     columns.append(TimeRemainingColumn())
     with Progress(*columns, console=stderr, transient=True) as bar:
-        task = bar.add_task(label, total=None)
+        task = bar.add_task(title, total=None)
 
-        def update(done: int, total: int | None, sub_label: str = "") -> None:
-            description = f"{label} {sub_label}".strip()
+        def update(done: int, total: int | None, label: str = "") -> None:
+            description = f"{title} {label}".strip()
             bar.update(task, completed=done, total=total, description=description)
 
         yield update

@@ -1,0 +1,81 @@
+"""`hipmem size`: the minimum workspace of each call and of the whole session."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from hipmem_cli import output
+from hipmem_cli.call_sources import gather_calls
+from hipmem_cli.options import CusOption, DeviceOption, JsonOption, RocmDirOption
+from sizing.session import SessionResult, size_calls
+
+
+def size(
+    calls: Annotated[
+        list[str],
+        typer.Argument(
+            help="ROUTINE[:ARG=VALUE,...], e.g. rocsolver_dgetrf:m=1024,n=1024",
+            show_default=False,
+        ),
+    ],
+    device: DeviceOption = None,
+    cus: CusOption = None,
+    rocm_dir: RocmDirOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Size rocBLAS/rocSOLVER calls with the real libraries, on a real or virtual GPU."""
+    parsed = gather_calls(calls)
+    with output.progress("sizing") as report:
+        result = size_calls(parsed, device, compute_units=cus, rocm_dir=rocm_dir, progress=report)
+    if json:
+        output.print_json(result.as_dict())
+    else:
+        render(result)
+    for failed in result.failed:
+        output.error(str(failed.error))
+    if result.failed:
+        raise typer.Exit(1)
+
+
+def render(result: SessionResult) -> None:
+    """The terminal view: one row per distinct call, largest first, then the session."""
+    table = Table(title=f"Workspace on {_device_line(result)}", title_justify="left")
+    table.add_column("call", overflow="fold")
+    table.add_column("workspace", justify="right")
+    table.add_column("bytes", justify="right")
+    table.add_column("count", justify="right")
+    for call in sorted(result.calls, key=lambda r: -(r.bytes if r.bytes is not None else -1)):
+        size_text = (
+            output.human_bytes(call.bytes)
+            if call.bytes is not None
+            else f"[red]{call.status}[/red]"
+        )
+        table.add_row(
+            call.call.label,
+            size_text,
+            "" if call.bytes is None else f"{call.bytes:,}",
+            str(call.count),
+        )
+    output.stdout.print(table)
+    versions = ", ".join(f"{name} {version}" for name, version in result.library.versions.items())
+    output.stdout.print(
+        f"[bold]session[/bold] {output.human_bytes(result.session_bytes)} "
+        f"({result.session_bytes:,} bytes): the most any one call needs, as the library reports it"
+    )
+    output.stdout.print(f"[dim]{versions} from {result.library.found_in}[/dim]", highlight=False)
+
+
+def _device_line(result: SessionResult) -> str:
+    device = result.device
+    kind = "virtual " if device.virtual else ""
+    return (
+        f"{kind}{device.name} ({device.arch.arch_features}, {device.compute_units} CUs, "
+        f"{output.human_bytes(device.memory_bytes)})"
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("size")(size)

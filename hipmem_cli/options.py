@@ -1,0 +1,31 @@
+"""Options shared by several commands, as `Annotated` aliases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+DeviceOption = Annotated[
+    Optional[str],  # noqa: UP045 - typer reads the annotation at runtime on Python 3.10
+    typer.Option(
+        "--device",
+        "-d",
+        help="Arch (gfx90a, gfx942, ...) or product (MI210, MI300X, 'Radeon RX 7900 XTX'). "
+        "Default: the real AMD GPU, when there is one.",
+    ),
+]
+CusOption = Annotated[
+    Optional[int],  # noqa: UP045
+    typer.Option("--cus", help="Override the device's compute-unit count.", min=1),
+]
+RocmDirOption = Annotated[
+    Optional[Path],  # noqa: UP045
+    typer.Option(
+        "--rocm-dir",
+        help="Directory holding librocblas/librocsolver (else HIPMEM_ROCM_LIBDIR, ROCM_PATH, "
+        "/opt/rocm, the loader path, then the offline cache).",
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON only.")]

@@ -1,0 +1,120 @@
+"""`--find-capacity`: the smallest pool or limit through which a log replays with no failure.
+
+A pool (`pool`, or the pool under `binning`) is sized by its `maximum`; every other resource by
+a `limit=` on top of it. Candidates are multiples of `resolution_bytes` (1 MiB by default,
+itself a multiple of RMM's 256-byte alignment). The search starts at the log's peak requested
+bytes (no resource can do with less), doubles until a replay succeeds, then bisects. Pools
+can fragment in ways that are not monotonic in their size; bisection then finds one boundary,
+which is why every probe is reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from replay.engine import ReplayOptions, replay
+from replay.errors import ReplayError
+from replay.events import AllocationLog
+from replay.program import ReplayProgram, build_program
+from replay.resources import ResourceSpec
+
+MIB = 1 << 20
+GROWTH_LIMIT = 64  # give up when even this many times the peak requested bytes fails
+
+ProgressFn = Callable[[int, "int | None", str], None]
+
+
+class NoCapacityFound(ReplayError):
+    """Even a very large pool or limit did not replay the log without failures."""
+
+
+@dataclass(frozen=True)
+class Probe:
+    size_bytes: int
+    replayed: bool  # True: no failure at this size
+
+
+@dataclass
+class CapacityResult:
+    """The smallest size found, and how it was found."""
+
+    resource: str
+    sized_option: str  # "maximum" (a pool's) or "limit"
+    capacity_bytes: int
+    peak_requested_bytes: int
+    resolution_bytes: int
+    sized_spec: str = ""  # the resource with the capacity filled in: what to use
+    probes: list[Probe] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "resource": self.resource,
+            "sized_option": self.sized_option,
+            "capacity_bytes": self.capacity_bytes,
+            "sized_spec": self.sized_spec,
+            "peak_requested_bytes": self.peak_requested_bytes,
+            "resolution_bytes": self.resolution_bytes,
+            "probes": [{"size_bytes": p.size_bytes, "replayed": p.replayed} for p in self.probes],
+        }
+
+
+def sized_option(spec: ResourceSpec) -> str:
+    """Which knob the search turns for this resource."""
+    pooled = spec.kind == "pool" or (spec.kind == "binning" and spec.options.get("upstream") == "pool")
+    return "maximum" if pooled and spec.limit_bytes is None else "limit"
+
+
+def _sized(spec: ResourceSpec, option: str, size_bytes: int) -> ResourceSpec:
+    if option == "limit":
+        return spec.with_limit(size_bytes)
+    sized = spec.with_option("maximum", size_bytes)
+    if (spec.option_bytes("initial") or 0) > size_bytes:
+        sized = sized.with_option("initial", size_bytes)
+    return sized
+
+
+def find_capacity(
+    log: AllocationLog,
+    spec: ResourceSpec,
+    options: ReplayOptions | None = None,
+    *,
+    program: ReplayProgram | None = None,
+    resolution_bytes: int = MIB,
+    progress: ProgressFn | None = None,
+) -> CapacityResult:
+    """Bisect the smallest `maximum`/`limit` (a multiple of `resolution_bytes`) with no failure."""
+    program = program if program is not None else build_program(log)
+    base = options or ReplayOptions()
+    # Probes only need to know whether a failure happens: stop at the first, time nothing.
+    probe_options = replace(base, on_failure="stop", time_calls=False, repeats=1, plot_samples=0)
+    option = sized_option(spec)
+    result = CapacityResult(spec.label, option, 0, program.peak_requested_bytes, resolution_bytes)
+
+    def replays(size_bytes: int) -> bool:
+        report = replay(log, _sized(spec, option, size_bytes), probe_options, program=program)
+        ok = report.failure_count == 0 and report.outcome == "completed"
+        result.probes.append(Probe(size_bytes, ok))
+        if progress:
+            progress(len(result.probes), None, f"{spec.label}: {size_bytes} bytes")
+        return ok
+
+    peak = max(program.peak_requested_bytes, 1)
+    failing = (peak - 1) // resolution_bytes * resolution_bytes  # below the peak: must fail
+    passing = failing + resolution_bytes
+    while not replays(passing):
+        failing = passing
+        passing *= 2
+        if passing > GROWTH_LIMIT * peak:
+            raise NoCapacityFound(
+                f"{spec.label}: no {option} up to {failing} bytes replays the log without failure"
+            )
+    while passing - failing > resolution_bytes:
+        middle = (failing + passing) // 2 // resolution_bytes * resolution_bytes
+        if replays(middle):
+            passing = middle
+        else:
+            failing = middle
+    result.capacity_bytes = passing
+    result.sized_spec = _sized(spec, option, passing).label
+    return result

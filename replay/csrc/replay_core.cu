@@ -1,0 +1,911 @@
+// The native hot loop of `hipmem replay`.
+//
+// Python (replay/program.py) turns a log into a "program": one op per replayed event, each
+// allocate owning a slot and each free naming the slot of its allocate, so this loop needs no
+// hash map. This file builds the resource stack the spec asks for, replays the program in the
+// log's global order (one OS thread per logged thread, or one thread), times each allocator
+// call, records failures, and ALWAYS returns every byte it took before it returns.
+//
+// Built twice from this one source (replay/native.py):
+//   HIPMEM_WITH_RMM defined: nvcc against RMM's headers and librmm (cuda backend);
+//   otherwise:             a plain C++ compiler, host memory only (CI, no GPU).
+// Everything crosses the C ABI as plain structs and arrays; no exception escapes it.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <new>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
+#ifdef HIPMEM_WITH_RMM
+#include <cuda_runtime_api.h>
+#include <rmm/error.hpp>
+#include <rmm/mr/arena_memory_resource.hpp>
+#include <rmm/mr/binning_memory_resource.hpp>
+#include <rmm/mr/cuda_async_memory_resource.hpp>
+#include <rmm/mr/cuda_memory_resource.hpp>
+#include <rmm/mr/fixed_size_memory_resource.hpp>
+#include <rmm/mr/limiting_resource_adaptor.hpp>
+#include <rmm/mr/managed_memory_resource.hpp>
+#include <rmm/mr/pinned_host_memory_resource.hpp>
+#include <rmm/mr/pool_memory_resource.hpp>
+#include <cuda/memory_resource>
+#include <cuda/stream>
+#endif
+
+extern "C" {
+
+// Resource kinds; the numbers are shared with replay/native.py (_KIND_CODES).
+enum hm_kind : int32_t {
+  HM_HOST = 0, HM_DEVICE = 1, HM_MANAGED = 2, HM_ASYNC = 3, HM_POOL = 4,
+  HM_ARENA = 5, HM_BINNING = 6, HM_FIXED = 7, HM_PINNED = 8,
+};
+
+// Where peak reserved bytes came from (replay/native.py: RESERVED_SOURCES).
+enum hm_reserved_source : int32_t {
+  HM_RESERVED_COUNTED = 0,      // bytes the resource took from its upstream (exact)
+  HM_RESERVED_POOL_ATTR = 1,    // CUDA memory pool attribute ReservedMemHigh (exact)
+  HM_RESERVED_DEVICE_FREE = 2,  // drop in device free memory, sampled
+};
+
+enum hm_status : int32_t { HM_OK = 0, HM_STOPPED = 1, HM_CANCELLED = 2, HM_ERROR = 3 };
+
+// advise bits for managed memory
+enum : int32_t { HM_ADVISE_PREFERRED = 1, HM_ADVISE_READ_MOSTLY = 2, HM_ADVISE_ACCESSED_BY = 4 };
+
+struct hm_config {
+  int32_t kind;
+  int32_t upstream;  // kind of the upstream of pool/arena/binning/fixed
+  int64_t initial_bytes;            // pool (or binning's pool) initial size; async initial; -1 none
+  int64_t maximum_bytes;            // pool maximum; -1 none
+  int64_t arena_bytes;              // arena size; -1 RMM default
+  int64_t block_bytes;              // fixed block size
+  int64_t prealloc_blocks;          // fixed blocks to preallocate
+  int64_t release_threshold_bytes;  // async; -1 none
+  int64_t limit_bytes;              // limiting adaptor on top; -1 none
+  int32_t min_exp;                  // binning bins 2^min_exp .. 2^max_exp
+  int32_t max_exp;
+  int32_t prefetch;                 // managed: prefetch each allocation to the device
+  int32_t advise_mask;              // managed: HM_ADVISE_* bits
+  int32_t async_default_pool;       // async: use the device's default pool
+  int32_t device;
+  int32_t threaded;                 // one OS thread per logged thread
+  int32_t stop_on_failure;
+  int32_t repeats;                  // replay this many times on one stack, report the best wall
+  int32_t time_calls;               // time each allocator call
+};
+
+struct hm_program {
+  int64_t n_ops;
+  const int8_t* op;          // 0 allocate, 1 free
+  const int32_t* slot;       // allocate: its slot; free: the slot of its allocate
+  const int64_t* size;       // bytes
+  const int32_t* stream;     // index into stream_ids
+  const int32_t* thread;     // index of the logged thread (0..n_threads-1)
+  int32_t n_slots;
+  int32_t n_streams;
+  int32_t n_threads;
+  int32_t pad_;
+  const uint64_t* stream_ids;  // logged stream ids; 0 is the default stream
+  int64_t peak_op;             // op after which the log's requested bytes peak (-1 none)
+  int64_t sample_every;        // sample reserved bytes every this many ops (0: never)
+};
+
+struct hm_outputs {
+  int64_t* latency_ns;  // [n_ops]; -1 where the op did not call the allocator
+  int64_t* failure_op;  // [failure_capacity]
+  int64_t* failure_live_bytes;
+  int64_t* failure_reserved_bytes;
+  int64_t failure_capacity;
+  int64_t* sample_op;  // [sample_capacity]
+  int64_t* sample_reserved_bytes;
+  int64_t* sample_live_bytes;
+  int64_t sample_capacity;
+  volatile int32_t* cancel;  // the caller sets *cancel != 0 to stop early (Ctrl-C)
+};
+
+struct hm_result {
+  int64_t best_wall_ns;
+  int64_t ops_done;  // ops of the last repeat that ran
+  int64_t n_failures;
+  int64_t n_samples;
+  int64_t peak_reserved_bytes;   // -1 when unknown
+  int64_t unreturned_bytes;      // device free memory not back after teardown (cuda); 0 on host
+  int64_t held_at_end_bytes;     // bytes the log never freed, returned by the replay at the end
+  int32_t reserved_source;
+  int32_t status;
+  char message[512];
+};
+
+int hm_replay(const hm_config* config, const hm_program* program, hm_outputs* out,
+              hm_result* result);
+const char* hm_build_info();
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+inline uint64_t ticks() noexcept
+{
+#if defined(__x86_64__)
+  return __rdtsc();  // ~7 ns a read, against ~20 ns for clock_gettime: the loop stays the floor's
+#else
+  return static_cast<uint64_t>(Clock::now().time_since_epoch().count());
+#endif
+}
+
+void set_message(hm_result* result, std::string const& text)
+{
+  std::snprintf(result->message, sizeof(result->message), "%s", text.c_str());
+}
+
+// Peak and current of a byte count that several threads may move.
+struct ByteCounter {
+  std::atomic<int64_t> current{0};
+  std::atomic<int64_t> peak{0};
+  void add(int64_t bytes) noexcept
+  {
+    int64_t now  = current.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    int64_t seen = peak.load(std::memory_order_relaxed);
+    while (now > seen && !peak.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {}
+  }
+  void sub(int64_t bytes) noexcept { current.fetch_sub(bytes, std::memory_order_relaxed); }
+};
+
+struct Failure {};  // an allocation the resource refused (out of memory / over a limit)
+
+// ---------------------------------------------------------------------------------------------
+// Resource stacks. Each offers allocate(bytes, stream index) / deallocate(...) and reserved().
+// ---------------------------------------------------------------------------------------------
+
+// Plain host memory: what CI replays through. A limit is enforced here since RMM is absent.
+class HostStack {
+ public:
+  explicit HostStack(hm_config const& config) : limit_{config.limit_bytes} {}
+  void* allocate(size_t bytes, int32_t)
+  {
+    if (limit_ >= 0 && counter_.current.load(std::memory_order_relaxed) +
+                           static_cast<int64_t>(bytes) > limit_) {
+      throw Failure{};
+    }
+    void* ptr = std::malloc(bytes == 0 ? 1 : bytes);
+    if (ptr == nullptr) { throw Failure{}; }
+    counter_.add(static_cast<int64_t>(bytes));
+    return ptr;
+  }
+  void deallocate(void* ptr, size_t bytes, int32_t) noexcept
+  {
+    std::free(ptr);
+    counter_.sub(static_cast<int64_t>(bytes));
+  }
+  int64_t reserved_now() const noexcept { return counter_.current.load(); }
+  int64_t reserved_peak() const noexcept { return counter_.peak.load(); }
+  void reset_peak() noexcept { counter_.peak.store(counter_.current.load()); }
+  int32_t reserved_source() const noexcept { return HM_RESERVED_COUNTED; }
+  void synchronize() noexcept {}
+
+ private:
+  int64_t limit_;
+  ByteCounter counter_;
+};
+
+#ifdef HIPMEM_WITH_RMM
+
+using any_device_mr = cuda::mr::any_resource<cuda::mr::device_accessible>;
+
+void check_cuda(cudaError_t status, char const* what)
+{
+  if (status != cudaSuccess) {
+    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorName(status) + " (" +
+                             cudaGetErrorString(status) + ")");
+  }
+}
+
+// Counts what a resource takes from its upstream: "reserved" in the resource's own terms.
+class counting_resource {
+ public:
+  counting_resource(any_device_mr upstream, ByteCounter* counter)
+    : upstream_{std::move(upstream)}, counter_{counter}
+  {
+  }
+  void* allocate(cuda::stream_ref stream, std::size_t bytes, std::size_t alignment)
+  {
+    void* ptr = upstream_.allocate(stream, bytes, alignment);
+    counter_->add(static_cast<int64_t>(bytes));
+    return ptr;
+  }
+  void deallocate(cuda::stream_ref stream, void* ptr, std::size_t bytes,
+                  std::size_t alignment) noexcept
+  {
+    upstream_.deallocate(stream, ptr, bytes, alignment);
+    counter_->sub(static_cast<int64_t>(bytes));
+  }
+  void* allocate_sync(std::size_t bytes, std::size_t alignment)
+  {
+    void* ptr = upstream_.allocate_sync(bytes, alignment);
+    counter_->add(static_cast<int64_t>(bytes));
+    return ptr;
+  }
+  void deallocate_sync(void* ptr, std::size_t bytes, std::size_t alignment) noexcept
+  {
+    upstream_.deallocate_sync(ptr, bytes, alignment);
+    counter_->sub(static_cast<int64_t>(bytes));
+  }
+  bool operator==(counting_resource const& other) const noexcept
+  {
+    return counter_ == other.counter_;
+  }
+  bool operator!=(counting_resource const& other) const noexcept { return !(*this == other); }
+  friend void get_property(counting_resource const&, cuda::mr::device_accessible) noexcept {}
+
+ private:
+  any_device_mr upstream_;
+  ByteCounter* counter_;
+};
+
+// cudaMallocAsync on the device's default pool (RMM's async resource always makes a new pool).
+class default_pool_resource {
+ public:
+  void* allocate(cuda::stream_ref stream, std::size_t bytes, std::size_t)
+  {
+    void* ptr = nullptr;
+    if (cudaMallocAsync(&ptr, bytes, stream.get()) != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw rmm::out_of_memory("cudaMallocAsync failed");
+    }
+    return ptr;
+  }
+  void deallocate(cuda::stream_ref stream, void* ptr, std::size_t, std::size_t) noexcept
+  {
+    (void)cudaFreeAsync(ptr, stream.get());
+  }
+  void* allocate_sync(std::size_t bytes, std::size_t alignment)
+  {
+    void* ptr = allocate(cuda::stream_ref{cudaStream_t{nullptr}}, bytes, alignment);
+    (void)cudaStreamSynchronize(nullptr);
+    return ptr;
+  }
+  void deallocate_sync(void* ptr, std::size_t bytes, std::size_t alignment) noexcept
+  {
+    deallocate(cuda::stream_ref{cudaStream_t{nullptr}}, ptr, bytes, alignment);
+    (void)cudaStreamSynchronize(nullptr);
+  }
+  bool operator==(default_pool_resource const&) const noexcept { return true; }
+  bool operator!=(default_pool_resource const&) const noexcept { return false; }
+  friend void get_property(default_pool_resource const&, cuda::mr::device_accessible) noexcept {}
+};
+
+// Managed memory with the advice and prefetch a user asked for, applied inside allocate so
+// that their cost is part of the allocation latency, as it would be in production.
+class advised_managed_resource {
+ public:
+  advised_managed_resource(int32_t device, int32_t advise_mask, bool prefetch)
+    : device_{device}, advise_mask_{advise_mask}, prefetch_{prefetch}
+  {
+  }
+  void* allocate(cuda::stream_ref stream, std::size_t bytes, std::size_t alignment)
+  {
+    void* ptr = managed_.allocate(stream, bytes, alignment);
+    if (ptr != nullptr && bytes > 0) {
+      cudaMemLocation location{cudaMemLocationTypeDevice, device_};
+      if (advise_mask_ & HM_ADVISE_PREFERRED) {
+        (void)cudaMemAdvise(ptr, bytes, cudaMemAdviseSetPreferredLocation, location);
+      }
+      if (advise_mask_ & HM_ADVISE_READ_MOSTLY) {
+        (void)cudaMemAdvise(ptr, bytes, cudaMemAdviseSetReadMostly, location);
+      }
+      if (advise_mask_ & HM_ADVISE_ACCESSED_BY) {
+        (void)cudaMemAdvise(ptr, bytes, cudaMemAdviseSetAccessedBy, location);
+      }
+      if (prefetch_) { (void)cudaMemPrefetchAsync(ptr, bytes, location, 0, stream.get()); }
+    }
+    return ptr;
+  }
+  void deallocate(cuda::stream_ref stream, void* ptr, std::size_t bytes,
+                  std::size_t alignment) noexcept
+  {
+    managed_.deallocate(stream, ptr, bytes, alignment);
+  }
+  void* allocate_sync(std::size_t bytes, std::size_t alignment)
+  {
+    return allocate(cuda::stream_ref{cudaStream_t{nullptr}}, bytes, alignment);
+  }
+  void deallocate_sync(void* ptr, std::size_t bytes, std::size_t alignment) noexcept
+  {
+    managed_.deallocate_sync(ptr, bytes, alignment);
+  }
+  bool operator==(advised_managed_resource const& other) const noexcept
+  {
+    return advise_mask_ == other.advise_mask_ && prefetch_ == other.prefetch_;
+  }
+  bool operator!=(advised_managed_resource const& o) const noexcept { return !(*this == o); }
+  friend void get_property(advised_managed_resource const&, cuda::mr::device_accessible) noexcept
+  {
+  }
+
+ private:
+  rmm::mr::managed_memory_resource managed_;
+  int32_t device_;
+  int32_t advise_mask_;
+  bool prefetch_;
+};
+
+std::optional<std::size_t> optional_bytes(int64_t value)
+{
+  if (value < 0) { return std::nullopt; }
+  return static_cast<std::size_t>(value);
+}
+
+// The resource stack of a spec, on real streams, with the means to read what it reserved.
+class RmmStack {
+ public:
+  explicit RmmStack(hm_config const& config) { top_.emplace(build(config)); }
+
+  void* allocate(size_t bytes, int32_t stream)
+  {
+    return top_->allocate(streams_[stream], bytes, rmm::CUDA_ALLOCATION_ALIGNMENT);
+  }
+  void deallocate(void* ptr, size_t bytes, int32_t stream) noexcept
+  {
+    top_->deallocate(streams_[stream], ptr, bytes, rmm::CUDA_ALLOCATION_ALIGNMENT);
+  }
+
+  int32_t reserved_source() const noexcept { return source_; }
+
+  int64_t reserved_now() noexcept
+  {
+    switch (source_) {
+      case HM_RESERVED_COUNTED: return counter_.current.load();
+      case HM_RESERVED_POOL_ATTR: return pool_attribute(cudaMemPoolAttrReservedMemCurrent);
+      default: {
+        std::size_t free_bytes = 0, total_bytes = 0;
+        if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) { return -1; }
+        return static_cast<int64_t>(baseline_free_) - static_cast<int64_t>(free_bytes);
+      }
+    }
+  }
+  int64_t reserved_peak() noexcept
+  {
+    switch (source_) {
+      case HM_RESERVED_COUNTED: return counter_.peak.load();
+      case HM_RESERVED_POOL_ATTR: return pool_attribute(cudaMemPoolAttrReservedMemHigh);
+      default: return -1;  // the caller keeps the maximum of its samples
+    }
+  }
+  void reset_peak() noexcept
+  {
+    if (source_ == HM_RESERVED_COUNTED) { counter_.peak.store(counter_.current.load()); }
+    if (source_ == HM_RESERVED_POOL_ATTR) {
+      cuuint64_t zero = 0;  // writing 0 resets the high-water mark
+      (void)cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReservedMemHigh, &zero);
+    }
+  }
+  void synchronize() { check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+
+  void set_streams(std::vector<cudaStream_t> const& streams)
+  {
+    streams_.clear();
+    for (auto s : streams) { streams_.emplace_back(s); }
+  }
+  void set_baseline_free(std::size_t free_bytes) { baseline_free_ = free_bytes; }
+
+  ~RmmStack()
+  {
+    top_.reset();  // releases pools to their upstream before the counters go away
+    if (restore_threshold_) {
+      (void)cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &saved_threshold_);
+    }
+  }
+
+ private:
+  any_device_mr leaf(int32_t kind, hm_config const& config)
+  {
+    switch (kind) {
+      case HM_DEVICE: return rmm::mr::cuda_memory_resource{};
+      case HM_MANAGED:
+        if (config.advise_mask != 0 || config.prefetch != 0) {
+          return advised_managed_resource{config.device, config.advise_mask, config.prefetch != 0};
+        }
+        return rmm::mr::managed_memory_resource{};
+      case HM_PINNED: return rmm::mr::pinned_host_memory_resource{};
+      case HM_ASYNC: {
+        if (config.async_default_pool != 0) {
+          check_cuda(cudaDeviceGetDefaultMemPool(&pool_, config.device),
+                     "cudaDeviceGetDefaultMemPool");
+          if (config.release_threshold_bytes >= 0) {
+            check_cuda(cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrReleaseThreshold,
+                                               &saved_threshold_),
+                       "cudaMemPoolGetAttribute");
+            cuuint64_t threshold = static_cast<cuuint64_t>(config.release_threshold_bytes);
+            check_cuda(
+              cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &threshold),
+              "cudaMemPoolSetAttribute");
+            restore_threshold_ = true;
+          }
+          return default_pool_resource{};
+        }
+        rmm::mr::cuda_async_memory_resource async{optional_bytes(config.initial_bytes),
+                                                  optional_bytes(config.release_threshold_bytes)};
+        pool_ = async.pool_handle();
+        return async;
+      }
+      default: throw std::invalid_argument("not a leaf resource kind: " + std::to_string(kind));
+    }
+  }
+
+  // The upstream of a pooling resource, wrapped so that what it hands out is counted.
+  any_device_mr counted(any_device_mr upstream)
+  {
+    source_ = HM_RESERVED_COUNTED;
+    return counting_resource{std::move(upstream), &counter_};
+  }
+
+  any_device_mr build_core(hm_config const& config)
+  {
+    switch (config.kind) {
+      case HM_DEVICE: source_ = HM_RESERVED_DEVICE_FREE; return leaf(HM_DEVICE, config);
+      case HM_PINNED: return counted(leaf(HM_PINNED, config));
+      case HM_MANAGED:
+        // Managed pages land on the device only when touched: count what was handed out.
+        return counted(leaf(HM_MANAGED, config));
+      case HM_ASYNC: source_ = HM_RESERVED_POOL_ATTR; return leaf(HM_ASYNC, config);
+      case HM_POOL:
+        return rmm::mr::pool_memory_resource{counted(leaf(config.upstream, config)),
+                                             static_cast<std::size_t>(config.initial_bytes),
+                                             optional_bytes(config.maximum_bytes)};
+      case HM_ARENA:
+        return rmm::mr::arena_memory_resource{counted(leaf(config.upstream, config)),
+                                              optional_bytes(config.arena_bytes)};
+      case HM_FIXED:
+        return rmm::mr::fixed_size_memory_resource{
+          counted(leaf(config.upstream, config)), static_cast<std::size_t>(config.block_bytes),
+          static_cast<std::size_t>(config.prealloc_blocks)};
+      case HM_BINNING: {
+        any_device_mr upstream = counted(leaf(config.upstream == HM_POOL ? HM_DEVICE
+                                                                         : config.upstream,
+                                              config));
+        if (config.upstream == HM_POOL) {
+          upstream = rmm::mr::pool_memory_resource{std::move(upstream),
+                                                   static_cast<std::size_t>(config.initial_bytes),
+                                                   optional_bytes(config.maximum_bytes)};
+        }
+        return rmm::mr::binning_memory_resource{std::move(upstream),
+                                                static_cast<int8_t>(config.min_exp),
+                                                static_cast<int8_t>(config.max_exp)};
+      }
+      default: throw std::invalid_argument("unknown resource kind " + std::to_string(config.kind));
+    }
+  }
+
+  any_device_mr build(hm_config const& config)
+  {
+    any_device_mr core = build_core(config);
+    if (config.limit_bytes < 0) { return core; }
+    return rmm::mr::limiting_resource_adaptor{std::move(core),
+                                              static_cast<std::size_t>(config.limit_bytes)};
+  }
+
+  int64_t pool_attribute(cudaMemPoolAttr attribute) noexcept
+  {
+    cuuint64_t value = 0;
+    if (cudaMemPoolGetAttribute(pool_, attribute, &value) != cudaSuccess) { return -1; }
+    return static_cast<int64_t>(value);
+  }
+
+  ByteCounter counter_;  // declared before top_: outlives the stack that points at it
+  cudaMemPool_t pool_ = nullptr;
+  cuuint64_t saved_threshold_ = 0;
+  bool restore_threshold_ = false;
+  int32_t source_ = HM_RESERVED_DEVICE_FREE;
+  std::size_t baseline_free_ = 0;
+  std::vector<cuda::stream_ref> streams_;
+  std::optional<any_device_mr> top_;
+};
+
+using Stack = RmmStack;
+
+// Real streams for the logged ones: 0 is the default stream, every other id its own stream.
+class Streams {
+ public:
+  explicit Streams(hm_program const& program)
+  {
+    for (int32_t i = 0; i < program.n_streams; ++i) {
+      cudaStream_t stream = nullptr;
+      if (program.stream_ids[i] != 0) {
+        check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+        created_.push_back(stream);
+      }
+      handles_.push_back(stream);
+    }
+  }
+  ~Streams()
+  {
+    for (auto stream : created_) {
+      (void)cudaStreamSynchronize(stream);
+      (void)cudaStreamDestroy(stream);
+    }
+  }
+  std::vector<cudaStream_t> const& handles() const { return handles_; }
+
+ private:
+  std::vector<cudaStream_t> handles_;
+  std::vector<cudaStream_t> created_;
+};
+
+std::size_t device_free_bytes()
+{
+  std::size_t free_bytes = 0, total_bytes = 0;
+  check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+  return free_bytes;
+}
+
+#else
+using Stack = HostStack;
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// The replay itself.
+// ---------------------------------------------------------------------------------------------
+
+bool is_refusal(std::exception_ptr const& error)
+{
+  try {
+    std::rethrow_exception(error);
+  } catch (Failure const&) {
+    return true;
+  } catch (std::bad_alloc const&) {  // rmm::out_of_memory and rmm::bad_alloc derive from it
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+class Replay {
+ public:
+  Replay(hm_config const& config, hm_program const& program, hm_outputs& out, Stack& stack)
+    : config_{config}, program_{program}, out_{out}, stack_{stack},
+      ptrs_(static_cast<size_t>(program.n_slots), nullptr),
+      held_bytes_(static_cast<size_t>(program.n_slots), -1),
+      slot_stream_(static_cast<size_t>(program.n_slots), 0)
+  {
+  }
+
+  // One pass over the program; returns HM_OK, HM_STOPPED, HM_CANCELLED or HM_ERROR.
+  int32_t run(bool record)
+  {
+    record_ = record;
+    std::fill(ptrs_.begin(), ptrs_.end(), nullptr);
+    std::fill(held_bytes_.begin(), held_bytes_.end(), -1);
+    live_bytes_        = 0;
+    ops_done_          = 0;
+    held_at_end_bytes_ = 0;
+    status_.store(HM_OK);
+    if (config_.threaded != 0 && program_.n_threads > 1) {
+      run_threads();
+    } else {
+      run_range_single();
+    }
+    return status_.load();
+  }
+
+  // Return every byte still held: logged allocations never freed, and everything after a stop.
+  void release_all() noexcept
+  {
+    for (size_t s = 0; s < ptrs_.size(); ++s) {
+      if (held_bytes_[s] >= 0) {
+        if (ptrs_[s] != nullptr) {
+          stack_.deallocate(ptrs_[s], static_cast<size_t>(held_bytes_[s]), slot_stream_[s]);
+        }
+        held_at_end_bytes_ += held_bytes_[s];
+        held_bytes_[s] = -1;
+        ptrs_[s]       = nullptr;
+      }
+    }
+    live_bytes_ = 0;
+  }
+
+  int64_t ops_done() const { return ops_done_; }
+  int64_t failures() const { return n_failures_; }
+  int64_t samples() const { return n_samples_; }
+  int64_t sampled_peak() const { return sampled_peak_; }
+  int64_t held_at_end_bytes() const { return held_at_end_bytes_; }
+  int64_t sampling_ticks() const { return sampling_ticks_; }
+  std::string const& error() const { return error_; }
+
+ private:
+  // One op. Returns false when the replay must stop.
+  bool step(int64_t i)
+  {
+    int32_t const slot   = program_.slot[i];
+    int32_t const stream = program_.stream[i];
+    if (program_.op[i] == 0) {
+      size_t const bytes = static_cast<size_t>(program_.size[i]);
+      uint64_t const t0  = config_.time_calls ? ticks() : 0;
+      void* ptr          = nullptr;
+      try {
+        ptr = stack_.allocate(bytes, stream);
+      } catch (...) {
+        auto error = std::current_exception();
+        if (!is_refusal(error)) { return fail_hard(error); }
+        if (record_) { record_failure(i); }
+        ++n_failures_;
+        if (config_.stop_on_failure) {
+          status_.store(HM_STOPPED);
+          return false;
+        }
+        after_op(i);
+        return true;
+      }
+      if (config_.time_calls && record_) {
+        out_.latency_ns[i] = static_cast<int64_t>(ticks() - t0);
+      }
+      ptrs_[slot]        = ptr;
+      held_bytes_[slot]  = static_cast<int64_t>(bytes);
+      slot_stream_[slot] = stream;
+      live_bytes_ += static_cast<int64_t>(bytes);
+    } else {
+      int64_t const bytes = held_bytes_[slot];
+      if (bytes >= 0) {  // < 0: its allocate failed and was skipped
+        void* const ptr = ptrs_[slot];
+        if (ptr != nullptr) {
+          uint64_t const t0 = config_.time_calls ? ticks() : 0;
+          stack_.deallocate(ptr, static_cast<size_t>(bytes), stream);
+          if (config_.time_calls && record_) {
+            out_.latency_ns[i] = static_cast<int64_t>(ticks() - t0);
+          }
+        }
+        held_bytes_[slot] = -1;
+        ptrs_[slot]       = nullptr;
+        live_bytes_ -= bytes;
+      }
+    }
+    after_op(i);
+    return true;
+  }
+
+  void after_op(int64_t i)
+  {
+    ++ops_done_;
+    if (!record_) { return; }
+    bool const sample_now = i == program_.peak_op ||
+                            (program_.sample_every > 0 && i % program_.sample_every == 0);
+    if (sample_now && n_samples_ < out_.sample_capacity) {
+      uint64_t const t0  = ticks();
+      int64_t const now  = stack_.reserved_now();
+      out_.sample_op[n_samples_]             = i;
+      out_.sample_reserved_bytes[n_samples_] = now;
+      out_.sample_live_bytes[n_samples_]     = live_bytes_;
+      ++n_samples_;
+      sampled_peak_ = std::max(sampled_peak_, now);
+      sampling_ticks_ += static_cast<int64_t>(ticks() - t0);
+    }
+  }
+
+  void record_failure(int64_t i)
+  {
+    if (n_failures_ < out_.failure_capacity) {
+      out_.failure_op[n_failures_]             = i;
+      out_.failure_live_bytes[n_failures_]     = live_bytes_;
+      out_.failure_reserved_bytes[n_failures_] = stack_.reserved_now();
+    }
+  }
+
+  bool fail_hard(std::exception_ptr const& error)
+  {
+    try {
+      std::rethrow_exception(error);
+    } catch (std::exception const& e) {
+      error_ = e.what();
+    } catch (...) {
+      error_ = "unknown C++ exception";
+    }
+    status_.store(HM_ERROR);
+    return false;
+  }
+
+  bool cancelled() const noexcept { return out_.cancel != nullptr && *out_.cancel != 0; }
+
+  void run_range_single()
+  {
+    int64_t const n = program_.n_ops;
+    for (int64_t i = 0; i < n; ++i) {
+      if ((i & 4095) == 0 && cancelled()) {
+        status_.store(HM_CANCELLED);
+        return;
+      }
+      if (!step(i)) { return; }
+    }
+  }
+
+  // One OS thread per logged thread; a shared turn counter keeps the log's global order, so
+  // all bookkeeping is touched by one thread at a time (the turn's acquire/release orders it).
+  void run_threads()
+  {
+    int32_t const n_threads = program_.n_threads;
+    std::vector<std::vector<int64_t>> mine(static_cast<size_t>(n_threads));
+    for (int64_t i = 0; i < program_.n_ops; ++i) {
+      mine[static_cast<size_t>(program_.thread[i])].push_back(i);
+    }
+    turn_.store(0);
+    std::vector<std::thread> workers;
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(n_threads));
+    for (int32_t t = 0; t < n_threads; ++t) {
+      workers.emplace_back([this, t, &mine, &errors] {
+        try {
+          worker(mine[static_cast<size_t>(t)]);
+        } catch (...) {
+          errors[static_cast<size_t>(t)] = std::current_exception();
+          status_.store(HM_ERROR);
+        }
+      });
+    }
+    for (auto& w : workers) { w.join(); }
+    for (auto& e : errors) {
+      if (e) { fail_hard(e); }
+    }
+  }
+
+  void worker(std::vector<int64_t> const& ops)
+  {
+#ifdef HIPMEM_WITH_RMM
+    check_cuda(cudaSetDevice(config_.device), "cudaSetDevice");
+#endif
+    for (int64_t i : ops) {
+      unsigned spins = 0;
+      while (turn_.load(std::memory_order_acquire) != i) {
+        if (status_.load(std::memory_order_relaxed) != HM_OK) { return; }
+        if (++spins > 2048) {
+          std::this_thread::yield();  // fewer cores than logged threads: let the owner run
+          if ((spins & 0xffff) == 0 && cancelled()) { status_.store(HM_CANCELLED); }
+        }
+      }
+      if (status_.load(std::memory_order_relaxed) != HM_OK) { return; }
+      if ((i & 4095) == 0 && cancelled()) {
+        status_.store(HM_CANCELLED);
+        return;
+      }
+      bool const go_on = step(i);
+      turn_.store(i + 1, std::memory_order_release);
+      if (!go_on) { return; }
+    }
+  }
+
+  hm_config const& config_;
+  hm_program const& program_;
+  hm_outputs& out_;
+  Stack& stack_;
+  std::vector<void*> ptrs_;
+  std::vector<int64_t> held_bytes_;  // -1: slot not held
+  std::vector<int32_t> slot_stream_;  // stream each held slot was allocated on
+  int64_t live_bytes_        = 0;
+  int64_t ops_done_          = 0;
+  int64_t n_failures_        = 0;
+  int64_t n_samples_         = 0;
+  int64_t sampled_peak_      = -1;
+  int64_t held_at_end_bytes_ = 0;
+  int64_t sampling_ticks_    = 0;
+  bool record_               = true;
+  std::atomic<int64_t> turn_{0};
+  std::atomic<int32_t> status_{HM_OK};
+  std::string error_;
+};
+
+int64_t replay_with(hm_config const& config, hm_program const& program, hm_outputs& out,
+                    hm_result& result, Stack& stack)
+{
+  Replay replay{config, program, out, stack};
+  int32_t const repeats = std::max(1, config.repeats);
+  int64_t best_ns       = -1;
+  double ns_per_tick    = 1.0;
+  int32_t status        = HM_OK;
+  for (int32_t rep = 0; rep < repeats; ++rep) {
+    bool const record = rep == 0;  // latencies and failures of the first, fresh pass
+    stack.reset_peak();
+    uint64_t const tick0 = ticks();
+    auto const t0        = Clock::now();
+    try {
+      status = replay.run(record);
+    } catch (...) {
+      replay.release_all();
+      throw;
+    }
+    replay.release_all();  // what the log never freed: part of the pass, as in the floor
+    stack.synchronize();
+    auto const t1         = Clock::now();
+    uint64_t const tick1  = ticks();
+    int64_t const wall_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+    if (tick1 > tick0) { ns_per_tick = static_cast<double>(wall_ns) / double(tick1 - tick0); }
+    int64_t const sampling_ns =
+      record ? static_cast<int64_t>(double(replay.sampling_ticks()) * ns_per_tick) : 0;
+    if (record) {
+      result.n_failures = replay.failures();
+      result.n_samples  = replay.samples();
+      result.held_at_end_bytes = replay.held_at_end_bytes();
+      // Convert this pass's raw tick latencies to nanoseconds.
+      if (config.time_calls) {
+        for (int64_t i = 0; i < program.n_ops; ++i) {
+          if (out.latency_ns[i] >= 0) {
+            out.latency_ns[i] = static_cast<int64_t>(double(out.latency_ns[i]) * ns_per_tick);
+          }
+        }
+      }
+    }
+    int64_t const pass_ns = wall_ns - sampling_ns;
+    if (best_ns < 0 || pass_ns < best_ns) { best_ns = pass_ns; }
+    int64_t const peak = stack.reserved_peak();
+    result.peak_reserved_bytes =
+      std::max({result.peak_reserved_bytes, peak, replay.sampled_peak()});
+    result.ops_done = replay.ops_done();
+    if (status != HM_OK) { break; }
+  }
+  result.best_wall_ns = best_ns;
+  result.status       = status;
+  if (status == HM_ERROR) { set_message(&result, replay.error()); }
+  return best_ns;
+}
+
+}  // namespace
+
+extern "C" const char* hm_build_info()
+{
+#ifdef HIPMEM_WITH_RMM
+  return "rmm";
+#else
+  return "host";
+#endif
+}
+
+extern "C" int hm_replay(const hm_config* config, const hm_program* program, hm_outputs* out,
+                         hm_result* result)
+{
+  std::memset(result, 0, sizeof(*result));
+  result->peak_reserved_bytes = -1;
+  try {
+    for (int64_t i = 0; i < program->n_ops; ++i) { out->latency_ns[i] = -1; }
+#ifdef HIPMEM_WITH_RMM
+    check_cuda(cudaSetDevice(config->device), "cudaSetDevice");
+    check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    std::size_t const free_before = device_free_bytes();
+    {
+      Streams streams{*program};
+      {
+        Stack stack{*config};
+        stack.set_streams(streams.handles());
+        stack.set_baseline_free(free_before);
+        result->reserved_source = stack.reserved_source();
+        replay_with(*config, *program, *out, *result, stack);
+      }  // the stack's destructor gives its pools back to the device
+      check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    }
+    std::size_t const free_after = device_free_bytes();
+    result->unreturned_bytes =
+      free_after < free_before ? static_cast<int64_t>(free_before - free_after) : 0;
+#else
+    Stack stack{*config};
+    result->reserved_source = stack.reserved_source();
+    replay_with(*config, *program, *out, *result, stack);
+    result->unreturned_bytes = stack.reserved_now();
+#endif
+  } catch (std::exception const& e) {
+    result->status = HM_ERROR;
+    set_message(result, e.what());
+  } catch (...) {
+    result->status = HM_ERROR;
+    set_message(result, "unknown C++ exception");
+  }
+  return result->status;
+}

@@ -1,0 +1,491 @@
+"""Replay an allocation log through a real memory resource and report what it did.
+
+Semantics (the same in the native core and the Python loop):
+
+- the program (replay/program.py) is replayed in the log's global order; with
+  `threads="logged"` each logged thread gets its own OS thread and waits for its turn, so
+  per-thread arenas and stream-ordered pools see the threads production had;
+- each logged stream is a real stream (the default stream for 0); a free goes to the stream
+  its own log row names;
+- an allocation the resource refuses is a failure: recorded with its log row, size, the bytes
+  the replay held and the bytes the resource had reserved; `on_failure="skip"` goes on (the
+  matching free is skipped), `"stop"` ends the replay;
+- every byte is returned before `replay()` returns: at the end (allocations the log never
+  freed), after a stop, on an error and on Ctrl-C.
+
+The cuda backend and the host resource run the native core (replay/native.py): its loop costs
+about what the C++ floor's does, so the allocator, not the replay, sets events/s. The hip
+backend and `engine="python"` run a Python loop per event.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from replay import native
+from replay.backends import (
+    AllocationRefused,
+    Allocator,
+    Backend,
+    BackendUnavailable,
+    HipAllocator,
+    HostAllocator,
+    RmmPythonAllocator,
+    resolve_backend,
+)
+from replay.errors import ReplayError, ReplayUsageError
+from replay.events import AllocationLog
+from replay.program import OP_ALLOCATE, OP_FREE, ReplayProgram, build_program, event_place
+from replay.report import AllocationFailure, LatencyStats, ReplayReport, ReservedSamples
+from replay.resources import ResourceSpec
+
+THREADS = ("logged", "single")
+ON_FAILURE = ("skip", "stop")
+ENGINES = ("auto", "native", "python")
+FAILURES_IN_FULL = 100  # failures reported one by one; the rest are counted
+
+
+class ReplayCrashed(ReplayError):
+    """The allocator or the runtime raised an error that is not an out-of-memory refusal."""
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    """How to replay (validated by `check()`)."""
+
+    backend: str = "auto"  # auto | cuda | hip | host
+    threads: str = "logged"  # logged | single
+    on_failure: str = "skip"  # skip | stop
+    engine: str = "auto"  # auto (native where it exists) | native | python
+    repeats: int = 1  # passes over one resource; events/s is the best pass (as the C++ floor)
+    time_calls: bool = True  # time each allocator call (latency percentiles)
+    plot_samples: int = 0  # reserved-bytes samples to take for a plot (0: none)
+    device: int = 0
+
+    def check(self) -> None:
+        for name, value, allowed in (
+            ("--threads", self.threads, THREADS),
+            ("--on-failure", self.on_failure, ON_FAILURE),
+            ("engine", self.engine, ENGINES),
+        ):
+            if value not in allowed:
+                raise ReplayUsageError(f"{name}: {value!r} is not one of {', '.join(allowed)}")
+        if self.repeats < 1:
+            raise ReplayUsageError(f"repeats must be at least 1, got {self.repeats}")
+
+
+def replay(
+    log: AllocationLog,
+    spec: ResourceSpec,
+    options: ReplayOptions | None = None,
+    program: ReplayProgram | None = None,
+) -> ReplayReport:
+    """Replay `log` through `spec`; `program` may be passed to reuse one built earlier."""
+    options = options or ReplayOptions()
+    options.check()
+    program = program if program is not None else build_program(log)
+    backend = resolve_backend(options.backend, spec, options.device)
+    if _use_native(backend, options):
+        return _replay_native(log, program, spec, backend, options)
+    return _replay_python(log, program, spec, backend, options)
+
+
+def _use_native(backend: Backend, options: ReplayOptions) -> bool:
+    if options.engine == "python":
+        return False
+    if backend.name == "hip":
+        if options.engine == "native":
+            raise ReplayUsageError("the native engine has no hip build yet: use engine python")
+        return False
+    if backend.name == "host" and options.engine == "auto":
+        try:
+            native.load("host")
+        except native.NativeCoreUnavailable:
+            return False  # no C++ compiler: the Python loop replays host memory as well
+    return True
+
+
+# ---------------------------------------------------------------------------------------------
+# Native engine
+# ---------------------------------------------------------------------------------------------
+
+_UPSTREAM_CODES = {"cuda": 1, "hip": 1, "managed": 2, "async": 3, "pool": 4}
+
+
+def native_config(spec: ResourceSpec, backend: Backend, options: ReplayOptions) -> native.Config:
+    """The C struct of a spec."""
+
+    def size(name: str) -> int:
+        value = spec.option_bytes(name)
+        return -1 if value is None else value
+
+    o = spec.options
+    kind = "pinned" if spec.kind == "host" and o.get("pinned") else spec.kind
+    advise = str(o.get("advise") or "")
+    return native.Config(
+        kind=native.KIND_CODES[kind],
+        upstream=_UPSTREAM_CODES[str(o.get("upstream", "cuda"))],
+        initial_bytes=max(size("initial"), 0) if spec.kind != "async" else size("initial"),
+        maximum_bytes=size("maximum"),
+        arena_bytes=size("size"),
+        block_bytes=size("block"),
+        prealloc_blocks=int(o.get("prealloc") or 0),  # type: ignore[arg-type]
+        release_threshold_bytes=size("release_threshold"),
+        limit_bytes=-1 if spec.limit_bytes is None else spec.limit_bytes,
+        min_exp=int(o.get("min_exp") or 0),  # type: ignore[arg-type]
+        max_exp=int(o.get("max_exp") or 0),  # type: ignore[arg-type]
+        prefetch=int(bool(o.get("prefetch"))),
+        advise_mask=sum(native.ADVISE_BITS[a] for a in advise.split("+") if a),
+        async_default_pool=int(o.get("pool") == "default"),
+        device=backend.device,
+        threaded=int(options.threads == "logged"),
+        stop_on_failure=int(options.on_failure == "stop"),
+        repeats=options.repeats,
+        time_calls=int(options.time_calls),
+    )
+
+
+def _program_arrays(program: ReplayProgram) -> dict[str, np.ndarray]:
+    return {
+        "op": np.ascontiguousarray(program.op, dtype=np.int8),
+        "slot": np.ascontiguousarray(program.slot, dtype=np.int32),
+        "size": np.ascontiguousarray(program.size_bytes, dtype=np.int64),
+        "stream": np.ascontiguousarray(program.stream_index, dtype=np.int32),
+        "thread": np.ascontiguousarray(program.thread_index, dtype=np.int32),
+        "stream_ids": np.ascontiguousarray(program.streams, dtype=np.uint64),
+    }
+
+
+def _sample_every(program: ReplayProgram, samples: int) -> int:
+    return 0 if samples <= 0 else max(1, program.op_count // samples)
+
+
+def _replay_native(
+    log: AllocationLog,
+    program: ReplayProgram,
+    spec: ResourceSpec,
+    backend: Backend,
+    options: ReplayOptions,
+) -> ReplayReport:
+    if backend.name == "host" and not (spec.kind == "host" and not spec.options.get("pinned")):
+        raise ReplayUsageError(f"{spec.label!r} is not host memory")
+    library = native.load("host" if backend.name == "host" else "rmm")
+    arrays = _program_arrays(program)
+    sample_every = _sample_every(program, options.plot_samples)
+    capacity = 2 + (program.op_count // sample_every if sample_every else 0)
+    c_program = native.make_program(
+        arrays, program.slot_count, len(program.threads), program.peak_op, sample_every
+    )
+    call = native.NativeCall(native_config(spec, backend, options), arrays, c_program, capacity)
+    _run_cancellable(lambda: call(library), call.request_cancel)
+    run, result = call.run, call.run.result
+    if result.status == native.STATUS_ERROR:
+        message = result.message.decode(errors="replace")
+        raise ReplayCrashed(f"{spec.label}: the replay stopped on an error: {message}")
+    failures = [
+        _failure(log, program, int(op), int(live), int(reserved))
+        for op, live, reserved in zip(
+            run.failure_op[: min(result.n_failures, FAILURES_IN_FULL)],
+            run.failure_live_bytes,
+            run.failure_reserved_bytes,
+        )
+    ]
+    n_samples = int(result.n_samples)
+    samples = (
+        ReservedSamples(
+            run.sample_op[:n_samples].copy(),
+            run.sample_live_bytes[:n_samples].copy(),
+            run.sample_reserved_bytes[:n_samples].copy(),
+        )
+        if sample_every
+        else None
+    )
+    return _report(
+        spec, backend, "native", options, program, run.latency_ns,
+        wall_ns=int(result.best_wall_ns), ops_done=int(result.ops_done),
+        peak_reserved=int(result.peak_reserved_bytes),
+        reserved_source=native.RESERVED_SOURCES[result.reserved_source],
+        failures=failures, failure_count=int(result.n_failures),
+        outcome=_OUTCOMES[result.status], returned=int(result.held_at_end_bytes),
+        unreturned=int(result.unreturned_bytes), samples=samples,
+    )  # fmt: skip
+
+
+_OUTCOMES = {
+    native.STATUS_OK: "completed",
+    native.STATUS_STOPPED: "stopped at first failure",
+    native.STATUS_CANCELLED: "cancelled",
+}
+
+
+def _run_cancellable(work: Callable[[], None], cancel: Callable[[], None]) -> None:
+    """Run native work in a thread so that Ctrl-C can ask it to stop and return every byte."""
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            work()
+        except BaseException as err:  # pragma: no cover - ctypes calls do not raise
+            errors.append(err)
+
+    worker = threading.Thread(target=target, name="hipmem-replay", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.1)
+    except KeyboardInterrupt:
+        cancel()
+        _join_through_interrupts(worker)
+        raise
+    if errors:
+        raise errors[0]
+
+
+def _join_through_interrupts(worker: threading.Thread) -> None:
+    # The core is returning memory: a second Ctrl-C must not abandon it half way.
+    while worker.is_alive():
+        try:
+            worker.join(0.1)
+        except KeyboardInterrupt:
+            continue
+
+
+def _failure(
+    log: AllocationLog, program: ReplayProgram, op: int, live_bytes: int, reserved_bytes: int
+) -> AllocationFailure:
+    event = int(program.event_index[op])
+    return AllocationFailure(
+        event_index=event,
+        place=event_place(log, event),
+        size_bytes=int(program.size_bytes[op]),
+        live_bytes=live_bytes,
+        reserved_bytes=reserved_bytes if reserved_bytes >= 0 else None,
+    )
+
+
+def _report(
+    spec: ResourceSpec,
+    backend: Backend,
+    engine: str,
+    options: ReplayOptions,
+    program: ReplayProgram,
+    latency_ns: np.ndarray,
+    *,
+    wall_ns: int,
+    ops_done: int,
+    peak_reserved: int | None,
+    reserved_source: str,
+    failures: list[AllocationFailure],
+    failure_count: int,
+    outcome: str,
+    returned: int,
+    unreturned: int,
+    samples: ReservedSamples | None,
+) -> ReplayReport:
+    timed = latency_ns >= 0
+    threads = options.threads if len(program.threads) > 1 else "single"
+    return ReplayReport(
+        resource=spec.label,
+        backend=backend.name,
+        engine=engine,
+        threads=threads,
+        thread_count=len(program.threads) if threads == "logged" else 1,
+        log_events=program.log_events,
+        ops=program.op_count,
+        ops_done=ops_done,
+        wall_ns=wall_ns,
+        peak_requested_bytes=program.peak_requested_bytes,
+        peak_reserved_bytes=peak_reserved if peak_reserved is not None and peak_reserved >= 0 else None,
+        reserved_source=reserved_source,
+        alloc_latency=LatencyStats.of(latency_ns[timed & (program.op == OP_ALLOCATE)]),
+        free_latency=LatencyStats.of(latency_ns[timed & (program.op == OP_FREE)]),
+        failures=failures,
+        failure_count=failure_count,
+        outcome=outcome,
+        returned_at_end_bytes=returned,
+        unreturned_bytes=unreturned,
+        anomalies=program.anomalies,
+        samples=samples,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Python engine: one Python call per event (hip backend, and the naive baseline)
+# ---------------------------------------------------------------------------------------------
+
+
+def _python_allocator(spec: ResourceSpec, backend: Backend, program: ReplayProgram) -> Allocator:
+    if backend.name == "host":
+        return HostAllocator(spec)
+    if spec.kind in ("pool", "arena", "binning", "fixed") or backend.name == "cuda":
+        return RmmPythonAllocator(spec, backend.device, program.streams)
+    return HipAllocator(spec, backend.device, program.streams)
+
+
+class _PythonReplay:
+    """The per-event loop; bookkeeping mirrors replay_core.cu's `Replay`."""
+
+    def __init__(self, allocator: Allocator, program: ReplayProgram, options: ReplayOptions) -> None:
+        self.allocator = allocator
+        self.program = program
+        self.options = options
+        n = program.op_count
+        self.ops = program.op.tolist()
+        self.slots = program.slot.tolist()
+        self.sizes = program.size_bytes.tolist()
+        self.streams = program.stream_index.tolist()
+        self.handles: list[Any] = [None] * program.slot_count
+        self.held: list[int] = [-1] * program.slot_count
+        self.slot_stream: list[int] = [0] * program.slot_count
+        self.latency_ns = np.full(n, -1, dtype=np.int64)
+        self.failures: list[tuple[int, int, int | None]] = []
+        self.live_bytes = 0
+        self.ops_done = 0
+        self.returned_bytes = 0
+        self.stopped = False
+        self.sample_every = _sample_every(program, options.plot_samples)
+        self.samples: list[tuple[int, int, int]] = []
+        self.peak_reserved: int | None = None
+
+    def step(self, i: int) -> bool:
+        from time import perf_counter_ns
+
+        slot, stream = self.slots[i], self.streams[i]
+        if self.ops[i] == OP_ALLOCATE:
+            size = self.sizes[i]
+            t0 = perf_counter_ns()
+            try:
+                handle = self.allocator.allocate(size, stream)
+            except AllocationRefused:
+                self.failures.append((i, self.live_bytes, self.allocator.reserved_bytes()))
+                if self.options.on_failure == "stop":
+                    return False
+                self._after(i)
+                return True
+            self.latency_ns[i] = perf_counter_ns() - t0
+            self.handles[slot], self.held[slot], self.slot_stream[slot] = handle, size, stream
+            self.live_bytes += size
+        elif self.held[slot] >= 0:
+            size = self.held[slot]
+            t0 = perf_counter_ns()
+            self.allocator.deallocate(self.handles[slot], size, stream)
+            self.latency_ns[i] = perf_counter_ns() - t0
+            self.handles[slot], self.held[slot] = None, -1
+            self.live_bytes -= size
+        self._after(i)
+        return True
+
+    def _after(self, i: int) -> None:
+        self.ops_done += 1
+        if i == self.program.peak_op or (self.sample_every and i % self.sample_every == 0):
+            reserved = self.allocator.reserved_bytes()
+            if reserved is not None:
+                self.samples.append((i, self.live_bytes, reserved))
+                self.peak_reserved = max(self.peak_reserved or 0, reserved)
+
+    def run_single(self) -> None:
+        for i in range(len(self.ops)):
+            if not self.step(i):
+                self.stopped = True
+                return
+
+    def run_threads(self) -> None:
+        turn = [0]
+        cond = threading.Condition()
+        per_thread: dict[int, list[int]] = {}
+        for i, t in enumerate(self.program.thread_index.tolist()):
+            per_thread.setdefault(t, []).append(i)
+        errors: list[BaseException] = []
+
+        def worker(ops: list[int]) -> None:
+            try:
+                for i in ops:
+                    with cond:
+                        cond.wait_for(lambda i=i: turn[0] == i or self.stopped)  # type: ignore[misc]
+                        if self.stopped:
+                            return
+                    go_on = self.step(i)
+                    with cond:
+                        turn[0] = i + 1
+                        self.stopped = self.stopped or not go_on
+                        cond.notify_all()
+            except BaseException as err:
+                errors.append(err)
+                with cond:
+                    self.stopped = True
+                    cond.notify_all()
+
+        workers = [threading.Thread(target=worker, args=(ops,), daemon=True) for ops in per_thread.values()]
+        for w in workers:
+            w.start()
+        try:
+            for w in workers:
+                while w.is_alive():
+                    w.join(0.1)
+        except KeyboardInterrupt:
+            with cond:
+                self.stopped = True
+                cond.notify_all()
+            for w in workers:
+                _join_through_interrupts(w)
+            raise
+        if errors:
+            raise errors[0]
+
+    def release_all(self) -> None:
+        for slot, size in enumerate(self.held):
+            if size >= 0:
+                self.allocator.deallocate(self.handles[slot], size, self.slot_stream[slot])
+                self.returned_bytes += size
+                self.held[slot], self.handles[slot] = -1, None
+
+
+def _replay_python(
+    log: AllocationLog,
+    program: ReplayProgram,
+    spec: ResourceSpec,
+    backend: Backend,
+    options: ReplayOptions,
+) -> ReplayReport:
+    from time import perf_counter_ns
+
+    allocator = _python_allocator(spec, backend, program)
+    loop = _PythonReplay(allocator, program, options)
+    try:
+        t0 = perf_counter_ns()
+        try:
+            if options.threads == "logged" and len(program.threads) > 1:
+                loop.run_threads()
+            else:
+                loop.run_single()
+        finally:
+            loop.release_all()  # also on errors and Ctrl-C: every byte goes back
+        wall_ns = perf_counter_ns() - t0
+        unreturned = allocator.reserved_bytes() if backend.name == "host" else 0
+    except BackendUnavailable:
+        raise
+    except ReplayError:
+        raise
+    except Exception as err:
+        raise ReplayCrashed(f"{spec.label}: the replay stopped on an error: {err}") from err
+    finally:
+        allocator.close()
+    failures = [_failure(log, program, op, live, -1 if reserved is None else reserved)
+                for op, live, reserved in loop.failures[:FAILURES_IN_FULL]]  # fmt: skip
+    samples = None
+    if loop.sample_every and loop.samples:
+        columns = np.array(loop.samples, dtype=np.int64).T
+        samples = ReservedSamples(columns[0], columns[1], columns[2])
+    return _report(
+        spec, backend, "python", options, program, loop.latency_ns,
+        wall_ns=wall_ns, ops_done=loop.ops_done, peak_reserved=loop.peak_reserved,
+        reserved_source=allocator.reserved_source, failures=failures,
+        failure_count=len(loop.failures),
+        outcome="stopped at first failure" if loop.stopped else "completed",
+        returned=loop.returned_bytes, unreturned=unreturned or 0, samples=samples,
+    )  # fmt: skip

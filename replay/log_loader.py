@@ -1,0 +1,636 @@
+"""Load RMM/hipMM allocation logs (every format era, plain or gzip) into an `AllocationLog`.
+
+The log is CSV written by RMM's `logging_resource_adaptor`:
+
+    Thread,Time,Action,Pointer,Size,Stream          (from mid-2020)
+    Time,Action,Pointer,Size,Stream                 (before: no Thread column)
+
+Time is time of day, `HH:MM:SS.ffffff` (from 21.06) or `HH:MM:SS:ffffff` (before), and wraps
+at midnight; Action is `allocate`, `free` or `allocate failure`; Pointer is hex, `(nil)` or
+`0x0`; Stream is `0`, `0x0` or hex. rmm's Python side writes one `<name>.dev<N>.csv` per device.
+
+How it stays fast: pyarrow's multithreaded CSV reader does the parsing, with Thread and Size
+read as int64, Time as time64 and the text columns dictionary-encoded, so the hex parsing
+below runs over each chunk's distinct values only. Every conversion is a numpy operation
+over whole columns; there is no Python object per row.
+
+How it stays honest about bad rows: the fast read cannot say where a row was that it could
+not convert, so on any such trouble the file is read again on a tolerant path (every column
+as raw bytes, single-threaded so that pyarrow reports line numbers of malformed rows) and
+every value is validated vectorised. A row that cannot be read is skipped and recorded with
+its line number (header = line 1); with `strict=True` the first one is an error instead.
+
+Times are unwrapped per file: whenever time of day jumps back by more than 12 hours the day
+advances (and a jump forward by more than 12 hours steps back a day, for a late row that
+was stamped before midnight). `time_ns` counts from midnight of the file's first day.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import gzip
+import io
+import os
+import re
+import zlib
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
+
+from replay.errors import LogFormatError, ReplayUsageError
+from replay.events import (
+    ALLOCATE,
+    ALLOCATE_FAILURE,
+    COLUMNS,
+    FREE,
+    AllocationLog,
+    SkippedRow,
+)
+
+HEADER_WITH_THREAD = "Thread,Time,Action,Pointer,Size,Stream"
+HEADER_WITHOUT_THREAD = "Time,Action,Pointer,Size,Stream"
+KNOWN_HEADERS = (HEADER_WITH_THREAD, HEADER_WITHOUT_THREAD)
+
+#: Skipped rows kept in full in `AllocationLog.skipped`; the rest are only counted.
+MAX_KEPT_SKIPS = 100
+
+DAY_NS = 86_400 * 1_000_000_000
+_HALF_DAY_NS = DAY_NS // 2
+_GZIP_MAGIC = b"\x1f\x8b"
+_ACTION_CODES = {b"allocate": ALLOCATE, b"free": FREE, b"allocate failure": ALLOCATE_FAILURE}
+_DEVICE_NAME = re.compile(r"\.dev(\d+)\.csv(\.gz)?$")
+
+ProgressFn = Callable[[int, "int | None", str], None]
+BoolArray = npt.NDArray[np.bool_]
+Int64Array = npt.NDArray[np.int64]
+UInt64Array = npt.NDArray[np.uint64]
+
+
+class LogFileNotFoundError(ReplayUsageError):
+    """A log path given on the command line does not exist."""
+
+
+class NotGzipError(LogFormatError):
+    """A file named `.gz` does not hold gzip data."""
+
+
+class LogHeaderError(LogFormatError):
+    """The first line is not an RMM/hipMM log header."""
+
+
+class BadLogRowError(LogFormatError):
+    """A row cannot be read and strict loading was asked for."""
+
+
+# --------------------------------------------------------------------------- file names
+
+
+def device_of(path: str | Path) -> int | None:
+    """The device number in rmm's `<name>.dev<N>.csv` naming, else None."""
+    match = _DEVICE_NAME.search(Path(path).name)
+    return int(match.group(1)) if match else None
+
+
+def find_log_files(paths: Iterable[str | Path]) -> list[Path]:
+    """Resolve the paths a user gave: each existing file as is; a missing `<name>.csv[.gz]`
+    whose per-device siblings `<name>.dev<N>.csv[.gz]` exist stands for those, by device."""
+    found: list[Path] = []
+    for given in paths:
+        path = Path(given)
+        if path.is_file():
+            found.append(path)
+            continue
+        siblings = _device_siblings(path)
+        if not siblings:
+            raise LogFileNotFoundError(f"log file '{given}' does not exist")
+        found.extend(siblings)
+    return found
+
+
+def _device_siblings(path: Path) -> list[Path]:
+    name = path.name
+    for suffix in (".csv.gz", ".csv"):
+        if name.endswith(suffix):
+            stem = name[: -len(suffix)]
+            candidates = list(path.parent.glob(f"{glob_escape(stem)}.dev*{suffix}"))
+            numbered = [(device_of(p), p) for p in candidates if p.name.endswith(suffix)]
+            return [p for dev, p in sorted((d, p) for d, p in numbered if d is not None)]
+    return []
+
+
+def glob_escape(text: str) -> str:
+    """Escape glob metacharacters in a literal file-name part."""
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+# --------------------------------------------------------------------------- opening
+
+
+class _SalvagingGzip(io.RawIOBase):
+    """A gzip stream that ends quietly at the first damage and remembers that it did, so a
+    truncated log (the writer was killed) can still be read in lenient mode."""
+
+    def __init__(self, path: Path) -> None:
+        self._file = path.open("rb")
+        self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self._pending = b""
+        self.damage: str | None = None
+        self._done = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        while not self._pending and not self._done:
+            self._fill()
+        count = min(len(view), len(self._pending))
+        view[:count] = self._pending[:count]
+        self._pending = self._pending[count:]
+        return count
+
+    def _fill(self) -> None:
+        compressed = self._file.read(1 << 20)
+        try:
+            if compressed:
+                self._pending = self._inflate.decompress(compressed)
+                if self._inflate.eof and self._inflate.unused_data:
+                    # Concatenated gzip members are valid gzip: start the next member.
+                    rest = self._inflate.unused_data
+                    self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                    self._pending += self._inflate.decompress(rest)
+                return
+            self._pending = self._inflate.flush()
+            if not self._inflate.eof:
+                self.damage = "gzip data ends early (truncated file)"
+        except zlib.error as err:
+            self.damage = f"gzip data is corrupt ({err})"
+        self._done = True
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
+def _is_gzip(path: Path) -> bool:
+    """Whether the file holds gzip data; a `.gz` name that does not is an error."""
+    with path.open("rb") as probe:
+        magic = probe.read(2)
+    if magic == _GZIP_MAGIC:
+        return True
+    if path.name.endswith(".gz"):
+        raise NotGzipError(f"{path}: named .gz but is not gzip data")
+    return False
+
+
+def _open(path: Path) -> BinaryIO:
+    """The file's decompressed bytes as a stream."""
+    if _is_gzip(path):
+        return io.BufferedReader(_SalvagingGzip(path), buffer_size=1 << 20)
+    return path.open("rb")
+
+
+# --------------------------------------------------------------------------- header
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What the header and first row say about a file's era."""
+
+    has_thread: bool
+    colon_times: bool  # HH:MM:SS:ffffff, written before RMM 21.06
+
+    @property
+    def names(self) -> list[str]:
+        return (HEADER_WITH_THREAD if self.has_thread else HEADER_WITHOUT_THREAD).split(",")
+
+
+def _read_layout(source: str, stream: BinaryIO) -> _Layout:
+    head = stream.read(64 * 1024)
+    if not head:
+        raise LogHeaderError(f"{source}:1: empty file; expected the header '{HEADER_WITH_THREAD}'")
+    lines = head.splitlines()
+    header = lines[0].decode("utf-8", "replace").strip().lstrip("\ufeff")
+    if header not in KNOWN_HEADERS:
+        raise LogHeaderError(f"{source}:1: {_header_complaint(header)}")
+    has_thread = header == HEADER_WITH_THREAD
+    colon_times = False
+    if len(lines) > 1:
+        fields = lines[1].split(b",")
+        time_field = fields[1 if has_thread else 0] if len(fields) > 1 else b""
+        colon_times = time_field.count(b":") == 3
+    return _Layout(has_thread=has_thread, colon_times=colon_times)
+
+
+def _header_complaint(header: str) -> str:
+    shown = header if len(header) <= 60 else header[:57] + "..."
+    close = difflib.get_close_matches(header, KNOWN_HEADERS, n=1, cutoff=0.6)
+    if close:
+        return f"header '{shown}' is misspelt; expected '{close[0]}'"
+    return (
+        f"no RMM log header (found '{shown}'); expected '{HEADER_WITH_THREAD}' "
+        f"(or '{HEADER_WITHOUT_THREAD}' for logs before mid-2020)"
+    )
+
+
+# --------------------------------------------------------------------------- reading
+
+
+class _NeedsTolerantRead(Exception):
+    """The fast read met something it cannot locate; read again on the tolerant path."""
+
+
+def _read_table(path: Path, layout: _Layout, *, tolerant: bool) -> tuple[pa.Table, list[Any]]:
+    """Parse the rows after the header. Tolerant: every column as raw bytes, one thread, and
+    malformed rows handed back with line numbers. Fast: typed columns, all threads, and any
+    malformed row raises `_NeedsTolerantRead`."""
+    malformed: list[Any] = []
+
+    def on_malformed(row: Any) -> str:
+        if not tolerant:
+            raise _NeedsTolerantRead
+        malformed.append(row)
+        return "skip"
+
+    names = layout.names
+    if tolerant:
+        types: dict[str, Any] = {name: pa.binary() for name in names}
+    else:
+        text = pa.dictionary(pa.int32(), pa.binary())
+        types = {"Thread": pa.int64(), "Action": text, "Pointer": text, "Size": pa.int64()}
+        types |= {"Stream": text, "Time": pa.binary() if layout.colon_times else pa.time64("us")}
+    # A plain file goes to pyarrow by name: its native reader is faster than a Python file.
+    with _open(path) if _is_gzip(path) else contextlib.nullcontext(str(path)) as stream:
+        try:
+            table = pa_csv.read_csv(
+                stream,
+                read_options=pa_csv.ReadOptions(
+                    column_names=names, skip_rows=1, use_threads=not tolerant, block_size=1 << 22
+                ),
+                parse_options=pa_csv.ParseOptions(
+                    quote_char=False, ignore_empty_lines=False, invalid_row_handler=on_malformed
+                ),
+                convert_options=pa_csv.ConvertOptions(
+                    column_types=types,
+                    null_values=[],
+                    strings_can_be_null=False,
+                    quoted_strings_can_be_null=False,
+                ),
+            )
+        except _NeedsTolerantRead:
+            raise
+        except pa.ArrowException as err:
+            if not tolerant:
+                raise _NeedsTolerantRead from err
+            raise LogFormatError(f"{path}: cannot be read as CSV: {_first_line(err)}") from err
+        damage = getattr(getattr(stream, "raw", None), "damage", None)
+    if damage is not None:
+        if not tolerant:
+            raise _NeedsTolerantRead
+        malformed.append(_Damage(damage, table.num_rows + len(malformed) + 2))
+    return table, malformed
+
+
+@dataclass
+class _Damage:
+    """Stands in for a malformed row where a gzip stream ended early."""
+
+    reason: str
+    number: int
+
+
+def _first_line(err: Exception) -> str:
+    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+
+
+# --------------------------------------------------------------------------- conversion
+
+
+@dataclass
+class _FileEvents:
+    """One file's good rows as numpy columns, plus what was skipped."""
+
+    columns: dict[str, np.ndarray]
+    skipped: list[SkippedRow]
+    skipped_count: int
+
+
+def _right_aligned(arr: pa.Array, width: int, fill: int) -> tuple[np.ndarray, Int64Array]:
+    """Each value of a binary array as one row of a (n, width) byte matrix, right-aligned and
+    padded on the left with `fill`; values longer than `width` keep their last bytes (the
+    caller rejects them by length)."""
+    n = len(arr)
+    if n == 0:
+        return np.zeros((0, width), np.uint8), np.zeros(0, np.int64)
+    buffers = arr.buffers()
+    offsets = np.frombuffer(buffers[1], np.int32, n + 1, arr.offset * 4).astype(np.int64)
+    data = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
+    lengths = np.diff(offsets)
+    start, stop = int(offsets[0]), int(offsets[-1])
+    padded = np.full(stop - start + width, fill, np.uint8)
+    padded[width:] = data[start:stop]
+    windows = np.lib.stride_tricks.sliding_window_view(padded, width)
+    matrix = windows[offsets[1:] - start]  # the window ending at each value's last byte
+    short = lengths < width
+    if short.any():
+        columns = np.arange(width)
+        matrix[short] = np.where(
+            columns[None, :] < (width - lengths[short])[:, None], fill, matrix[short]
+        )
+    return matrix, lengths
+
+
+_HEX_VALUE = np.full(256, 255, np.uint8)
+for _i, _c in enumerate(b"0123456789abcdef"):
+    _HEX_VALUE[_c] = _i
+for _i, _c in enumerate(b"ABCDEF"):
+    _HEX_VALUE[_c] = 10 + _i
+
+
+def parse_hex(arr: pa.Array) -> tuple[UInt64Array, BoolArray]:
+    """`0x`-prefixed hex (1 to 16 digits), `(nil)` or `0` -> uint64, plus a bad-value mask."""
+    arr = arr.cast(pa.binary())
+    width = 18  # "0x" + 16 digits
+    matrix, lengths = _right_aligned(arr, width, ord("0"))
+    rows = np.arange(len(arr))
+    first = width - np.clip(lengths, 2, width)  # column of the "0x" prefix
+    prefix_ok = (matrix[rows, first] == ord("0")) & ((matrix[rows, first + 1] | 0x20) == ord("x"))
+    matrix[rows, first + 1] = ord("0")  # so that the prefix reads as leading zeros
+    nibbles = _HEX_VALUE[matrix[:, 2:]]
+    good_hex = prefix_ok & (nibbles != 255).all(axis=1) & (lengths >= 3) & (lengths <= width)
+    is_nil = np.asarray(pc.equal(arr, b"(nil)").to_numpy(zero_copy_only=False), np.bool_)
+    is_zero = np.asarray(pc.equal(arr, b"0").to_numpy(zero_copy_only=False), np.bool_)
+    nibbles[~good_hex] = 0
+    packed = (nibbles[:, 0::2] << 4) | nibbles[:, 1::2]
+    values = np.ascontiguousarray(packed).view(">u8").ravel().astype(np.uint64)
+    return values, ~(good_hex | is_nil | is_zero)
+
+
+def parse_decimal(arr: pa.Array) -> tuple[Int64Array, BoolArray]:
+    """1 to 18 ASCII digits -> int64, plus a bad-value mask (signs and spaces are bad)."""
+    width = 18
+    matrix, lengths = _right_aligned(arr.cast(pa.binary()), width, ord("0"))
+    digits = matrix.astype(np.int64) - ord("0")
+    bad = ((digits < 0) | (digits > 9)).any(axis=1) | (lengths < 1) | (lengths > width)
+    digits[bad] = 0
+    values = digits @ (10 ** np.arange(width - 1, -1, -1, dtype=np.int64))
+    return values, bad
+
+
+def parse_time_of_day(arr: pa.Array) -> tuple[Int64Array, BoolArray]:
+    """`HH:MM:SS.ffffff` or `HH:MM:SS:ffffff` -> nanoseconds since midnight, plus a mask."""
+    width = 15
+    matrix, lengths = _right_aligned(arr.cast(pa.binary()), width, ord("0"))
+    digits = matrix.astype(np.int64) - ord("0")
+    digit_columns = [0, 1, 3, 4, 6, 7, 9, 10, 11, 12, 13, 14]
+    digits_ok = ((digits[:, digit_columns] >= 0) & (digits[:, digit_columns] <= 9)).all(axis=1)
+    separators_ok = (matrix[:, 2] == ord(":")) & (matrix[:, 5] == ord(":"))
+    separators_ok &= (matrix[:, 8] == ord(".")) | (matrix[:, 8] == ord(":"))
+    hours = digits[:, 0] * 10 + digits[:, 1]
+    minutes = digits[:, 3] * 10 + digits[:, 4]
+    seconds = digits[:, 6] * 10 + digits[:, 7]
+    micros = digits[:, 9:15] @ (10 ** np.arange(5, -1, -1, dtype=np.int64))
+    ranges_ok = (hours < 24) & (minutes < 60) & (seconds < 60)
+    bad = ~(digits_ok & separators_ok & ranges_ok & (lengths == width))
+    nanos = ((hours * 3600 + minutes * 60 + seconds) * 1_000_000 + micros) * 1000
+    nanos[bad] = 0
+    return nanos, bad
+
+
+def _action_codes(arr: pa.Array) -> tuple[npt.NDArray[np.int8], BoolArray]:
+    raw = arr.cast(pa.binary()).to_pylist()  # a dictionary: a handful of distinct values
+    codes = np.array([_ACTION_CODES.get(v, -1) for v in raw], np.int8)
+    return codes, codes < 0
+
+
+Parser = Callable[[pa.Array], "tuple[np.ndarray, BoolArray]"]
+
+
+def _through_dictionary(arr: pa.Array, parse: Parser) -> tuple[np.ndarray, BoolArray]:
+    """Parse each distinct value once: logs repeat pointers, streams and actions a lot."""
+    if not isinstance(arr, pa.DictionaryArray):
+        arr = arr.dictionary_encode()
+    values, bad = parse(arr.dictionary)
+    indices = arr.indices.to_numpy(zero_copy_only=False)
+    return values[indices], bad[indices]
+
+
+def _integers(arr: pa.Array) -> tuple[Int64Array, BoolArray]:
+    if pa.types.is_integer(arr.type):  # the fast read parsed it already
+        values = arr.to_numpy(zero_copy_only=False)
+        return values, values < 0
+    return parse_decimal(arr)
+
+
+def _times(arr: pa.Array) -> tuple[Int64Array, BoolArray]:
+    if pa.types.is_time(arr.type):  # the fast read parsed it already
+        micros = arr.cast(pa.time64("us")).cast(pa.int64()).to_numpy(zero_copy_only=False)
+        return micros * 1000, np.zeros(0, np.bool_)
+    return parse_time_of_day(arr)
+
+
+# Output column <- (CSV column, parser). Empty bad masks mean "none bad".
+_PARSERS: dict[str, tuple[str, Parser]] = {
+    "thread": ("Thread", _integers),
+    "time_ns": ("Time", _times),
+    "action": ("Action", lambda a: _through_dictionary(a, _action_codes)),
+    "pointer": ("Pointer", lambda a: _through_dictionary(a, parse_hex)),
+    "size_bytes": ("Size", _integers),
+    "stream": ("Stream", lambda a: _through_dictionary(a, parse_hex)),
+}
+
+
+def _convert(table: pa.Table, layout: _Layout) -> tuple[dict[str, np.ndarray], BoolArray]:
+    """Every column converted to its numpy type, and the mask of rows with a bad value.
+
+    Record batches are converted on a thread pool: numpy and pyarrow release the GIL, and
+    on a small machine this is what keeps loading close to pyarrow's own parsing speed."""
+    n = table.num_rows
+    out = {name: np.empty(n, COLUMNS[name]) for name in _PARSERS}
+    bad = np.zeros(n, np.bool_)  # zero pages cost nothing until a bad row is written
+    if not layout.has_thread:
+        out["thread"][:] = 0
+    batches = table.to_batches()
+    starts = np.concatenate(([0], np.cumsum([b.num_rows for b in batches])))
+
+    def convert(k: int) -> None:
+        batch, rows = batches[k], slice(int(starts[k]), int(starts[k + 1]))
+        for name, (csv_name, parse) in _PARSERS.items():
+            if csv_name not in batch.schema.names:
+                continue
+            values, bad_values = parse(batch.column(csv_name))
+            out[name][rows] = values
+            if bad_values.any():
+                bad[rows] |= bad_values
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        list(pool.map(convert, range(len(batches))))
+    return out, bad
+
+
+def unwrap_midnight(time_ns: Int64Array, *, block_rows: int = 1 << 20) -> Int64Array:
+    """Time of day -> time since the first row's midnight, in place (and returned).
+
+    A step back of more than 12 h is taken as the next day; a step forward of more than
+    12 h as a late row stamped before the midnight already passed."""
+    day_starts: list[tuple[int, int]] = []  # (row, +1 or -1 day from that row on)
+    for start in range(1, len(time_ns), block_rows):
+        stop = min(start + block_rows, len(time_ns))
+        steps = time_ns[start:stop] - time_ns[start - 1 : stop - 1]  # small, cache-warm temps
+        day_starts += [(start + int(i), 1) for i in np.flatnonzero(steps < -_HALF_DAY_NS)]
+        day_starts += [(start + int(i), -1) for i in np.flatnonzero(steps > _HALF_DAY_NS)]
+    # Midnights are rare: shift each stretch after one, rather than building a per-row offset.
+    for row, days in sorted(day_starts):
+        time_ns[row:] += days * DAY_NS
+    return time_ns
+
+
+# --------------------------------------------------------------------------- why a row is bad
+
+_VALID_TEXT = {
+    "Thread": re.compile(rb"[0-9]{1,18}"),
+    "Time": re.compile(rb"([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9][.:][0-9]{6}"),
+    "Action": re.compile(rb"allocate|free|allocate failure"),
+    "Pointer": re.compile(rb"0[xX][0-9a-fA-F]{1,16}|\(nil\)|0"),
+    "Size": re.compile(rb"[0-9]{1,18}"),
+    "Stream": re.compile(rb"0[xX][0-9a-fA-F]{1,16}|\(nil\)|0"),
+}
+_WHAT_IS_EXPECTED = {
+    "Thread": "is not a non-negative integer",
+    "Time": "is not a time of day HH:MM:SS.ffffff",
+    "Action": "is not allocate, free or allocate failure",
+    "Pointer": "is not hex (0x...) or (nil)",
+    "Size": "is not a non-negative integer",
+    "Stream": "is not hex (0x...) or 0",
+}
+
+
+def _why_bad(table: pa.Table, row: int) -> str:
+    """The reason for one bad row, read again value by value (only for the rows reported)."""
+    values = {name: column[0] for name, column in table.slice(row, 1).to_pydict().items()}
+    if all(value in (b"", "") for value in values.values()):
+        return "empty line"
+    for name, value in values.items():
+        if isinstance(value, int) and value >= 0 or not isinstance(value, (bytes, int)):
+            continue  # parsed by the fast read (ints and times), and not negative
+        text = value if isinstance(value, bytes) else str(value).encode()
+        if isinstance(value, int) or not _VALID_TEXT[name].fullmatch(text):
+            return f"{name.lower()} '{_decode(text)}' {_WHAT_IS_EXPECTED[name]}"
+    return "unreadable row"
+
+
+def _decode(raw: bytes) -> str:
+    text = raw.decode("utf-8", "backslashreplace")
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+# --------------------------------------------------------------------------- one file
+
+
+def _malformed_reason(row: Any, expected: int) -> str:
+    if isinstance(row, _Damage):
+        return row.reason
+    if not (row.text or "").strip():
+        return "empty line"
+    return f"expected {expected} fields, found {row.actual_columns}"
+
+
+def load_log_file(path: Path, file_index: int, *, source: str | None = None) -> _FileEvents:
+    """One file's rows, converted and validated; bad rows skipped with their line numbers."""
+    name = source or str(path)
+    with _open(path) as stream:
+        layout = _read_layout(name, stream)
+    try:
+        table, malformed = _read_table(path, layout, tolerant=False)
+    except _NeedsTolerantRead:
+        table, malformed = _read_table(path, layout, tolerant=True)
+    events, bad = _convert(table, layout)
+    n = table.num_rows
+
+    # Line of each parsed row: consecutive lines from 2, minus those pyarrow set aside.
+    set_aside = np.array(sorted(row.number for row in malformed), np.int64)
+    lines = np.arange(2, n + len(set_aside) + 2, dtype=np.int64)
+    if len(set_aside):
+        lines = lines[~np.isin(lines, set_aside)]
+    events["line"] = lines[:n]
+
+    skipped = [
+        SkippedRow(name, int(row.number), _malformed_reason(row, len(layout.names)))
+        for row in malformed
+    ]
+    bad_rows = np.flatnonzero(bad)
+    for row in bad_rows[:MAX_KEPT_SKIPS]:
+        skipped.append(SkippedRow(name, int(events["line"][row]), _why_bad(table, int(row))))
+    skipped.sort(key=lambda s: s.line)
+    del table
+
+    if len(bad_rows):
+        keep = ~bad
+        events = {key: values[keep] for key, values in events.items()}
+    events["file_index"] = np.full(len(events["line"]), file_index, np.int16)
+    unwrap_midnight(events["time_ns"])
+    return _FileEvents(events, skipped[:MAX_KEPT_SKIPS], len(malformed) + len(bad_rows))
+
+
+# --------------------------------------------------------------------------- many files
+
+
+def load_log(
+    paths: Sequence[str | Path],
+    *,
+    strict: bool = False,
+    progress: ProgressFn | None = None,
+) -> AllocationLog:
+    """Load one or more log files into one `AllocationLog` (file order, then row order).
+
+    Lenient (default): rows that cannot be read are skipped, counted and kept (the first
+    `MAX_KEPT_SKIPS`) with their line numbers. Strict: the first such row raises
+    `BadLogRowError` naming file and line. Unreadable files (missing, empty, no header,
+    `.gz` that is not gzip) raise in both modes.
+    """
+    files = find_log_files(paths)
+    if len(files) > np.iinfo(np.int16).max:
+        raise ReplayUsageError(f"too many log files ({len(files)}); at most 32767 at once")
+    total_bytes = sum(f.stat().st_size for f in files)
+    done_bytes = 0
+    parts: list[_FileEvents] = []
+    for index, path in enumerate(files):
+        if progress:
+            progress(done_bytes, total_bytes, path.name)
+        part = load_log_file(path, index)
+        if strict and part.skipped_count:
+            first = part.skipped[0]
+            more = part.skipped_count - 1
+            tail = f" (and {more} more bad rows)" if more else ""
+            raise BadLogRowError(f"{first.source}:{first.line}: {first.reason}{tail}")
+        parts.append(part)
+        done_bytes += path.stat().st_size
+    if progress:
+        progress(total_bytes, total_bytes, "")
+    return _join(parts, [str(f) for f in files])
+
+
+def _join(parts: list[_FileEvents], sources: list[str]) -> AllocationLog:
+    columns: dict[str, np.ndarray] = {}
+    for name, dtype in COLUMNS.items():
+        pieces = [part.columns[name] for part in parts]
+        joined = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+        columns[name] = joined.astype(dtype, copy=False)
+    events = pd.DataFrame(columns, copy=False)
+    skipped = [row for part in parts for row in part.skipped][:MAX_KEPT_SKIPS]
+    return AllocationLog(
+        events=events,
+        sources=sources,
+        skipped=skipped,
+        skipped_count=sum(part.skipped_count for part in parts),
+    )

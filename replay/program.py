@@ -1,0 +1,181 @@
+"""Turn an allocation log into a replay program: the exact allocator calls to make, in order.
+
+Each allocate gets a slot (its own number); each free names the slot of the allocate it
+undoes. The replay loop then needs no pointer map: a slot index is an array index, in Python
+or in the native core. The log's anomalies follow the live-bytes rules of `replay.analysis`
+(applied through its `live_trace`, so the report and the replay cannot disagree):
+
+- free of a pointer that is not live: reported, skipped;
+- allocate at a pointer that is still live (its free is missing from the log): reported, and
+  the earlier block is freed right before the new allocate, which replaces it. RMM logs
+  zero-byte requests with a null pointer that is never freed, so each one "replaces" the
+  one before; those are counted apart (`live_pointer_zero_size`) and cost nothing;
+- zero-byte allocations: replayed (allocators accept 0 bytes and production made the call);
+- `allocate failure` rows: not replayed (production got no memory, so nothing later depends
+  on them), counted;
+- allocations the log never frees: returned at the end of the replay, counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from replay.analysis import live_trace
+from replay.events import ALLOCATE, ALLOCATE_FAILURE, FREE, AllocationLog
+
+OP_ALLOCATE = 0
+OP_FREE = 1
+_EXAMPLES = 5  # anomalies kept in full per kind; the rest are counted
+
+
+@dataclass
+class Anomalies:
+    """What in the log does not replay literally, with the first few places each happened."""
+
+    zero_byte_allocations: int = 0
+    unknown_frees: int = 0
+    live_pointer_allocations: int = 0
+    live_pointer_zero_size: int = 0
+    logged_failures: int = 0
+    never_freed: int = 0
+    never_freed_bytes: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "zero_byte_allocations": self.zero_byte_allocations,
+            "unknown_frees": self.unknown_frees,
+            "live_pointer_allocations": self.live_pointer_allocations,
+            "live_pointer_zero_size": self.live_pointer_zero_size,
+            "logged_failures": self.logged_failures,
+            "never_freed": self.never_freed,
+            "never_freed_bytes": self.never_freed_bytes,
+            "examples": list(self.examples),
+        }
+
+
+@dataclass(frozen=True)
+class ReplayProgram:
+    """Typed arrays, one entry per allocator call to make (`ops`)."""
+
+    op: np.ndarray  # int8: OP_ALLOCATE or OP_FREE
+    slot: np.ndarray  # int32: allocate's own slot, or the slot a free returns
+    size_bytes: np.ndarray  # int64
+    stream_index: np.ndarray  # int32, into `streams`
+    thread_index: np.ndarray  # int32, into `threads`
+    event_index: np.ndarray  # int64: the log row (position in log.events) the op comes from
+    streams: np.ndarray  # uint64: logged stream ids (0 = default stream)
+    threads: np.ndarray  # int64: logged thread ids
+    slot_count: int
+    live_bytes: np.ndarray  # int64: bytes the log holds after each op (requested, not reserved)
+    log_events: int  # rows in the log, the unit of events/s (as in the C++ floor)
+    anomalies: Anomalies
+
+    @property
+    def op_count(self) -> int:
+        return len(self.op)
+
+    @property
+    def peak_requested_bytes(self) -> int:
+        return int(self.live_bytes.max()) if len(self.live_bytes) else 0
+
+    @property
+    def peak_op(self) -> int:
+        """The op after which the requested bytes peak (-1 for an empty program)."""
+        return int(self.live_bytes.argmax()) if len(self.live_bytes) else -1
+
+
+def build_program(log: AllocationLog) -> ReplayProgram:
+    """Build the program of `log` by the rules in this module's docstring (vectorised)."""
+    events = log.events
+    action = events["action"].to_numpy(dtype=np.int8)
+    pointer = events["pointer"].to_numpy(dtype=np.uint64)
+    size = events["size_bytes"].to_numpy(dtype=np.int64)
+    n = len(action)
+    is_alloc = action == ALLOCATE
+
+    # The allocate each event meets at its pointer (analysis' rules), or -1.
+    previous = live_trace(events).prev_alloc
+    has_live_previous = previous >= 0
+    matched_free = (action == FREE) & has_live_previous
+    unknown_free = (action == FREE) & ~has_live_previous
+    replacing = is_alloc & has_live_previous
+    replacing_zero = replacing & ((size == 0) | (size[np.maximum(previous, 0)] == 0))
+
+    slot_of_event = np.cumsum(is_alloc, dtype=np.int64) - 1
+    emits = is_alloc.astype(np.int64) + replacing + matched_free
+    first_op = np.cumsum(emits) - emits
+    total = int(emits.sum())
+
+    op = np.empty(total, dtype=np.int8)
+    slot = np.empty(total, dtype=np.int32)
+    op_size = np.empty(total, dtype=np.int64)
+    op_event = np.empty(total, dtype=np.int64)
+
+    # Implicit frees of replaced blocks come first, then the allocate itself.
+    rep = np.flatnonzero(replacing)
+    at = first_op[rep]
+    op[at], slot[at], op_size[at], op_event[at] = (
+        OP_FREE,
+        slot_of_event[previous[rep]],
+        size[previous[rep]],
+        rep,
+    )
+    alloc = np.flatnonzero(is_alloc)
+    at = first_op[alloc] + replacing[alloc]
+    op[at], slot[at], op_size[at], op_event[at] = OP_ALLOCATE, slot_of_event[alloc], size[alloc], alloc
+    free = np.flatnonzero(matched_free)
+    at = first_op[free]
+    partner = previous[free]
+    op[at], slot[at], op_size[at], op_event[at] = OP_FREE, slot_of_event[partner], size[partner], free
+
+    streams, stream_index = np.unique(events["stream"].to_numpy(dtype=np.uint64), return_inverse=True)
+    threads, thread_index = np.unique(events["thread"].to_numpy(dtype=np.int64), return_inverse=True)
+    live_bytes = np.cumsum(np.where(op == OP_ALLOCATE, op_size, -op_size), dtype=np.int64)
+
+    freed_slots = np.zeros(int(is_alloc.sum()), dtype=bool)
+    freed_slots[slot[op == OP_FREE]] = True
+    never_freed = ~freed_slots
+    anomalies = Anomalies(
+        zero_byte_allocations=int((is_alloc & (size == 0)).sum()),
+        unknown_frees=int(unknown_free.sum()),
+        live_pointer_allocations=int((replacing & ~replacing_zero).sum()),
+        live_pointer_zero_size=int(replacing_zero.sum()),
+        logged_failures=int((action == ALLOCATE_FAILURE).sum()),
+        never_freed=int(never_freed.sum()),
+        never_freed_bytes=int(size[alloc][never_freed].sum()),
+        examples=_examples(log, unknown_free, replacing & ~replacing_zero, pointer),
+    )
+    return ReplayProgram(
+        op=op,
+        slot=slot,
+        size_bytes=op_size,
+        stream_index=stream_index[op_event].astype(np.int32),
+        thread_index=thread_index[op_event].astype(np.int32),
+        event_index=op_event,
+        streams=streams.astype(np.uint64),
+        threads=threads.astype(np.int64),
+        slot_count=int(is_alloc.sum()),
+        live_bytes=live_bytes,
+        log_events=n,
+        anomalies=anomalies,
+    )
+
+
+def event_place(log: AllocationLog, event_index: int) -> str:
+    """`file:line` of a log row, for messages."""
+    row = log.events.iloc[event_index]
+    return f"{log.sources[int(row['file_index'])]}:{int(row['line'])}"
+
+
+def _examples(
+    log: AllocationLog, unknown_free: np.ndarray, replacing: np.ndarray, pointer: np.ndarray
+) -> list[str]:
+    found = []
+    for mask, what in ((unknown_free, "free of a pointer that is not live"),
+                       (replacing, "allocate of a pointer that is already live")):
+        for i in np.flatnonzero(mask)[:_EXAMPLES]:
+            found.append(f"{event_place(log, int(i))}: {what} ({int(pointer[i]):#x})")
+    return found

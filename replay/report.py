@@ -1,0 +1,123 @@
+"""What a replay reports, per resource: plain dataclasses with units in their names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from replay.program import Anomalies
+
+
+@dataclass(frozen=True)
+class LatencyStats:
+    """Latency of allocator calls alone (the replay's bookkeeping is outside the timed span)."""
+
+    count: int
+    p50_ns: int
+    p99_ns: int
+    max_ns: int
+
+    @staticmethod
+    def of(latencies_ns: np.ndarray) -> LatencyStats | None:
+        if len(latencies_ns) == 0:
+            return None
+        p50, p99 = np.percentile(latencies_ns, [50, 99], method="higher")
+        return LatencyStats(len(latencies_ns), int(p50), int(p99), int(latencies_ns.max()))
+
+
+@dataclass(frozen=True)
+class AllocationFailure:
+    """An allocation the resource refused during the replay."""
+
+    event_index: int  # row of the log (position in AllocationLog.events)
+    place: str  # file:line
+    size_bytes: int
+    live_bytes: int  # bytes the replay held at that moment
+    reserved_bytes: int | None  # what the resource had taken from the device, when known
+
+
+@dataclass
+class ReservedSamples:
+    """Requested and reserved bytes over the replay, for --plot."""
+
+    op_index: np.ndarray
+    live_bytes: np.ndarray
+    reserved_bytes: np.ndarray
+
+
+@dataclass
+class ReplayReport:
+    """One resource's replay of one log."""
+
+    resource: str
+    backend: str  # cuda, hip or host
+    engine: str  # native (C++ core) or python (a loop per event)
+    threads: str  # logged or single
+    thread_count: int
+    log_events: int
+    ops: int  # allocator calls in the program
+    ops_done: int
+    wall_ns: int
+    peak_requested_bytes: int
+    peak_reserved_bytes: int | None
+    reserved_source: str
+    alloc_latency: LatencyStats | None
+    free_latency: LatencyStats | None
+    failures: list[AllocationFailure]
+    failure_count: int
+    outcome: str  # completed | stopped at first failure | cancelled
+    returned_at_end_bytes: int  # bytes the log never freed, returned by the replay
+    unreturned_bytes: int  # device memory not back after teardown (should be 0)
+    anomalies: Anomalies
+    samples: ReservedSamples | None = field(default=None, repr=False)
+
+    @property
+    def events_per_s(self) -> float:
+        """Log rows per second of wall time, the C++ floor's unit."""
+        return self.log_events / (self.wall_ns / 1e9) if self.wall_ns > 0 else 0.0
+
+    @property
+    def fragmentation(self) -> float | None:
+        """Reserved over requested at peak (1.0 = the resource took nothing beyond requests)."""
+        if self.peak_reserved_bytes is None or self.peak_requested_bytes <= 0:
+            return None
+        return self.peak_reserved_bytes / self.peak_requested_bytes
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready: integers in bytes and nanoseconds."""
+
+        def latency(stats: LatencyStats | None) -> dict[str, int] | None:
+            if stats is None:
+                return None
+            return {"count": stats.count, "p50_ns": stats.p50_ns, "p99_ns": stats.p99_ns,
+                    "max_ns": stats.max_ns}  # fmt: skip
+
+        return {
+            "resource": self.resource,
+            "backend": self.backend,
+            "engine": self.engine,
+            "threads": self.threads,
+            "thread_count": self.thread_count,
+            "log_events": self.log_events,
+            "ops": self.ops,
+            "ops_done": self.ops_done,
+            "outcome": self.outcome,
+            "wall_ns": self.wall_ns,
+            "events_per_s": round(self.events_per_s, 1),
+            "alloc_latency": latency(self.alloc_latency),
+            "free_latency": latency(self.free_latency),
+            "peak_requested_bytes": self.peak_requested_bytes,
+            "peak_reserved_bytes": self.peak_reserved_bytes,
+            "reserved_source": self.reserved_source,
+            "fragmentation": None if self.fragmentation is None else round(self.fragmentation, 4),
+            "failure_count": self.failure_count,
+            "failures": [
+                {"event_index": f.event_index, "place": f.place, "size_bytes": f.size_bytes,
+                 "live_bytes": f.live_bytes, "reserved_bytes": f.reserved_bytes}
+                for f in self.failures
+            ],  # fmt: skip
+            "returned_at_end_bytes": self.returned_at_end_bytes,
+            "unreturned_bytes": self.unreturned_bytes,
+            "anomalies": self.anomalies.as_dict(),
+        }

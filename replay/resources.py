@@ -1,0 +1,240 @@
+"""Memory-resource specs: the strings users pass to `hipmem replay --resource`.
+
+A spec is `KIND[:key=value,key=value...]`, for example
+
+    pool:initial=1GiB,maximum=8GiB,upstream=cuda
+    binning:min_exp=18,max_exp=22
+    async:release_threshold=4GiB
+    managed:prefetch=1,advise=preferred_location+read_mostly
+    cuda:limit=8GiB
+
+Kinds follow RMM/hipMM's names (`pool`, `arena`, `binning`, `fixed`, `async`, `managed`) and
+the vendor's plain allocator (`cuda` and `hip` both mean cudaMalloc/hipMalloc on the chosen
+backend); `host` is host memory (plain, or pinned with `pinned=1`). Any kind takes
+`limit=BYTES`, which caps it with RMM's limiting adaptor. Sizes accept `int | str` as RMM's
+Python API does: `1073741824`, `1GiB`, `1.5GB`, `512MiB`, `0x1000`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Union
+
+from replay.errors import ReplayUsageError
+
+OptionValue = Union[int, str, bool, None]
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 10**3,
+    "kb": 10**3,
+    "m": 10**6,
+    "mb": 10**6,
+    "g": 10**9,
+    "gb": 10**9,
+    "t": 10**12,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$")
+
+# RMM's pools and limits work in 256-byte units (rmm::CUDA_ALLOCATION_ALIGNMENT).
+ALIGNMENT_BYTES = 256
+
+
+def parse_bytes(value: int | str, *, what: str = "size") -> int:
+    """`int | str` to bytes, as RMM's Python API accepts them: 4096, '4KiB', '1.5GB', '0x1000'."""
+    if isinstance(value, bool):
+        raise ReplayUsageError(f"{what}: expected a size, got {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise ReplayUsageError(f"{what}: size must not be negative, got {value}")
+        return value
+    text = value.strip()
+    if text.lower().startswith("0x"):
+        try:
+            return int(text, 16)
+        except ValueError:
+            raise ReplayUsageError(f"{what}: {value!r} is not a size") from None
+    match = _SIZE_RE.match(text)
+    unit = match.group(2).lower() if match else None
+    if match is None or unit not in _UNITS:
+        raise ReplayUsageError(
+            f"{what}: {value!r} is not a size (use bytes or a unit: KiB MiB GiB TiB, KB MB GB TB)"
+        )
+    return int(float(match.group(1)) * _UNITS[unit])
+
+
+def _parse_bool(value: str, what: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ReplayUsageError(f"{what}: expected 0/1 or true/false, got {value!r}")
+
+
+def _parse_int(value: str, what: str) -> int:
+    try:
+        return int(value.strip(), 0)
+    except ValueError:
+        raise ReplayUsageError(f"{what}: expected an integer, got {value!r}") from None
+
+
+ADVICE = ("preferred_location", "read_mostly", "accessed_by")
+UPSTREAMS = ("cuda", "hip", "managed", "async")
+
+
+def _parse_advice(value: str, what: str) -> str:
+    parts = [p for p in value.replace("|", "+").split("+") if p]
+    for part in parts:
+        if part not in ADVICE:
+            raise ReplayUsageError(f"{what}: unknown advice {part!r} (one of {', '.join(ADVICE)})")
+    return "+".join(parts)
+
+
+def _choice(choices: tuple[str, ...]) -> Callable[[str, str], str]:
+    def parse(value: str, what: str) -> str:
+        if value not in choices:
+            raise ReplayUsageError(f"{what}: {value!r} is not one of {', '.join(choices)}")
+        return value
+
+    return parse
+
+
+def _size(value: str, what: str) -> int:
+    return parse_bytes(value, what=what)
+
+
+_Parser = Callable[[str, str], OptionValue]
+
+# kind -> option -> (parser, default). `limit` is accepted by every kind.
+_OPTIONS: dict[str, dict[str, tuple[_Parser, OptionValue]]] = {
+    "cuda": {},
+    "hip": {},
+    "host": {"pinned": (_parse_bool, False)},
+    "managed": {"prefetch": (_parse_bool, False), "advise": (_parse_advice, "")},
+    "async": {
+        "initial": (_size, None),
+        "release_threshold": (_size, None),
+        "pool": (_choice(("new", "default")), "new"),
+    },
+    "pool": {
+        "initial": (_size, 0),
+        "maximum": (_size, None),
+        "upstream": (_choice(UPSTREAMS), "cuda"),
+    },
+    "arena": {"size": (_size, None), "upstream": (_choice(UPSTREAMS), "cuda")},
+    "binning": {
+        "min_exp": (_parse_int, 18),
+        "max_exp": (_parse_int, 22),
+        # bins and large allocations come from a pool over the device, as in RMM's benchmark
+        "upstream": (_choice(("pool", *UPSTREAMS)), "pool"),
+        "initial": (_size, 0),
+        "maximum": (_size, None),
+    },
+    "fixed": {
+        "block": (_size, 1 << 20),
+        "prealloc": (_parse_int, 128),
+        "upstream": (_choice(UPSTREAMS), "cuda"),
+    },
+}
+KINDS = tuple(_OPTIONS)
+# Kinds that pool memory: the ones --find-capacity sizes by their pool size or a limit.
+POOLING_KINDS = ("pool", "arena", "binning", "fixed", "async")
+
+
+@dataclass(frozen=True)
+class ResourceSpec:
+    """One parsed `--resource` value. `options` holds every option of the kind, defaults filled."""
+
+    kind: str
+    options: Mapping[str, OptionValue] = field(default_factory=dict)
+    limit_bytes: int | None = None
+    text: str = ""
+
+    @property
+    def label(self) -> str:
+        """What tables and JSON call this resource: the spec as the user typed it."""
+        return self.text or self.kind
+
+    def option_bytes(self, name: str) -> int | None:
+        """A size option, or None when unset."""
+        value = self.options.get(name)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    def with_limit(self, limit_bytes: int) -> ResourceSpec:
+        """The same resource capped at `limit_bytes` (used by --find-capacity)."""
+        return replace(self, limit_bytes=limit_bytes, text=_with_option(self.label, "limit", limit_bytes))
+
+    def with_option(self, name: str, value: int) -> ResourceSpec:
+        """The same resource with one option changed (e.g. a pool's `maximum`)."""
+        options = dict(self.options)
+        options[name] = value
+        return replace(self, options=options, text=_with_option(self.label, name, value))
+
+
+def _with_option(text: str, name: str, value: int) -> str:
+    kind, _, rest = text.partition(":")
+    pairs = [p for p in rest.split(",") if p and not p.startswith(f"{name}=")]
+    pairs.append(f"{name}={value}")
+    return f"{kind}:{','.join(pairs)}"
+
+
+def parse_spec(text: str) -> ResourceSpec:
+    """Parse `KIND[:key=value,...]`; raise ReplayUsageError naming the bad part."""
+    raw = text.strip()
+    kind, _, rest = raw.partition(":")
+    kind = kind.strip().lower()
+    where = f"--resource {raw!r}"
+    if kind not in _OPTIONS:
+        raise ReplayUsageError(f"{where}: unknown resource kind {kind!r} (one of {', '.join(KINDS)})")
+    schema = _OPTIONS[kind]
+    options: dict[str, OptionValue] = {name: default for name, (_, default) in schema.items()}
+    limit_bytes: int | None = None
+    for pair in (p.strip() for p in rest.split(",") if p.strip()):
+        name, sep, value = pair.partition("=")
+        name = name.strip().lower()
+        if not sep or not value.strip():
+            raise ReplayUsageError(f"{where}: expected key=value, got {pair!r}")
+        if name == "limit":
+            limit_bytes = parse_bytes(value, what=f"{where}: limit")
+            continue
+        if name not in schema:
+            allowed = ", ".join([*schema, "limit"])
+            raise ReplayUsageError(f"{where}: {kind} has no option {name!r} (options: {allowed})")
+        parser, _ = schema[name]
+        options[name] = parser(value.strip(), f"{where}: {name}")
+    spec = ResourceSpec(kind=kind, options=options, limit_bytes=limit_bytes, text=raw)
+    _validate(spec, where)
+    return spec
+
+
+def _validate(spec: ResourceSpec, where: str) -> None:
+    if spec.kind == "binning":
+        low, high = spec.options["min_exp"], spec.options["max_exp"]
+        assert isinstance(low, int) and isinstance(high, int)
+        if not 0 < low <= high < 63:
+            raise ReplayUsageError(f"{where}: need 0 < min_exp <= max_exp < 63, got {low}..{high}")
+    if spec.kind in ("pool", "binning"):
+        for name in ("initial", "maximum"):
+            value = spec.option_bytes(name)
+            if value is not None and value % ALIGNMENT_BYTES:
+                raise ReplayUsageError(
+                    f"{where}: {name}={value} must be a multiple of {ALIGNMENT_BYTES} bytes"
+                )
+        maximum = spec.option_bytes("maximum")
+        initial = spec.option_bytes("initial") or 0
+        if maximum is not None and maximum < initial:
+            raise ReplayUsageError(f"{where}: maximum ({maximum}) is below initial ({initial})")
+    if spec.kind == "fixed":
+        block = spec.option_bytes("block")
+        prealloc = spec.options["prealloc"]
+        if not block or not isinstance(prealloc, int) or prealloc < 1:
+            raise ReplayUsageError(f"{where}: block and prealloc must be positive")

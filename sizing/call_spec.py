@@ -1,0 +1,194 @@
+"""One routine call to size: parsed from `ROUTINE[:ARG=VALUE[,ARG=VALUE...]]` or built from
+keyword arguments, checked against the catalog, with every unspecified argument defaulted."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import simpleeval
+
+from sizing.catalog import Catalog, Param, Routine, load_catalog
+from sizing.defaults import FUNCTIONS, rules_for
+from sizing.errors import BadArgument
+
+Value = int | float | str
+
+# Short spellings users type for enum values, per enum (keys lower-case).
+ENUM_ALIASES: dict[str, dict[str, str]] = {
+    "rocblas_operation": {"n": "none", "t": "transpose", "c": "conjugate_transpose"},
+    "rocblas_fill": {"u": "upper", "l": "lower", "f": "full"},
+    "rocblas_diagonal": {"n": "non_unit", "nonunit": "non_unit", "u": "unit"},
+    "rocblas_side": {"l": "left", "r": "right", "b": "both"},
+    "rocblas_svect": {"a": "all", "s": "singular", "o": "overwrite", "n": "none"},
+    "rocblas_evect": {"v": "original", "i": "tridiagonal", "n": "none"},
+    "rocblas_workmode": {"o": "outofplace", "i": "inplace"},
+}
+
+_INT_RANGES = {"i32": (-(2**31), 2**31 - 1), "i64": (-(2**63), 2**63 - 1), "u32": (0, 2**32 - 1)}
+_INT_RANGES["i8"] = (-128, 127)
+
+# The element type a `const void*` scalar has, from the routine's compute/execution type.
+_SCALAR_OF_DATATYPE = {
+    "f16_r": "f16",
+    "bf16_r": "bf16",
+    "f32_r": "f32",
+    "f64_r": "f64",
+    "f32_c": "c32",
+    "f64_c": "c64",
+    "i32_r": "i32",
+}
+
+
+@dataclass(frozen=True)
+class Call:
+    """A fully specified call: every user-settable argument has a value."""
+
+    routine: Routine
+    args: dict[str, Value]  # in header order; enum values by canonical name
+    given: frozenset[str]  # the names the user set
+
+    @property
+    def label(self) -> str:
+        """The call as the user would type it back, with only the arguments they gave."""
+        given = ",".join(f"{name}={self.args[name]}" for name in self.args if name in self.given)
+        return f"{self.routine.name}:{given}" if given else self.routine.name
+
+    def key(self) -> tuple[str, tuple[tuple[str, Value], ...]]:
+        """Identical calls have equal keys (they are sized once)."""
+        return self.routine.name, tuple(self.args.items())
+
+    def worker_args(self, catalog: Catalog) -> list[list[Any]]:
+        """The argument list as the worker passes it to the C function: [kind, value]."""
+        encoded: list[list[Any]] = []
+        for param in self.routine.params:
+            if param.kind == "handle":
+                encoded.append(["handle", None])
+            elif param.kind == "pointer":
+                encoded.append(["pointer", None])
+            elif param.kind == "host_scalar":
+                encoded.append(["scalar", [self._scalar_type(param), self.args.get(param.name, 0)]])
+            elif param.kind == "enum":
+                assert param.enum is not None
+                encoded.append(["i32", catalog.enums[param.enum][str(self.args[param.name])]])
+            else:
+                encoded.append([param.kind, self.args[param.name]])
+        return encoded
+
+    def _scalar_type(self, param: Param) -> str:
+        if param.scalar != "by_type":
+            return param.scalar or "raw"
+        for source in ("compute_type", "execution_type", "result_type"):
+            if source in self.args:
+                return _SCALAR_OF_DATATYPE.get(str(self.args[source]), "raw")
+        return "raw"
+
+
+def parse_call(text: str, catalog: Catalog | None = None) -> Call:
+    """`rocsolver_dgetrf:m=1024,n=1024` -> Call. Raises BadArgument / UnknownRoutine."""
+    catalog = catalog or load_catalog()
+    name, _, arg_text = text.strip().partition(":")
+    routine = catalog.lookup(name.strip())
+    given: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in arg_text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise BadArgument(f"{routine.name}: '{item}' is not ARG=VALUE")
+        if key.strip() in given:
+            raise BadArgument(f"{routine.name}: argument '{key.strip()}' given twice")
+        given[key.strip()] = value.strip()
+    return make_call(routine, given, catalog)
+
+
+def make_call(
+    routine: Routine | str, given: Mapping[str, Value], catalog: Catalog | None = None
+) -> Call:
+    """A Call from already-split arguments (strings from the command line, or Python values)."""
+    catalog = catalog or load_catalog()
+    if isinstance(routine, str):
+        routine = catalog.lookup(routine)
+    settable = {param.name: param for param in routine.params if param.user_settable}
+    for name in given:
+        if name not in settable:
+            raise BadArgument(_unknown_argument(routine, name, settable))
+    values = {name: _convert(routine, settable[name], raw, catalog) for name, raw in given.items()}
+    _apply_defaults(routine, settable, values, catalog)
+    ordered = {name: values[name] for name in settable}
+    return Call(routine=routine, args=ordered, given=frozenset(given))
+
+
+def _unknown_argument(routine: Routine, name: str, settable: Mapping[str, Param]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, list(settable), n=1)
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    return f"{routine.name} has no argument '{name}'{hint} (it takes {', '.join(settable)})"
+
+
+def _convert(routine: Routine, param: Param, raw: Value, catalog: Catalog) -> Value:
+    where = f"{routine.name}: {param.name}={raw}"
+    if param.kind == "enum":
+        assert param.enum is not None
+        return _enum_value(where, param.enum, str(raw), catalog)
+    if param.kind in ("f32", "f64", "host_scalar"):
+        try:
+            return float(raw)
+        except ValueError:
+            raise BadArgument(f"{where}: expected a number") from None
+    return _integer(where, param.kind, raw)
+
+
+def _integer(where: str, kind: str, raw: Value) -> int:
+    if isinstance(raw, float) and not raw.is_integer():
+        raise BadArgument(f"{where}: expected a whole number")
+    try:
+        value = int(raw, 0) if isinstance(raw, str) else int(raw)
+    except ValueError:
+        raise BadArgument(f"{where}: expected a whole number") from None
+    low, high = _INT_RANGES.get(kind, (-(2**63), 2**63 - 1))
+    if not low <= value <= high:
+        raise BadArgument(f"{where}: out of range for {kind} ({low}..{high})")
+    return value
+
+
+def _enum_value(where: str, enum: str, raw: str, catalog: Catalog) -> str:
+    names = catalog.enums[enum]
+    lowered = raw.lower().removeprefix(enum + "_")
+    canonical = ENUM_ALIASES.get(enum, {}).get(lowered, lowered)
+    if canonical not in names:
+        allowed = sorted(set(names) | set(ENUM_ALIASES.get(enum, {})))
+        raise BadArgument(f"{where}: not a {enum} (one of {', '.join(allowed)})")
+    return canonical
+
+
+def _apply_defaults(
+    routine: Routine, settable: Mapping[str, Param], values: dict[str, Value], catalog: Catalog
+) -> None:
+    """Fill in defaults; a rule may use any argument known so far, so repeat until done."""
+    rules = rules_for(routine.family)
+    pending = [name for name in settable if name not in values]
+    evaluator = simpleeval.EvalWithCompoundTypes(functions=FUNCTIONS)
+    while pending:
+        progressed = False
+        for name in list(pending):
+            if name not in rules:
+                continue
+            evaluator.names = dict(values)
+            try:
+                result = evaluator.eval(rules[name])
+            except simpleeval.NameNotDefined:
+                continue  # depends on an argument not known yet
+            values[name] = _convert(routine, settable[name], result, catalog)
+            pending.remove(name)
+            progressed = True
+        if not progressed:
+            break
+    if pending:
+        # Name only the roots: an argument whose rule waits on a missing one is not missing.
+        pending = [name for name in pending if name not in rules] or pending
+        raise BadArgument(
+            f"{routine.name}: missing argument{'s' if len(pending) > 1 else ''} "
+            f"{', '.join(pending)} (no default for "
+            f"{'them' if len(pending) > 1 else 'it'})"
+        )

@@ -1,0 +1,100 @@
+"""The routine catalog: every sizable routine with its parameters, read from
+`sizing/data/catalog.json` (generated from the vendor headers by `sizing.catalog_build`)."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from sizing.errors import UnknownRoutine
+
+CATALOG_PATH = Path(__file__).parent / "data" / "catalog.json"
+
+# Parameters the user never gives: the handle, and device pointers (null in query mode).
+HIDDEN_KINDS = ("handle", "pointer")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter as the header declares it."""
+
+    name: str
+    c_type: str
+    kind: str  # handle, pointer, host_scalar, enum, i32, i64, u32, f32, f64, i8
+    enum: str | None = None  # for kind == "enum": the enum's name, e.g. rocblas_fill
+    scalar: str | None = None  # for kind == "host_scalar": element type, or "by_type"
+
+    @property
+    def user_settable(self) -> bool:
+        return self.kind not in HIDDEN_KINDS and self.name != "result"
+
+
+@dataclass(frozen=True)
+class Routine:
+    """One vendor function, e.g. rocsolver_dgetrf_strided_batched."""
+
+    name: str
+    library: str  # rocblas or rocsolver
+    family: str  # getrf, gemm_ex, ...
+    precision: str  # s, d, c, z, h, bf, sc, dz, or "" for _ex routines
+    batch: str  # plain, batched, strided_batched
+    ilp64: bool
+    params: tuple[Param, ...]
+
+    @property
+    def short_name(self) -> str:
+        return self.name.removeprefix(self.library + "_")
+
+    def param(self, name: str) -> Param | None:
+        return next((param for param in self.params if param.name == name), None)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    routines: dict[str, Routine]
+    enums: dict[str, dict[str, int]]
+
+    def lookup(self, name: str) -> Routine:
+        """A routine by C name (`rocsolver_dgetrf`) or short form (`dgetrf`)."""
+        if name in self.routines:
+            return self.routines[name]
+        matches = [r for r in self.routines.values() if r.short_name == name]
+        if len(matches) == 1:
+            return matches[0]
+        if len(matches) > 1:
+            names = " or ".join(sorted(r.name for r in matches))
+            raise UnknownRoutine(f"'{name}' is ambiguous: say {names}")
+        raise UnknownRoutine(self._unknown_message(name))
+
+    def _unknown_message(self, name: str) -> str:
+        candidates = [*self.routines, *(r.short_name for r in self.routines.values())]
+        close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        return f"unknown routine '{name}'{hint} (`hipmem routines` lists them)"
+
+
+@cache
+def load_catalog(path: Path = CATALOG_PATH) -> Catalog:
+    data = json.loads(path.read_text())
+    routines = {name: _routine(name, entry) for name, entry in data["routines"].items()}
+    return Catalog(routines=routines, enums=data["enums"])
+
+
+def _routine(name: str, entry: dict[str, Any]) -> Routine:
+    params = tuple(
+        Param(p["name"], p["c_type"], p["kind"], p.get("enum"), p.get("scalar"))
+        for p in entry["params"]
+    )
+    return Routine(
+        name=name,
+        library=entry["library"],
+        family=entry["family"],
+        precision=entry["precision"],
+        batch=entry["batch"],
+        ilp64=entry["ilp64"],
+        params=params,
+    )

@@ -1,0 +1,261 @@
+"""Size-query sessions: the public Python API of hipmem's sizing.
+
+    from sizing.session import SizingSession
+
+    with SizingSession(device="MI210") as session:
+        session.size("rocsolver_dgetrf:m=1024,n=1024")
+        session.size("rocsolver_dgetrs", n=1024, nrhs=1)
+        print(session.session_bytes)        # what one handle needs for all of them
+
+Each call is sized alone (its own start/stop query) and the session size is asked of the
+library itself: every successful call again inside one query on one handle, whose running
+maximum rocBLAS keeps. Identical calls are sized once and counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sizing.call_spec import Call, Value, make_call, parse_call
+from sizing.catalog import Catalog, load_catalog
+from sizing.errors import MissingSymbol, SizingError, UsageError, VendorStatus, WorkerCrashed
+from sizing.library_locator import Libraries, locate
+from sizing.virtual_device import Device, resolve
+from sizing.worker_process import Crash, WorkerInfo, WorkerProcess
+
+SIZE_STATUSES = ("size_increased", "size_unchanged", "success")
+Progress = Callable[[int, "int | None", str], None]
+
+
+@dataclass
+class CallResult:
+    """One distinct call: its workspace, or why there is none."""
+
+    call: Call
+    bytes: int | None  # the minimum workspace the library asks for; None on error
+    status: str  # the library's status by name, or "crashed" / "missing_symbol"
+    error: SizingError | None = None
+    count: int = 1  # how many times the request contained this call
+
+    def as_dict(self) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "routine": self.call.routine.name,
+            "args": self.call.args,
+            "bytes": self.bytes,
+            "status": self.status,
+            "count": self.count,
+        }
+        if self.error is not None:
+            payload["error"] = str(self.error)
+        return payload
+
+
+@dataclass
+class LibraryInfo:
+    rocblas_path: str
+    rocsolver_path: str | None
+    found_in: str
+    versions: dict[str, str]
+    optional_symbols: dict[str, bool]
+    handle_default_bytes: int  # what a rocBLAS-managed handle allocates at creation
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+@dataclass
+class SessionResult:
+    calls: list[CallResult]
+    session_bytes: int
+    device: Device
+    library: LibraryInfo
+    failed: list[CallResult] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "session_bytes": self.session_bytes,
+            "calls": [result.as_dict() for result in self.calls],
+            "library": self.library.as_dict(),
+            "device": self.device.as_dict(),
+        }
+
+
+class SizingSession:
+    """Size calls against the real libraries for one device. Close it (or use `with`)."""
+
+    def __init__(
+        self,
+        device: str | Device | None = None,
+        *,
+        compute_units: int | None = None,
+        rocm_dir: Path | None = None,
+        catalog: Catalog | None = None,
+    ) -> None:
+        self.catalog = catalog or load_catalog()
+        self.device = _choose_device(device, compute_units)
+        self.libraries: Libraries = locate(rocm_dir)
+        self._worker = WorkerProcess(self.libraries, self.device)
+        self._results: dict[tuple[Any, ...], CallResult] = {}
+
+    # -- context management -----------------------------------------------------------------
+    def __enter__(self) -> SizingSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the worker; safe to call twice."""
+        self._worker.close()
+
+    # -- sizing -----------------------------------------------------------------------------
+    def call(self, routine: str, **args: Value) -> Call:
+        """A Call from a routine name and keyword arguments (`call("dgetrf", m=8, n=8)`)."""
+        return make_call(routine, args, self.catalog)
+
+    def size(self, call: Call | str, **args: Value) -> CallResult:
+        """Size one call: a Call, `"dgetrf:m=8,n=8"`, or a name plus keyword arguments."""
+        if isinstance(call, str):
+            call = make_call(call, args, self.catalog) if args else parse_call(call, self.catalog)
+        return self.size_many([call])[0]
+
+    def size_many(
+        self, calls: Iterable[Call | str], progress: Progress | None = None
+    ) -> list[CallResult]:
+        """Size calls in order; identical calls are sized once (their count goes up)."""
+        parsed = [parse_call(c, self.catalog) if isinstance(c, str) else c for c in calls]
+        fresh: dict[tuple[Any, ...], Call] = {}
+        fresh_counts: dict[tuple[Any, ...], int] = {}
+        for call in parsed:
+            key = call.key()
+            if key in self._results:
+                self._results[key].count += 1
+            else:
+                fresh.setdefault(key, call)
+                fresh_counts[key] = fresh_counts.get(key, 0) + 1
+        self._size_fresh(list(fresh.values()), progress)
+        for key, count in fresh_counts.items():
+            self._results[key].count = count
+        return [self._results[call.key()] for call in parsed]
+
+    def _size_fresh(self, calls: list[Call], progress: Progress | None) -> None:
+        encoded = [self._encode(call) for call in calls]
+        answers = self._worker.size(encoded)
+        for done, (call, answer) in enumerate(zip(calls, answers, strict=True), start=1):
+            self._results[call.key()] = self._result(call, answer)
+            if progress is not None and (done % 256 == 0 or done == len(calls)):
+                progress(done, len(calls), "calls sized")
+
+    def _encode(self, call: Call) -> dict[str, Any]:
+        return {
+            "function": call.routine.name,
+            "library": call.routine.library,
+            "args": call.worker_args(self.catalog),
+        }
+
+    def _result(self, call: Call, answer: dict[str, Any] | Crash) -> CallResult:
+        if isinstance(answer, Crash):
+            message = f"{call.label}: the vendor library {answer.how}"
+            message += f": {answer.last_words}" if answer.last_words else ""
+            return CallResult(call, None, "crashed", WorkerCrashed(message + self._hint(call)))
+        if "missing_symbol" in answer:
+            missing = MissingSymbol(
+                f"{call.label}: the installed {call.routine.library} "
+                f"({self.versions.get(call.routine.library, '?')}) has no {call.routine.name}"
+            )
+            return CallResult(call, None, "missing_symbol", missing)
+        status = self.status_name(answer["status"])
+        if status not in SIZE_STATUSES:
+            error = VendorStatus(
+                f"{call.label}: {call.routine.library} rejected the call: "
+                f"rocblas_status_{status} ({answer['status']})"
+            )
+            return CallResult(call, None, status, error)
+        return CallResult(call, answer["bytes"], status)
+
+    def _hint(self, call: Call) -> str:
+        tensile = self.libraries.tensile_dir
+        if call.routine.family.startswith("gemm") and tensile is not None:
+            arch = self.device.arch.name
+            if not any(tensile.glob(f"*_{arch}.dat")):
+                return f" (this rocBLAS has no gemm data for {arch} in {tensile})"
+        return ""
+
+    def status_name(self, status: int) -> str:
+        names = {value: name for name, value in self.catalog.enums["rocblas_status"].items()}
+        return names.get(status, f"unknown_{status}")
+
+    # -- results ----------------------------------------------------------------------------
+    @property
+    def results(self) -> list[CallResult]:
+        return list(self._results.values())
+
+    @property
+    def versions(self) -> dict[str, str]:
+        return self._worker.info.versions
+
+    @property
+    def session_bytes(self) -> int:
+        """The library's running maximum over every call sized so far without error."""
+        sized = [r.call for r in self._results.values() if r.error is None]
+        if not sized:
+            return 0
+        answer = self._worker.session([self._encode(call) for call in sized])
+        if isinstance(answer, Crash):
+            raise WorkerCrashed(f"the vendor library {answer.how} during the session query")
+        return int(answer["bytes"])
+
+    def library_info(self) -> LibraryInfo:
+        info: WorkerInfo = self._worker.info
+        return LibraryInfo(
+            rocblas_path=str(self.libraries.rocblas),
+            rocsolver_path=str(self.libraries.rocsolver) if self.libraries.rocsolver else None,
+            found_in=self.libraries.found_in,
+            versions=info.versions,
+            optional_symbols=info.optional_symbols,
+            handle_default_bytes=info.handle_default_bytes,
+        )
+
+    def result(self) -> SessionResult:
+        """Everything sized so far, with the session size."""
+        results = self.results
+        return SessionResult(
+            calls=results,
+            session_bytes=self.session_bytes,
+            device=self.device,
+            library=self.library_info(),
+            failed=[r for r in results if r.error is not None],
+        )
+
+
+def size_calls(
+    calls: Iterable[Call | str],
+    device: str | Device | None = None,
+    *,
+    compute_units: int | None = None,
+    rocm_dir: Path | None = None,
+    progress: Progress | None = None,
+) -> SessionResult:
+    """Open a session, size every call, and return the result."""
+    with SizingSession(device, compute_units=compute_units, rocm_dir=rocm_dir) as session:
+        session.size_many(calls, progress)
+        return session.result()
+
+
+def _choose_device(device: str | Device | None, compute_units: int | None) -> Device:
+    if isinstance(device, Device):
+        return device
+    if device is not None:
+        return resolve(device, compute_units)
+    from sizing.real_devices import real_devices
+
+    found, reason = real_devices()
+    if not found:
+        raise UsageError(
+            f"no AMD GPU here ({reason}); size for a virtual one with --device, "
+            "e.g. --device MI300X (`hipmem devices` lists them)"
+        )
+    return found[0]

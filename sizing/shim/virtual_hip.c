@@ -1,0 +1,355 @@
+/*
+ * A stand-in HIP runtime (libamdhip64.so.6) that reports one virtual AMD GPU.
+ *
+ * rocBLAS and rocSOLVER compute workspace sizes on the host in size-query mode and return
+ * before launching any kernel. This library gives them what they ask of the runtime on the
+ * way there (device properties, a default workspace, module loading for Tensile), so the
+ * real vendor code answers real size queries on a machine with no GPU. Device memory is
+ * host memory; anything that would need a GPU fails with hipErrorNotSupported.
+ *
+ * The device is described by environment variables, read once (see sizing/virtual_device.py):
+ *   HIPMEM_VDEV_NAME, HIPMEM_VDEV_ARCH (full gcnArchName, e.g. gfx90a:sramecc+:xnack-),
+ *   HIPMEM_VDEV_MAJOR, HIPMEM_VDEV_MINOR, HIPMEM_VDEV_CUS, HIPMEM_VDEV_MEM_BYTES,
+ *   HIPMEM_VDEV_WARP.
+ * Built against the real hip_runtime_api.h so that hipDeviceProp_t has the real layout.
+ */
+#include <hip/hip_runtime_api.h>
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+static hipDeviceProp_t g_prop;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static hipError_t g_last_error = hipSuccess;
+static size_t g_allocated_bytes = 0; /* what the libraries hold now, like device memory */
+static pthread_mutex_t g_alloc_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static long env_long(const char* name, long fallback) {
+  const char* text = getenv(name);
+  return text && *text ? strtol(text, NULL, 0) : fallback;
+}
+
+static void init_device(void) {
+  memset(&g_prop, 0, sizeof g_prop);
+  const char* name = getenv("HIPMEM_VDEV_NAME");
+  const char* arch = getenv("HIPMEM_VDEV_ARCH");
+  snprintf(g_prop.name, sizeof g_prop.name, "%s", name ? name : "hipmem virtual device");
+  snprintf(g_prop.gcnArchName, sizeof g_prop.gcnArchName, "%s",
+           arch ? arch : "gfx90a:sramecc+:xnack-");
+  g_prop.major = (int)env_long("HIPMEM_VDEV_MAJOR", 9);
+  g_prop.minor = (int)env_long("HIPMEM_VDEV_MINOR", 0);
+  g_prop.multiProcessorCount = (int)env_long("HIPMEM_VDEV_CUS", 104);
+  g_prop.totalGlobalMem = (size_t)env_long("HIPMEM_VDEV_MEM_BYTES", 64L << 30);
+  g_prop.warpSize = (int)env_long("HIPMEM_VDEV_WARP", 64);
+  /* Plausible values for the rest: nothing in query mode depends on them. */
+  g_prop.maxThreadsPerBlock = 1024;
+  g_prop.maxThreadsDim[0] = g_prop.maxThreadsDim[1] = g_prop.maxThreadsDim[2] = 1024;
+  g_prop.maxGridSize[0] = g_prop.maxGridSize[1] = g_prop.maxGridSize[2] = 0x7fffffff;
+  g_prop.sharedMemPerBlock = 64 * 1024;
+  g_prop.maxSharedMemoryPerMultiProcessor = 64 * 1024;
+  g_prop.regsPerBlock = 65536;
+  g_prop.clockRate = 1700000;
+  g_prop.memoryClockRate = 1600000;
+  g_prop.memoryBusWidth = 4096;
+  g_prop.l2CacheSize = 8 * 1024 * 1024;
+  g_prop.maxThreadsPerMultiProcessor = 2048;
+  g_prop.totalConstMem = 64 * 1024;
+  g_prop.concurrentKernels = 1;
+  g_prop.managedMemory = 1;
+  g_prop.memPitch = (size_t)-1;
+  g_prop.textureAlignment = 256;
+  g_prop.pciBusID = 1;
+}
+
+static void ensure_init(void) { pthread_once(&g_once, init_device); }
+
+static hipError_t fail(hipError_t err) {
+  g_last_error = err;
+  return err;
+}
+
+/* ---- device and runtime queries ---------------------------------------------------- */
+
+EXPORT hipError_t hipGetDeviceCount(int* count) {
+  if (!count) return fail(hipErrorInvalidValue);
+  *count = 1;
+  return hipSuccess;
+}
+
+EXPORT hipError_t hipGetDevice(int* device) {
+  if (!device) return fail(hipErrorInvalidValue);
+  *device = 0;
+  return hipSuccess;
+}
+
+EXPORT hipError_t hipSetDevice(int device) {
+  return device == 0 ? hipSuccess : fail(hipErrorInvalidDevice);
+}
+
+EXPORT hipError_t hipGetDevicePropertiesR0600(hipDeviceProp_t* prop, int device) {
+  if (!prop) return fail(hipErrorInvalidValue);
+  if (device != 0) return fail(hipErrorInvalidDevice);
+  ensure_init();
+  *prop = g_prop;
+  return hipSuccess;
+}
+
+EXPORT hipError_t hipDeviceGetAttribute(int* value, hipDeviceAttribute_t attr, int device) {
+  if (!value) return fail(hipErrorInvalidValue);
+  if (device != 0) return fail(hipErrorInvalidDevice);
+  ensure_init();
+  switch (attr) {
+    case hipDeviceAttributeMultiprocessorCount: *value = g_prop.multiProcessorCount; break;
+    case hipDeviceAttributeWarpSize: *value = g_prop.warpSize; break;
+    case hipDeviceAttributeComputeCapabilityMajor: *value = g_prop.major; break;
+    case hipDeviceAttributeComputeCapabilityMinor: *value = g_prop.minor; break;
+    case hipDeviceAttributeMaxThreadsPerBlock: *value = g_prop.maxThreadsPerBlock; break;
+    case hipDeviceAttributeMaxSharedMemoryPerBlock: *value = (int)g_prop.sharedMemPerBlock; break;
+    case hipDeviceAttributeMemoryPoolsSupported: *value = 1; break;
+    case hipDeviceAttributeManagedMemory: *value = 1; break;
+    case hipDeviceAttributeConcurrentManagedAccess: *value = 1; break;
+    case hipDeviceAttributeL2CacheSize: *value = g_prop.l2CacheSize; break;
+    case hipDeviceAttributeClockRate: *value = g_prop.clockRate; break;
+    default: *value = 0; break;
+  }
+  return hipSuccess;
+}
+
+EXPORT hipError_t hipRuntimeGetVersion(int* version) {
+  if (!version) return fail(hipErrorInvalidValue);
+  *version = HIP_VERSION;
+  return hipSuccess;
+}
+
+EXPORT hipError_t hipDriverGetVersion(int* version) { return hipRuntimeGetVersion(version); }
+
+EXPORT hipError_t hipGetLastError(void) {
+  hipError_t err = g_last_error;
+  g_last_error = hipSuccess;
+  return err;
+}
+
+EXPORT hipError_t hipPeekAtLastError(void) { return g_last_error; }
+
+EXPORT const char* hipGetErrorName(hipError_t err) {
+  switch (err) {
+    case hipSuccess: return "hipSuccess";
+    case hipErrorInvalidValue: return "hipErrorInvalidValue";
+    case hipErrorOutOfMemory: return "hipErrorOutOfMemory";
+    case hipErrorInvalidDevice: return "hipErrorInvalidDevice";
+    case hipErrorNotSupported: return "hipErrorNotSupported";
+    default: return "hipErrorUnknown";
+  }
+}
+
+EXPORT const char* hipGetErrorString(hipError_t err) { return hipGetErrorName(err); }
+
+/* ---- memory: host memory stands in for device memory ------------------------------- */
+
+static hipError_t host_alloc(void** ptr, size_t size) {
+  if (!ptr) return fail(hipErrorInvalidValue);
+  ensure_init();
+  pthread_mutex_lock(&g_alloc_lock);
+  int over = size > g_prop.totalGlobalMem - g_allocated_bytes;
+  if (!over) g_allocated_bytes += size;
+  pthread_mutex_unlock(&g_alloc_lock);
+  if (over) return fail(hipErrorOutOfMemory);
+  /* Keep a header with the size so that frees can be counted. */
+  size_t* block = NULL;
+  if (posix_memalign((void**)&block, 256, size + 256) != 0) {
+    pthread_mutex_lock(&g_alloc_lock);
+    g_allocated_bytes -= size;
+    pthread_mutex_unlock(&g_alloc_lock);
+    return fail(hipErrorOutOfMemory);
+  }
+  block[0] = size;
+  *ptr = (char*)block + 256;
+  return hipSuccess;
+}
+
+static hipError_t host_free(void* ptr) {
+  if (!ptr) return hipSuccess;
+  size_t* block = (size_t*)((char*)ptr - 256);
+  pthread_mutex_lock(&g_alloc_lock);
+  g_allocated_bytes -= block[0];
+  pthread_mutex_unlock(&g_alloc_lock);
+  free(block);
+  return hipSuccess;
+}
+
+EXPORT hipError_t hipMalloc(void** ptr, size_t size) { return host_alloc(ptr, size); }
+EXPORT hipError_t hipFree(void* ptr) { return host_free(ptr); }
+EXPORT hipError_t hipHostMalloc(void** ptr, size_t size, unsigned int flags) {
+  (void)flags;
+  return host_alloc(ptr, size);
+}
+EXPORT hipError_t hipHostFree(void* ptr) { return host_free(ptr); }
+EXPORT hipError_t hipMallocAsync(void** ptr, size_t size, hipStream_t stream) {
+  (void)stream;
+  return host_alloc(ptr, size);
+}
+EXPORT hipError_t hipFreeAsync(void* ptr, hipStream_t stream) {
+  (void)stream;
+  return host_free(ptr);
+}
+
+EXPORT hipError_t hipMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  ensure_init();
+  pthread_mutex_lock(&g_alloc_lock);
+  if (free_bytes) *free_bytes = g_prop.totalGlobalMem - g_allocated_bytes;
+  pthread_mutex_unlock(&g_alloc_lock);
+  if (total_bytes) *total_bytes = g_prop.totalGlobalMem;
+  return hipSuccess;
+}
+
+static int g_default_pool; /* its address is the default pool's handle */
+
+EXPORT hipError_t hipDeviceGetDefaultMemPool(hipMemPool_t* pool, int device) {
+  if (!pool || device != 0) return fail(hipErrorInvalidValue);
+  *pool = (hipMemPool_t)&g_default_pool;
+  return hipSuccess;
+}
+
+EXPORT hipError_t hipMemPoolTrimTo(hipMemPool_t pool, size_t min_bytes_to_hold) {
+  (void)pool;
+  (void)min_bytes_to_hold;
+  return hipSuccess;
+}
+
+EXPORT hipError_t hipMemcpy(void* dst, const void* src, size_t bytes, hipMemcpyKind kind) {
+  (void)kind;
+  if (bytes && (!dst || !src)) return fail(hipErrorInvalidValue);
+  memmove(dst, src, bytes);
+  return hipSuccess;
+}
+
+EXPORT hipError_t hipMemcpyAsync(void* dst, const void* src, size_t bytes, hipMemcpyKind kind,
+                                 hipStream_t stream) {
+  (void)stream;
+  return hipMemcpy(dst, src, bytes, kind);
+}
+
+EXPORT hipError_t hipMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch,
+                              size_t width, size_t height, hipMemcpyKind kind) {
+  (void)kind;
+  if (height && width && (!dst || !src)) return fail(hipErrorInvalidValue);
+  for (size_t row = 0; row < height; ++row)
+    memmove((char*)dst + row * dpitch, (const char*)src + row * spitch, width);
+  return hipSuccess;
+}
+
+EXPORT hipError_t hipMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch,
+                                   size_t width, size_t height, hipMemcpyKind kind,
+                                   hipStream_t stream) {
+  (void)stream;
+  return hipMemcpy2D(dst, dpitch, src, spitch, width, height, kind);
+}
+
+EXPORT hipError_t hipMemsetAsync(void* dst, int value, size_t bytes, hipStream_t stream) {
+  (void)stream;
+  if (bytes && !dst) return fail(hipErrorInvalidValue);
+  memset(dst, value, bytes);
+  return hipSuccess;
+}
+
+EXPORT hipError_t hipPointerGetAttributes(hipPointerAttribute_t* attributes, const void* ptr) {
+  (void)attributes;
+  (void)ptr;
+  return fail(hipErrorNotSupported);
+}
+
+/* ---- streams and events: everything is already complete ---------------------------- */
+
+EXPORT hipError_t hipStreamSynchronize(hipStream_t stream) {
+  (void)stream;
+  return hipSuccess;
+}
+EXPORT hipError_t hipStreamQuery(hipStream_t stream) {
+  (void)stream;
+  return hipSuccess;
+}
+EXPORT hipError_t hipDeviceSynchronize(void) { return hipSuccess; }
+EXPORT hipError_t hipStreamIsCapturing(hipStream_t stream, hipStreamCaptureStatus* status) {
+  (void)stream;
+  if (!status) return fail(hipErrorInvalidValue);
+  *status = hipStreamCaptureStatusNone;
+  return hipSuccess;
+}
+EXPORT int hipGetStreamDeviceId(hipStream_t stream) {
+  (void)stream;
+  return 0;
+}
+EXPORT hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream) {
+  (void)event;
+  (void)stream;
+  return hipSuccess;
+}
+
+/* ---- code objects: registered and loaded as no-ops; launching is not possible ------ */
+
+static int g_dummy_handle;
+
+EXPORT void** __hipRegisterFatBinary(const void* data) {
+  (void)data;
+  return (void**)&g_dummy_handle;
+}
+EXPORT void __hipUnregisterFatBinary(void** modules) { (void)modules; }
+EXPORT void __hipRegisterFunction(void** modules, const void* host_function,
+                                  char* device_function, const char* device_name,
+                                  unsigned int thread_limit, void* tid, void* bid,
+                                  dim3* block_dim, dim3* grid_dim, int* w_size) {
+  (void)modules, (void)host_function, (void)device_function, (void)device_name;
+  (void)thread_limit, (void)tid, (void)bid, (void)block_dim, (void)grid_dim, (void)w_size;
+}
+EXPORT hipError_t __hipPushCallConfiguration(dim3 grid, dim3 block, size_t shared_bytes,
+                                             hipStream_t stream) {
+  (void)grid, (void)block, (void)shared_bytes, (void)stream;
+  return hipSuccess;
+}
+EXPORT hipError_t __hipPopCallConfiguration(dim3* grid, dim3* block, size_t* shared_bytes,
+                                            hipStream_t* stream) {
+  (void)grid, (void)block, (void)shared_bytes, (void)stream;
+  return hipSuccess;
+}
+EXPORT hipError_t hipModuleLoadData(hipModule_t* module, const void* image) {
+  (void)image;
+  if (!module) return fail(hipErrorInvalidValue);
+  *module = (hipModule_t)&g_dummy_handle;
+  return hipSuccess;
+}
+EXPORT hipError_t hipModuleUnload(hipModule_t module) {
+  (void)module;
+  return hipSuccess;
+}
+EXPORT hipError_t hipModuleGetFunction(hipFunction_t* function, hipModule_t module,
+                                       const char* name) {
+  (void)function, (void)module, (void)name;
+  return fail(hipErrorNotSupported);
+}
+EXPORT hipError_t hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks,
+                                                                     hipFunction_t f,
+                                                                     int block_size,
+                                                                     size_t shared_bytes) {
+  (void)f, (void)block_size, (void)shared_bytes;
+  if (blocks) *blocks = 1;
+  return hipSuccess;
+}
+EXPORT hipError_t hipLaunchKernel(const void* function, dim3 grid, dim3 block, void** args,
+                                  size_t shared_bytes, hipStream_t stream) {
+  (void)function, (void)grid, (void)block, (void)args, (void)shared_bytes, (void)stream;
+  return fail(hipErrorNotSupported);
+}
+EXPORT hipError_t hipExtModuleLaunchKernel(hipFunction_t f, uint32_t gx, uint32_t gy,
+                                           uint32_t gz, uint32_t bx, uint32_t by, uint32_t bz,
+                                           size_t shared_bytes, hipStream_t stream,
+                                           void** params, void** extra, hipEvent_t start,
+                                           hipEvent_t stop, uint32_t flags) {
+  (void)f, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shared_bytes;
+  (void)stream, (void)params, (void)extra, (void)start, (void)stop, (void)flags;
+  return fail(hipErrorNotSupported);
+}

@@ -1,0 +1,174 @@
+"""The size-query worker: the only process that loads the vendor libraries.
+
+It runs as a separate process (see `sizing.worker_process`) so that a vendor abort or crash
+never takes hipmem down; it may run under a different dynamic loader and glibc than the
+parent, so it imports nothing but the standard library and is started as a script.
+
+Protocol: JSON lines. The worker first writes a `ready` object (library versions, optional
+symbols). Then, per request line:
+  {"op": "size", "calls": [CALL, ...]}    -> one line per call, in order, flushed each:
+      {"status": INT, "bytes": INT} or {"missing_symbol": NAME}
+  {"op": "session", "calls": [CALL, ...]} -> {"status": INT, "bytes": INT}: all calls inside
+      one size query on one handle: the running maximum the library itself keeps.
+CALL is {"function": NAME, "library": "rocblas"|"rocsolver", "args": [[KIND, VALUE], ...]}.
+Because answers are flushed one by one, the parent knows which call was running when the
+worker died: the first one it has no answer for.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import struct
+import sys
+from typing import Any
+
+STATUS_SIZE_INCREASED = 9
+STATUS_SIZE_UNCHANGED = 10
+OPTIONAL_SYMBOLS = (
+    "rocblas_set_device_memory_size",
+    "rocblas_is_user_managing_device_memory",
+    "rocblas_set_workspace",
+    "rocblas_is_managing_device_memory",
+)
+
+_CTYPES = {
+    "i8": ctypes.c_int8,
+    "i32": ctypes.c_int32,
+    "i64": ctypes.c_int64,
+    "u32": ctypes.c_uint32,
+    "f32": ctypes.c_float,
+    "f64": ctypes.c_double,
+    "handle": ctypes.c_void_p,
+    "pointer": ctypes.c_void_p,
+    "scalar": ctypes.c_void_p,
+}
+
+
+def _pack_scalar(element: str, value: float) -> bytes:
+    """A host scalar as the library reads it; 16 bytes so any element type fits."""
+    if element == "f16":
+        packed = struct.pack("<e", value)
+    elif element == "bf16":
+        packed = struct.pack("<f", value)[2:]  # bfloat16 is the top half of a float32
+    elif element in ("f32", "c32"):
+        packed = struct.pack("<f", value) + (b"\0" * 4 if element == "c32" else b"")
+    elif element == "i32":
+        packed = struct.pack("<i", int(value))
+    elif element == "i64":
+        packed = struct.pack("<q", int(value))
+    else:  # f64, c64, or unknown: a double is the widest real
+        packed = struct.pack("<d", value)
+    return packed.ljust(16, b"\0")
+
+
+class Worker:
+    def __init__(self, rocblas_path: str, rocsolver_path: str) -> None:
+        self.rocblas = ctypes.CDLL(rocblas_path)
+        self.rocsolver = ctypes.CDLL(rocsolver_path) if rocsolver_path else None
+        self.handle = ctypes.c_void_p()
+        status = self.rocblas.rocblas_create_handle(ctypes.byref(self.handle))
+        if status != 0:
+            raise RuntimeError(f"rocblas_create_handle returned status {status}")
+        self.functions: dict[tuple[str, tuple[str, ...]], Any] = {}
+        self.keep_alive: list[Any] = []
+
+    def ready(self) -> dict[str, Any]:
+        versions = {"rocblas": self._version(self.rocblas, "rocblas_get_version_string")}
+        if self.rocsolver is not None:
+            versions["rocsolver"] = self._version(self.rocsolver, "rocsolver_get_version_string")
+        optional = {name: hasattr(self.rocblas, name) for name in OPTIONAL_SYMBOLS}
+        default_bytes = ctypes.c_size_t()
+        self.rocblas.rocblas_get_device_memory_size(self.handle, ctypes.byref(default_bytes))
+        return {
+            "ready": True,
+            "versions": versions,
+            "optional_symbols": optional,
+            "handle_default_bytes": default_bytes.value,
+        }
+
+    @staticmethod
+    def _version(library: Any, symbol: str) -> str:
+        text = ctypes.create_string_buffer(256)
+        getattr(library, symbol)(text, ctypes.c_size_t(len(text)))
+        return text.value.decode().rstrip(".")
+
+    def _function(self, call: dict[str, Any]) -> Any:
+        kinds = tuple(kind for kind, _ in call["args"])
+        key = (call["function"], kinds)
+        if key not in self.functions:
+            library = self.rocsolver if call["library"] == "rocsolver" else self.rocblas
+            function = getattr(library, call["function"])  # AttributeError: missing symbol
+            function.argtypes = [_CTYPES[kind] for kind in kinds]
+            function.restype = ctypes.c_int
+            self.functions[key] = function
+        return self.functions[key]
+
+    def _arguments(self, call: dict[str, Any]) -> list[Any]:
+        values: list[Any] = []
+        for kind, value in call["args"]:
+            if kind == "handle":
+                values.append(self.handle)
+            elif kind == "pointer":
+                values.append(None)  # device pointers are never read in query mode
+            elif kind == "scalar":
+                buffer = ctypes.create_string_buffer(_pack_scalar(value[0], value[1]), 16)
+                self.keep_alive.append(buffer)
+                values.append(ctypes.cast(buffer, ctypes.c_void_p))
+            else:
+                values.append(value)
+        return values
+
+    def size_one(self, call: dict[str, Any]) -> dict[str, Any]:
+        try:
+            function = self._function(call)
+        except AttributeError:
+            return {"missing_symbol": call["function"]}
+        arguments = self._arguments(call)
+        self.rocblas.rocblas_start_device_memory_size_query(self.handle)
+        status = function(*arguments)
+        size = ctypes.c_size_t()
+        self.rocblas.rocblas_stop_device_memory_size_query(self.handle, ctypes.byref(size))
+        self.keep_alive.clear()
+        return {"status": status, "bytes": size.value}
+
+    def session(self, calls: list[dict[str, Any]]) -> dict[str, Any]:
+        self.rocblas.rocblas_start_device_memory_size_query(self.handle)
+        worst = 0
+        for call in calls:
+            status = self._function(call)(*self._arguments(call))
+            if status not in (STATUS_SIZE_INCREASED, STATUS_SIZE_UNCHANGED):
+                worst = status
+        size = ctypes.c_size_t()
+        self.rocblas.rocblas_stop_device_memory_size_query(self.handle, ctypes.byref(size))
+        self.keep_alive.clear()
+        return {"status": worst, "bytes": size.value}
+
+
+def _write(payload: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(payload) + "\n")
+    sys.stdout.flush()
+
+
+def main(argv: list[str]) -> int:
+    rocblas_path, rocsolver_path = argv[1], argv[2]
+    try:
+        worker = Worker(rocblas_path, rocsolver_path)
+        _write(worker.ready())
+    except (OSError, RuntimeError) as err:
+        _write({"ready": False, "error": str(err)})
+        return 1
+    for line in sys.stdin:
+        request = json.loads(line)
+        if request["op"] == "size":
+            for call in request["calls"]:
+                _write(worker.size_one(call))
+        elif request["op"] == "session":
+            _write(worker.session(request["calls"]))
+        elif request["op"] == "exit":
+            break
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
