@@ -2,32 +2,44 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 from rich.table import Table
 
 from hipmem_cli import output
-from hipmem_cli.call_sources import gather_calls
-from hipmem_cli.options import CusOption, DeviceOption, JsonOption, RocmDirOption
+from hipmem_cli.call_sources import CallSources, gather_calls
+from hipmem_cli.options import (
+    CusOption,
+    DeviceOption,
+    FromLogOption,
+    JsonOption,
+    RocmDirOption,
+    StrictOption,
+    WorkloadOption,
+)
 from sizing.session import SessionResult, size_calls
 
 
 def size(
     calls: Annotated[
-        list[str],
+        Optional[list[str]],  # noqa: UP045 - typer reads annotations at runtime
         typer.Argument(
             help="ROUTINE[:ARG=VALUE,...], e.g. rocsolver_dgetrf:m=1024,n=1024",
             show_default=False,
         ),
-    ],
+    ] = None,
+    from_log: FromLogOption = None,
+    workload: WorkloadOption = None,
+    strict: StrictOption = False,
     device: DeviceOption = None,
     cus: CusOption = None,
     rocm_dir: RocmDirOption = None,
     json: JsonOption = False,
 ) -> None:
     """Size rocBLAS/rocSOLVER calls with the real libraries, on a real or virtual GPU."""
-    parsed = gather_calls(calls)
+    sources = CallSources(calls or [], from_log or [], workload or [], strict)
+    parsed = gather_calls(sources)
     with output.progress("sizing") as report:
         result = size_calls(parsed, device, compute_units=cus, rocm_dir=rocm_dir, progress=report)
     if json:

@@ -29,3 +29,26 @@ RocmDirOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON only.")]
+
+# Call sources shared by `size`, `recommend` and `check` (see hipmem_cli/call_sources.py).
+FromLogOption = Annotated[
+    Optional[list[Path]],  # noqa: UP045
+    typer.Option(
+        "--from-log",
+        help="rocBLAS/rocSOLVER call log (bench, trace or profile) to size; repeatable.",
+        exists=True,
+        dir_okay=False,
+    ),
+]
+WorkloadOption = Annotated[
+    Optional[list[Path]],  # noqa: UP045
+    typer.Option(
+        "--workload",
+        help="Workload file of calls (see README); repeatable.",
+        exists=True,
+        dir_okay=False,
+    ),
+]
+StrictOption = Annotated[
+    bool, typer.Option("--strict", help="Make the first unreadable log line an error.")
+]

@@ -25,6 +25,7 @@ from sizing.shim_build import build_shim
 from sizing.virtual_device import Device
 
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")
+_USER_WORKSPACE_VARIABLES = ("ROCBLAS_DEVICE_MEMORY_SIZE", "ROCBLAS_STREAM_ORDER_ALLOC")
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,9 @@ class WorkerProcess:
         self.info = self._start()
 
     def _launch_spec(self) -> tuple[list[str], dict[str, str]]:
-        env = dict(os.environ)
+        # The user's own workspace settings would change what a fresh handle allocates,
+        # which the worker reports as the library default: leave them out.
+        env = {k: v for k, v in os.environ.items() if k not in _USER_WORKSPACE_VARIABLES}
         search = [str(self.libraries.lib_dir)]
         if self.device.virtual:
             if self.libraries.include_dir is None:

@@ -1,0 +1,128 @@
+"""Timeline of a log's live bytes: over events and over time, optionally one line per stream.
+
+(`replay.plot` draws replay results; this draws the log alone, for `hipmem log inspect`.)
+Ten million events are too many to draw one by one; each pixel column keeps the lowest and
+highest live bytes of its events (an envelope), so the peak and the sawtooth of training
+steps survive the reduction. The image format follows the file suffix (.png or .svg), and
+the file is written atomically (a temporary file in the same folder, then os.replace).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from replay.analysis import LiveTrace, LogSummary, owner_traces
+from replay.errors import ReplayUsageError
+from replay.events import AllocationLog
+
+PLOT_SUFFIXES = (".png", ".svg")
+MAX_POINTS = 4000  # envelope columns per line: about one per pixel of a wide figure
+_UNITS = ((1024**4, "TiB"), (1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB"))
+
+
+class PlotPathError(ReplayUsageError):
+    """The plot file name has a suffix we cannot render, or its folder is missing."""
+
+
+def check_plot_path(path: Path) -> None:
+    """Reject an unsupported suffix or a missing folder before any work starts."""
+    if path.suffix.lower() not in PLOT_SUFFIXES:
+        raise PlotPathError(f"--plot: '{path}' must end in .png or .svg (the suffix picks the format)")
+    if not path.parent.is_dir():
+        raise PlotPathError(f"--plot: folder '{path.parent}' does not exist")
+
+
+def envelope(
+    x: npt.NDArray[np.int64], y: npt.NDArray[np.int64], points: int = MAX_POINTS
+) -> tuple[np.ndarray, np.ndarray]:
+    """At most 2*points (x, y) pairs tracing the min and max of y within equal runs of rows."""
+    if len(x) <= 2 * points:
+        return x, y
+    edges = np.linspace(0, len(x), points + 1).astype(np.int64)[:-1]
+    xs = np.repeat(x[edges], 2)
+    ys = np.empty(2 * len(edges), y.dtype)
+    ys[0::2] = np.minimum.reduceat(y, edges)
+    ys[1::2] = np.maximum.reduceat(y, edges)
+    return xs, ys
+
+
+def byte_unit(peak_bytes: int) -> tuple[int, str]:
+    """The unit the axis is labelled in: the largest one the peak holds at least twice."""
+    for scale, name in _UNITS:
+        if peak_bytes >= 2 * scale:
+            return scale, name
+    return 1, "B"
+
+
+def plot_timeline(
+    log: AllocationLog,
+    trace: LiveTrace,
+    summary: LogSummary,
+    path: Path,
+    *,
+    per_stream: bool = False,
+) -> None:
+    """Draw live bytes over events (top) and over seconds since the first event (bottom)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display: render to files only
+    import matplotlib.pyplot as plt
+
+    check_plot_path(path)
+    events = log.events
+    live = trace.live_bytes
+    seconds = (events["time_ns"].to_numpy() - (summary.first_time_ns or 0)) / 1e9
+    scale, unit = byte_unit(summary.peak_live_bytes)
+
+    figure, (by_event, by_time) = plt.subplots(2, 1, figsize=(12, 7), constrained_layout=True)
+    lines = [("all streams" if per_stream else "live bytes", np.arange(len(live)), live)]
+    if per_stream:
+        for stream, (rows, stream_live) in owner_traces(events, trace, "stream").items():
+            lines.append((f"stream {stream:#x}" if stream else "default stream", rows, stream_live))
+    for label, rows, values in lines:
+        xs, ys = envelope(rows, values)
+        by_event.plot(xs, ys / scale, linewidth=0.8, label=label)
+        by_time.plot(seconds[xs], ys / scale, linewidth=0.8, label=label)
+
+    if summary.peak:
+        peak_y = summary.peak.live_bytes / scale
+        text = f"peak {peak_y:,.2f} {unit}\n(line {summary.peak.line:,})"
+        peak_xs = (summary.peak.event_index, seconds[summary.peak.event_index])
+        for axes, peak_x in zip((by_event, by_time), peak_xs):
+            axes.plot([peak_x], [peak_y], "o", color="red", markersize=7, zorder=5, label="peak")
+            axes.annotate(text, (peak_x, peak_y), textcoords="offset points", xytext=(10, -28),
+                          color="red", fontsize=9)  # fmt: skip
+    names = ", ".join(Path(s).name for s in log.sources[:3]) + (" ..." if len(log.sources) > 3 else "")
+    by_event.set_title(f"Live bytes of {names} ({summary.events:,} events)")
+    _style(by_event, "event (row of the log)", unit)
+    _style(by_time, "seconds since the first event", unit)
+    if per_stream:
+        by_event.legend(loc="upper left", fontsize=8)
+    _save_atomically(figure, path)
+    plt.close(figure)
+
+
+def _style(axes: Any, xlabel: str, unit: str) -> None:
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(f"live {unit}")
+    axes.set_ylim(bottom=0)
+    axes.grid(True, alpha=0.3)
+    axes.margins(x=0.01)
+
+
+def _save_atomically(figure: Any, path: Path) -> None:
+    fmt = path.suffix.lower().lstrip(".")
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as tmp:
+            figure.savefig(tmp, format=fmt, dpi=110)
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
