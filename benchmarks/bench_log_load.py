@@ -62,10 +62,11 @@ def build_log(source: Path, rows: int, target: Path) -> None:
         while written < rows:
             shift_us, shift_ptr = copy * step_us, copy << 48
             lines = []
-            for (thread, _, action, pointer, size, stream), t_us in zip(base, times):
+            for (thread, _, action, pointer, size, stream), t_us in zip(base, times, strict=True):
                 if pointer not in ("(nil)", "0x0"):
                     pointer = hex(int(pointer, 16) + shift_ptr)
-                lines.append(f"{thread},{_time_text(t_us + shift_us)},{action},{pointer},{size},{stream}\n")
+                when = _time_text(t_us + shift_us)
+                lines.append(f"{thread},{when},{action},{pointer},{size},{stream}\n")
             take = min(len(lines), rows - written)
             out.writelines(lines[:take])
             written += take
@@ -112,7 +113,8 @@ def main() -> None:
         start = time.perf_counter()
         build_log(args.source, args.rows, path)
         size_mb = path.stat().st_size / 1e6
-        print(f"built {args.rows:,} rows ({size_mb:,.0f} MB) in {time.perf_counter() - start:.1f} s")
+        build_s = time.perf_counter() - start
+        print(f"built {args.rows:,} rows ({size_mb:,.0f} MB) in {build_s:.1f} s")
         _child("pyarrow", path)  # warm the page cache so both read from memory
         best: dict[str, dict[str, float]] = {}
         for _ in range(args.rounds):
@@ -125,7 +127,8 @@ def main() -> None:
 
 
 def report(best: dict[str, dict[str, float]]) -> None:
-    machine = f"{platform.system()} {platform.release()}, {_cpus()} CPUs, Python {platform.python_version()}"
+    machine = f"{platform.system()} {platform.release()}, {_cpus()} CPUs"
+    machine += f", Python {platform.python_version()}"
     print(f"machine: {machine}")
     print(f"{'reader':<28}{'rows':>12}{'seconds':>10}{'M rows/s':>10}{'peak MB':>10}")
     for kind, label in (("pyarrow", "pyarrow.csv.read_csv alone"), ("loader", "replay.log_loader")):

@@ -53,7 +53,8 @@ def inspect(
         first = summary.skipped[0]
         output.warning(
             f"skipped {summary.skipped_count:,} row(s) that could not be read; first "
-            f"{first.source}:{first.line}: {summary.skipped_reasons[0]} (--strict makes this an error)"
+            f"{first.source}:{first.line}: {summary.skipped_reasons[0]} "
+            "(--strict makes this an error)"
         )
     if json:
         output.print_json(summary.to_json())

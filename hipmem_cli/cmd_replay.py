@@ -10,6 +10,7 @@ from rich.table import Table
 
 from hipmem_cli import output
 from hipmem_cli.options import JsonOption
+from replay.backends import resolve_backend
 from replay.capacity import CapacityResult, find_capacity
 from replay.engine import ReplayOptions, replay
 from replay.log_loader import load_log
@@ -62,6 +63,8 @@ def replay_command(
         plot_samples=2000 if plot else 0,
     )  # fmt: skip
     options.check()
+    for spec in specs:  # a missing GPU or library is said before the log is read
+        resolve_backend(options.backend, spec, options.device)
     with output.progress("loading log", transfer=True) as bar:
         log = load_log(logs, progress=bar)
     program = build_program(log)

@@ -212,7 +212,7 @@ class LogSummary:
                 "count": self.skipped_count,
                 "first": [
                     {**asdict(ref), "reason": reason}
-                    for ref, reason in zip(self.skipped, self.skipped_reasons)
+                    for ref, reason in zip(self.skipped, self.skipped_reasons, strict=True)
                 ],
             },
         }
@@ -286,8 +286,9 @@ def owner_traces(
     # Main change of each row: an allocate credits its own owner; a free of a live pointer
     # debits the allocating row's owner. A replacing allocate also debits the old owner.
     main_rows = np.flatnonzero(is_alloc | ((action == FREE) & has_prev))
-    main_owner = np.where(is_alloc[main_rows], owner[main_rows], owner[np.maximum(prev, 0)[main_rows]])
-    main_delta = np.where(is_alloc[main_rows], size[main_rows], -size[np.maximum(prev, 0)[main_rows]])
+    main_prev = np.maximum(prev, 0)[main_rows]
+    main_owner = np.where(is_alloc[main_rows], owner[main_rows], owner[main_prev])
+    main_delta = np.where(is_alloc[main_rows], size[main_rows], -size[main_prev])
     extra_rows = np.flatnonzero(is_alloc & has_prev)
     extra_owner = owner[prev[extra_rows]]
     extra_delta = -size[prev[extra_rows]]
@@ -299,13 +300,19 @@ def owner_traces(
     deltas = np.concatenate([extra_delta, main_delta]).astype(np.int64)[order]
     live = pd.Series(deltas).groupby(owners, sort=True).cumsum().to_numpy()
     result: dict[int, tuple[Int64Array, Int64Array]] = {}
-    for key, positions in pd.Series(np.arange(len(rows))).groupby(owners, sort=True).indices.items():
+    positions_by_owner = pd.Series(np.arange(len(rows))).groupby(owners, sort=True).indices
+    for key, positions in positions_by_owner.items():
         result[int(key)] = (rows[positions], live[positions])
     return result
 
 
+def _at(events: pd.DataFrame, column: str, row: int) -> int:
+    """One cell as a Python int."""
+    return int(events[column].to_numpy()[row])
+
+
 def _ref(events: pd.DataFrame, sources: list[str], row: int) -> LineRef:
-    return LineRef(sources[int(events["file_index"].iat[row])], int(events["line"].iat[row]))
+    return LineRef(sources[_at(events, "file_index", row)], _at(events, "line", row))
 
 
 def _anomaly(
@@ -386,7 +393,7 @@ def _peak(events: pd.DataFrame, sources: list[str], live: Int64Array) -> PeakPoi
         return None
     row = int(np.argmax(live))  # the first row where the maximum is reached
     ref = _ref(events, sources, row)
-    return PeakPoint(int(live[row]), row, ref.source, ref.line, int(events["time_ns"].iat[row]))
+    return PeakPoint(int(live[row]), row, ref.source, ref.line, _at(events, "time_ns", int(row)))
 
 
 def _groups(events: pd.DataFrame, trace: LiveTrace, column: str) -> list[GroupFigures]:
@@ -394,7 +401,8 @@ def _groups(events: pd.DataFrame, trace: LiveTrace, column: str) -> list[GroupFi
         pd.crosstab(events[column], events["action"])
         .reindex(columns=[ALLOCATE, FREE, ALLOCATE_FAILURE], fill_value=0)
     )
-    peaks = {key: int(max(0, live.max())) for key, (_, live) in owner_traces(events, trace, column).items()}
+    traces = owner_traces(events, trace, column)
+    peaks = {key: int(max(0, live.max())) for key, (_, live) in traces.items()}
     return [
         GroupFigures(
             key=int(key),
@@ -441,9 +449,9 @@ def _largest(events: pd.DataFrame, sources: list[str], trace: LiveTrace) -> list
                 source=ref.source,
                 line=ref.line,
                 size_bytes=int(size[row]),
-                pointer=int(events["pointer"].iat[row]),
-                thread=int(events["thread"].iat[row]),
-                stream=int(events["stream"].iat[row]),
+                pointer=_at(events, "pointer", int(row)),
+                thread=_at(events, "thread", int(row)),
+                stream=_at(events, "stream", int(row)),
                 freed=nxt >= 0 and int(action[nxt]) == FREE,
             )
         )
@@ -456,9 +464,9 @@ def _failures(events: pd.DataFrame, sources: list[str], live: Int64Array) -> lis
         FailureRow(
             source=_ref(events, sources, int(r)).source,
             line=_ref(events, sources, int(r)).line,
-            size_bytes=int(events["size_bytes"].iat[r]),
+            size_bytes=_at(events, "size_bytes", int(r)),
             live_bytes=int(live[r]),  # a failure changes nothing: after == before
-            time_ns=int(events["time_ns"].iat[r]),
+            time_ns=_at(events, "time_ns", int(r)),
         )
         for r in rows
     ]

@@ -15,9 +15,10 @@ below runs over each chunk's distinct values only. Every conversion is a numpy o
 over whole columns; there is no Python object per row.
 
 How it stays honest about bad rows: the fast read cannot say where a row was that it could
-not convert, so on any such trouble the file is read again on a tolerant path (every column
-as raw bytes, single-threaded so that pyarrow reports line numbers of malformed rows) and
-every value is validated vectorised. A row that cannot be read is skipped and recorded with
+not convert, so on any such trouble the file is read again on a tolerant path: numpy splits
+the bytes into lines and counts their fields (so every line keeps its number), and pyarrow
+reads the well-formed ones with every column as raw bytes, each value then validated
+vectorised. Lines end at \n (a \r before it is dropped). A row that cannot be read is skipped and recorded with
 its line number (header = line 1); with `strict=True` the first one is an error instead.
 
 Times are unwrapped per file: whenever time of day jumps back by more than 12 hours the day
@@ -29,14 +30,13 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import gzip
 import io
 import os
 import re
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -250,63 +250,121 @@ class _NeedsTolerantRead(Exception):
     """The fast read met something it cannot locate; read again on the tolerant path."""
 
 
-def _read_table(path: Path, layout: _Layout, *, tolerant: bool) -> tuple[pa.Table, list[Any]]:
-    """Parse the rows after the header. Tolerant: every column as raw bytes, one thread, and
-    malformed rows handed back with line numbers. Fast: typed columns, all threads, and any
-    malformed row raises `_NeedsTolerantRead`."""
-    malformed: list[Any] = []
+_CSV_PARSE = pa_csv.ParseOptions(quote_char=False, ignore_empty_lines=False)
+_CSV_CONVERT = {"null_values": [], "strings_can_be_null": False, "quoted_strings_can_be_null": False}
 
-    def on_malformed(row: Any) -> str:
-        if not tolerant:
-            raise _NeedsTolerantRead
-        malformed.append(row)
-        return "skip"
 
-    names = layout.names
-    if tolerant:
-        types: dict[str, Any] = {name: pa.binary() for name in names}
-    else:
-        text = pa.dictionary(pa.int32(), pa.binary())
-        types = {"Thread": pa.int64(), "Action": text, "Pointer": text, "Size": pa.int64()}
-        types |= {"Stream": text, "Time": pa.binary() if layout.colon_times else pa.time64("us")}
+def _read_fast(path: Path, layout: _Layout) -> pa.Table:
+    """All threads, typed columns; any malformed row or unconvertible value, or damaged gzip,
+    raises `_NeedsTolerantRead` (pyarrow cannot say on which line)."""
+    text = pa.dictionary(pa.int32(), pa.binary())
+    types: dict[str, Any] = {"Thread": pa.int64(), "Action": text, "Pointer": text}
+    types |= {"Size": pa.int64(), "Stream": text}
+    types["Time"] = pa.binary() if layout.colon_times else pa.time64("us")
     # A plain file goes to pyarrow by name: its native reader is faster than a Python file.
     with _open(path) if _is_gzip(path) else contextlib.nullcontext(str(path)) as stream:
         try:
             table = pa_csv.read_csv(
                 stream,
                 read_options=pa_csv.ReadOptions(
-                    column_names=names, skip_rows=1, use_threads=not tolerant, block_size=1 << 22
+                    column_names=layout.names, skip_rows=1, block_size=1 << 22
                 ),
                 parse_options=pa_csv.ParseOptions(
-                    quote_char=False, ignore_empty_lines=False, invalid_row_handler=on_malformed
-                ),
-                convert_options=pa_csv.ConvertOptions(
-                    column_types=types,
-                    null_values=[],
-                    strings_can_be_null=False,
-                    quoted_strings_can_be_null=False,
-                ),
+                    quote_char=False, ignore_empty_lines=False,
+                    invalid_row_handler=lambda row: "error",
+                ),  # fmt: skip
+                convert_options=pa_csv.ConvertOptions(column_types=types, **_CSV_CONVERT),
             )
-        except _NeedsTolerantRead:
-            raise
         except pa.ArrowException as err:
-            if not tolerant:
-                raise _NeedsTolerantRead from err
-            raise LogFormatError(f"{path}: cannot be read as CSV: {_first_line(err)}") from err
-        damage = getattr(getattr(stream, "raw", None), "damage", None)
-    if damage is not None:
-        if not tolerant:
+            raise _NeedsTolerantRead from err
+        if getattr(getattr(stream, "raw", None), "damage", None) is not None:
             raise _NeedsTolerantRead
-        malformed.append(_Damage(damage, table.num_rows + len(malformed) + 2))
-    return table, malformed
+    return table
 
 
 @dataclass
-class _Damage:
-    """Stands in for a malformed row where a gzip stream ended early."""
+class _Lines:
+    """The tolerant path's split of a file into rows that have the right number of fields
+    (their bytes and line numbers) and lines that do not (line number and reason)."""
 
-    reason: str
-    number: int
+    good: list[np.ndarray] = field(default_factory=list)
+    good_lines: list[Int64Array] = field(default_factory=list)
+    bad: list[tuple[int, str]] = field(default_factory=list)
+    bad_count: int = 0
+    lines_seen: int = 1  # the header
+
+    def add_block(self, block: bytes, fields: int) -> None:
+        """Split one block of whole lines (ending in \\n), vectorised."""
+        buf = np.frombuffer(block, np.uint8)
+        ends = np.flatnonzero(buf == ord("\n"))
+        starts = np.concatenate(([0], ends[:-1] + 1))
+        commas = np.flatnonzero(buf == ord(","))
+        found = np.searchsorted(commas, ends) - np.searchsorted(commas, starts) + 1
+        numbers = self.lines_seen + 1 + np.arange(len(ends))
+        self.lines_seen += len(ends)
+        good = found == fields
+        for k in np.flatnonzero(~good):
+            self.bad_count += 1
+            if len(self.bad) < MAX_KEPT_SKIPS:
+                empty = not block[starts[k] : ends[k]].strip()
+                why = "empty line" if empty else f"expected {fields} fields, found {found[k]}"
+                self.bad.append((int(numbers[k]), why))
+        kept = buf if good.all() else buf[np.repeat(good, ends - starts + 1)]
+        # pyarrow ends a row at a lone \r too; make it an ordinary (invalid) byte instead.
+        carriage = np.flatnonzero(kept == ord("\r"))
+        lone = carriage[kept[np.minimum(carriage + 1, len(kept) - 1)] != ord("\n")]
+        if len(lone):
+            kept = kept.copy()
+            kept[lone] = ord("?")
+        self.good.append(kept)
+        self.good_lines.append(numbers[good])
+
+
+def _split_lines(path: Path, fields: int, *, block_bytes: int = 1 << 26) -> _Lines:
+    """Read the file in blocks of whole lines (after the header) and split them."""
+    lines = _Lines()
+    with _open(path) as stream:
+        stream.readline()  # the header, checked already
+        carry = b""
+        while True:
+            chunk = stream.read(block_bytes)
+            data = carry + chunk
+            if chunk:
+                cut = data.rfind(b"\n") + 1
+                block, carry = data[:cut], data[cut:]
+            else:
+                block, carry = (data + b"\n" if data else b""), b""
+            if block:
+                lines.add_block(block, fields)
+            if not chunk:
+                break
+        damage = getattr(getattr(stream, "raw", None), "damage", None)
+    if damage is not None:
+        lines.bad_count += 1
+        lines.bad.append((lines.lines_seen + 1, damage))
+    return lines
+
+
+def _read_tolerant(path: Path, layout: _Layout) -> tuple[pa.Table, Int64Array, _Lines]:
+    """Every row with the right number of fields, as raw bytes, with its line number."""
+    lines = _split_lines(path, len(layout.names))
+    good = pa.py_buffer(np.concatenate(lines.good) if lines.good else b"")
+    numbers = np.concatenate(lines.good_lines) if lines.good_lines else np.zeros(0, np.int64)
+    lines.good, lines.good_lines = [], []
+    try:
+        table = pa_csv.read_csv(
+            pa.BufferReader(good),
+            read_options=pa_csv.ReadOptions(column_names=layout.names, block_size=1 << 22),
+            parse_options=_CSV_PARSE,
+            convert_options=pa_csv.ConvertOptions(
+                column_types={name: pa.binary() for name in layout.names}, **_CSV_CONVERT
+            ),
+        )
+    except pa.ArrowException as err:  # not expected: every row has the right field count
+        raise LogFormatError(f"{path}: cannot be read as CSV: {_first_line(err)}") from err
+    if table.num_rows != len(numbers):
+        raise LogFormatError(f"{path}: cannot be read as CSV (rows and lines disagree)")
+    return table, numbers, lines
 
 
 def _first_line(err: Exception) -> str:
@@ -521,7 +579,7 @@ def _why_bad(table: pa.Table, row: int) -> str:
     if all(value in (b"", "") for value in values.values()):
         return "empty line"
     for name, value in values.items():
-        if isinstance(value, int) and value >= 0 or not isinstance(value, (bytes, int)):
+        if (isinstance(value, int) and value >= 0) or not isinstance(value, (bytes, int)):
             continue  # parsed by the fast read (ints and times), and not negative
         text = value if isinstance(value, bytes) else str(value).encode()
         if isinstance(value, int) or not _VALID_TEXT[name].fullmatch(text):
@@ -537,40 +595,24 @@ def _decode(raw: bytes) -> str:
 # --------------------------------------------------------------------------- one file
 
 
-def _malformed_reason(row: Any, expected: int) -> str:
-    if isinstance(row, _Damage):
-        return row.reason
-    if not (row.text or "").strip():
-        return "empty line"
-    return f"expected {expected} fields, found {row.actual_columns}"
-
-
 def load_log_file(path: Path, file_index: int, *, source: str | None = None) -> _FileEvents:
     """One file's rows, converted and validated; bad rows skipped with their line numbers."""
     name = source or str(path)
     with _open(path) as stream:
         layout = _read_layout(name, stream)
     try:
-        table, malformed = _read_table(path, layout, tolerant=False)
+        table = _read_fast(path, layout)
+        numbers = np.arange(2, table.num_rows + 2, dtype=np.int64)
+        lines = _Lines()
     except _NeedsTolerantRead:
-        table, malformed = _read_table(path, layout, tolerant=True)
+        table, numbers, lines = _read_tolerant(path, layout)
     events, bad = _convert(table, layout)
-    n = table.num_rows
+    events["line"] = numbers
 
-    # Line of each parsed row: consecutive lines from 2, minus those pyarrow set aside.
-    set_aside = np.array(sorted(row.number for row in malformed), np.int64)
-    lines = np.arange(2, n + len(set_aside) + 2, dtype=np.int64)
-    if len(set_aside):
-        lines = lines[~np.isin(lines, set_aside)]
-    events["line"] = lines[:n]
-
-    skipped = [
-        SkippedRow(name, int(row.number), _malformed_reason(row, len(layout.names)))
-        for row in malformed
-    ]
+    skipped = [SkippedRow(name, line, reason) for line, reason in lines.bad]
     bad_rows = np.flatnonzero(bad)
     for row in bad_rows[:MAX_KEPT_SKIPS]:
-        skipped.append(SkippedRow(name, int(events["line"][row]), _why_bad(table, int(row))))
+        skipped.append(SkippedRow(name, int(numbers[row]), _why_bad(table, int(row))))
     skipped.sort(key=lambda s: s.line)
     del table
 
@@ -579,7 +621,7 @@ def load_log_file(path: Path, file_index: int, *, source: str | None = None) -> 
         events = {key: values[keep] for key, values in events.items()}
     events["file_index"] = np.full(len(events["line"]), file_index, np.int16)
     unwrap_midnight(events["time_ns"])
-    return _FileEvents(events, skipped[:MAX_KEPT_SKIPS], len(malformed) + len(bad_rows))
+    return _FileEvents(events, skipped[:MAX_KEPT_SKIPS], lines.bad_count + len(bad_rows))
 
 
 # --------------------------------------------------------------------------- many files

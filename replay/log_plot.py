@@ -33,7 +33,7 @@ class PlotPathError(ReplayUsageError):
 def check_plot_path(path: Path) -> None:
     """Reject an unsupported suffix or a missing folder before any work starts."""
     if path.suffix.lower() not in PLOT_SUFFIXES:
-        raise PlotPathError(f"--plot: '{path}' must end in .png or .svg (the suffix picks the format)")
+        raise PlotPathError(f"--plot: '{path}' must end in .png or .svg (the suffix picks it)")
     if not path.parent.is_dir():
         raise PlotPathError(f"--plot: folder '{path.parent}' does not exist")
 
@@ -94,11 +94,12 @@ def plot_timeline(
         peak_y = summary.peak.live_bytes / scale
         text = f"peak {peak_y:,.2f} {unit}\n(line {summary.peak.line:,})"
         peak_xs = (summary.peak.event_index, seconds[summary.peak.event_index])
-        for axes, peak_x in zip((by_event, by_time), peak_xs):
+        for axes, peak_x in zip((by_event, by_time), peak_xs, strict=True):
             axes.plot([peak_x], [peak_y], "o", color="red", markersize=7, zorder=5, label="peak")
             axes.annotate(text, (peak_x, peak_y), textcoords="offset points", xytext=(10, -28),
                           color="red", fontsize=9)  # fmt: skip
-    names = ", ".join(Path(s).name for s in log.sources[:3]) + (" ..." if len(log.sources) > 3 else "")
+    names = ", ".join(Path(s).name for s in log.sources[:3])
+    names += " ..." if len(log.sources) > 3 else ""
     by_event.set_title(f"Live bytes of {names} ({summary.events:,} events)")
     _style(by_event, "event (row of the log)", unit)
     _style(by_time, "seconds since the first event", unit)
@@ -122,7 +123,7 @@ def _save_atomically(figure: Any, path: Path) -> None:
     try:
         with os.fdopen(fd, "wb") as tmp:
             figure.savefig(tmp, format=fmt, dpi=110)
-        os.replace(tmp_name, path)
+        Path(tmp_name).replace(path)
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise

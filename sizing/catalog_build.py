@@ -2,8 +2,9 @@
 
 The catalog is data: every routine's parameters exactly as the vendor headers declare them
 (names, C types, which enum), plus the enums' values. It is parsed with libclang, so macros
-and typedefs resolve as the compiler sees them. Which routines are included is the
-`FAMILIES` selection below; adding routines means widening it, not writing code.
+and typedefs resolve as the compiler sees them. Which routines are included is the selection
+below (every rocSOLVER routine; the rocBLAS families in `ROCBLAS_FAMILIES`); adding routines
+means widening it, not writing code.
 
 Run after `hipmem rocm fetch`:  python -m sizing.catalog_build [--check]
 """
@@ -19,13 +20,25 @@ from typing import Any
 
 CATALOG_PATH = Path(__file__).parent / "data" / "catalog.json"
 
-# Routine families per library (names without precision prefix and batch suffix).
-FAMILIES: dict[str, tuple[str, ...]] = {
-    "rocsolver": ("getrf", "getrf_npvt", "getrs", "geqrf", "potrf", "syevd", "gesvd"),
-    "rocblas": ("trsm", "gemm", "gemm_ex", "nrm2", "nrm2_ex", "dot", "dotu", "dotc", "dot_ex"),
-}
+# rocBLAS: the routine families that can use workspace (names without precision prefix and
+# batch suffix). Every precision and batch form the header declares comes with each family.
+ROCBLAS_FAMILIES = (
+    # Level 1 reductions
+    "asum", "dot", "dotu", "dotc", "dot_ex", "dotc_ex", "iamax", "iamin", "nrm2", "nrm2_ex",
+    # Level 2
+    "gemv", "tbmv", "tpmv", "trmv", "trsv", "trsv_ex", "hemv", "symv",
+    # Level 3 and extensions
+    "trsm", "trsm_ex", "symm", "syrk", "syr2k", "syrkx", "trmm", "hemm", "herk", "her2k",
+    "herkx", "gemm", "gemm_ex", "trtri",
+)  # fmt: skip
+# rocSOLVER: every function that returns rocblas_status and takes the handle first, except the
+# handle-level settings below. Its precision is always one letter (s, d, c, z).
+ROCSOLVER_AUXILIARY = ("set_alg_mode", "get_alg_mode")
+LIBRARIES = ("rocblas", "rocsolver")
 # Precision prefixes, longest first so that `scnrm2` is `sc` + `nrm2`, not `s` + `cnrm2`.
-PRECISIONS = ("sc", "dz", "bf", "s", "d", "c", "z", "h")
+# hsh/hss/tss/tst are the mixed-precision batched gemv forms (half/bfloat16 in, float compute).
+PRECISIONS = ("hsh", "hss", "tss", "tst", "sc", "dz", "bf", "s", "d", "c", "z", "h")
+ROCSOLVER_PRECISIONS = ("s", "d", "c", "z")
 BATCH_SUFFIXES = ("_strided_batched", "_batched")
 # Enums whose values users name; the catalog keeps their enumerators.
 ENUMS = (
@@ -55,9 +68,13 @@ _SCALAR_NAMES = {"alpha", "beta", "result"}  # pointers to host memory the libra
 
 
 def split_name(name: str) -> dict[str, Any] | None:
-    """rocsolver_dgetrf_strided_batched -> library, precision, family, batch, ilp64."""
+    """rocsolver_dgetrf_strided_batched -> library, precision, family, batch, ilp64.
+
+    None when the name is not a routine the catalog selects (see ROCBLAS_FAMILIES and
+    ROCSOLVER_AUXILIARY).
+    """
     library, _, rest = name.partition("_")
-    if library not in FAMILIES:
+    if library not in LIBRARIES:
         return None
     ilp64 = rest.endswith("_64")
     rest = rest.removesuffix("_64")
@@ -68,17 +85,36 @@ def split_name(name: str) -> dict[str, Any] | None:
         if rest.endswith(suffix):
             batch, rest = suffix[1:], rest.removesuffix(suffix)
             break
-    candidates = [("", rest)] + [(p, rest[len(p) :]) for p in PRECISIONS if rest.startswith(p)]
-    for precision, family in candidates:
-        family = family + ("_ex" if ex else "")
-        if family in FAMILIES[library] and (precision == "") == ex:
-            return {
-                "library": library,
-                "precision": precision,
-                "family": family,
-                "batch": batch,
-                "ilp64": ilp64,
-            }
+    found = _split_precision(library, rest, ex)
+    if found is None:
+        return None
+    precision, family = found
+    return {
+        "library": library,
+        "precision": precision,
+        "family": family,
+        "batch": batch,
+        "ilp64": ilp64,
+    }
+
+
+def _split_precision(library: str, rest: str, ex: bool) -> tuple[str, str] | None:
+    """`dgetrf` -> ("d", "getrf"); `isamax` -> ("s", "iamax"); `gemm` (of gemm_ex) -> ("", ...)."""
+    if library == "rocsolver":
+        precision, family = rest[:1], rest[1:]
+        if ex or precision not in ROCSOLVER_PRECISIONS or rest in ROCSOLVER_AUXILIARY:
+            return None
+        return precision, family
+    if ex:
+        family = rest + "_ex"
+        return ("", family) if family in ROCBLAS_FAMILIES else None
+    for precision in PRECISIONS:
+        # i<precision>amax: the index-returning reductions put the precision after the "i".
+        for prefix, family_start in ((precision, ""), ("i" + precision, "i")):
+            if rest.startswith(prefix):
+                family = family_start + rest[len(prefix) :]
+                if family in ROCBLAS_FAMILIES:
+                    return precision, family
     return None
 
 
@@ -140,11 +176,13 @@ def parse_headers(include_dir: Path) -> dict[str, Any]:
     for cursor in unit.cursor.get_children():
         if cursor.kind == ci.CursorKind.FUNCTION_DECL:
             info = split_name(cursor.spelling)
-            if info and cursor.result_type.spelling == "rocblas_status":
+            arguments = list(cursor.get_arguments())
+            takes_handle = bool(arguments) and arguments[0].type.spelling == "rocblas_handle"
+            if info and takes_handle and cursor.result_type.spelling == "rocblas_status":
                 params = [
                     {"name": arg.spelling, "c_type": arg.type.spelling}
                     | param_kind(arg.spelling, arg.type.spelling, arg.type.get_canonical().spelling)
-                    for arg in cursor.get_arguments()
+                    for arg in arguments
                 ]
                 routines[cursor.spelling] = info | {"params": params}
         elif cursor.kind == ci.CursorKind.ENUM_DECL and cursor.spelling.rstrip("_") in ENUMS:

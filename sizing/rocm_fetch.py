@@ -135,7 +135,8 @@ def fetch(
     mirror: str = DEFAULT_MIRROR,
     progress: Progress | None = None,
 ) -> OfflineRocm:
-    """Download and unpack the libraries; returns the result. Safe to run again."""
+    """Download and unpack the libraries; returns the result. Safe to run again: a complete
+    fetch that covers `archs` returns at once, an interrupted one resumes."""
     archs = sorted(set(archs))
     unknown = [arch for arch in archs if arch not in SHIPPED_ARCHS]
     if unknown:
@@ -144,6 +145,11 @@ def fetch(
             f"choose from {', '.join(SHIPPED_ARCHS)}"
         )
     report: Progress = progress or _no_progress
+    done = load_offline(suite)
+    if done is not None and set(archs) <= set(done.archs):
+        return done  # already complete: no network needed
+    if done is not None:
+        archs = sorted(set(archs) | set(done.archs))  # adding archs keeps the ones there
     base = offline_dir(suite)
     files = resolve_packages(base / "apt", suite, mirror)
     debs = download_all(files, base / "debs", report)

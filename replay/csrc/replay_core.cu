@@ -353,10 +353,17 @@ std::optional<std::size_t> optional_bytes(int64_t value)
 // The resource stack of a spec, on real streams, with the means to read what it reserved.
 class RmmStack {
  public:
-  explicit RmmStack(hm_config const& config) { top_.emplace(build(config)); }
+  explicit RmmStack(hm_config const& config)
+  {
+    // A fixed-size resource serves nothing larger than its block: refuse those as RMM would
+    // (it raises a logic error, which here would end the replay instead of recording it).
+    if (config.kind == HM_FIXED) { largest_bytes_ = static_cast<size_t>(config.block_bytes); }
+    top_.emplace(build(config));
+  }
 
   void* allocate(size_t bytes, int32_t stream)
   {
+    if (bytes > largest_bytes_) { throw Failure{}; }
     return top_->allocate(streams_[stream], bytes, rmm::CUDA_ALLOCATION_ALIGNMENT);
   }
   void deallocate(void* ptr, size_t bytes, int32_t stream) noexcept
@@ -512,6 +519,7 @@ class RmmStack {
   bool restore_threshold_ = false;
   int32_t source_ = HM_RESERVED_DEVICE_FREE;
   std::size_t baseline_free_ = 0;
+  std::size_t largest_bytes_ = SIZE_MAX;
   std::vector<cuda::stream_ref> streams_;
   std::optional<any_device_mr> top_;
 };

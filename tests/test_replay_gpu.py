@@ -1,0 +1,153 @@
+"""The cuda backend on a real NVIDIA GPU (RMM wheels + nvcc). Skipped without them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from replay import native
+from replay.backends import cuda_device_count
+from replay.capacity import find_capacity
+from replay.engine import ReplayOptions, replay
+from replay.log_loader import load_log
+from replay.program import build_program
+from replay.resources import parse_spec
+from tests.replay_reference import reference_first_failure, reference_peak_bytes
+
+LOGS = Path(__file__).resolve().parents[2] / "shared" / "logs"
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _why_no_gpu() -> str | None:
+    count, why = cuda_device_count()
+    if count == 0:
+        return f"no NVIDIA GPU ({why})"
+    try:
+        native.rmm_toolchain()
+    except native.NativeCoreUnavailable as missing:
+        return str(missing)
+    return None
+
+
+_SKIP = _why_no_gpu()
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")]
+
+
+@pytest.fixture(scope="module")
+def gpt():
+    log = load_log([LOGS / "gpt.csv.gz"])
+    return log, build_program(log)
+
+
+def _device_free_bytes() -> int:
+    from cuda.bindings import runtime
+
+    err, free, _total = runtime.cudaMemGetInfo()
+    assert int(err) == 0
+    return int(free)
+
+
+@pytest.mark.parametrize(
+    "text", ["pool:initial=1GiB", "arena:size=16GiB", "binning", "async", "cuda", "managed",
+             "async:pool=default", "host:pinned=1", "managed:prefetch=1,advise=preferred_location"],
+)  # fmt: skip
+def test_every_resource_replays_gpt_and_returns_every_byte(gpt, text):
+    log, program = gpt
+    report = replay(log, parse_spec(text), ReplayOptions(backend="cuda"), program=program)
+    assert report.outcome == "completed"
+    assert report.failure_count == 0
+    assert report.peak_requested_bytes == reference_peak_bytes(log)
+    assert report.unreturned_bytes < 64 << 20  # device memory back after teardown
+    assert report.alloc_latency is not None and report.alloc_latency.count == 21803
+    if text.startswith(("pool", "binning", "arena", "async")):
+        assert report.peak_reserved_bytes >= report.peak_requested_bytes
+
+
+def test_fixed_refuses_what_is_larger_than_its_block(gpt):
+    log, program = gpt
+    report = replay(log, parse_spec("fixed:block=4MiB"), ReplayOptions(backend="cuda"), program=program)
+    events = log.events
+    larger = int(((events["action"] == 0) & (events["size_bytes"] > 4 << 20)).sum())
+    assert report.failure_count == larger
+    assert report.unreturned_bytes < 64 << 20
+
+
+def test_a_limit_fails_first_where_the_reference_says(gpt):
+    log, program = gpt
+    limit = reference_peak_bytes(log) // 2
+    report = replay(log, parse_spec(f"cuda:limit={limit}"), ReplayOptions(backend="cuda"), program=program)
+    expected_event, expected_live = reference_first_failure(log, limit, alignment=256)
+    first = report.failures[0]
+    assert (first.event_index, first.live_bytes) == (expected_event, expected_live)
+    assert first.size_bytes == int(log.events["size_bytes"].iat[expected_event])
+    assert report.outcome == "completed" and report.failure_count > 1  # skip goes on
+
+
+def test_stop_on_failure_stops_at_the_first(gpt):
+    log, program = gpt
+    limit = reference_peak_bytes(log) // 2
+    report = replay(log, parse_spec(f"pool:initial=0,maximum={limit // 256 * 256}"),
+                    ReplayOptions(backend="cuda", on_failure="stop"), program=program)  # fmt: skip
+    assert report.outcome == "stopped at first failure"
+    assert report.failure_count == 1
+    assert report.ops_done == int(np.flatnonzero(program.event_index == report.failures[0].event_index)[-1])
+
+
+def test_serve_streams_and_threads_replay_on_real_streams():
+    log = load_log([LOGS / "serve.csv.gz"])
+    for threads in ("logged", "single"):
+        report = replay(log, parse_spec("pool:initial=256MiB"), ReplayOptions(backend="cuda", threads=threads))
+        assert report.outcome == "completed" and report.failure_count == 0
+        assert report.thread_count == (5 if threads == "logged" else 1)
+
+
+def test_python_engine_agrees_with_native_on_failures(gpt):
+    log, program = gpt
+    spec = parse_spec(f"cuda:limit={reference_peak_bytes(log) // 2}")
+    fast = replay(log, spec, ReplayOptions(backend="cuda", threads="single"), program=program)
+    slow = replay(log, spec, ReplayOptions(backend="cuda", threads="single", engine="python"), program=program)
+    assert [f.event_index for f in fast.failures] == [f.event_index for f in slow.failures]
+
+
+def test_capacity_of_a_pool_replays_and_one_step_less_does_not():
+    log = load_log([LOGS / "serve.csv.gz"])
+    program = build_program(log)
+    found = find_capacity(log, parse_spec("pool"), ReplayOptions(backend="cuda"), program=program)
+    assert found.capacity_bytes >= reference_peak_bytes(log)
+    ok = replay(log, parse_spec(found.sized_spec), ReplayOptions(backend="cuda"), program=program)
+    assert ok.failure_count == 0
+    smaller = parse_spec(f"pool:maximum={found.capacity_bytes - found.resolution_bytes}")
+    assert replay(log, smaller, ReplayOptions(backend="cuda"), program=program).failure_count > 0
+
+
+def test_ctrl_c_returns_every_byte(gpt):
+    log, program = gpt
+    before = _device_free_bytes()
+    main = threading.main_thread().ident
+    assert main is not None
+    timer = threading.Timer(0.5, lambda: signal.pthread_kill(main, signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        replay(log, parse_spec("cuda"), ReplayOptions(backend="cuda", repeats=50), program=program)
+    timer.cancel()
+    assert before - _device_free_bytes() < 64 << 20
+
+
+def test_cli_compares_two_resources_as_json():
+    done = subprocess.run(
+        [sys.executable, "-m", "hipmem_cli.main", "replay", str(LOGS / "cnn.csv.gz"),
+         "-r", "pool:initial=1GiB", "-r", "arena", "--json"],
+        capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert [r["resource"] for r in payload["resources"]] == ["pool:initial=1GiB", "arena"]
+    assert all(r["backend"] == "cuda" and r["engine"] == "native" for r in payload["resources"])
