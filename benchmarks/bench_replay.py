@@ -28,11 +28,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from replay import native  # noqa: E402
-from replay.engine import ReplayOptions, replay  # noqa: E402
-from replay.log_loader import load_log  # noqa: E402
-from replay.program import build_program  # noqa: E402
-from replay.resources import parse_spec  # noqa: E402
+from replay import native
+from replay.engine import ReplayOptions, replay
+from replay.log_loader import load_log
+from replay.program import build_program
+from replay.resources import parse_spec
 
 # The floor's resources, as hipmem specs with the floor's settings (16 GiB pools and arena).
 SPECS = {
@@ -56,11 +56,22 @@ def build_floor(source: Path, work: Path) -> Path:
         sys.exit("bench_replay: needs nvcc and RMM's wheels (pip install rmm-cu13)")
     binary = work / "replay_floor"
     subprocess.run(
-        [nvcc, "-std=c++20", "-O2", "--expt-relaxed-constexpr", f"-I{rmm_dir}/include",
-         f"-I{rmm_dir}/include/rapids", f"-I{logger_dir}/include", str(source), "-o", str(binary),
-         f"-L{rmm_dir}/lib64", "-lrmm"],
+        [
+            nvcc,
+            "-std=c++20",
+            "-O2",
+            "--expt-relaxed-constexpr",
+            f"-I{rmm_dir}/include",
+            f"-I{rmm_dir}/include/rapids",
+            f"-I{logger_dir}/include",
+            str(source),
+            "-o",
+            str(binary),
+            f"-L{rmm_dir}/lib64",
+            "-lrmm",
+        ],
         check=True,
-    )  # fmt: skip
+    )
     os.environ["LD_LIBRARY_PATH"] = f"{rmm_dir}/lib64:{logger_dir}/lib64:" + os.environ.get(
         "LD_LIBRARY_PATH", ""
     )
@@ -93,14 +104,20 @@ def ranks(rates: dict[str, float]) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shared", type=Path, default=Path(__file__).resolve().parents[2] / "shared")
+    parser.add_argument(
+        "--shared", type=Path, default=Path(__file__).resolve().parents[2] / "shared"
+    )
     parser.add_argument("--out", type=Path, default=None, help="folder for bench.json")
-    parser.add_argument("--long-copies", type=int, default=15, help="gpt log repeats for the long log")
+    parser.add_argument(
+        "--long-copies", type=int, default=15, help="gpt log repeats for the long log"
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench_replay-"))
     floor = build_floor(args.shared / "bench" / "replay_floor.cu", work)
-    logs = {p.name.split(".")[0]: decompress(p, work / p.name.replace(".gz", ""))
-            for p in sorted((args.shared / "logs").glob("*.csv.gz"))}  # fmt: skip
+    logs = {
+        p.name.split(".")[0]: decompress(p, work / p.name.replace(".gz", ""))
+        for p in sorted((args.shared / "logs").glob("*.csv.gz"))
+    }
     logs[f"long (gpt x{args.long_copies})"] = decompress(
         args.shared / "logs" / "gpt.csv.gz", work / "long.csv", args.long_copies
     )
@@ -114,23 +131,47 @@ def main() -> None:
             if name.startswith("long") and resource in SLOW:
                 floor_rates.pop(resource, None)
                 continue
-            single = replay(log, parse_spec(text), ReplayOptions(backend="cuda", threads="single",
-                            repeats=3), program=program)  # fmt: skip
-            logged = replay(log, parse_spec(text), ReplayOptions(backend="cuda", threads="logged",
-                            repeats=3), program=program)  # fmt: skip
+            single = replay(
+                log,
+                parse_spec(text),
+                ReplayOptions(backend="cuda", threads="single", repeats=3),
+                program=program,
+            )
+            logged = replay(
+                log,
+                parse_spec(text),
+                ReplayOptions(backend="cuda", threads="logged", repeats=3),
+                program=program,
+            )
             ours[resource] = single.events_per_s / 1e6
-            rows.append({
-                "log": name, "events": program.log_events, "resource": resource,
-                "floor_mev_s": floor_rates.get(resource), "hipmem_mev_s": ours[resource],
-                "hipmem_logged_threads_mev_s": logged.events_per_s / 1e6,
-                "ratio": ours[resource] / floor_rates[resource] if floor_rates.get(resource) else None,
-                "failures": single.failure_count, "alloc_p50_ns": single.alloc_latency.p50_ns
-                if single.alloc_latency else None,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "log": name,
+                    "events": program.log_events,
+                    "resource": resource,
+                    "floor_mev_s": floor_rates.get(resource),
+                    "hipmem_mev_s": ours[resource],
+                    "hipmem_logged_threads_mev_s": logged.events_per_s / 1e6,
+                    "ratio": ours[resource] / floor_rates[resource]
+                    if floor_rates.get(resource)
+                    else None,
+                    "failures": single.failure_count,
+                    "alloc_p50_ns": single.alloc_latency.p50_ns if single.alloc_latency else None,
+                }
+            )
         same = ranks({k: v for k, v in floor_rates.items() if k in ours}) == ranks(ours)
-        same_targets = ranks({k: floor_rates[k] for k in TARGETS}) == ranks({k: ours[k] for k in TARGETS})
-        rows.append({"log": name, "rank_floor": ranks(floor_rates), "rank_hipmem": ranks(ours),
-                     "same_order": same, "same_order_targets": same_targets})  # fmt: skip
+        same_targets = ranks({k: floor_rates[k] for k in TARGETS}) == ranks(
+            {k: ours[k] for k in TARGETS}
+        )
+        rows.append(
+            {
+                "log": name,
+                "rank_floor": ranks(floor_rates),
+                "rank_hipmem": ranks(ours),
+                "same_order": same,
+                "same_order_targets": same_targets,
+            }
+        )
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "bench.json").write_text(json.dumps(rows, indent=2))
@@ -139,17 +180,23 @@ def main() -> None:
 
 
 def print_table(rows: list[dict[str, object]]) -> None:
-    print(f"{'log':<16} {'resource':<8} {'floor M ev/s':>12} {'hipmem M ev/s':>13} {'ratio':>6} "
-          f"{'logged thr':>10}")  # fmt: skip
+    print(
+        f"{'log':<16} {'resource':<8} {'floor M ev/s':>12} {'hipmem M ev/s':>13} {'ratio':>6} "
+        f"{'logged thr':>10}"
+    )
     for row in rows:
         if "resource" in row:
             ratio = row["ratio"]
-            print(f"{row['log']!s:<16} {row['resource']!s:<8} {row['floor_mev_s'] or 0:>12.2f} "
-                  f"{row['hipmem_mev_s']:>13.2f} {ratio if ratio is not None else 0:>6.2f} "
-                  f"{row['hipmem_logged_threads_mev_s']:>10.2f}")  # type: ignore[str-format]  # fmt: skip
+            print(
+                f"{row['log']!s:<16} {row['resource']!s:<8} {row['floor_mev_s'] or 0:>12.2f} "
+                f"{row['hipmem_mev_s']:>13.2f} {ratio if ratio is not None else 0:>6.2f} "
+                f"{row['hipmem_logged_threads_mev_s']:>10.2f}"
+            )  # type: ignore[str-format]
         else:
-            print(f"{row['log']!s:<16} rank floor {row['rank_floor']} hipmem {row['rank_hipmem']} "
-                  f"same order: {row['same_order']} (targets: {row['same_order_targets']})")  # fmt: skip
+            print(
+                f"{row['log']!s:<16} rank floor {row['rank_floor']} hipmem {row['rank_hipmem']} "
+                f"same order: {row['same_order']} (targets: {row['same_order_targets']})"
+            )
 
 
 if __name__ == "__main__":

@@ -59,9 +59,12 @@ def replay_command(
     """Replay allocation logs through real GPU memory resources, side by side."""
     specs = [parse_spec(text) for text in resource]  # bad specs fail before any work (exit 2)
     options = ReplayOptions(
-        backend=backend, threads=threads, on_failure=on_failure, repeats=repeats,
+        backend=backend,
+        threads=threads,
+        on_failure=on_failure,
+        repeats=repeats,
         plot_samples=2000 if plot else 0,
-    )  # fmt: skip
+    )
     options.check()
     for spec in specs:  # a missing GPU or library is said before the log is read
         resolve_backend(options.backend, spec, options.device)
@@ -86,9 +89,12 @@ def replay_command(
 
 
 def _find_capacities(
-    log: object, program: ReplayProgram, specs: list[ResourceSpec], options: ReplayOptions,
+    log: object,
+    program: ReplayProgram,
+    specs: list[ResourceSpec],
+    options: ReplayOptions,
     json_out: bool,
-) -> None:  # fmt: skip
+) -> None:
     results: list[CapacityResult] = []
     with output.progress("finding capacity") as bar:
         for spec in specs:
@@ -109,10 +115,14 @@ def _find_capacities(
         table.add_column(column, justify="left" if column in ("resource", "use") else "right")
     for r in results:
         table.add_row(
-            r.resource, r.sized_option, _bytes(r.capacity_bytes), _bytes(r.peak_requested_bytes),
-            f"{r.capacity_bytes / max(r.peak_requested_bytes, 1):.3f}", str(len(r.probes)),
+            r.resource,
+            r.sized_option,
+            _bytes(r.capacity_bytes),
+            _bytes(r.peak_requested_bytes),
+            f"{r.capacity_bytes / max(r.peak_requested_bytes, 1):.3f}",
+            str(len(r.probes)),
             r.sized_spec,
-        )  # fmt: skip
+        )
     output.stdout.print(table)
 
 

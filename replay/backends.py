@@ -73,7 +73,9 @@ def _hip_module() -> Any:
     try:
         from hip import hip
     except ImportError:
-        raise BackendUnavailable("the hip backend needs hip-python: pip install hip-python") from None
+        raise BackendUnavailable(
+            "the hip backend needs hip-python: pip install hip-python"
+        ) from None
     return hip
 
 
@@ -189,8 +191,9 @@ class HipAllocator:
         for stream_id in stream_ids:
             self.streams.append(
                 _hip_check(hip.hipStreamCreateWithFlags(1), "hipStreamCreateWithFlags")
-                if int(stream_id) else None
-            )  # fmt: skip
+                if int(stream_id)
+                else None
+            )
         self.pool: Any = None
         self.reserved_source = "device free memory (sampled)"
         self._held = 0
@@ -201,17 +204,23 @@ class HipAllocator:
             self.reserved_source = "resource statistics (bytes taken from upstream)"
         if kind == "async":
             self._require_attribute("hipDeviceAttributeMemoryPoolsSupported", "memory pools")
-            self.pool = _hip_check(hip.hipDeviceGetDefaultMemPool(device), "hipDeviceGetDefaultMemPool")
+            self.pool = _hip_check(
+                hip.hipDeviceGetDefaultMemPool(device), "hipDeviceGetDefaultMemPool"
+            )
             threshold = spec.option_bytes("release_threshold")
             if threshold is not None:
                 value = np.array([threshold], dtype=np.uint64)
                 attr = hip.hipMemPoolAttr.hipMemPoolAttrReleaseThreshold
-                _hip_check(hip.hipMemPoolSetAttribute(self.pool, attr, value), "hipMemPoolSetAttribute")
+                _hip_check(
+                    hip.hipMemPoolSetAttribute(self.pool, attr, value), "hipMemPoolSetAttribute"
+                )
             self.reserved_source = "memory pool attribute (ReservedMemHigh)"
 
     def _require_attribute(self, name: str, what: str) -> None:
         attr = getattr(self.hip.hipDeviceAttribute_t, name)
-        value = _hip_check(self.hip.hipDeviceGetAttribute(attr, self.device), "hipDeviceGetAttribute")
+        value = _hip_check(
+            self.hip.hipDeviceGetAttribute(attr, self.device), "hipDeviceGetAttribute"
+        )
         if not value:
             raise BackendUnavailable(f"GPU {self.device} does not support {what} ({name} is 0)")
 
@@ -242,11 +251,16 @@ class HipAllocator:
 
     def _advise(self, ptr: Any, size_bytes: int, stream: int) -> None:
         hip = self.hip
-        names = {"preferred_location": "hipMemAdviseSetPreferredLocation",
-                 "read_mostly": "hipMemAdviseSetReadMostly", "accessed_by": "hipMemAdviseSetAccessedBy"}  # fmt: skip
+        names = {
+            "preferred_location": "hipMemAdviseSetPreferredLocation",
+            "read_mostly": "hipMemAdviseSetReadMostly",
+            "accessed_by": "hipMemAdviseSetAccessedBy",
+        }
         for advice in str(self.spec.options.get("advise") or "").split("+"):
             if advice:
-                hip.hipMemAdvise(ptr, size_bytes, getattr(hip.hipMemoryAdvise, names[advice]), self.device)
+                hip.hipMemAdvise(
+                    ptr, size_bytes, getattr(hip.hipMemoryAdvise, names[advice]), self.device
+                )
         if self.spec.options.get("prefetch"):
             hip.hipMemPrefetchAsync(ptr, size_bytes, self.device, self.streams[stream])
 
@@ -297,12 +311,16 @@ class RmmPythonAllocator:
         self.streams = [
             rmm.pylibrmm.stream.Stream() if int(s) else rmm.pylibrmm.stream.DEFAULT_STREAM
             for s in stream_ids
-        ]  # fmt: skip
+        ]
 
     def _leaf(self, name: str) -> Any:
         mr = self.mr_module
-        return {"cuda": mr.CudaMemoryResource, "hip": mr.CudaMemoryResource,
-                "managed": mr.ManagedMemoryResource, "async": mr.CudaAsyncMemoryResource}[name]()  # fmt: skip
+        return {
+            "cuda": mr.CudaMemoryResource,
+            "hip": mr.CudaMemoryResource,
+            "managed": mr.ManagedMemoryResource,
+            "async": mr.CudaAsyncMemoryResource,
+        }[name]()
 
     def _build(self, spec: ResourceSpec) -> Any:
         mr, o = self.mr_module, spec.options
@@ -316,17 +334,21 @@ class RmmPythonAllocator:
             )
         elif kind == "pool" or (kind == "binning" and o["upstream"] == "pool"):
             upstream = self._leaf("cuda" if kind == "binning" else str(o["upstream"]))
-            top = mr.PoolMemoryResource(upstream, spec.option_bytes("initial") or 0,
-                                        spec.option_bytes("maximum"))  # fmt: skip
+            top = mr.PoolMemoryResource(
+                upstream, spec.option_bytes("initial") or 0, spec.option_bytes("maximum")
+            )
             if kind == "binning":
                 top = mr.BinningMemoryResource(top, o["min_exp"], o["max_exp"])
         elif kind == "binning":
-            top = mr.BinningMemoryResource(self._leaf(str(o["upstream"])), o["min_exp"], o["max_exp"])
+            top = mr.BinningMemoryResource(
+                self._leaf(str(o["upstream"])), o["min_exp"], o["max_exp"]
+            )
         elif kind == "arena":
             top = mr.ArenaMemoryResource(self._leaf(str(o["upstream"])), spec.option_bytes("size"))
         elif kind == "fixed":
-            top = mr.FixedSizeMemoryResource(self._leaf(str(o["upstream"])),
-                                             spec.option_bytes("block"), o["prealloc"])  # fmt: skip
+            top = mr.FixedSizeMemoryResource(
+                self._leaf(str(o["upstream"])), spec.option_bytes("block"), o["prealloc"]
+            )
         else:
             raise ReplayUsageError(f"{spec.label!r}: not an RMM resource")
         if spec.limit_bytes is not None:

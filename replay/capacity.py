@@ -61,7 +61,9 @@ class CapacityResult:
 
 def sized_option(spec: ResourceSpec) -> str:
     """Which knob the search turns for this resource."""
-    pooled = spec.kind == "pool" or (spec.kind == "binning" and spec.options.get("upstream") == "pool")
+    pooled = spec.kind == "pool" or (
+        spec.kind == "binning" and spec.options.get("upstream") == "pool"
+    )
     return "maximum" if pooled and spec.limit_bytes is None else "limit"
 
 

@@ -206,14 +206,23 @@ def _replay_native(
         else None
     )
     return _report(
-        spec, backend, "native", options, program, run.latency_ns,
-        wall_ns=int(result.best_wall_ns), ops_done=int(result.ops_done),
+        spec,
+        backend,
+        "native",
+        options,
+        program,
+        run.latency_ns,
+        wall_ns=int(result.best_wall_ns),
+        ops_done=int(result.ops_done),
         peak_reserved=int(result.peak_reserved_bytes),
         reserved_source=native.RESERVED_SOURCES[result.reserved_source],
-        failures=failures, failure_count=int(result.n_failures),
-        outcome=_OUTCOMES[result.status], returned=int(result.held_at_end_bytes),
-        unreturned=int(result.unreturned_bytes), samples=samples,
-    )  # fmt: skip
+        failures=failures,
+        failure_count=int(result.n_failures),
+        outcome=_OUTCOMES[result.status],
+        returned=int(result.held_at_end_bytes),
+        unreturned=int(result.unreturned_bytes),
+        samples=samples,
+    )
 
 
 _OUTCOMES = {
@@ -300,7 +309,9 @@ def _report(
         ops_done=ops_done,
         wall_ns=wall_ns,
         peak_requested_bytes=program.peak_requested_bytes,
-        peak_reserved_bytes=peak_reserved if peak_reserved is not None and peak_reserved >= 0 else None,
+        peak_reserved_bytes=peak_reserved
+        if peak_reserved is not None and peak_reserved >= 0
+        else None,
         reserved_source=reserved_source,
         alloc_latency=LatencyStats.of(latency_ns[timed & (program.op == OP_ALLOCATE)]),
         free_latency=LatencyStats.of(latency_ns[timed & (program.op == OP_FREE)]),
@@ -330,7 +341,9 @@ def _python_allocator(spec: ResourceSpec, backend: Backend, program: ReplayProgr
 class _PythonReplay:
     """The per-event loop; bookkeeping mirrors replay_core.cu's `Replay`."""
 
-    def __init__(self, allocator: Allocator, program: ReplayProgram, options: ReplayOptions) -> None:
+    def __init__(
+        self, allocator: Allocator, program: ReplayProgram, options: ReplayOptions
+    ) -> None:
         self.allocator = allocator
         self.program = program
         self.options = options
@@ -420,7 +433,9 @@ class _PythonReplay:
                     self.stopped = True
                     cond.notify_all()
 
-        workers = [threading.Thread(target=worker, args=(ops,), daemon=True) for ops in per_thread.values()]
+        workers = [
+            threading.Thread(target=worker, args=(ops,), daemon=True) for ops in per_thread.values()
+        ]
         for w in workers:
             w.start()
         try:
@@ -475,17 +490,29 @@ def _replay_python(
         raise ReplayCrashed(f"{spec.label}: the replay stopped on an error: {err}") from err
     finally:
         allocator.close()
-    failures = [_failure(log, program, op, live, -1 if reserved is None else reserved)
-                for op, live, reserved in loop.failures[:FAILURES_IN_FULL]]  # fmt: skip
+    failures = [
+        _failure(log, program, op, live, -1 if reserved is None else reserved)
+        for op, live, reserved in loop.failures[:FAILURES_IN_FULL]
+    ]
     samples = None
     if loop.sample_every and loop.samples:
         columns = np.array(loop.samples, dtype=np.int64).T
         samples = ReservedSamples(columns[0], columns[1], columns[2])
     return _report(
-        spec, backend, "python", options, program, loop.latency_ns,
-        wall_ns=wall_ns, ops_done=loop.ops_done, peak_reserved=loop.peak_reserved,
-        reserved_source=allocator.reserved_source, failures=failures,
+        spec,
+        backend,
+        "python",
+        options,
+        program,
+        loop.latency_ns,
+        wall_ns=wall_ns,
+        ops_done=loop.ops_done,
+        peak_reserved=loop.peak_reserved,
+        reserved_source=allocator.reserved_source,
+        failures=failures,
         failure_count=len(loop.failures),
         outcome="stopped at first failure" if loop.stopped else "completed",
-        returned=loop.returned_bytes, unreturned=unreturned or 0, samples=samples,
-    )  # fmt: skip
+        returned=loop.returned_bytes,
+        unreturned=unreturned or 0,
+        samples=samples,
+    )

@@ -269,10 +269,7 @@ def _read_fast(path: Path, layout: _Layout) -> pa.Table:
                 read_options=pa_csv.ReadOptions(
                     column_names=layout.names, skip_rows=1, block_size=1 << 22
                 ),
-                parse_options=pa_csv.ParseOptions(
-                    quote_char=False, ignore_empty_lines=False,
-                    invalid_row_handler=lambda row: "error",
-                ),  # fmt: skip
+                parse_options=_CSV_PARSE,  # a malformed row raises
                 convert_options=pa_csv.ConvertOptions(column_types=types, **_CSV_CONVERT),
             )
         except pa.ArrowException as err:

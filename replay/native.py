@@ -183,15 +183,34 @@ def rmm_toolchain() -> Toolchain:
     version = (rmm_dir / "VERSION").read_text().strip() if (rmm_dir / "VERSION").is_file() else "?"
     libs = (str(rmm_dir / "lib64"), str(logger_dir / "lib64"))
     command = (
-        nvcc, "-std=c++20", "-O2", "--expt-relaxed-constexpr", "-DHIPMEM_WITH_RMM",
-        "-diag-suppress", "177", "-Xcompiler", "-fPIC", "-shared",
-        f"-I{rmm_dir / 'include'}", f"-I{rmm_dir / 'include' / 'rapids'}",
-        f"-I{logger_dir / 'include'}", str(SOURCE),
+        nvcc,
+        "-std=c++20",
+        "-O2",
+        "--expt-relaxed-constexpr",
+        "-DHIPMEM_WITH_RMM",
+        "-diag-suppress",
+        "177",
+        "-Xcompiler",
+        "-fPIC",
+        "-shared",
+        f"-I{rmm_dir / 'include'}",
+        f"-I{rmm_dir / 'include' / 'rapids'}",
+        f"-I{logger_dir / 'include'}",
+        str(SOURCE),
         # librapids_logger first and by rpath: librmm's RUNPATH does not reach it otherwise.
-        "-Xlinker", "--no-as-needed", f"-L{libs[1]}", "-lrapids_logger", f"-L{libs[0]}", "-lrmm",
-        "-cudart", "shared", "-Xlinker", "--disable-new-dtags",
-        "-Xlinker", f"-rpath,{libs[0]}:{libs[1]}",
-    )  # fmt: skip
+        "-Xlinker",
+        "--no-as-needed",
+        f"-L{libs[1]}",
+        "-lrapids_logger",
+        f"-L{libs[0]}",
+        "-lrmm",
+        "-cudart",
+        "shared",
+        "-Xlinker",
+        "--disable-new-dtags",
+        "-Xlinker",
+        f"-rpath,{libs[0]}:{libs[1]}",
+    )
     return Toolchain("rmm", command, f"{nvcc} rmm={version} {rmm_dir}")
 
 
@@ -200,7 +219,17 @@ def host_toolchain() -> Toolchain:
     compiler = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
     if compiler is None:
         raise NativeCoreUnavailable("no C++ compiler (c++/g++) to build the replay core")
-    command = (compiler, "-std=c++20", "-O2", "-fPIC", "-shared", "-pthread", "-x", "c++", str(SOURCE))
+    command = (
+        compiler,
+        "-std=c++20",
+        "-O2",
+        "-fPIC",
+        "-shared",
+        "-pthread",
+        "-x",
+        "c++",
+        str(SOURCE),
+    )
     return Toolchain("host", command, compiler)
 
 
@@ -220,7 +249,9 @@ def _build(toolchain: Toolchain) -> Path:
             [*toolchain.command, "-o", temp], capture_output=True, text=True, check=False
         )
         if done.returncode != 0:
-            first = next((ln for ln in done.stderr.splitlines() if "error" in ln), done.stderr[-300:])
+            first = next(
+                (ln for ln in done.stderr.splitlines() if "error" in ln), done.stderr[-300:]
+            )
             raise NativeCoreUnavailable(
                 f"building the {toolchain.flavour} replay core failed: {first.strip()}"
             )
@@ -241,9 +272,11 @@ def load(flavour: str) -> ctypes.CDLL:
     except OSError as err:
         raise NativeCoreUnavailable(f"cannot load the replay core {path}: {err}") from None
     library.hm_replay.argtypes = [
-        ctypes.POINTER(Config), ctypes.POINTER(Program), ctypes.POINTER(Outputs),
+        ctypes.POINTER(Config),
+        ctypes.POINTER(Program),
+        ctypes.POINTER(Outputs),
         ctypes.POINTER(Result),
-    ]  # fmt: skip
+    ]
     library.hm_replay.restype = ctypes.c_int
     library.hm_build_info.restype = ctypes.c_char_p
     return library
@@ -271,8 +304,9 @@ class NativeRun:
 class NativeCall:
     """Arrays and structs of one replay, kept alive while the core runs in another thread."""
 
-    def __init__(self, config: Config, arrays: dict[str, np.ndarray], program: Program,
-                 sample_capacity: int) -> None:  # fmt: skip
+    def __init__(
+        self, config: Config, arrays: dict[str, np.ndarray], program: Program, sample_capacity: int
+    ) -> None:
         n = program.n_ops
         self.config = config
         self.arrays = arrays  # keeps the program's arrays alive
@@ -290,27 +324,46 @@ class NativeCall:
         )
         r = self.run
         self.outputs = Outputs(
-            _ptr(r.latency_ns), _ptr(r.failure_op), _ptr(r.failure_live_bytes),
-            _ptr(r.failure_reserved_bytes), n, _ptr(r.sample_op), _ptr(r.sample_reserved_bytes),
-            _ptr(r.sample_live_bytes), sample_capacity, ctypes.pointer(self.cancel),
-        )  # fmt: skip
+            _ptr(r.latency_ns),
+            _ptr(r.failure_op),
+            _ptr(r.failure_live_bytes),
+            _ptr(r.failure_reserved_bytes),
+            n,
+            _ptr(r.sample_op),
+            _ptr(r.sample_reserved_bytes),
+            _ptr(r.sample_live_bytes),
+            sample_capacity,
+            ctypes.pointer(self.cancel),
+        )
 
     def __call__(self, library: ctypes.CDLL) -> None:
         library.hm_replay(
-            ctypes.byref(self.config), ctypes.byref(self.program), ctypes.byref(self.outputs),
+            ctypes.byref(self.config),
+            ctypes.byref(self.program),
+            ctypes.byref(self.outputs),
             ctypes.byref(self.run.result),
-        )  # fmt: skip
+        )
 
     def request_cancel(self) -> None:
         self.cancel.value = 1
 
 
-def make_program(arrays: dict[str, np.ndarray], n_slots: int, n_threads: int, peak_op: int,
-                 sample_every: int) -> Program:  # fmt: skip
+def make_program(
+    arrays: dict[str, np.ndarray], n_slots: int, n_threads: int, peak_op: int, sample_every: int
+) -> Program:
     """The C view of a program; `arrays` must stay alive while it is used."""
     return Program(
-        n_ops=len(arrays["op"]), op=_ptr(arrays["op"]), slot=_ptr(arrays["slot"]),
-        size=_ptr(arrays["size"]), stream=_ptr(arrays["stream"]), thread=_ptr(arrays["thread"]),
-        n_slots=n_slots, n_streams=len(arrays["stream_ids"]), n_threads=n_threads, pad_=0,
-        stream_ids=_ptr(arrays["stream_ids"]), peak_op=peak_op, sample_every=sample_every,
-    )  # fmt: skip
+        n_ops=len(arrays["op"]),
+        op=_ptr(arrays["op"]),
+        slot=_ptr(arrays["slot"]),
+        size=_ptr(arrays["size"]),
+        stream=_ptr(arrays["stream"]),
+        thread=_ptr(arrays["thread"]),
+        n_slots=n_slots,
+        n_streams=len(arrays["stream_ids"]),
+        n_threads=n_threads,
+        pad_=0,
+        stream_ids=_ptr(arrays["stream_ids"]),
+        peak_op=peak_op,
+        sample_every=sample_every,
+    )

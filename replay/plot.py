@@ -28,15 +28,19 @@ def write_plot(path: Path, program: ReplayProgram, reports: list[ReplayReport]) 
     ax.plot(ops, program.live_bytes[ops] / gib, label="requested (log)", color="black", lw=1)
     for report in reports:
         if report.samples is not None and len(report.samples.op_index):
-            ax.plot(report.samples.op_index, report.samples.reserved_bytes / gib,
-                    label=f"reserved: {report.resource}", lw=1)  # fmt: skip
+            ax.plot(
+                report.samples.op_index,
+                report.samples.reserved_bytes / gib,
+                label=f"reserved: {report.resource}",
+                lw=1,
+            )
     ax.set_xlabel("allocator call (op)")
     ax.set_ylabel("GiB")
     ax.set_title("Requested and reserved bytes over the replay")
     ax.legend(loc="best", fontsize="small")
     fig.tight_layout()
     suffix = path.suffix or ".png"
-    fd, temp = tempfile.mkstemp(dir=path.parent or Path("."), suffix=suffix)
+    fd, temp = tempfile.mkstemp(dir=path.parent or Path(), suffix=suffix)
     os.close(fd)
     try:
         fig.savefig(temp, format=suffix.lstrip("."))

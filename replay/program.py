@@ -125,14 +125,28 @@ def build_program(log: AllocationLog) -> ReplayProgram:
     )
     alloc = np.flatnonzero(is_alloc)
     at = first_op[alloc] + replacing[alloc]
-    op[at], slot[at], op_size[at], op_event[at] = OP_ALLOCATE, slot_of_event[alloc], size[alloc], alloc
+    op[at], slot[at], op_size[at], op_event[at] = (
+        OP_ALLOCATE,
+        slot_of_event[alloc],
+        size[alloc],
+        alloc,
+    )
     free = np.flatnonzero(matched_free)
     at = first_op[free]
     partner = previous[free]
-    op[at], slot[at], op_size[at], op_event[at] = OP_FREE, slot_of_event[partner], size[partner], free
+    op[at], slot[at], op_size[at], op_event[at] = (
+        OP_FREE,
+        slot_of_event[partner],
+        size[partner],
+        free,
+    )
 
-    streams, stream_index = np.unique(events["stream"].to_numpy(dtype=np.uint64), return_inverse=True)
-    threads, thread_index = np.unique(events["thread"].to_numpy(dtype=np.int64), return_inverse=True)
+    streams, stream_index = np.unique(
+        events["stream"].to_numpy(dtype=np.uint64), return_inverse=True
+    )
+    threads, thread_index = np.unique(
+        events["thread"].to_numpy(dtype=np.int64), return_inverse=True
+    )
     live_bytes = np.cumsum(np.where(op == OP_ALLOCATE, op_size, -op_size), dtype=np.int64)
 
     freed_slots = np.zeros(int(is_alloc.sum()), dtype=bool)
@@ -174,8 +188,10 @@ def _examples(
     log: AllocationLog, unknown_free: np.ndarray, replacing: np.ndarray, pointer: np.ndarray
 ) -> list[str]:
     found = []
-    for mask, what in ((unknown_free, "free of a pointer that is not live"),
-                       (replacing, "allocate of a pointer that is already live")):
+    for mask, what in (
+        (unknown_free, "free of a pointer that is not live"),
+        (replacing, "allocate of a pointer that is already live"),
+    ):
         for i in np.flatnonzero(mask)[:_EXAMPLES]:
             found.append(f"{event_place(log, int(i))}: {what} ({int(pointer[i]):#x})")
     return found

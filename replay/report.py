@@ -90,8 +90,12 @@ class ReplayReport:
         def latency(stats: LatencyStats | None) -> dict[str, int] | None:
             if stats is None:
                 return None
-            return {"count": stats.count, "p50_ns": stats.p50_ns, "p99_ns": stats.p99_ns,
-                    "max_ns": stats.max_ns}  # fmt: skip
+            return {
+                "count": stats.count,
+                "p50_ns": stats.p50_ns,
+                "p99_ns": stats.p99_ns,
+                "max_ns": stats.max_ns,
+            }
 
         return {
             "resource": self.resource,
@@ -113,10 +117,15 @@ class ReplayReport:
             "fragmentation": None if self.fragmentation is None else round(self.fragmentation, 4),
             "failure_count": self.failure_count,
             "failures": [
-                {"event_index": f.event_index, "place": f.place, "size_bytes": f.size_bytes,
-                 "live_bytes": f.live_bytes, "reserved_bytes": f.reserved_bytes}
+                {
+                    "event_index": f.event_index,
+                    "place": f.place,
+                    "size_bytes": f.size_bytes,
+                    "live_bytes": f.live_bytes,
+                    "reserved_bytes": f.reserved_bytes,
+                }
                 for f in self.failures
-            ],  # fmt: skip
+            ],
             "returned_at_end_bytes": self.returned_at_end_bytes,
             "unreturned_bytes": self.unreturned_bytes,
             "anomalies": self.anomalies.as_dict(),

@@ -171,7 +171,9 @@ class ResourceSpec:
 
     def with_limit(self, limit_bytes: int) -> ResourceSpec:
         """The same resource capped at `limit_bytes` (used by --find-capacity)."""
-        return replace(self, limit_bytes=limit_bytes, text=_with_option(self.label, "limit", limit_bytes))
+        return replace(
+            self, limit_bytes=limit_bytes, text=_with_option(self.label, "limit", limit_bytes)
+        )
 
     def with_option(self, name: str, value: int) -> ResourceSpec:
         """The same resource with one option changed (e.g. a pool's `maximum`)."""
@@ -194,7 +196,9 @@ def parse_spec(text: str) -> ResourceSpec:
     kind = kind.strip().lower()
     where = f"--resource {raw!r}"
     if kind not in _OPTIONS:
-        raise ReplayUsageError(f"{where}: unknown resource kind {kind!r} (one of {', '.join(KINDS)})")
+        raise ReplayUsageError(
+            f"{where}: unknown resource kind {kind!r} (one of {', '.join(KINDS)})"
+        )
     schema = _OPTIONS[kind]
     options: dict[str, OptionValue] = {name: default for name, (_, default) in schema.items()}
     limit_bytes: int | None = None

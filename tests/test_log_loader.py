@@ -112,10 +112,10 @@ def test_midnight_is_unwrapped() -> None:
 def test_unwrap_midnight_on_arrays() -> None:
     hour = 3600 * 10**9
     half = hour // 2
-    # Back by more than 12 h: next day. Forward by more than 12 h: a late row of the day before.
-    times = np.array([23 * hour, 1 * hour, 12 * hour, half, 23 * hour + half], np.int64)
+    # Back by over 12 h: the next day. Forward by over 12 h: a late row of the day before.
+    times = np.array([23 * hour, 1 * hour, 13 * hour, half, 23 * hour + half], np.int64)
     assert unwrap_midnight(times).tolist() == [
-        23 * hour, 25 * hour, 36 * hour, 48 * hour + half, 47 * hour + half,
+        23 * hour, 25 * hour, 37 * hour, 48 * hour + half, 47 * hour + half,
     ]  # fmt: skip
 
 

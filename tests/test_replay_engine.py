@@ -53,7 +53,9 @@ def real(request):
 
 def _never_freed_bytes(log) -> int:
     live: dict[int, int] = {}
-    for action, pointer, size in zip(log.events["action"], log.events["pointer"], log.events["size_bytes"]):
+    for action, pointer, size in zip(
+        log.events["action"], log.events["pointer"], log.events["size_bytes"]
+    ):
         if action == 0:
             live[int(pointer)] = int(size)
         elif action == 1:
@@ -71,22 +73,28 @@ def test_program_agrees_with_the_rows_and_the_analysis(real):
     summary = {a.name: a.count for a in analysis.analyze(log).anomalies}
     assert program.anomalies.unknown_frees == summary["free_unknown_pointer"]
     assert program.anomalies.live_pointer_zero_size == summary["allocate_live_pointer_zero_size"]
-    assert program.anomalies.zero_byte_allocations == int(((events["action"] == 0) & (events["size_bytes"] == 0)).sum())
+    assert program.anomalies.zero_byte_allocations == int(
+        ((events["action"] == 0) & (events["size_bytes"] == 0)).sum()
+    )
     assert program.anomalies.never_freed_bytes == _never_freed_bytes(log)
     # Every free names a slot whose allocate came earlier, on the same pointer.
     alloc_op_of_slot = np.flatnonzero(program.op == OP_ALLOCATE)
     frees = np.flatnonzero(program.op == OP_FREE)
     assert (alloc_op_of_slot[program.slot[frees]] < frees).all()
     pointers = events["pointer"].to_numpy()
-    assert (pointers[program.event_index[alloc_op_of_slot[program.slot[frees]]]]
-            == pointers[program.event_index[frees]]).all()  # fmt: skip
+    assert (
+        pointers[program.event_index[alloc_op_of_slot[program.slot[frees]]]]
+        == pointers[program.event_index[frees]]
+    ).all()
 
 
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("threads", ["logged", "single"])
 def test_real_logs_replay_completely_through_host_memory(real, engine, threads):
     log, program = real
-    report = replay(log, parse_spec("host"), ReplayOptions(engine=engine, threads=threads), program=program)
+    report = replay(
+        log, parse_spec("host"), ReplayOptions(engine=engine, threads=threads), program=program
+    )
     assert (report.backend, report.engine, report.outcome) == ("host", engine, "completed")
     assert report.failure_count == 0 and report.failures == []
     assert report.ops_done == program.op_count
@@ -108,14 +116,22 @@ def test_real_logs_replay_completely_through_host_memory(real, engine, threads):
 def test_a_limit_refuses_exactly_the_rows_the_reference_refuses(real, engine, threads):
     log, program = real
     limit = reference_peak_bytes(log) * 2 // 3
-    report = replay(log, parse_spec(f"host:limit={limit}"), ReplayOptions(engine=engine, threads=threads),
-                    program=program)  # fmt: skip
+    report = replay(
+        log,
+        parse_spec(f"host:limit={limit}"),
+        ReplayOptions(engine=engine, threads=threads),
+        program=program,
+    )
     expected = reference_failures(log, limit)
     assert report.failure_count == len(expected)
     assert [f.event_index for f in report.failures] == expected[:100]
     first_row, first_live = reference_first_failure(log, limit)
     first = report.failures[0]
-    assert (first.event_index, first.live_bytes, first.reserved_bytes) == (first_row, first_live, first_live)
+    assert (first.event_index, first.live_bytes, first.reserved_bytes) == (
+        first_row,
+        first_live,
+        first_live,
+    )
     assert first.size_bytes == int(log.events["size_bytes"].iat[first_row])
     assert first.place == f"{log.sources[0]}:{first_row + 2}"
 
@@ -124,8 +140,12 @@ def test_a_limit_refuses_exactly_the_rows_the_reference_refuses(real, engine, th
 def test_stop_ends_at_the_first_failure_and_still_returns_everything(real, engine):
     log, program = real
     limit = reference_peak_bytes(log) // 2
-    report = replay(log, parse_spec(f"host:limit={limit}"), ReplayOptions(engine=engine, on_failure="stop"),
-                    program=program)  # fmt: skip
+    report = replay(
+        log,
+        parse_spec(f"host:limit={limit}"),
+        ReplayOptions(engine=engine, on_failure="stop"),
+        program=program,
+    )
     first_row, _ = reference_first_failure(log, limit)
     assert report.outcome == "stopped at first failure"
     assert [f.event_index for f in report.failures] == [first_row]
@@ -152,7 +172,12 @@ def test_crafted_anomalies_follow_the_rules(engine, threads):
     log = log_from_rows(CRAFTED)
     program = build_program(log)
     a = program.anomalies
-    assert (a.unknown_frees, a.live_pointer_allocations, a.zero_byte_allocations, a.logged_failures) == (1, 1, 1, 1)
+    assert (
+        a.unknown_frees,
+        a.live_pointer_allocations,
+        a.zero_byte_allocations,
+        a.logged_failures,
+    ) == (1, 1, 1, 1)
     assert a.examples == [
         "crafted.csv:6: free of a pointer that is not live (0x9999)",
         "crafted.csv:7: allocate of a pointer that is already live (0x2800)",
@@ -160,8 +185,12 @@ def test_crafted_anomalies_follow_the_rules(engine, threads):
     assert program.streams.tolist() == [0, 0x7F00]
     # line 7 becomes two calls: the replaced block's free, then the allocate
     assert program.op.tolist() == [0, 0, 1, 0, 1, 0, 0, 1, 0]
-    report = replay(log, parse_spec("host:limit=100"), ReplayOptions(engine=engine, threads=threads))
-    assert [(f.place, f.size_bytes, f.live_bytes) for f in report.failures] == [("crafted.csv:3", 60, 60)]
+    report = replay(
+        log, parse_spec("host:limit=100"), ReplayOptions(engine=engine, threads=threads)
+    )
+    assert [(f.place, f.size_bytes, f.live_bytes) for f in report.failures] == [
+        ("crafted.csv:3", 60, 60)
+    ]
     # the log's own live bytes: line 3's 60 bytes were never freed in the log, + 90 at line 11
     assert report.peak_requested_bytes == reference_peak_bytes(log) == 150
     assert report.returned_at_end_bytes == 90  # line 11, and the zero-byte block (0 bytes)
@@ -183,7 +212,9 @@ def test_capacity_is_the_peak_rounded_up_to_the_resolution(engine):
     peak = reference_peak_bytes(log)
     mib = 1 << 20
     assert found.capacity_bytes == -(-peak // mib) * mib
-    assert found.sized_option == "limit" and found.sized_spec == f"host:limit={found.capacity_bytes}"
+    assert (
+        found.sized_option == "limit" and found.sized_spec == f"host:limit={found.capacity_bytes}"
+    )
     assert all(p.replayed == (p.size_bytes >= peak) for p in found.probes)
 
 
@@ -197,21 +228,25 @@ def test_ctrl_c_stops_the_native_replay_quickly():
     started = time.monotonic()
     timer.start()
     with pytest.raises(KeyboardInterrupt):
-        replay(log, parse_spec("host"), ReplayOptions(engine="native", repeats=10_000), program=program)
+        replay(
+            log, parse_spec("host"), ReplayOptions(engine="native", repeats=10_000), program=program
+        )
     timer.cancel()
     assert time.monotonic() - started < 10
 
 
 @pytest.mark.skipif(not _has_compiler(), reason="no C++ compiler")
 def test_a_cancelled_native_call_returns_every_byte():
+    from replay.backends import Backend
     from replay.engine import ReplayOptions as Options
     from replay.engine import _program_arrays, native_config
-    from replay.backends import Backend
 
     log = load_log([LOGS / "gpt.csv.gz"])
     program = build_program(log)
     arrays = _program_arrays(program)
-    c_program = native.make_program(arrays, program.slot_count, len(program.threads), program.peak_op, 0)
+    c_program = native.make_program(
+        arrays, program.slot_count, len(program.threads), program.peak_op, 0
+    )
     config = native_config(parse_spec("host"), Backend("host"), Options(repeats=10_000))
     call = native.NativeCall(config, arrays, c_program, 2)
     call.request_cancel()  # before the first op: the core stops at once and returns everything

@@ -56,9 +56,19 @@ def _device_free_bytes() -> int:
 
 
 @pytest.mark.parametrize(
-    "text", ["pool:initial=1GiB", "arena:size=16GiB", "binning", "async", "cuda", "managed",
-             "async:pool=default", "host:pinned=1", "managed:prefetch=1,advise=preferred_location"],
-)  # fmt: skip
+    "text",
+    [
+        "pool:initial=1GiB",
+        "arena:size=16GiB",
+        "binning",
+        "async",
+        "cuda",
+        "managed",
+        "async:pool=default",
+        "host:pinned=1",
+        "managed:prefetch=1,advise=preferred_location",
+    ],
+)
 def test_every_resource_replays_gpt_and_returns_every_byte(gpt, text):
     log, program = gpt
     report = replay(log, parse_spec(text), ReplayOptions(backend="cuda"), program=program)
@@ -73,7 +83,9 @@ def test_every_resource_replays_gpt_and_returns_every_byte(gpt, text):
 
 def test_fixed_refuses_what_is_larger_than_its_block(gpt):
     log, program = gpt
-    report = replay(log, parse_spec("fixed:block=4MiB"), ReplayOptions(backend="cuda"), program=program)
+    report = replay(
+        log, parse_spec("fixed:block=4MiB"), ReplayOptions(backend="cuda"), program=program
+    )
     events = log.events
     larger = int(((events["action"] == 0) & (events["size_bytes"] > 4 << 20)).sum())
     assert report.failure_count == larger
@@ -83,7 +95,9 @@ def test_fixed_refuses_what_is_larger_than_its_block(gpt):
 def test_a_limit_fails_first_where_the_reference_says(gpt):
     log, program = gpt
     limit = reference_peak_bytes(log) // 2
-    report = replay(log, parse_spec(f"cuda:limit={limit}"), ReplayOptions(backend="cuda"), program=program)
+    report = replay(
+        log, parse_spec(f"cuda:limit={limit}"), ReplayOptions(backend="cuda"), program=program
+    )
     expected_event, expected_live = reference_first_failure(log, limit, alignment=256)
     first = report.failures[0]
     assert (first.event_index, first.live_bytes) == (expected_event, expected_live)
@@ -94,17 +108,25 @@ def test_a_limit_fails_first_where_the_reference_says(gpt):
 def test_stop_on_failure_stops_at_the_first(gpt):
     log, program = gpt
     limit = reference_peak_bytes(log) // 2
-    report = replay(log, parse_spec(f"pool:initial=0,maximum={limit // 256 * 256}"),
-                    ReplayOptions(backend="cuda", on_failure="stop"), program=program)  # fmt: skip
+    report = replay(
+        log,
+        parse_spec(f"pool:initial=0,maximum={limit // 256 * 256}"),
+        ReplayOptions(backend="cuda", on_failure="stop"),
+        program=program,
+    )
     assert report.outcome == "stopped at first failure"
     assert report.failure_count == 1
-    assert report.ops_done == int(np.flatnonzero(program.event_index == report.failures[0].event_index)[-1])
+    assert report.ops_done == int(
+        np.flatnonzero(program.event_index == report.failures[0].event_index)[-1]
+    )
 
 
 def test_serve_streams_and_threads_replay_on_real_streams():
     log = load_log([LOGS / "serve.csv.gz"])
     for threads in ("logged", "single"):
-        report = replay(log, parse_spec("pool:initial=256MiB"), ReplayOptions(backend="cuda", threads=threads))
+        report = replay(
+            log, parse_spec("pool:initial=256MiB"), ReplayOptions(backend="cuda", threads=threads)
+        )
         assert report.outcome == "completed" and report.failure_count == 0
         assert report.thread_count == (5 if threads == "logged" else 1)
 
@@ -113,7 +135,9 @@ def test_python_engine_agrees_with_native_on_failures(gpt):
     log, program = gpt
     spec = parse_spec(f"cuda:limit={reference_peak_bytes(log) // 2}")
     fast = replay(log, spec, ReplayOptions(backend="cuda", threads="single"), program=program)
-    slow = replay(log, spec, ReplayOptions(backend="cuda", threads="single", engine="python"), program=program)
+    slow = replay(
+        log, spec, ReplayOptions(backend="cuda", threads="single", engine="python"), program=program
+    )
     assert [f.event_index for f in fast.failures] == [f.event_index for f in slow.failures]
 
 
@@ -143,10 +167,23 @@ def test_ctrl_c_returns_every_byte(gpt):
 
 def test_cli_compares_two_resources_as_json():
     done = subprocess.run(
-        [sys.executable, "-m", "hipmem_cli.main", "replay", str(LOGS / "cnn.csv.gz"),
-         "-r", "pool:initial=1GiB", "-r", "arena", "--json"],
-        capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "hipmem_cli.main",
+            "replay",
+            str(LOGS / "cnn.csv.gz"),
+            "-r",
+            "pool:initial=1GiB",
+            "-r",
+            "arena",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)
     assert [r["resource"] for r in payload["resources"]] == ["pool:initial=1GiB", "arena"]

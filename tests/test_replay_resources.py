@@ -10,9 +10,18 @@ from replay.resources import ResourceSpec, parse_bytes, parse_spec
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [(4096, 4096), ("4096", 4096), ("1KiB", 1024), ("1.5GiB", 3 << 29), ("2GB", 2 * 10**9),
-     ("512 MiB", 512 << 20), ("0x1000", 4096), ("1k", 1000), ("3TiB", 3 << 40)],
-)  # fmt: skip
+    [
+        (4096, 4096),
+        ("4096", 4096),
+        ("1KiB", 1024),
+        ("1.5GiB", 3 << 29),
+        ("2GB", 2 * 10**9),
+        ("512 MiB", 512 << 20),
+        ("0x1000", 4096),
+        ("1k", 1000),
+        ("3TiB", 3 << 40),
+    ],
+)
 def test_sizes_accept_int_or_str_like_rmm(text, expected):
     assert parse_bytes(text) == expected
 
@@ -35,10 +44,18 @@ def test_pool_spec_with_every_option():
 
 def test_defaults_are_filled_in():
     assert parse_spec("binning").options == {
-        "min_exp": 18, "max_exp": 22, "upstream": "pool", "initial": 0, "maximum": None,
-    }  # fmt: skip
+        "min_exp": 18,
+        "max_exp": 22,
+        "upstream": "pool",
+        "initial": 0,
+        "maximum": None,
+    }
     assert parse_spec("fixed").options == {"block": 1 << 20, "prealloc": 128, "upstream": "cuda"}
-    assert parse_spec("async").options == {"initial": None, "release_threshold": None, "pool": "new"}
+    assert parse_spec("async").options == {
+        "initial": None,
+        "release_threshold": None,
+        "pool": "new",
+    }
     assert parse_spec("cuda").limit_bytes is None
 
 

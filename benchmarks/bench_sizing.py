@@ -1,0 +1,75 @@
+"""Sizing speed, against the targets of the sizing issue:
+
+1. one-call `hipmem size` end to end from a warm cache (a new process each time): <= 1 s;
+2. 10,000 distinct calls sized through the Python API in one session: <= 2 s.
+
+Run after `hipmem rocm fetch`:  python benchmarks/bench_sizing.py
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+
+from sizing.call_spec import Call, make_call
+from sizing.catalog import load_catalog
+from sizing.session import SizingSession
+
+RUNS = 7
+DISTINCT_CALLS = 10_000
+
+
+def one_call_end_to_end_s() -> list[float]:
+    command = [sys.executable, "-m", "hipmem_cli.main", "size", "-d", "MI210", "--json",
+               "rocsolver_dgetrf:m=1024,n=1024"]  # fmt: skip
+    subprocess.run(command, check=True, capture_output=True)  # warm the page cache
+    times = []
+    for _ in range(RUNS):
+        start = time.perf_counter()
+        subprocess.run(command, check=True, capture_output=True)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def distinct_calls(count: int) -> list[Call]:
+    """A mix of routines with distinct sizes, built before timing starts."""
+    catalog = load_catalog()
+    makers = [
+        lambda i: make_call("rocsolver_dgetrf", {"m": 64 + i, "n": 64 + i}, catalog),
+        lambda i: make_call("rocsolver_sgeqrf", {"m": 64 + i, "n": 32 + i}, catalog),
+        lambda i: make_call("rocblas_dtrsm", {"m": 16 + i, "n": 16 + i}, catalog),
+        lambda i: make_call("rocsolver_zpotrf", {"n": 8 + i}, catalog),
+    ]
+    return [makers[i % len(makers)](i) for i in range(count)]
+
+
+def session_of_distinct_calls_s(calls: list[Call]) -> tuple[float, int]:
+    with SizingSession("MI210") as session:
+        start = time.perf_counter()
+        results = session.size_many(calls)
+        session_bytes = session.session_bytes
+        elapsed = time.perf_counter() - start
+    assert len({r.call.key() for r in results}) == len(calls)
+    assert all(r.error is None for r in results)
+    return elapsed, session_bytes
+
+
+def main() -> None:
+    end_to_end = one_call_end_to_end_s()
+    calls = distinct_calls(DISTINCT_CALLS)
+    many_s, session_bytes = session_of_distinct_calls_s(calls)
+    print(f"{'measure':52} {'value':>10} {'target':>8}")
+    print(
+        f"{'one-call hipmem size, end to end (median of 7)':52} "
+        f"{statistics.median(end_to_end):9.3f}s {'<= 1 s':>8}"
+    )
+    print(f"{'  (fastest of 7)':52} {min(end_to_end):9.3f}s")
+    print(f"{f'{DISTINCT_CALLS:,} distinct calls, one session, Python API':52} "
+          f"{many_s:9.3f}s {'<= 2 s':>8}")  # fmt: skip
+    print(f"  session size of those calls: {session_bytes:,} bytes")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""`hipmem replay` driven as a user would, in a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from replay.backends import cuda_device_count, hip_device_count
+from replay.log_loader import load_log
+from tests.replay_reference import reference_failures, reference_peak_bytes
+
+LOGS = Path(__file__).resolve().parents[2] / "shared" / "logs"
+REPO = Path(__file__).resolve().parents[1]
+SERVE = LOGS / "serve.csv.gz"
+
+
+def hipmem(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}
+    return subprocess.run(
+        [sys.executable, "-m", "hipmem_cli.main", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+    )
+
+
+def test_two_resources_side_by_side_as_json():
+    log = load_log([SERVE])
+    limit = 600 << 20
+    done = hipmem("replay", str(SERVE), "-r", "host", "-r", "host:limit=600MiB", "--json")
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    plain, limited = payload["resources"]
+    assert (plain["resource"], limited["resource"]) == ("host", "host:limit=600MiB")
+    assert plain["peak_requested_bytes"] == reference_peak_bytes(log)
+    assert plain["failure_count"] == 0 and plain["outcome"] == "completed"
+    assert limited["failure_count"] == len(reference_failures(log, limit))
+    assert plain["thread_count"] == 5 and plain["backend"] == "host"
+
+
+def test_table_shows_each_resource_and_the_anomaly_note():
+    done = hipmem(
+        "replay", str(SERVE), "-r", "host", "-r", "host:limit=600MiB", "--threads", "single"
+    )
+    assert done.returncode == 0, done.stderr
+    assert "host:limit=600MiB" in done.stdout and "events/s" in done.stdout
+    assert "13,032 log events, 13,032 allocator calls" in done.stdout
+
+
+def test_find_capacity_as_json():
+    done = hipmem("replay", str(SERVE), "-r", "host", "--find-capacity", "--json")
+    assert done.returncode == 0, done.stderr
+    (found,) = json.loads(done.stdout)["capacities"]
+    mib = 1 << 20
+    assert found["capacity_bytes"] == -(-reference_peak_bytes(load_log([SERVE])) // mib) * mib
+
+
+def test_plot_is_written(tmp_path):
+    target = tmp_path / "reserved.png"
+    done = hipmem("replay", str(SERVE), "-r", "host", "--plot", str(target))
+    assert done.returncode == 0, done.stderr
+    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["reserved.png"]  # no temp file left
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-r", "bogus"], "Error: --resource 'bogus': unknown resource kind 'bogus'"),
+        (
+            ["-r", "host", "--threads", "many"],
+            "Error: --threads: 'many' is not one of logged, single",
+        ),
+        (
+            ["-r", "host", "--on-failure", "retry"],
+            "Error: --on-failure: 'retry' is not one of skip, stop",
+        ),
+        (
+            ["-r", "pool", "--backend", "tpu"],
+            "Error: --backend: 'tpu' is not one of auto, cuda, hip, host",
+        ),
+    ],
+)
+def test_usage_errors_are_one_line_exit_2(args, message):
+    done = hipmem("replay", str(SERVE), *args)
+    assert done.returncode == 2
+    assert done.stderr.startswith(message) and done.stderr.count("\n") == 1
+    assert done.stdout == ""
+
+
+@pytest.mark.skipif(
+    cuda_device_count()[0] > 0 or hip_device_count()[0] > 0, reason="a GPU is present"
+)
+def test_no_gpu_is_one_line_exit_1():
+    done = hipmem("replay", str(SERVE), "-r", "pool")
+    assert done.returncode == 1
+    assert (
+        done.stderr.startswith("Error: no GPU to replay 'pool' on (")
+        and done.stderr.count("\n") == 1
+    )
+
+
+@pytest.mark.skipif(hip_device_count()[0] > 0, reason="an AMD GPU is present")
+def test_hip_without_rocm_says_what_is_missing():
+    done = hipmem("replay", str(SERVE), "-r", "hip", "--backend", "hip")
+    assert done.returncode == 1
+    assert (
+        done.stderr.startswith("Error: the hip backend found no GPU 0: ")
+        and done.stderr.count("\n") == 1
+    )
