@@ -27,6 +27,7 @@ static hipDeviceProp_t g_prop;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static hipError_t g_last_error = hipSuccess;
 static size_t g_allocated_bytes = 0; /* what the libraries hold now, like device memory */
+static char g_default_pool_storage[16]; /* its address is the default pool's handle */
 static pthread_mutex_t g_alloc_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static long env_long(const char* name, long fallback) {
@@ -189,13 +190,85 @@ EXPORT hipError_t hipHostMalloc(void** ptr, size_t size, unsigned int flags) {
   return host_alloc(ptr, size);
 }
 EXPORT hipError_t hipHostFree(void* ptr) { return host_free(ptr); }
+/* Stream-ordered memory: served at once from host memory. The pool's "reserved" and "used"
+   figures are the bytes its allocations hold, so a replay's statistics stay meaningful. */
+static size_t g_pool_bytes = 0;
+
+static size_t block_size(void* ptr) { return ((size_t*)((char*)ptr - 256))[0]; }
+
 EXPORT hipError_t hipMallocAsync(void** ptr, size_t size, hipStream_t stream) {
   (void)stream;
-  return host_alloc(ptr, size);
+  hipError_t err = host_alloc(ptr, size);
+  if (err == hipSuccess) {
+    pthread_mutex_lock(&g_alloc_lock);
+    g_pool_bytes += size;
+    pthread_mutex_unlock(&g_alloc_lock);
+  }
+  return err;
 }
 EXPORT hipError_t hipFreeAsync(void* ptr, hipStream_t stream) {
   (void)stream;
+  if (ptr) {
+    pthread_mutex_lock(&g_alloc_lock);
+    g_pool_bytes -= block_size(ptr);
+    pthread_mutex_unlock(&g_alloc_lock);
+  }
   return host_free(ptr);
+}
+EXPORT hipError_t hipMallocFromPoolAsync(void** ptr, size_t size, hipMemPool_t pool,
+                                         hipStream_t stream) {
+  (void)pool;
+  return hipMallocAsync(ptr, size, stream);
+}
+EXPORT hipError_t hipMemPoolCreate(hipMemPool_t* pool, const hipMemPoolProps* props) {
+  (void)props;
+  if (!pool) return fail(hipErrorInvalidValue);
+  *pool = (hipMemPool_t)malloc(16);
+  return *pool ? hipSuccess : fail(hipErrorOutOfMemory);
+}
+EXPORT hipError_t hipMemPoolDestroy(hipMemPool_t pool) {
+  if (pool != (hipMemPool_t)&g_default_pool_storage) free(pool);
+  return hipSuccess;
+}
+EXPORT hipError_t hipMemPoolSetAttribute(hipMemPool_t pool, hipMemPoolAttr attr, void* value) {
+  (void)pool, (void)attr;
+  return value ? hipSuccess : fail(hipErrorInvalidValue);
+}
+EXPORT hipError_t hipMemPoolGetAttribute(hipMemPool_t pool, hipMemPoolAttr attr, void* value) {
+  (void)pool;
+  if (!value) return fail(hipErrorInvalidValue);
+  pthread_mutex_lock(&g_alloc_lock);
+  uint64_t bytes = g_pool_bytes;
+  pthread_mutex_unlock(&g_alloc_lock);
+  switch (attr) {
+    case hipMemPoolAttrReservedMemCurrent:
+    case hipMemPoolAttrReservedMemHigh:
+    case hipMemPoolAttrUsedMemCurrent:
+    case hipMemPoolAttrUsedMemHigh:
+      *(uint64_t*)value = bytes;
+      break;
+    default:
+      *(uint64_t*)value = 0;
+      break;
+  }
+  return hipSuccess;
+}
+
+/* Managed memory: host memory is already visible to the host, so advice and prefetch are
+   accepted and change nothing. */
+EXPORT hipError_t hipMallocManaged(void** ptr, size_t size, unsigned int flags) {
+  (void)flags;
+  return host_alloc(ptr, size);
+}
+EXPORT hipError_t hipMemAdvise(const void* ptr, size_t count, hipMemoryAdvise advice,
+                               int device) {
+  (void)count, (void)advice, (void)device;
+  return ptr ? hipSuccess : fail(hipErrorInvalidValue);
+}
+EXPORT hipError_t hipMemPrefetchAsync(const void* ptr, size_t count, int device,
+                                      hipStream_t stream) {
+  (void)count, (void)device, (void)stream;
+  return ptr ? hipSuccess : fail(hipErrorInvalidValue);
 }
 
 EXPORT hipError_t hipMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
@@ -207,11 +280,9 @@ EXPORT hipError_t hipMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   return hipSuccess;
 }
 
-static int g_default_pool; /* its address is the default pool's handle */
-
 EXPORT hipError_t hipDeviceGetDefaultMemPool(hipMemPool_t* pool, int device) {
   if (!pool || device != 0) return fail(hipErrorInvalidValue);
-  *pool = (hipMemPool_t)&g_default_pool;
+  *pool = (hipMemPool_t)&g_default_pool_storage;
   return hipSuccess;
 }
 
@@ -265,6 +336,17 @@ EXPORT hipError_t hipPointerGetAttributes(hipPointerAttribute_t* attributes, con
 
 /* ---- streams and events: everything is already complete ---------------------------- */
 
+EXPORT hipError_t hipStreamCreateWithFlags(hipStream_t* stream, unsigned int flags) {
+  (void)flags;
+  if (!stream) return fail(hipErrorInvalidValue);
+  *stream = (hipStream_t)malloc(16); /* a distinct handle per stream */
+  return *stream ? hipSuccess : fail(hipErrorOutOfMemory);
+}
+EXPORT hipError_t hipStreamCreate(hipStream_t* stream) { return hipStreamCreateWithFlags(stream, 0); }
+EXPORT hipError_t hipStreamDestroy(hipStream_t stream) {
+  free(stream);
+  return hipSuccess;
+}
 EXPORT hipError_t hipStreamSynchronize(hipStream_t stream) {
   (void)stream;
   return hipSuccess;
