@@ -18,7 +18,7 @@ PROGRAM = textwrap.dedent(
     ok = hip.hipError_t.hipSuccess
     err, ptr = hip.hipMalloc(1 << 20); assert err == ok
     err, free_bytes, total_bytes = hip.hipMemGetInfo(); assert err == ok
-    assert total_bytes == 8 << 20 and free_bytes == total_bytes - (1 << 20), (free_bytes, total_bytes)
+    assert total_bytes == 8 << 20 and free_bytes == total_bytes - (1 << 20)
     err, too_big = hip.hipMalloc(64 << 20); assert err == hip.hipError_t.hipErrorOutOfMemory
     err, stream = hip.hipStreamCreateWithFlags(0); assert err == ok
     err, async_ptr = hip.hipMallocAsync(4096, stream); assert err == ok
