@@ -1,4 +1,8 @@
-"""The list of command groups: one module each, joined here."""
+"""The command groups, one module each, joined here.
+
+Only the module of the command being run is imported (all of them for `--help`): the replay
+commands pull in pandas and pyarrow, which `hipmem size` should not pay for at start-up.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +10,23 @@ import importlib
 
 import typer
 
-# module name -> how it is mounted. A module exposes either `app` (a group) or `register(app)`.
-_MODULES = ("rocm", "devices", "size", "routines", "recommend", "log", "replay")
+# command name -> module that registers it (a module may register several commands)
+COMMAND_MODULES = {
+    "size": "cmd_size",
+    "routines": "cmd_routines",
+    "recommend": "cmd_recommend",
+    "check": "cmd_recommend",
+    "devices": "cmd_devices",
+    "rocm": "cmd_rocm",
+    "log": "cmd_log",
+    "replay": "cmd_replay",
+}
 
 
-def register(app: typer.Typer) -> None:
-    for name in _MODULES:
-        try:
-            module = importlib.import_module(f"hipmem_cli.cmd_{name}")
-        except ModuleNotFoundError as err:
-            if err.name == f"hipmem_cli.cmd_{name}":
-                continue  # command group not written yet
-            raise
-        module.register(app)
+def register(app: typer.Typer, argv: list[str]) -> None:
+    """Register the command named in `argv` (the first word not starting with '-'), or all."""
+    words = [word for word in argv if not word.startswith("-")]
+    wanted = COMMAND_MODULES.get(words[0]) if words else None
+    modules = [wanted] if wanted else list(dict.fromkeys(COMMAND_MODULES.values()))
+    for name in modules:
+        importlib.import_module(f"hipmem_cli.{name}").register(app)

@@ -27,16 +27,11 @@ def _global_options(
     output.state.debug = debug
 
 
-def _register_commands() -> None:
-    # Imported here so that each command module can import `app`-free helpers freely.
-    from hipmem_cli import commands
-
-    commands.register(app)
-
-
 def main() -> None:
     """Console-script entry point."""
-    _register_commands()
+    from hipmem_cli import commands
+
+    commands.register(app, sys.argv[1:])
     try:
         # Standalone mode: typer handles --help and usage errors itself (exit code 2).
         app()
