@@ -69,6 +69,8 @@ def build_floor(source: Path, work: Path) -> Path:
             str(binary),
             f"-L{rmm_dir}/lib64",
             "-lrmm",
+            f"-L{logger_dir}/lib64",
+            "-lrapids_logger",
         ],
         check=True,
     )
@@ -191,7 +193,7 @@ def print_table(rows: list[dict[str, object]]) -> None:
                 f"{row['log']!s:<16} {row['resource']!s:<8} {row['floor_mev_s'] or 0:>12.2f} "
                 f"{row['hipmem_mev_s']:>13.2f} {ratio if ratio is not None else 0:>6.2f} "
                 f"{row['hipmem_logged_threads_mev_s']:>10.2f}"
-            )  # type: ignore[str-format]
+            )
         else:
             print(
                 f"{row['log']!s:<16} rank floor {row['rank_floor']} hipmem {row['rank_hipmem']} "

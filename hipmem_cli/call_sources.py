@@ -9,8 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hipmem_cli import output
+from sizing.call_logs import CallLog, read_call_log
 from sizing.call_spec import Call, parse_call
-from sizing.errors import UsageError
+from sizing.catalog import load_catalog
+from sizing.errors import CallLogError, UsageError
+from sizing.workload_file import read_workload
+
+_PROBLEMS_SHOWN = 5  # per log file; the rest are counted
 
 
 @dataclass
@@ -19,15 +25,59 @@ class CallSources:
     from_logs: list[Path] = field(default_factory=list)
     workloads: list[Path] = field(default_factory=list)
     strict: bool = False
+    # Filled by gather_calls: what each call log held (for reports and --json).
+    logs: list[CallLog] = field(default_factory=list)
 
 
 def gather_calls(sources: CallSources) -> list[Call]:
-    """Every call the user named, parsed and checked before any worker starts."""
-    if sources.from_logs or sources.workloads:
-        raise UsageError("--from-log and --workload are not implemented yet")
-    calls = [parse_call(text) for text in sources.call_texts]
+    """Every call the user named, parsed and checked before any worker starts.
+
+    A call that appears N times in a log or workload appears N times in the list (the same
+    Call object), so sizing counts it; identical calls are sized once.
+    """
+    catalog = load_catalog()
+    calls = [parse_call(text, catalog) for text in sources.call_texts]
+    for path in sources.workloads:
+        for call, count in read_workload(path, catalog):
+            calls.extend([call] * count)
+    for path in sources.from_logs:
+        with output.progress(f"reading {path.name}", transfer=True) as report:
+            log = read_call_log(path, catalog, progress=report)
+        sources.logs.append(log)
+        _report(log, sources.strict)
+        for call, count in log.calls:
+            calls.extend([call] * count)
     if not calls:
         raise UsageError(
             "no calls to size: give CALL arguments, e.g. rocsolver_dgetrf:m=1024,n=1024"
+            + (", or a log with calls in it" if sources.from_logs else "")
         )
     return calls
+
+
+def _report(log: CallLog, strict: bool) -> None:
+    """One line on stderr for the file, and one per kind of line that was not a call."""
+    if strict and log.problems:
+        raise CallLogError(log.problems[0].where(log.path) + " (--strict)")
+    skipped = sum(problem.count for problem in log.problems)
+    no_workspace = sum(log.no_workspace.values())
+    summary = (
+        f"{log.path}: {log.format}, {log.line_count:,} lines, {log.call_count:,} calls "
+        f"({len(log.calls):,} distinct)"
+    )
+    if no_workspace:
+        summary += f", {no_workspace:,} calls of routines that need no workspace"
+    if skipped:
+        summary += f", {skipped:,} lines skipped"
+    output.stderr.print(summary, highlight=False, markup=False)
+    for problem in log.problems[:_PROBLEMS_SHOWN]:
+        output.warning(problem.where(log.path))
+    if len(log.problems) > _PROBLEMS_SHOWN:
+        rest = log.problems[_PROBLEMS_SHOWN:]
+        lines = sum(problem.count for problem in rest)
+        output.warning(
+            f"{log.path}: {lines:,} more skipped lines of {len(rest):,} other kinds, "
+            f"first at line {rest[0].line_number} (--json lists them all)"
+        )
+    if not log.calls:
+        output.warning(f"{log.path}: no calls found")

@@ -150,7 +150,8 @@ def _first_failure(report: ReplayReport) -> str:
     if not report.failures:
         return "-"
     f = report.failures[0]
-    return f"{f.place}: {output.human_bytes(f.size_bytes)} with {output.human_bytes(f.live_bytes)} live"
+    size, live = output.human_bytes(f.size_bytes), output.human_bytes(f.live_bytes)
+    return f"{f.place}: {size} with {live} live"
 
 
 def _table(reports: list[ReplayReport]) -> Table:

@@ -18,7 +18,7 @@ from hipmem_cli.options import (
     StrictOption,
     WorkloadOption,
 )
-from sizing.session import SessionResult, size_calls
+from sizing.session import CallResult, SessionResult, size_calls
 
 
 def size(
@@ -36,6 +36,10 @@ def size(
     cus: CusOption = None,
     rocm_dir: RocmDirOption = None,
     json: JsonOption = False,
+    top: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option("--top", min=1, help="Show only the N distinct calls that need the most."),
+    ] = None,
 ) -> None:
     """Size rocBLAS/rocSOLVER calls with the real libraries, on a real or virtual GPU."""
     sources = CallSources(calls or [], from_log or [], workload or [], strict)
@@ -43,23 +47,38 @@ def size(
     with output.progress("sizing") as report:
         result = size_calls(parsed, device, compute_units=cus, rocm_dir=rocm_dir, progress=report)
     if json:
-        output.print_json(result.as_dict())
+        payload = result.as_dict()
+        if top is not None:  # the N largest, largest first; else every call in given order
+            payload["calls"] = [r.as_dict() for r in _largest_first(result)[:top]]
+        payload["distinct_calls"] = len(result.calls)
+        if sources.logs:
+            payload["logs"] = [log.as_dict() for log in sources.logs]
+        output.print_json(payload)
     else:
-        render(result)
+        render(result, top)
     for failed in result.failed:
         output.error(str(failed.error))
     if result.failed:
         raise typer.Exit(1)
 
 
-def render(result: SessionResult) -> None:
+def _largest_first(result: SessionResult) -> list[CallResult]:
+    """Distinct calls by workspace, largest first; failed calls last; ties by count."""
+    return sorted(result.calls, key=lambda r: (-(r.bytes if r.bytes is not None else -1), -r.count))
+
+
+def render(result: SessionResult, top: int | None = None) -> None:
     """The terminal view: one row per distinct call, largest first, then the session."""
-    table = Table(title=f"Workspace on {_device_line(result)}", title_justify="left")
+    shown = _largest_first(result)[:top]
+    title = f"Workspace on {_device_line(result)}"
+    if len(shown) < len(result.calls):
+        title += f": the {len(shown)} largest of {len(result.calls):,} distinct calls"
+    table = Table(title=title, title_justify="left")
     table.add_column("call", overflow="fold")
     table.add_column("workspace", justify="right")
     table.add_column("bytes", justify="right")
     table.add_column("count", justify="right")
-    for call in sorted(result.calls, key=lambda r: -(r.bytes if r.bytes is not None else -1)):
+    for call in shown:
         size_text = (
             output.human_bytes(call.bytes)
             if call.bytes is not None

@@ -114,7 +114,7 @@ def resolve_backend(requested: str, spec: ResourceSpec, device: int = 0) -> Back
         raise BackendUnavailable(f"the hip backend found no GPU {device}: {why_hip or 'none'}")
     raise BackendUnavailable(
         f"no GPU to replay {spec.label!r} on (cuda: {why or 'no device'}; hip: {why_hip}); "
-        "use a machine with an NVIDIA or AMD GPU, or `--resource host` to replay through host memory"
+        "use a machine with an NVIDIA or AMD GPU, or `--resource host` for host memory"
     )
 
 

@@ -134,11 +134,11 @@ def native_config(spec: ResourceSpec, backend: Backend, options: ReplayOptions) 
         maximum_bytes=size("maximum"),
         arena_bytes=size("size"),
         block_bytes=size("block"),
-        prealloc_blocks=int(o.get("prealloc") or 0),  # type: ignore[arg-type]
+        prealloc_blocks=int(o.get("prealloc") or 0),
         release_threshold_bytes=size("release_threshold"),
         limit_bytes=-1 if spec.limit_bytes is None else spec.limit_bytes,
-        min_exp=int(o.get("min_exp") or 0),  # type: ignore[arg-type]
-        max_exp=int(o.get("max_exp") or 0),  # type: ignore[arg-type]
+        min_exp=int(o.get("min_exp") or 0),
+        max_exp=int(o.get("max_exp") or 0),
         prefetch=int(bool(o.get("prefetch"))),
         advise_mask=sum(native.ADVISE_BITS[a] for a in advise.split("+") if a),
         async_default_pool=int(o.get("pool") == "default"),
@@ -193,6 +193,7 @@ def _replay_native(
             run.failure_op[: min(result.n_failures, FAILURES_IN_FULL)],
             run.failure_live_bytes,
             run.failure_reserved_bytes,
+            strict=False,  # the failure arrays are longer: they have room for every op
         )
     ]
     n_samples = int(result.n_samples)

@@ -18,8 +18,9 @@ How it stays honest about bad rows: the fast read cannot say where a row was tha
 not convert, so on any such trouble the file is read again on a tolerant path: numpy splits
 the bytes into lines and counts their fields (so every line keeps its number), and pyarrow
 reads the well-formed ones with every column as raw bytes, each value then validated
-vectorised. Lines end at \n (a \r before it is dropped). A row that cannot be read is skipped and recorded with
-its line number (header = line 1); with `strict=True` the first one is an error instead.
+vectorised. Lines end at \n (a \r before it is dropped). A row that cannot be read is
+skipped and recorded with its line number (header = line 1); with `strict=True` the first
+one is an error instead.
 
 Times are unwrapped per file: whenever time of day jumps back by more than 12 hours the day
 advances (and a jump forward by more than 12 hours steps back a day, for a late row that
@@ -251,7 +252,11 @@ class _NeedsTolerantRead(Exception):
 
 
 _CSV_PARSE = pa_csv.ParseOptions(quote_char=False, ignore_empty_lines=False)
-_CSV_CONVERT = {"null_values": [], "strings_can_be_null": False, "quoted_strings_can_be_null": False}
+_CSV_CONVERT: dict[str, Any] = {
+    "null_values": [],  # an empty field is bad, never null
+    "strings_can_be_null": False,
+    "quoted_strings_can_be_null": False,
+}
 
 
 def _read_fast(path: Path, layout: _Layout) -> pa.Table:

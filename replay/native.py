@@ -141,10 +141,10 @@ class Toolchain:
 
 
 def _cache_dir() -> Path:
-    root = os.environ.get("HIPMEM_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hipmem"
-    )
-    return Path(root) / "replay-core"
+    if os.environ.get("HIPMEM_CACHE"):
+        return Path(os.environ["HIPMEM_CACHE"]) / "replay-core"
+    base = os.environ.get("XDG_CACHE_HOME")
+    return (Path(base) if base else Path.home() / ".cache") / "hipmem" / "replay-core"
 
 
 def _package_dir(name: str) -> Path | None:
@@ -205,7 +205,7 @@ def rmm_toolchain() -> Toolchain:
         f"-L{libs[0]}",
         "-lrmm",
         "-cudart",
-        "shared",
+        "static",  # as the C++ floor: no libcudart.so to find at run time
         "-Xlinker",
         "--disable-new-dtags",
         "-Xlinker",
@@ -255,10 +255,9 @@ def _build(toolchain: Toolchain) -> Path:
             raise NativeCoreUnavailable(
                 f"building the {toolchain.flavour} replay core failed: {first.strip()}"
             )
-        os.replace(temp, target)
+        Path(temp).replace(target)
     finally:
-        if os.path.exists(temp):
-            os.unlink(temp)
+        Path(temp).unlink(missing_ok=True)
     return target
 
 

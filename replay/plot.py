@@ -44,8 +44,7 @@ def write_plot(path: Path, program: ReplayProgram, reports: list[ReplayReport]) 
     os.close(fd)
     try:
         fig.savefig(temp, format=suffix.lstrip("."))
-        os.replace(temp, path)
+        Path(temp).replace(path)
     finally:
         plt.close(fig)
-        if os.path.exists(temp):
-            os.unlink(temp)
+        Path(temp).unlink(missing_ok=True)

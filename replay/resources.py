@@ -24,7 +24,7 @@ from typing import Union
 
 from replay.errors import ReplayUsageError
 
-OptionValue = Union[int, str, bool, None]
+OptionValue = Union[int, str, bool, None]  # noqa: UP007 - a runtime alias on Python 3.10
 
 _UNITS = {
     "": 1,

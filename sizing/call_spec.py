@@ -24,6 +24,15 @@ ENUM_ALIASES: dict[str, dict[str, str]] = {
     "rocblas_svect": {"a": "all", "s": "singular", "o": "overwrite", "n": "none"},
     "rocblas_evect": {"v": "original", "i": "tridiagonal", "n": "none"},
     "rocblas_workmode": {"o": "outofplace", "i": "inplace"},
+    # The letters and numbers rocsolver-bench uses (and its call logs record).
+    "rocblas_erange": {"a": "all", "v": "value", "i": "index"},
+    "rocblas_srange": {"a": "all", "v": "value", "i": "index"},
+    "rocblas_eorder": {"b": "blocks", "e": "entire"},
+    "rocblas_esort": {"n": "none", "a": "ascending"},
+    "rocblas_eform": {"1": "ax", "2": "abx", "3": "bax"},
+    "rocblas_storev": {"c": "column_wise", "r": "row_wise"},
+    "rocblas_direct": {"f": "forward_direction", "b": "backward_direction"},
+    "rocblas_pivot": {"v": "variable", "t": "top", "b": "bottom"},
 }
 
 _INT_RANGES = {"i32": (-(2**31), 2**31 - 1), "i64": (-(2**63), 2**63 - 1), "u32": (0, 2**32 - 1)}

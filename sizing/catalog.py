@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,11 @@ class Routine:
 class Catalog:
     routines: dict[str, Routine]
     enums: dict[str, dict[str, int]]
+    # The library versions whose headers the catalog was generated from.
+    versions: dict[str, str] = field(default_factory=dict)
+    # Every other rocblas_*/rocsolver_* API function (handles, streams, routines that need no
+    # workspace): a call log naming one is not naming an unknown function.
+    other_functions: frozenset[str] = frozenset()
 
     def lookup(self, name: str) -> Routine:
         """A routine by C name (`rocsolver_dgetrf`) or short form (`dgetrf`)."""
@@ -81,7 +86,12 @@ class Catalog:
 def load_catalog(path: Path = CATALOG_PATH) -> Catalog:
     data = json.loads(path.read_text())
     routines = {name: _routine(name, entry) for name, entry in data["routines"].items()}
-    return Catalog(routines=routines, enums=data["enums"])
+    return Catalog(
+        routines=routines,
+        enums=data["enums"],
+        versions=data.get("versions", {}),
+        other_functions=frozenset(data.get("other_functions", ())),
+    )
 
 
 def _routine(name: str, entry: dict[str, Any]) -> Routine:

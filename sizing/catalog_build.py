@@ -173,7 +173,11 @@ def parse_headers(include_dir: Path) -> dict[str, Any]:
         raise RuntimeError(f"libclang could not parse the headers: {errors[0]}")
     routines: dict[str, Any] = {}
     enums: dict[str, dict[str, int]] = {}
+    others: set[str] = set()  # API functions outside the catalog (need no workspace)
     for cursor in unit.cursor.get_children():
+        is_function = cursor.kind == ci.CursorKind.FUNCTION_DECL
+        if is_function and cursor.spelling.partition("_")[0] in LIBRARIES:
+            others.add(cursor.spelling)  # the selected ones are taken out below
         if cursor.kind == ci.CursorKind.FUNCTION_DECL:
             info = split_name(cursor.spelling)
             arguments = list(cursor.get_arguments())
@@ -192,7 +196,29 @@ def parse_headers(include_dir: Path) -> dict[str, Any]:
                 for child in cursor.get_children()
                 if child.kind == ci.CursorKind.ENUM_CONSTANT_DECL
             }
-    return {"enums": dict(sorted(enums.items())), "routines": dict(sorted(routines.items()))}
+    others -= set(routines)
+    return {
+        "versions": _header_versions(include_dir),
+        "enums": dict(sorted(enums.items())),
+        "routines": dict(sorted(routines.items())),
+        "other_functions": sorted(others),
+    }
+
+
+def _header_versions(include_dir: Path) -> dict[str, str]:
+    """The library versions the headers declare (ROCBLAS_VERSION_MAJOR, ...)."""
+    versions = {}
+    for library, header in (
+        ("rocblas", include_dir / "rocblas" / "internal" / "rocblas-version.h"),
+        ("rocsolver", include_dir / "rocsolver" / "rocsolver-version.h"),
+    ):
+        text = header.read_text()
+        parts = [
+            re.search(rf"#define {library.upper()}_VERSION_{part}\s+(\d+)", text)
+            for part in ("MAJOR", "MINOR", "PATCH")
+        ]
+        versions[library] = ".".join(match.group(1) if match else "0" for match in parts)
+    return versions
 
 
 def _system_includes() -> list[str]:

@@ -268,6 +268,7 @@ ROCBLAS_FAMILY: dict[str, dict[str, str]] = {
         "lda": "max(1, n)",
         "ldinvA": "max(1, n)",
         "stride_a": "lda * n",
+        "strideA": "lda * n",  # rocSOLVER's trtri spells it so
         "stride_invA": "ldinvA * n",
     },
     "gemm": _GEMM,

@@ -53,3 +53,11 @@ class FetchError(SizingError):
 
 class ShimBuildError(SizingError):
     """The stand-in HIP runtime could not be compiled."""
+
+
+class CallLogError(SizingError):
+    """A call log cannot be read, or (with --strict) holds a line that is not a call."""
+
+
+class WorkloadError(UsageError):
+    """A workload file does not follow the workload schema."""

@@ -10,6 +10,11 @@ symbols). Then, per request line:
       {"status": INT, "bytes": INT} or {"missing_symbol": NAME}
   {"op": "session", "calls": [CALL, ...]} -> {"status": INT, "bytes": INT}: all calls inside
       one size query on one handle: the running maximum the library itself keeps.
+  {"op": "run", "calls": [CALL, ...]}     -> one {"status": INT} line per call: each call made
+      for real, outside any size query (null device pointers: the library logs the call, then
+      rejects it). Used to make rocBLAS write its call logs, which it skips in query mode.
+  {"op": "rocsolver_log", "action": "begin"|"end"} -> {"status": INT}: rocSOLVER logs only
+      between rocsolver_log_begin() and rocsolver_log_end() (ROCSOLVER_LAYER picks what).
 CALL is {"function": NAME, "library": "rocblas"|"rocsolver", "args": [[KIND, VALUE], ...]}.
 Because answers are flushed one by one, the parent knows which call was running when the
 worker died: the first one it has no answer for.
@@ -132,6 +137,15 @@ class Worker:
         self.keep_alive.clear()
         return {"status": status, "bytes": size.value}
 
+    def run(self, call: dict[str, Any]) -> dict[str, Any]:
+        try:
+            function = self._function(call)
+        except AttributeError:
+            return {"missing_symbol": call["function"]}
+        status = function(*self._arguments(call))
+        self.keep_alive.clear()
+        return {"status": status}
+
     def session(self, calls: list[dict[str, Any]]) -> dict[str, Any]:
         self.rocblas.rocblas_start_device_memory_size_query(self.handle)
         worst = 0
@@ -163,6 +177,12 @@ def main(argv: list[str]) -> int:
         if request["op"] == "size":
             for call in request["calls"]:
                 _write(worker.size_one(call))
+        elif request["op"] == "run":
+            for call in request["calls"]:
+                _write(worker.run(call))
+        elif request["op"] == "rocsolver_log" and worker.rocsolver is not None:
+            function = getattr(worker.rocsolver, f"rocsolver_log_{request['action']}")
+            _write({"status": function()})
         elif request["op"] == "session":
             _write(worker.session(request["calls"]))
         elif request["op"] == "exit":

@@ -152,6 +152,27 @@ class WorkerProcess:
                 yield answer
                 index += 1
 
+    def run(self, calls: list[dict[str, Any]]) -> list[dict[str, Any] | Crash]:
+        """Make each call for real, outside a size query (so rocBLAS logs it); its status."""
+        answers: list[dict[str, Any] | Crash] = []
+        for call in calls:
+            self._send({"op": "run", "calls": [call]})
+            answer = self._read()
+            if answer is None:
+                answers.append(self._crash())
+                self.info = self._start()
+            else:
+                answers.append(answer)
+        return answers
+
+    def rocsolver_log(self, action: str) -> int:
+        """rocsolver_log_begin() / _end() in the worker ("begin" or "end"): its status."""
+        self._send({"op": "rocsolver_log", "action": action})
+        answer = self._read()
+        if answer is None:
+            raise WorkerCrashed(f"the vendor library {self._crash().how} in rocsolver_log_{action}")
+        return int(answer["status"])
+
     def session(self, calls: list[dict[str, Any]]) -> dict[str, Any] | Crash:
         """All calls inside one library size query: the library's own running maximum."""
         self._send({"op": "session", "calls": calls})

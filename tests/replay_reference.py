@@ -31,7 +31,7 @@ def log_from_rows(rows: list[tuple], source: str = "crafted.csv") -> AllocationL
 
 def _rows(log: AllocationLog):
     e = log.events
-    return zip(e["action"].tolist(), e["pointer"].tolist(), e["size_bytes"].tolist())
+    return zip(e["action"].tolist(), e["pointer"].tolist(), e["size_bytes"].tolist(), strict=True)
 
 
 def reference_peak_bytes(log: AllocationLog) -> int:

@@ -183,7 +183,7 @@ def test_strict_names_the_first_bad_row() -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        (b"", r"x\.csv:1: empty file; expected the header 'Thread,Time,Action,Pointer,Size,Stream'"),
+        (b"", r"x\.csv:1: empty file; expected the header 'Thread,Time,Action,Pointer,Size,Stream"),
         (
             b"Thread,Tim,Action,Pointer,Size,Stream\n1,10:00:00.000001,free,0x1,1,0\n",
             r"x\.csv:1: header 'Thread,Tim,Action,Pointer,Size,Stream' is misspelt; "

@@ -54,7 +54,7 @@ def real(request):
 def _never_freed_bytes(log) -> int:
     live: dict[int, int] = {}
     for action, pointer, size in zip(
-        log.events["action"], log.events["pointer"], log.events["size_bytes"]
+        log.events["action"], log.events["pointer"], log.events["size_bytes"], strict=True
     ):
         if action == 0:
             live[int(pointer)] = int(size)

@@ -78,7 +78,7 @@ def test_every_resource_replays_gpt_and_returns_every_byte(gpt, text):
     assert report.unreturned_bytes < 64 << 20  # device memory back after teardown
     assert report.alloc_latency is not None and report.alloc_latency.count == 21803
     if text.startswith(("pool", "binning", "arena", "async")):
-        assert report.peak_reserved_bytes >= report.peak_requested_bytes
+        assert (report.peak_reserved_bytes or 0) >= report.peak_requested_bytes
 
 
 def test_fixed_refuses_what_is_larger_than_its_block(gpt):
@@ -141,15 +141,16 @@ def test_python_engine_agrees_with_native_on_failures(gpt):
     assert [f.event_index for f in fast.failures] == [f.event_index for f in slow.failures]
 
 
-def test_capacity_of_a_pool_replays_and_one_step_less_does_not():
-    log = load_log([LOGS / "serve.csv.gz"])
-    program = build_program(log)
-    found = find_capacity(log, parse_spec("pool"), ReplayOptions(backend="cuda"), program=program)
+def test_capacity_of_a_pool_replays_and_one_step_less_does_not(gpt):
+    # gpt is one stream: a multi-stream pool's failures can vary from run to run near the edge
+    log, program = gpt
+    options = ReplayOptions(backend="cuda", threads="single")
+    found = find_capacity(log, parse_spec("pool"), options, program=program)
     assert found.capacity_bytes >= reference_peak_bytes(log)
-    ok = replay(log, parse_spec(found.sized_spec), ReplayOptions(backend="cuda"), program=program)
+    ok = replay(log, parse_spec(found.sized_spec), options, program=program)
     assert ok.failure_count == 0
     smaller = parse_spec(f"pool:maximum={found.capacity_bytes - found.resolution_bytes}")
-    assert replay(log, smaller, ReplayOptions(backend="cuda"), program=program).failure_count > 0
+    assert replay(log, smaller, options, program=program).failure_count > 0
 
 
 def test_ctrl_c_returns_every_byte(gpt):
@@ -182,7 +183,7 @@ def test_cli_compares_two_resources_as_json():
         capture_output=True,
         text=True,
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])},
     )
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)

@@ -33,6 +33,7 @@
 #ifdef HIPMEM_WITH_RMM
 #include <cuda_runtime_api.h>
 #include <rmm/error.hpp>
+#include <rmm/logger.hpp>
 #include <rmm/mr/arena_memory_resource.hpp>
 #include <rmm/mr/binning_memory_resource.hpp>
 #include <rmm/mr/cuda_async_memory_resource.hpp>
@@ -885,6 +886,8 @@ extern "C" int hm_replay(const hm_config* config, const hm_program* program, hm_
   try {
     for (int64_t i = 0; i < program->n_ops; ++i) { out->latency_ns[i] = -1; }
 #ifdef HIPMEM_WITH_RMM
+    // Refusals are this replay's data, reported by it: RMM's own error lines would flood stderr.
+    rapids_logger::log_level_setter quiet{rmm::default_logger(), rapids_logger::level_enum::off};
     check_cuda(cudaSetDevice(config->device), "cudaSetDevice");
     check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     std::size_t const free_before = device_free_bytes();

@@ -1,0 +1,231 @@
+"""`hipmem recommend` (what to set ROCBLAS_DEVICE_MEMORY_SIZE to) and `hipmem check` (the CI
+gate: does a value cover the workload?). Both size the same call sources as `hipmem size`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from hipmem_cli import output
+from hipmem_cli.call_sources import CallSources, gather_calls
+from hipmem_cli.options import (
+    CusOption,
+    DeviceOption,
+    FromLogOption,
+    JsonOption,
+    RocmDirOption,
+    StrictOption,
+    WorkloadOption,
+)
+from sizing import env_formats
+from sizing.recommend import (
+    PYTORCH_VARIABLE,
+    PYTORCH_WHY,
+    BadSize,
+    Recommendation,
+    parse_alignment,
+    parse_headroom,
+    recommend,
+)
+from sizing.session import SessionResult, size_calls
+from sizing.workspace_check import VARIABLE, check, read_setting
+
+CallsArgument = Annotated[
+    Optional[list[str]],  # noqa: UP045 - typer reads annotations at runtime
+    typer.Argument(
+        help="ROUTINE[:ARG=VALUE,...], e.g. rocsolver_dgetrf:m=1024,n=1024", show_default=False
+    ),
+]
+
+
+def recommend_command(
+    calls: CallsArgument = None,
+    from_log: FromLogOption = None,
+    workload: WorkloadOption = None,
+    strict: StrictOption = False,
+    headroom: Annotated[
+        str, typer.Option("--headroom", help="Extra room: a percentage (10%) or bytes (64MiB).")
+    ] = "0",
+    align: Annotated[
+        str, typer.Option("--align", help="Round up to a multiple of this (2MiB, 4096).")
+    ] = "1",
+    handles: Annotated[
+        int, typer.Option("--handles", help="How many handles the process creates.")
+    ] = 1,
+    fmt: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            "--format",
+            help="shell, dotenv, json, yaml (Kubernetes env list) or github "
+            "(appends to $GITHUB_ENV/$GITHUB_OUTPUT). Default: a summary and the shell line.",
+            show_default=False,
+        ),
+    ] = None,
+    pytorch: Annotated[
+        bool, typer.Option("--pytorch", help=f"Also emit {PYTORCH_VARIABLE} for PyTorch.")
+    ] = False,
+    device: DeviceOption = None,
+    cus: CusOption = None,
+    rocm_dir: RocmDirOption = None,
+) -> None:
+    """Recommend ROCBLAS_DEVICE_MEMORY_SIZE (and PyTorch's equivalent) for a workload."""
+    # Every option is checked before any library is loaded.
+    headroom_value = parse_headroom(headroom)
+    align_bytes = parse_alignment(align)
+    if handles < 1:
+        raise BadSize(f"--handles {handles}: must be at least 1")
+    if fmt is not None:
+        env_formats.check_format(fmt)
+    result = _size(
+        CallSources(calls or [], from_log or [], workload or [], strict), device, cus, rocm_dir
+    )
+    advice = recommend(result, headroom=headroom_value, align_bytes=align_bytes, handles=handles)
+    for warning in advice.warnings:
+        output.warning(warning)
+    variables = advice.variables(pytorch=pytorch)
+    if fmt is None:
+        if output.stdout.is_terminal:
+            _render_summary(advice, result, pytorch)
+        _write(env_formats.render("shell", variables))
+    elif fmt == "github":
+        _emit_github(variables)
+    else:
+        _write(env_formats.render(fmt, variables, details=advice.as_dict()))
+
+
+def check_command(
+    calls: CallsArgument = None,
+    from_log: FromLogOption = None,
+    workload: WorkloadOption = None,
+    strict: StrictOption = False,
+    value: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            "--value",
+            help=f"The value to check, as the variable would hold it. Default: ${VARIABLE}.",
+            show_default=False,
+        ),
+    ] = None,
+    device: DeviceOption = None,
+    cus: CusOption = None,
+    rocm_dir: RocmDirOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Exit 0 when ROCBLAS_DEVICE_MEMORY_SIZE covers the workload, 1 (with the reason) if not."""
+    if value is not None:
+        setting = read_setting(value, source="--value")
+    else:
+        setting = read_setting(os.environ.get(VARIABLE), source=f"${VARIABLE}")
+    result = _size(
+        CallSources(calls or [], from_log or [], workload or [], strict), device, cus, rocm_dir
+    )
+    outcome = check(setting, result)
+    if json:
+        output.print_json(outcome.as_dict())
+    else:
+        for note in setting.notes:
+            output.warning(note)
+        if outcome.passed:
+            output.stdout.print(f"[green]ok[/green] {escape(outcome.reason)}", highlight=False)
+        else:
+            output.stderr.print(
+                f"[bold red]FAIL[/bold red] {escape(outcome.reason)}", highlight=False
+            )
+    if not outcome.passed:
+        raise typer.Exit(1)
+
+
+def _size(
+    sources: CallSources, device: str | None, cus: int | None, rocm_dir: Path | None
+) -> SessionResult:
+    """Size the calls; a call that cannot be sized ends the command (exit 1)."""
+    parsed = gather_calls(sources)
+    with output.progress("sizing") as report:
+        result = size_calls(
+            parsed,
+            device,
+            compute_units=cus,
+            rocm_dir=rocm_dir,
+            progress=report,
+        )
+    for failed in result.failed:
+        output.error(str(failed.error))
+    if result.failed:
+        raise typer.Exit(1)
+    return result
+
+
+def _write(text: str) -> None:
+    # Plain stdout, not rich: these lines are read by shells and parsers, never wrapped.
+    typer.echo(text, nl=False)
+
+
+def _emit_github(variables: list[tuple[str, str]]) -> None:
+    written = env_formats.write_github(variables)
+    if not written:  # not inside GitHub Actions: show what would be appended
+        _write(env_formats.render("github", variables))
+        return
+    names = ", ".join(name for name, _ in variables)
+    for path in written:
+        output.stderr.print(f"appended {names} to {escape(str(path))}", highlight=False)
+
+
+def _render_summary(advice: Recommendation, result: SessionResult, pytorch: bool) -> None:
+    device = result.device
+    versions = ", ".join(f"{name} {v}" for name, v in result.library.versions.items())
+    kind = "virtual " if device.virtual else ""
+    table = Table(
+        title=f"{VARIABLE} for {kind}{device.name} ({device.arch.name}; {versions})",
+        title_justify="left",
+        box=None,
+        show_header=False,
+        pad_edge=False,
+    )
+    table.add_column("what", style="bold")
+    table.add_column("size", justify="right")
+    table.add_column("bytes", justify="right")
+    table.add_column("note", style="dim")
+    table.add_row("workload needs", *_sizes(advice.session_bytes), "")
+    table.add_row("+ headroom", *_sizes(advice.headroom_bytes), "")
+    aligned = f"rounded up to {output.human_bytes(advice.align_bytes)}"
+    table.add_row("recommended", *_sizes(advice.rocblas_device_memory_size_bytes), aligned)
+    source = "asked of rocBLAS" if advice.default_source == "library" else "arch rule"
+    table.add_row("default", *_sizes(advice.default_bytes), f"without it ({source})")
+    table.add_row(*_saving_row("per handle", advice.saved_bytes_per_handle))
+    if advice.handles > 1:
+        table.add_row(*_saving_row(f"× {advice.handles} handles", advice.saved_bytes_total))
+    output.stdout.print(table)
+    output.stdout.print(f"[dim]largest call: {escape(str(advice.largest_call))}[/dim]")
+    if advice.default_bytes != advice.arch_rule_bytes:
+        output.stdout.print(
+            f"[dim]This rocBLAS allocates {output.human_bytes(advice.default_bytes)} by default "
+            f"on {device.arch.name}; the documented rule says "
+            f"{output.human_bytes(advice.arch_rule_bytes)}.[/dim]"
+        )
+    if advice.managed_grows:
+        output.stdout.print(
+            "[dim]Without the variable a handle would start at the default and reallocate "
+            "mid-run when the largest call comes.[/dim]"
+        )
+    line = f"PyTorch: {PYTORCH_VARIABLE}={advice.pytorch_workspace_config}"
+    hint = "" if pytorch else " (--pytorch emits it)"
+    output.stdout.print(f"{escape(line)}{hint}\n[dim]{escape(PYTORCH_WHY)}.[/dim]", highlight=False)
+
+
+def _sizes(n_bytes: int) -> tuple[str, str]:
+    return output.human_bytes(n_bytes), f"{n_bytes:,}"
+
+
+def _saving_row(label: str, saved_bytes: int) -> tuple[str, str, str, str]:
+    word = "saved" if saved_bytes >= 0 else "added"
+    return f"{word} {label}", *_sizes(abs(saved_bytes)), "compared with the default"
+
+
+def register(app: typer.Typer) -> None:
+    app.command("recommend")(recommend_command)
+    app.command("check")(check_command)

@@ -1,0 +1,100 @@
+"""`hipmem routines [PATTERN]`: the routines hipmem can size, their arguments and defaults."""
+
+from __future__ import annotations
+
+import fnmatch
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from hipmem_cli import output
+from hipmem_cli.options import JsonOption
+from sizing.catalog import Catalog, Routine, load_catalog
+from sizing.defaults import rules_for
+from sizing.errors import UsageError
+
+
+def routines(
+    pattern: Annotated[
+        Optional[str],  # noqa: UP045 - typer reads annotations at runtime
+        typer.Argument(
+            help="Substring or glob (*, ?) of routine names, e.g. getrf or 'rocblas_?gemm*'.",
+            show_default=False,
+        ),
+    ] = None,
+    json: JsonOption = False,
+) -> None:
+    """List the routines hipmem can size, with their arguments and default rules."""
+    catalog = load_catalog()
+    found = matching(catalog, pattern)
+    if not found:
+        raise UsageError(f"no routine matches '{pattern}' (try a shorter pattern, e.g. getrf)")
+    if json:
+        output.print_json([describe(routine, catalog) for routine in found])
+        return
+    table = Table(title=f"{len(found)} routines", title_justify="left")
+    table.add_column("routine", no_wrap=True)
+    table.add_column("arguments (default rule; * = required)", overflow="fold")
+    for routine in found:
+        table.add_row(routine.name, _argument_text(describe(routine, catalog)))
+    output.stdout.print(table)
+
+
+def matching(catalog: Catalog, pattern: str | None) -> list[Routine]:
+    """Routines whose name matches: a glob when the pattern has one, else a substring."""
+    names = sorted(catalog.routines)
+    if pattern:
+        lowered = pattern.lower()
+        if any(ch in pattern for ch in "*?["):
+            short = {n: catalog.routines[n].short_name for n in names}
+            names = [
+                n
+                for n in names
+                if fnmatch.fnmatchcase(n, lowered) or fnmatch.fnmatchcase(short[n], lowered)
+            ]
+        else:
+            names = [n for n in names if lowered in n]
+    return [catalog.routines[name] for name in names]
+
+
+def describe(routine: Routine, catalog: Catalog) -> dict[str, Any]:
+    """A routine as data: what it is, and each argument a user may set with its default."""
+    rules = rules_for(routine.family)
+    arguments = []
+    for param in routine.params:
+        if not param.user_settable:
+            continue
+        entry: dict[str, Any] = {
+            "name": param.name,
+            "c_type": param.c_type,
+            "default": rules.get(param.name),
+            "required": param.name not in rules,
+        }
+        if param.enum is not None:
+            entry["values"] = list(catalog.enums[param.enum])
+        arguments.append(entry)
+    return {
+        "name": routine.name,
+        "library": routine.library,
+        "family": routine.family,
+        "precision": routine.precision,
+        "batch": routine.batch,
+        "ilp64": routine.ilp64,
+        "arguments": arguments,
+    }
+
+
+def _argument_text(description: dict[str, Any]) -> str:
+    parts = []
+    for argument in description["arguments"]:
+        if argument["required"]:
+            parts.append(f"[bold]{argument['name']}*[/bold]")
+        else:
+            parts.append(f"{argument['name']}={escape(argument['default'])}")
+    return "  ".join(parts)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("routines")(routines)

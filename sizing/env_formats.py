@@ -1,0 +1,156 @@
+"""Environment settings written the way each consumer reads them.
+
+    text = render("shell", [("ROCBLAS_DEVICE_MEMORY_SIZE", "4732160")])
+    # export ROCBLAS_DEVICE_MEMORY_SIZE=4732160
+
+Formats: `shell` (a file to `source`), `dotenv`, `json`, `yaml` (a Kubernetes container `env:`
+list, values as strings as Kubernetes requires) and `github` (lines for `$GITHUB_ENV` and
+`$GITHUB_OUTPUT`). Only fixed names and values made of digits (and the colons of PyTorch's
+`:SIZE:COUNT`) are ever emitted, so nothing needs quoting or escaping in any format.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sizing.errors import SizingError, UsageError
+
+FORMATS = ("shell", "dotenv", "json", "yaml", "github")
+NAMES = ("ROCBLAS_DEVICE_MEMORY_SIZE", "HIPBLAS_WORKSPACE_CONFIG", "ROCBLAS_WORKSPACE_CONFIG")
+_VALUE = re.compile(r"[0-9]+|(?::[0-9]+:[0-9]+)+")
+GITHUB_FILES = ("GITHUB_ENV", "GITHUB_OUTPUT")
+
+
+class UnknownFormat(UsageError):
+    """The output format is not one of FORMATS."""
+
+
+class UnsafeVariable(SizingError):
+    """A name or value outside the fixed set would have been emitted (a bug, never input)."""
+
+
+class GithubFileError(SizingError):
+    """$GITHUB_ENV or $GITHUB_OUTPUT could not be appended to."""
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    value: str
+
+    def __post_init__(self) -> None:
+        if self.name not in NAMES or not _VALUE.fullmatch(self.value):
+            raise UnsafeVariable(f"refusing to emit {self.name}={self.value!r}")
+
+
+def check_format(name: str, *, option: str = "--format") -> str:
+    """The format name, or a usage error listing the known ones."""
+    if name not in FORMATS:
+        raise UnknownFormat(
+            f"{option} {name!r}: unknown format; choose one of {', '.join(FORMATS)}"
+        )
+    return name
+
+
+def render(
+    fmt: str, variables: Iterable[tuple[str, str]], details: Mapping[str, Any] | None = None
+) -> str:
+    """The text for one format, ending in a newline; `details` go into `json` only."""
+    env = [EnvVar(name, value) for name, value in variables]
+    check_format(fmt)
+    if fmt == "shell":
+        return "".join(f"export {v.name}={v.value}\n" for v in env)
+    if fmt in ("dotenv", "github"):  # both are NAME=VALUE lines
+        return "".join(f"{v.name}={v.value}\n" for v in env)
+    if fmt == "json":
+        payload = {"env": {v.name: v.value for v in env}, **(details or {})}
+        return json.dumps(payload, indent=2) + "\n"
+    return _kubernetes_yaml(env)
+
+
+class _Quoted(str):
+    """A string PyYAML must write in double quotes."""
+
+
+class _KubernetesDumper(yaml.SafeDumper):
+    pass
+
+
+_KubernetesDumper.add_representer(
+    _Quoted, lambda dumper, text: dumper.represent_scalar("tag:yaml.org,2002:str", text, '"')
+)
+
+
+def _kubernetes_yaml(env: list[EnvVar]) -> str:
+    # Always quoted: an unquoted 4732160 would be an int, which Kubernetes rejects for `value`.
+    items = [{"name": v.name, "value": _Quoted(v.value)} for v in env]
+    return yaml.dump({"env": items}, Dumper=_KubernetesDumper, sort_keys=False)
+
+
+def write_github(
+    variables: Iterable[tuple[str, str]], environ: Mapping[str, str] | None = None
+) -> list[Path]:
+    """Append NAME=VALUE lines to $GITHUB_ENV and $GITHUB_OUTPUT, where set.
+
+    Returns the files written (none when neither variable is set: print the lines instead).
+    Every file is opened before any is written, and each gets its text in one write, so a
+    failure leaves no file half-written.
+    """
+    environ = os.environ if environ is None else environ
+    text = render("github", variables)
+    targets = [(name, Path(environ[name])) for name in GITHUB_FILES if environ.get(name)]
+    opened: list[tuple[str, Path, int]] = []
+    try:
+        for name, path in targets:
+            opened.append((name, path, _open_for_append(name, path)))
+        for name, path, fd in opened:
+            _append_whole(name, path, fd, text)
+    finally:
+        for _, _, fd in opened:
+            os.close(fd)
+    return [path for _, path in targets]
+
+
+def _open_for_append(name: str, path: Path) -> int:
+    try:
+        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError as err:
+        raise GithubFileError(f"cannot append to ${name} ({path}): {err.strerror}") from None
+
+
+def _append_whole(name: str, path: Path, fd: int, text: str) -> None:
+    size_before = os.fstat(fd).st_size
+    data = text.encode()
+    if size_before and not _ends_with_newline(path):
+        data = b"\n" + data  # a previous step left a partial line: do not glue onto it
+    try:
+        written = os.write(fd, data)
+    except OSError as err:
+        _truncate(fd, size_before)
+        raise GithubFileError(f"cannot append to ${name} ({path}): {err.strerror}") from None
+    if written != len(data):  # e.g. disk full: take back the partial lines
+        _truncate(fd, size_before)
+        raise GithubFileError(f"cannot append to ${name} ({path}): short write")
+
+
+def _truncate(fd: int, size: int) -> None:
+    with contextlib.suppress(OSError):  # not a regular file (a pipe): nothing to take back
+        os.ftruncate(fd, size)
+
+
+def _ends_with_newline(path: Path) -> bool:
+    try:
+        with path.open("rb") as handle:
+            handle.seek(-1, os.SEEK_END)
+            return handle.read(1) == b"\n"
+    except OSError:
+        return True  # unreadable (write-only): assume the runner's own well-formed lines

@@ -1,0 +1,332 @@
+"""What to set ROCBLAS_DEVICE_MEMORY_SIZE (and PyTorch's workspace variable) to, from a
+sized session.
+
+    result = size_calls(["rocsolver_dgetrf:m=1024,n=1024"], device="MI210")
+    advice = recommend(result, headroom=parse_headroom("10%"), align_bytes=parse_size("2MiB"))
+    advice.rocblas_device_memory_size_bytes     # plain decimal bytes, as strtoul reads them
+
+rocBLAS reads the variable once per handle: set and > 0, the handle allocates exactly that
+and never grows (calls needing more fail); unset or 0, rocBLAS manages the memory, starting
+from a default of 32 MiB (128 MiB on gfx94x/gfx950) and reallocating mid-run when a call
+needs more.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from sizing.call_spec import Call
+from sizing.errors import UsageError
+from sizing.session import CallResult, SessionResult
+from sizing.virtual_device import Arch
+
+KiB = 1 << 10
+MiB = 1 << 20
+DEFAULT_HANDLE_BYTES = 32 * MiB
+LARGE_DEFAULT_HANDLE_BYTES = 128 * MiB  # gfx94x (MI300) and gfx950 (MI350)
+
+
+class BadSize(UsageError):
+    """A size, headroom or alignment option is malformed or out of range."""
+
+
+# -- sizes ------------------------------------------------------------------------------------
+# A tiny strict parser rather than a library: humanfriendly 10.0 (the usual choice, last
+# released 2021) silently truncates fractions ('0.3' -> 0) and, in binary mode, reads 'MB'
+# as MiB. Here a size is whole bytes or an IEC unit, and anything ambiguous is refused.
+_IEC_UNITS = {"": 1, "b": 1, "kib": KiB, "mib": MiB, "gib": 1 << 30, "tib": 1 << 40}
+_SIZE = re.compile(r"\s*(\d+)\s*([A-Za-z]*)\s*")
+
+
+def parse_size(text: str, *, option: str = "size") -> int:
+    """Whole bytes from '4096', '64KiB', '2 MiB', '1GiB' (IEC units, any letter case).
+
+    'M', 'MB' and friends are refused: half of all readers take them as 10**6, half as 2**20.
+    """
+    match = _SIZE.fullmatch(text)
+    unit = match.group(2).lower() if match else ""
+    if match is None or unit not in _IEC_UNITS:
+        binary = match is not None and unit[:1] in ("k", "m", "g", "t")
+        hint = f" (did you mean {match.group(1)}{unit[0].upper()}iB?)" if match and binary else ""
+        raise BadSize(
+            f"{option} {text!r}: expected whole bytes or an IEC size such as 4096, 64KiB, "
+            f"2MiB{hint}"
+        )
+    return int(match.group(1)) * _IEC_UNITS[unit]
+
+
+@dataclass(frozen=True)
+class Headroom:
+    """Extra room on top of the session size: a percentage of it, or a fixed size."""
+
+    percent: Fraction = Fraction(0)
+    fixed_bytes: int = 0
+
+    def bytes_for(self, session_bytes: int) -> int:
+        """The headroom in bytes for a session, rounded up to a whole byte."""
+        return math.ceil(session_bytes * self.percent / 100) + self.fixed_bytes
+
+    def __str__(self) -> str:
+        return f"{self.percent}%" if self.percent else f"{self.fixed_bytes} bytes"
+
+
+_PERCENT = re.compile(r"\s*(\d+(?:\.\d+)?)\s*%\s*")
+
+
+def parse_headroom(text: str, *, option: str = "--headroom") -> Headroom:
+    """'10%', '12.5%', '64MiB' or '1048576'; never negative."""
+    if text.strip().endswith("%"):
+        match = _PERCENT.fullmatch(text)
+        if match is None:
+            raise BadSize(
+                f"{option} {text!r}: expected a non-negative percentage such as 10% or 12.5%"
+            )
+        return Headroom(percent=Fraction(match.group(1)))
+    try:
+        return Headroom(fixed_bytes=parse_size(text, option=option))
+    except BadSize:
+        raise BadSize(
+            f"{option} {text!r}: expected a non-negative percentage (10%) or size (1048576, 64MiB)"
+        ) from None
+
+
+def parse_alignment(text: str, *, option: str = "--align") -> int:
+    """A rounding unit in bytes, at least 1 ('2MiB', '64KiB', '4096')."""
+    align_bytes = parse_size(text, option=option)
+    if align_bytes < 1:
+        raise BadSize(f"{option} {text!r}: must be at least 1 byte")
+    return align_bytes
+
+
+def round_up(n_bytes: int, align_bytes: int) -> int:
+    return -(-n_bytes // align_bytes) * align_bytes
+
+
+def arch_default_bytes(arch: Arch) -> int:
+    """What a rocBLAS-managed handle allocates at creation, by the vendor's arch rule."""
+    large = arch.major == 9 and arch.minor >= 4  # gfx940-942, gfx950
+    return LARGE_DEFAULT_HANDLE_BYTES if large else DEFAULT_HANDLE_BYTES
+
+
+# -- minimum or optimal -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class QueryKind:
+    """Whether a family's size query answers its minimum or its (larger) optimal size."""
+
+    minimum: bool
+    why: str
+
+
+_EXACT = QueryKind(True, "it fails with memory_error with 64 bytes less")
+# Measured by running each routine for real (kernels as no-ops) with the queried size S and
+# S - 64 bytes (see ../shared/notes/virtual-device.md, "Minimum versus optimal"). Families
+# not listed were not measured: no claim is made about them.
+QUERY_KINDS: dict[str, QueryKind] = {
+    "getrf": _EXACT,
+    "geqrf": _EXACT,
+    "potrf": _EXACT,
+    "syevd": _EXACT,
+    "gesvd": _EXACT,
+    "nrm2": _EXACT,
+    "trsm": QueryKind(
+        False, "with less, rocBLAS returns perf_degraded and runs a slower algorithm"
+    ),
+    # gemm_ex with f16/bf16 inputs and f32 compute ("HPA") consults the tuned kernels.
+    "gemm_ex/hpa": QueryKind(
+        False, "with less (even 64 bytes), f16/bf16 gemm_ex picks another, slower kernel"
+    ),
+}
+_HPA_INPUTS = ("f16_r", "bf16_r")
+
+
+def query_kind(call: Call) -> QueryKind | None:
+    """The table entry for a call, or None where its family was not measured."""
+    family = call.routine.family
+    if family == "gemm_ex":
+        hpa = call.args.get("a_type") in _HPA_INPUTS and call.args.get("compute_type") == "f32_r"
+        family = "gemm_ex/hpa" if hpa else "gemm_ex"
+    return QUERY_KINDS.get(family)
+
+
+# -- the recommendation ---------------------------------------------------------------------------
+PYTORCH_VARIABLE = "HIPBLAS_WORKSPACE_CONFIG"
+PYTORCH_WHY = (
+    "PyTorch ignores ROCBLAS_DEVICE_MEMORY_SIZE: it gives each rocBLAS handle a workspace of "
+    "its own through rocblas_set_workspace, sized by CUBLAS_WORKSPACE_CONFIG, else "
+    "HIPBLAS_WORKSPACE_CONFIG, else ROCBLAS_WORKSPACE_CONFIG (':SIZE_KiB:COUNT', summed); "
+    "that workspace also serves PyTorch's own rocBLAS calls, so set it only when these calls "
+    "are all of them"
+)
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The value to set and what it changes, for one sized session. Sizes in bytes."""
+
+    session_bytes: int  # what one handle needs for the whole workload
+    headroom_bytes: int
+    align_bytes: int
+    rocblas_device_memory_size_bytes: int  # session + headroom, rounded up to align
+    default_bytes: int  # what the handle allocates without the variable
+    default_source: str  # "library" (asked of rocBLAS) or "arch rule"
+    arch_rule_bytes: int  # the default by the vendor's arch rule, for comparison
+    handles: int
+    largest_call: str | None
+    pytorch_workspace_config: str  # ':SIZE_KiB:1' for HIPBLAS_/ROCBLAS_WORKSPACE_CONFIG
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def saved_bytes_per_handle(self) -> int:
+        """Default minus recommendation: positive saves memory, negative adds it."""
+        return self.default_bytes - self.rocblas_device_memory_size_bytes
+
+    @property
+    def saved_bytes_total(self) -> int:
+        return self.saved_bytes_per_handle * self.handles
+
+    @property
+    def managed_grows(self) -> bool:
+        """Without the variable, would the handle reallocate mid-run for this workload?"""
+        return self.session_bytes > self.default_bytes
+
+    def variables(self, *, pytorch: bool = False) -> list[tuple[str, str]]:
+        """(name, value) pairs to set, in the order to emit them."""
+        pairs = [("ROCBLAS_DEVICE_MEMORY_SIZE", str(self.rocblas_device_memory_size_bytes))]
+        if pytorch:
+            pairs.append((PYTORCH_VARIABLE, self.pytorch_workspace_config))
+        return pairs
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "rocblas_device_memory_size_bytes": self.rocblas_device_memory_size_bytes,
+            "session_bytes": self.session_bytes,
+            "headroom_bytes": self.headroom_bytes,
+            "align_bytes": self.align_bytes,
+            "default_bytes": self.default_bytes,
+            "default_source": self.default_source,
+            "arch_rule_bytes": self.arch_rule_bytes,
+            "saved_bytes_per_handle": self.saved_bytes_per_handle,
+            "handles": self.handles,
+            "saved_bytes_total": self.saved_bytes_total,
+            "largest_call": self.largest_call,
+            "pytorch": {
+                "variable": PYTORCH_VARIABLE,
+                "value": self.pytorch_workspace_config,
+                "why": PYTORCH_WHY,
+            },
+            "warnings": self.warnings,
+        }
+
+
+def pytorch_workspace_config(n_bytes: int) -> str:
+    """':SIZE_KiB:1', SIZE rounded up: PyTorch sums SIZE×COUNT KiB into one workspace."""
+    return f":{math.ceil(n_bytes / KiB)}:1"
+
+
+def recommend(
+    result: SessionResult,
+    *,
+    headroom: Headroom | None = None,
+    align_bytes: int = 1,
+    handles: int = 1,
+    environ: Mapping[str, str] | None = None,
+) -> Recommendation:
+    """The recommendation for a sized session; `environ` (default os.environ) is checked for
+    settings that clash with it."""
+    if handles < 1:
+        raise BadSize(f"--handles {handles}: must be at least 1")
+    if align_bytes < 1:
+        raise BadSize(f"--align {align_bytes}: must be at least 1 byte")
+    headroom = headroom or Headroom()
+    environ = os.environ if environ is None else environ
+    headroom_bytes = headroom.bytes_for(result.session_bytes)
+    value_bytes = round_up(result.session_bytes + headroom_bytes, align_bytes)
+    default_bytes, source = _default_bytes(result)
+    sized = [r for r in result.calls if r.bytes is not None]
+    largest = max(sized, key=lambda r: r.bytes or 0, default=None)
+    advice = Recommendation(
+        session_bytes=result.session_bytes,
+        headroom_bytes=headroom_bytes,
+        align_bytes=align_bytes,
+        rocblas_device_memory_size_bytes=value_bytes,
+        default_bytes=default_bytes,
+        default_source=source,
+        arch_rule_bytes=arch_default_bytes(result.device.arch),
+        handles=handles,
+        largest_call=largest.call.label if largest else None,
+        pytorch_workspace_config=pytorch_workspace_config(value_bytes),
+    )
+    advice.warnings.extend(warnings_for(advice, result, environ))
+    return advice
+
+
+def _default_bytes(result: SessionResult) -> tuple[int, str]:
+    # The library's own answer (a fresh handle, asked at start-up) wins; the arch rule is the
+    # fallback for a library that allocates nothing up front.
+    if result.library.handle_default_bytes > 0:
+        return result.library.handle_default_bytes, "library"
+    return arch_default_bytes(result.device.arch), "arch rule"
+
+
+def warnings_for(
+    advice: Recommendation, result: SessionResult, environ: Mapping[str, str]
+) -> list[str]:
+    """Everything about this recommendation a user must know before setting it."""
+    found: list[str] = []
+    stream_order = environ.get("ROCBLAS_STREAM_ORDER_ALLOC", "").strip()
+    if stream_order not in ("", "0"):
+        found.append(
+            f"ROCBLAS_STREAM_ORDER_ALLOC={stream_order} is set: rocBLAS 6.x does not combine it "
+            "safely with ROCBLAS_DEVICE_MEMORY_SIZE > 0; unset one of the two"
+        )
+    if not result.library.optional_symbols.get("rocblas_set_device_memory_size", True):
+        version = result.library.versions.get("rocblas", "?")
+        found.append(
+            f"rocBLAS {version} has no rocblas_set_device_memory_size (removed in 5.0.0, "
+            "ROCm 7.0): programs cannot size handles through the API, and this version's "
+            "handling of ROCBLAS_DEVICE_MEMORY_SIZE was not verified"
+        )
+    found.extend(_memory_warnings(advice, result))
+    found.extend(_optimal_warnings(result.calls))
+    if advice.rocblas_device_memory_size_bytes == 0:
+        found.append(
+            "the calls need no workspace; ROCBLAS_DEVICE_MEMORY_SIZE=0 means rocBLAS manages "
+            "the memory (it allocates only when a call needs some)"
+        )
+    if "CUBLAS_WORKSPACE_CONFIG" in environ:
+        found.append(
+            "CUBLAS_WORKSPACE_CONFIG is set: PyTorch reads it before HIPBLAS_WORKSPACE_CONFIG"
+        )
+    return found
+
+
+def _memory_warnings(advice: Recommendation, result: SessionResult) -> list[str]:
+    memory = result.device.memory_bytes
+    value = advice.rocblas_device_memory_size_bytes
+    name = result.device.name
+    if value > memory:
+        return [f"{value:,} bytes is more than the {name}'s {memory:,} bytes of memory"]
+    if value * advice.handles > memory:
+        return [
+            f"{advice.handles} handles × {value:,} bytes is more than the {name}'s "
+            f"{memory:,} bytes of memory"
+        ]
+    return []
+
+
+def _optimal_warnings(calls: list[CallResult]) -> list[str]:
+    found = []
+    for result in calls:
+        kind = query_kind(result.call)
+        if result.bytes and kind is not None and not kind.minimum:
+            found.append(
+                f"{result.call.label}: {result.bytes:,} bytes is its optimal size, not its "
+                f"minimum ({kind.why})"
+            )
+    return found

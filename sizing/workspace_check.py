@@ -1,0 +1,234 @@
+"""The CI gate: does a ROCBLAS_DEVICE_MEMORY_SIZE value cover a workload?
+
+rocBLAS reads the variable once, when a handle is created, with `strtoul(value, NULL, 0)`:
+decimal, `0x` hex or leading-0 octal, no unit suffixes (`128M` is 128 bytes), and whatever
+follows the number is silently ignored. So the gate reads the value exactly as the library
+will, and says so when the library would see something other than what was meant.
+
+    setting = read_setting("4732160")
+    outcome = check(setting, session_result)     # outcome.passed, outcome.reason
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sizing.errors import SizingError, UsageError
+from sizing.recommend import query_kind
+from sizing.session import CallResult, SessionResult
+
+VARIABLE = "ROCBLAS_DEVICE_MEMORY_SIZE"
+ULONG_MAX = 2**64 - 1  # unsigned long on the 64-bit Linux targets ROCm supports
+_C_SPACES = " \t\n\v\f\r"  # isspace() in the C locale and in UTF-8 locales
+_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+class NotANumber(UsageError):
+    """The value has no number at its start, so strtoul would read it as 0."""
+
+
+class AmbiguousValue(UsageError):
+    """Old and C23 strtoul read the value differently (a `0b` binary prefix)."""
+
+
+class IncompleteSizing(SizingError):
+    """Some calls could not be sized, so no verdict can be given."""
+
+
+@dataclass(frozen=True)
+class StrtoulResult:
+    """What `strtoul(text, &end, 0)` returns, and how far it read."""
+
+    text: str
+    value: int
+    consumed: int  # characters read (end - text); 0 when there is no number at all
+
+    @property
+    def is_number(self) -> bool:
+        return self.consumed > 0
+
+    @property
+    def ignored(self) -> str:
+        """What strtoul left unread after the number ("" when it read everything)."""
+        return self.text[self.consumed :] if self.consumed else ""
+
+
+def strtoul(text: str, *, c23: bool = False) -> StrtoulResult:
+    """`strtoul(text, &end, 0)` as glibc does it, for 64-bit `unsigned long`.
+
+    Leading C whitespace, one optional sign, then `0x`/`0X` + hex, `0` + octal, or decimal.
+    A minus negates modulo 2**64 (`-1` is ULONG_MAX); overflow saturates at ULONG_MAX.
+    `c23=True` adds the `0b`/`0B` binary prefix of ISO C23, which glibc ≥ 2.38 gives
+    programs built with _GNU_SOURCE (as C++ is): such builds import `__isoc23_strtoul`.
+    """
+    position = _skip_spaces(text)
+    negative = text[position : position + 1] == "-"
+    if text[position : position + 1] in ("+", "-"):
+        position += 1
+    base, position = _base_and_start(text, position, c23)
+    start = position
+    while position < len(text) and _digit(text[position]) < base:
+        position += 1
+    if position == start:
+        return StrtoulResult(text, 0, 0)  # no digits: glibc sets end back to the very start
+    magnitude = int(text[start:position], base)
+    if magnitude > ULONG_MAX:
+        value = ULONG_MAX  # ERANGE: saturates whatever the sign
+    else:
+        value = (-magnitude) % (ULONG_MAX + 1) if negative else magnitude
+    return StrtoulResult(text, value, position)
+
+
+def _skip_spaces(text: str) -> int:
+    position = 0
+    while position < len(text) and text[position] in _C_SPACES:
+        position += 1
+    return position
+
+
+def _base_and_start(text: str, position: int, c23: bool) -> tuple[int, int]:
+    """The base strtoul picks for base 0, and where its digits start."""
+    if text[position : position + 1] != "0":
+        return 10, position
+    prefix = text[position + 1 : position + 2]
+    following = text[position + 2 : position + 3]
+    # A prefix counts only when a digit of its base follows: "0x" alone reads as 0.
+    if prefix in ("x", "X") and following and _digit(following) < 16:
+        return 16, position + 2
+    if c23 and prefix in ("b", "B") and following in ("0", "1"):
+        return 2, position + 2
+    return 8, position
+
+
+def _digit(char: str) -> int:
+    """The value of one ASCII digit or letter, or 99 for anything else (never a digit)."""
+    index = _DIGITS.find(char.lower()) if char.isascii() and char.isalnum() else -1
+    return index if index >= 0 else 99
+
+
+@dataclass(frozen=True)
+class WorkspaceSetting:
+    """What a new rocBLAS handle does with one value of ROCBLAS_DEVICE_MEMORY_SIZE."""
+
+    text: str | None  # as the environment holds it; None when unset
+    bytes: int  # what the handle allocates; 0 means rocBLAS manages the memory itself
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def managed(self) -> bool:
+        """rocBLAS-managed: unset, empty or 0; the handle grows on demand."""
+        return self.bytes == 0
+
+
+def read_setting(text: str | None, *, source: str = VARIABLE) -> WorkspaceSetting:
+    """Read a value the way rocBLAS does; `source` names it in errors (`--value`, ...).
+
+    Raises NotANumber for text with no number at its start (rocBLAS would silently fall
+    back to managing memory itself), AmbiguousValue when rocBLAS builds disagree.
+    """
+    if text is None or not text.strip(_C_SPACES):
+        return WorkspaceSetting(text, 0)  # unset or empty: rocBLAS manages the memory
+    classic, modern = strtoul(text), strtoul(text, c23=True)
+    if not classic.is_number:
+        raise NotANumber(
+            f"{source} {text!r} is not a number (write plain decimal bytes, e.g. 4732160); "
+            "rocBLAS would read it as 0 and manage the memory itself"
+        )
+    if classic != modern:
+        raise AmbiguousValue(
+            f"{source} {text!r} reads as {modern.value} in rocBLAS builds on glibc ≥ 2.38 "
+            f"(C23 strtoul) and as {classic.value} in older ones; write plain decimal bytes"
+        )
+    notes = []
+    if classic.ignored:
+        notes.append(
+            f"{source} {text!r} is read as {classic.value} bytes: strtoul stops at "
+            f"{classic.ignored!r} (no unit suffixes; write plain decimal bytes)"
+        )
+    if text.lstrip(_C_SPACES).startswith("-"):
+        notes.append(f"{source} {text!r} is negative: strtoul wraps it to {classic.value}")
+    return WorkspaceSetting(text, classic.value, notes)
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """The verdict for one setting and one workload, with a one-line reason."""
+
+    setting: WorkspaceSetting
+    passed: bool
+    needed_bytes: int  # the session size: what one handle needs for the whole workload
+    reason: str
+    misfits: list[CallResult]  # calls needing more than the setting, largest first
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "passed": self.passed,
+            "value": self.setting.text,
+            "value_bytes": self.setting.bytes,
+            "managed": self.setting.managed,
+            "needed_bytes": self.needed_bytes,
+            "reason": self.reason,
+            "misfits": [
+                {"call": r.call.label, "bytes": r.bytes, "count": r.count} for r in self.misfits
+            ],
+            "notes": self.setting.notes,
+        }
+
+
+def check(setting: WorkspaceSetting, result: SessionResult) -> CheckOutcome:
+    """Pass when a handle created with `setting` can run every call of `result`."""
+    if result.failed:
+        labels = ", ".join(r.call.label for r in result.failed)
+        raise IncompleteSizing(f"cannot check: these calls could not be sized: {labels}")
+    needed = result.session_bytes
+    shown = _shown(setting)
+    if setting.managed:
+        reason = (
+            f"{shown}: rocBLAS manages the memory (a default allocation that grows when a call "
+            "needs more), so every call fits"
+        )
+        return CheckOutcome(setting, True, needed, reason, [])
+    memory = result.device.memory_bytes
+    if setting.bytes > memory:
+        reason = (
+            f"{shown} ({setting.bytes:,} bytes) is more than the {result.device.name}'s "
+            f"{memory:,} bytes of memory: creating a handle would fail"
+        )
+        return CheckOutcome(setting, False, needed, reason, [])
+    misfits = sorted(
+        (r for r in result.calls if r.bytes is not None and r.bytes > setting.bytes),
+        key=lambda r: -(r.bytes or 0),
+    )
+    if misfits:
+        return CheckOutcome(
+            setting, False, needed, _misfit_reason(shown, setting, misfits), misfits
+        )
+    if needed > setting.bytes:  # no single call is too big, but the session is
+        reason = f"{shown} is {needed - setting.bytes:,} bytes short of the session's {needed:,}"
+        return CheckOutcome(setting, False, needed, reason, [])
+    spare = setting.bytes - needed
+    reason = f"{shown} covers the workload ({needed:,} bytes needed, {spare:,} spare)"
+    return CheckOutcome(setting, True, needed, reason, [])
+
+
+def _shown(setting: WorkspaceSetting) -> str:
+    if setting.text is None:
+        return f"{VARIABLE} is unset"
+    if not setting.text.strip(_C_SPACES):
+        return f"{VARIABLE} is empty"
+    return f"{VARIABLE}={setting.text.strip(_C_SPACES)}"
+
+
+def _misfit_reason(shown: str, setting: WorkspaceSetting, misfits: list[CallResult]) -> str:
+    largest = misfits[0]
+    assert largest.bytes is not None
+    reason = (
+        f"{shown} is too small: {largest.call.label} needs {largest.bytes:,} bytes "
+        f"({largest.bytes - setting.bytes:,} more)"
+    )
+    kind = query_kind(largest.call)
+    if kind is not None and not kind.minimum:
+        reason += f"; that is its optimal size: {kind.why}"
+    if len(misfits) > 1:
+        reason += f"; {len(misfits) - 1} more call(s) do not fit either"
+    return reason
