@@ -77,6 +77,8 @@ class Worker:
             raise RuntimeError(f"rocblas_create_handle returned status {status}")
         self.functions: dict[tuple[str, tuple[str, ...]], Any] = {}
         self.keep_alive: list[Any] = []
+        self._dummy = ctypes.create_string_buffer(1 << 16)
+        self.dummy_pointer = ctypes.cast(self._dummy, ctypes.c_void_p)
 
     def ready(self) -> dict[str, Any]:
         versions = {"rocblas": self._version(self.rocblas, "rocblas_get_version_string")}
@@ -115,7 +117,9 @@ class Worker:
             if kind == "handle":
                 values.append(self.handle)
             elif kind == "pointer":
-                values.append(None)  # device pointers are never read in query mode
+                # Never read in query mode, but a few routines (tbmv) check them for null
+                # before answering: give each a zeroed host block, not null.
+                values.append(self.dummy_pointer)
             elif kind == "scalar":
                 buffer = ctypes.create_string_buffer(_pack_scalar(value[0], value[1]), 16)
                 self.keep_alive.append(buffer)

@@ -72,12 +72,11 @@ def test_most_routines_answer_a_size(walk: list[CallResult]) -> None:
         (r.call.routine.family, r.status) for r in walk if r.status not in SIZE_STATUSES
     )
     # csrrf_* need an rfinfo object (made by rocsolver_create_rfinfo with rocSPARSE); the
-    # worker passes null and the library dereferences it. rocBLAS tbmv checks its matrix
-    # pointers before answering a size query, so null device pointers give invalid_pointer.
-    allowed = {"csrrf_analysis", "csrrf_refactchol", "csrrf_refactlu", "csrrf_solve", "tbmv"}
+    # worker passes a dummy block and the library dereferences what it holds.
+    allowed = {"csrrf_analysis", "csrrf_refactchol", "csrrf_refactlu", "csrrf_solve"}
     assert {family for family, _ in others} <= allowed, others
     sized = sum(1 for r in walk if r.status in SIZE_STATUSES)
-    assert sized >= len(walk) - 40
+    assert sized >= len(walk) - 8
 
 
 def test_routines_that_need_no_workspace_answer_zero(walk: list[CallResult]) -> None:
