@@ -34,7 +34,7 @@ def main() -> None:
     commands.register(app, sys.argv[1:])
     try:
         # Standalone mode: typer handles --help and usage errors itself (exit code 2).
-        app()
+        app(prog_name="hipmem")
     except (SizingError, ReplayError) as err:
         if output.state.debug:
             raise
