@@ -23,6 +23,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from time import perf_counter_ns
 from typing import Any
 
 import numpy as np
@@ -236,31 +237,40 @@ _OUTCOMES = {
 def _run_cancellable(work: Callable[[], None], cancel: Callable[[], None]) -> None:
     """Run native work in a thread so that Ctrl-C can ask it to stop and return every byte."""
     errors: list[BaseException] = []
+    done = threading.Event()
 
     def target() -> None:
         try:
             work()
         except BaseException as err:  # pragma: no cover - ctypes calls do not raise
             errors.append(err)
+        finally:
+            done.set()
 
-    worker = threading.Thread(target=target, name="hipmem-replay", daemon=True)
-    worker.start()
+    threading.Thread(target=target, name="hipmem-replay", daemon=True).start()
     try:
-        while worker.is_alive():
-            worker.join(0.1)
+        _wait(done)
     except KeyboardInterrupt:
         cancel()
-        _join_through_interrupts(worker)
+        _wait_through_interrupts(done)
         raise
     if errors:
         raise errors[0]
 
 
-def _join_through_interrupts(worker: threading.Thread) -> None:
-    # The core is returning memory: a second Ctrl-C must not abandon it half way.
-    while worker.is_alive():
+def _wait(done: threading.Event) -> None:
+    # Event.wait, not Thread.join: a join interrupted by Ctrl-C can report a running thread
+    # as finished (CPython before 3.13), and the caller would go on while memory is in use.
+    while not done.wait(0.1):
+        pass
+
+
+def _wait_through_interrupts(done: threading.Event) -> None:
+    # The work is returning memory: a second Ctrl-C must not abandon it half way.
+    while True:
         try:
-            worker.join(0.1)
+            _wait(done)
+            return
         except KeyboardInterrupt:
             continue
 
@@ -367,8 +377,6 @@ class _PythonReplay:
         self.peak_reserved: int | None = None
 
     def step(self, i: int) -> bool:
-        from time import perf_counter_ns
-
         slot, stream = self.slots[i], self.streams[i]
         if self.ops[i] == OP_ALLOCATE:
             size = self.sizes[i]
@@ -416,7 +424,7 @@ class _PythonReplay:
             per_thread.setdefault(t, []).append(i)
         errors: list[BaseException] = []
 
-        def worker(ops: list[int]) -> None:
+        def worker(ops: list[int], done: threading.Event) -> None:
             try:
                 for i in ops:
                     with cond:
@@ -433,22 +441,21 @@ class _PythonReplay:
                 with cond:
                     self.stopped = True
                     cond.notify_all()
+            finally:
+                done.set()
 
-        workers = [
-            threading.Thread(target=worker, args=(ops,), daemon=True) for ops in per_thread.values()
-        ]
-        for w in workers:
-            w.start()
+        finished = [threading.Event() for _ in per_thread]
+        for ops, done in zip(per_thread.values(), finished, strict=True):
+            threading.Thread(target=worker, args=(ops, done), daemon=True).start()
         try:
-            for w in workers:
-                while w.is_alive():
-                    w.join(0.1)
+            for done in finished:
+                _wait(done)
         except KeyboardInterrupt:
             with cond:
                 self.stopped = True
                 cond.notify_all()
-            for w in workers:
-                _join_through_interrupts(w)
+            for done in finished:
+                _wait_through_interrupts(done)
             raise
         if errors:
             raise errors[0]
@@ -468,8 +475,6 @@ def _replay_python(
     backend: Backend,
     options: ReplayOptions,
 ) -> ReplayReport:
-    from time import perf_counter_ns
-
     allocator = _python_allocator(spec, backend, program)
     loop = _PythonReplay(allocator, program, options)
     try:

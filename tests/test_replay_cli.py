@@ -20,7 +20,11 @@ SERVE = LOGS / "serve.csv.gz"
 
 
 def hipmem(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), "COLUMNS": "200"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        "COLUMNS": "200",
+    }
     return subprocess.run(
         [sys.executable, "-m", "hipmem_cli.main", *args],
         capture_output=True,

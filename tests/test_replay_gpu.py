@@ -183,7 +183,10 @@ def test_cli_compares_two_resources_as_json():
         capture_output=True,
         text=True,
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])},
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        },
     )
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)

@@ -149,6 +149,13 @@ inline uint64_t ticks() noexcept
 #endif
 }
 
+inline void cpu_relax() noexcept
+{
+#if defined(__x86_64__)
+  _mm_pause();
+#endif
+}
+
 void set_message(hm_result* result, std::string const& text)
 {
   std::snprintf(result->message, sizeof(result->message), "%s", text.c_str());
@@ -758,7 +765,7 @@ class Replay {
           worker(mine[static_cast<size_t>(t)]);
         } catch (...) {
           errors[static_cast<size_t>(t)] = std::current_exception();
-          status_.store(HM_ERROR);
+          abort_all(HM_ERROR);
         }
       });
     }
@@ -773,24 +780,47 @@ class Replay {
 #ifdef HIPMEM_WITH_RMM
     check_cuda(cudaSetDevice(config_.device), "cudaSetDevice");
 #endif
+    int64_t const n = program_.n_ops;
     for (int64_t i : ops) {
-      unsigned spins = 0;
-      while (turn_.load(std::memory_order_acquire) != i) {
-        if (status_.load(std::memory_order_relaxed) != HM_OK) { return; }
-        if (++spins > 2048) {
-          std::this_thread::yield();  // fewer cores than logged threads: let the owner run
-          if ((spins & 0xffff) == 0 && cancelled()) { status_.store(HM_CANCELLED); }
-        }
-      }
-      if (status_.load(std::memory_order_relaxed) != HM_OK) { return; }
+      if (!wait_turn(i)) { return; }
       if ((i & 4095) == 0 && cancelled()) {
-        status_.store(HM_CANCELLED);
+        abort_all(HM_CANCELLED);
         return;
       }
-      bool const go_on = step(i);
+      if (!step(i)) {
+        abort_all(status_.load());  // step set HM_STOPPED or HM_ERROR
+        return;
+      }
       turn_.store(i + 1, std::memory_order_release);
-      if (!go_on) { return; }
+      // Wake sleepers only where the log changes thread: a futex call per op would cost more
+      // than most allocators.
+      if (i + 1 < n && program_.thread[i + 1] != program_.thread[i]) { turn_.notify_all(); }
     }
+  }
+
+  // Spin briefly (handoffs between threads are often close together), then sleep until the
+  // turn moves, so idle threads do not compete with the one replaying.
+  bool wait_turn(int64_t i)
+  {
+    for (int spin = 0; spin < 4096; ++spin) {
+      if (turn_.load(std::memory_order_acquire) == i) { return status_.load() == HM_OK; }
+      if (status_.load(std::memory_order_relaxed) != HM_OK) { return false; }
+      cpu_relax();
+    }
+    while (true) {
+      int64_t const now = turn_.load(std::memory_order_acquire);
+      if (status_.load(std::memory_order_relaxed) != HM_OK) { return false; }
+      if (now == i) { return true; }
+      turn_.wait(now, std::memory_order_acquire);
+    }
+  }
+
+  void abort_all(int32_t status)
+  {
+    int32_t expected = HM_OK;
+    status_.compare_exchange_strong(expected, status);
+    turn_.store(-1, std::memory_order_release);
+    turn_.notify_all();
   }
 
   hm_config const& config_;
