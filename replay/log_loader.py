@@ -11,8 +11,9 @@ at midnight; Action is `allocate`, `free` or `allocate failure`; Pointer is hex,
 
 How it stays fast: pyarrow's multithreaded CSV reader does the parsing, with Thread and Size
 read as int64, Time as time64 and the text columns dictionary-encoded, so the hex parsing
-below runs over each chunk's distinct values only. Every conversion is a numpy operation
-over whole columns; there is no Python object per row.
+(arrow's own integer cast) runs over each chunk's distinct values only. Record batches are
+converted on a thread pool straight into columns allocated by arrow's allocator; every
+conversion is a numpy or arrow operation over a whole batch, with no Python object per row.
 
 How it stays honest about bad rows: the fast read cannot say where a row was that it could
 not convert, so on any such trouble the file is read again on a tolerant path: numpy splits
@@ -467,6 +468,22 @@ def parse_time_of_day(arr: pa.Array) -> tuple[Int64Array, BoolArray]:
     return nanos, bad
 
 
+def parse_address(arr: pa.Array) -> tuple[UInt64Array, BoolArray]:
+    """Like `parse_hex`, but arrow's own integer cast (which reads `0x` hex) does the work;
+    `parse_hex` runs only when some value does not cast (a damaged log)."""
+    try:
+        text = arr.cast(pa.string())  # fails on bytes that are not UTF-8
+        nil = pc.equal(text, "(nil)")
+        zero_texts = pc.if_else(nil, "0", text) if pc.any(nil).as_py() else text
+        values = pc.cast(zero_texts, pa.uint64()).to_numpy(zero_copy_only=False)
+    except pa.ArrowException:
+        return parse_hex(arr)
+    # The cast also reads plain decimal, which RMM never writes: such a value is bad.
+    prefixed = pc.or_(pc.starts_with(text, "0x"), pc.starts_with(text, "0X"))
+    good = pc.or_(prefixed, pc.or_(nil, pc.equal(text, "0")))
+    return np.asarray(values, np.uint64), ~good.to_numpy(zero_copy_only=False)
+
+
 def _action_codes(arr: pa.Array) -> tuple[npt.NDArray[np.int8], BoolArray]:
     raw = arr.cast(pa.binary()).to_pylist()  # a dictionary: a handful of distinct values
     codes = np.array([_ACTION_CODES.get(v, -1) for v in raw], np.int8)
@@ -474,49 +491,80 @@ def _action_codes(arr: pa.Array) -> tuple[npt.NDArray[np.int8], BoolArray]:
 
 
 Parser = Callable[[pa.Array], "tuple[np.ndarray, BoolArray]"]
+# A column converter writes one batch's values into `out` (a slice of the output column)
+# and returns the mask of bad values, or None when every value is good.
+Converter = Callable[[pa.Array, np.ndarray], "BoolArray | None"]
 
 
-def _through_dictionary(arr: pa.Array, parse: Parser) -> tuple[np.ndarray, BoolArray]:
+def _any_bad(bad: BoolArray) -> BoolArray | None:
+    return bad if bad.any() else None
+
+
+def _through_dictionary(parse: Parser) -> Converter:
     """Parse each distinct value once: logs repeat pointers, streams and actions a lot."""
-    if not isinstance(arr, pa.DictionaryArray):
-        arr = arr.dictionary_encode()
-    values, bad = parse(arr.dictionary)
-    indices = arr.indices.to_numpy(zero_copy_only=False)
-    return values[indices], bad[indices]
+
+    def convert(arr: pa.Array, out: np.ndarray) -> BoolArray | None:
+        if not isinstance(arr, pa.DictionaryArray):
+            arr = arr.dictionary_encode()
+        values, bad = parse(arr.dictionary)
+        indices = arr.indices.to_numpy(zero_copy_only=False)
+        np.take(values.astype(out.dtype, copy=False), indices, out=out)
+        # Gather the row mask only when some distinct value is bad (rare).
+        return bad[indices] if bad.any() else None
+
+    return convert
 
 
-def _integers(arr: pa.Array) -> tuple[Int64Array, BoolArray]:
+def _integers(arr: pa.Array, out: np.ndarray) -> BoolArray | None:
     if pa.types.is_integer(arr.type):  # the fast read parsed it already
-        values = arr.to_numpy(zero_copy_only=False)
-        return values, values < 0
-    return parse_decimal(arr)
+        out[:] = arr.to_numpy(zero_copy_only=False)
+        return _any_bad(out < 0)
+    values, bad = parse_decimal(arr)
+    out[:] = values
+    return _any_bad(bad)
 
 
-def _times(arr: pa.Array) -> tuple[Int64Array, BoolArray]:
+def _times(arr: pa.Array, out: np.ndarray) -> BoolArray | None:
     if pa.types.is_time(arr.type):  # the fast read parsed it already
         micros = arr.cast(pa.time64("us")).cast(pa.int64()).to_numpy(zero_copy_only=False)
-        return micros * 1000, np.zeros(0, np.bool_)
-    return parse_time_of_day(arr)
+        np.multiply(micros, 1000, out=out)
+        return None
+    nanos, bad = parse_time_of_day(arr)
+    out[:] = nanos
+    return _any_bad(bad)
 
 
-# Output column <- (CSV column, parser). Empty bad masks mean "none bad".
-_PARSERS: dict[str, tuple[str, Parser]] = {
+# Output column <- (CSV column, converter).
+_CONVERTERS: dict[str, tuple[str, Converter]] = {
     "thread": ("Thread", _integers),
     "time_ns": ("Time", _times),
-    "action": ("Action", lambda a: _through_dictionary(a, _action_codes)),
-    "pointer": ("Pointer", lambda a: _through_dictionary(a, parse_hex)),
+    "action": ("Action", _through_dictionary(_action_codes)),
+    "pointer": ("Pointer", _through_dictionary(parse_address)),
     "size_bytes": ("Size", _integers),
-    "stream": ("Stream", lambda a: _through_dictionary(a, parse_hex)),
+    "stream": ("Stream", _through_dictionary(parse_address)),
 }
 
 
-def _convert(table: pa.Table, layout: _Layout) -> tuple[dict[str, np.ndarray], BoolArray]:
-    """Every column converted to its numpy type, and the mask of rows with a bad value.
+def _empty(rows: int, dtype: str) -> np.ndarray:
+    """An uninitialised column in memory from arrow's allocator, the one that just read the
+    file: it hands out memory the way pyarrow's own columns get it (numpy's first touch of
+    fresh pages was the larger cost of converting on our VMs)."""
+    dt = np.dtype(dtype)
+    buffer = pa.allocate_buffer(max(rows * dt.itemsize, 1))
+    return np.frombuffer(buffer, dt, rows)
+
+
+def _convert(
+    table: pa.Table, layout: _Layout, numbers: Int64Array | None, file_index: int
+) -> tuple[dict[str, np.ndarray], BoolArray]:
+    """Every column converted to its numpy type, and the mask of rows with a bad value;
+    `line` is `numbers`, or (None) line 2 onwards in order, and `file_index` is constant.
 
     Record batches are converted on a thread pool: numpy and pyarrow release the GIL, and
-    on a small machine this is what keeps loading close to pyarrow's own parsing speed."""
+    on a small machine this is what keeps loading close to pyarrow's own parsing speed.
+    Converters write into the output columns directly, so no batch is copied twice."""
     n = table.num_rows
-    out = {name: np.empty(n, COLUMNS[name]) for name in _PARSERS}
+    out = {name: _empty(n, COLUMNS[name]) for name in (*_CONVERTERS, "line", "file_index")}
     bad = np.zeros(n, np.bool_)  # zero pages cost nothing until a bad row is written
     if not layout.has_thread:
         out["thread"][:] = 0
@@ -525,12 +573,16 @@ def _convert(table: pa.Table, layout: _Layout) -> tuple[dict[str, np.ndarray], B
 
     def convert(k: int) -> None:
         batch, rows = batches[k], slice(int(starts[k]), int(starts[k + 1]))
-        for name, (csv_name, parse) in _PARSERS.items():
+        out["file_index"][rows] = file_index
+        if numbers is None:  # the fast read: every line after the header is a row
+            out["line"][rows] = np.arange(rows.start + 2, rows.stop + 2)
+        else:
+            out["line"][rows] = numbers[rows]
+        for name, (csv_name, column_converter) in _CONVERTERS.items():
             if csv_name not in batch.schema.names:
                 continue
-            values, bad_values = parse(batch.column(csv_name))
-            out[name][rows] = values
-            if bad_values.any():
+            bad_values = column_converter(batch.column(csv_name), out[name][rows])
+            if bad_values is not None:
                 bad[rows] |= bad_values
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
@@ -538,20 +590,31 @@ def _convert(table: pa.Table, layout: _Layout) -> tuple[dict[str, np.ndarray], B
     return out, bad
 
 
-def unwrap_midnight(time_ns: Int64Array, *, block_rows: int = 1 << 20) -> Int64Array:
+def unwrap_midnight(time_ns: Int64Array, *, block_rows: int = 1 << 16) -> Int64Array:
     """Time of day -> time since the first row's midnight, in place (and returned).
 
     A step back of more than 12 h is taken as the next day; a step forward of more than
     12 h as a late row stamped before the midnight already passed."""
-    day_starts: list[tuple[int, int]] = []  # (row, +1 or -1 day from that row on)
+    jumps: list[tuple[int, int]] = []  # (row, +1 or -1 day from that row on)
+    # Steps are found a cache-sized block at a time, in two reused buffers.
+    steps_ns, big = np.empty(block_rows, np.int64), np.empty(block_rows, np.bool_)
     for start in range(1, len(time_ns), block_rows):
         stop = min(start + block_rows, len(time_ns))
-        steps = time_ns[start:stop] - time_ns[start - 1 : stop - 1]  # small, cache-warm temps
-        day_starts += [(start + int(i), 1) for i in np.flatnonzero(steps < -_HALF_DAY_NS)]
-        day_starts += [(start + int(i), -1) for i in np.flatnonzero(steps > _HALF_DAY_NS)]
-    # Midnights are rare: shift each stretch after one, rather than building a per-row offset.
-    for row, days in sorted(day_starts):
-        time_ns[row:] += days * DAY_NS
+        steps = np.subtract(
+            time_ns[start:stop], time_ns[start - 1 : stop - 1], out=steps_ns[: stop - start]
+        )
+        np.abs(steps, out=steps)
+        if not np.greater(steps, _HALF_DAY_NS, out=big[: stop - start]).any():
+            continue
+        for found in start + np.flatnonzero(big[: stop - start]):
+            jumps.append((int(found), 1 if time_ns[found] < time_ns[found - 1] else -1))
+    # Each stretch between two jumps is shifted once, so a log of many days costs one pass.
+    days = 0
+    ends = [row for row, _ in jumps[1:]] + [len(time_ns)]
+    for (row, step), end in zip(jumps, ends[: len(jumps)], strict=True):
+        days += step
+        if days:
+            time_ns[row:end] += days * DAY_NS
     return time_ns
 
 
@@ -604,24 +667,23 @@ def load_log_file(path: Path, file_index: int, *, source: str | None = None) -> 
         layout = _read_layout(name, stream)
     try:
         table = _read_fast(path, layout)
-        numbers = np.arange(2, table.num_rows + 2, dtype=np.int64)
+        numbers: Int64Array | None = None
         lines = _Lines()
     except _NeedsTolerantRead:
         table, numbers, lines = _read_tolerant(path, layout)
-    events, bad = _convert(table, layout)
-    events["line"] = numbers
+    events, bad = _convert(table, layout, numbers, file_index)
 
     skipped = [SkippedRow(name, line, reason) for line, reason in lines.bad]
     bad_rows = np.flatnonzero(bad)
     for row in bad_rows[:MAX_KEPT_SKIPS]:
-        skipped.append(SkippedRow(name, int(numbers[row]), _why_bad(table, int(row))))
+        line = int(events["line"][row])
+        skipped.append(SkippedRow(name, line, _why_bad(table, int(row))))
     skipped.sort(key=lambda s: s.line)
     del table
 
     if len(bad_rows):
         keep = ~bad
         events = {key: values[keep] for key, values in events.items()}
-    events["file_index"] = np.full(len(events["line"]), file_index, np.int16)
     unwrap_midnight(events["time_ns"])
     return _FileEvents(events, skipped[:MAX_KEPT_SKIPS], lines.bad_count + len(bad_rows))
 

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from replay.errors import LogFormatError, ReplayUsageError
@@ -17,6 +18,7 @@ from replay.log_loader import (
     device_of,
     find_log_files,
     load_log,
+    parse_address,
     unwrap_midnight,
 )
 from tests.log_reference import DATA_LOGS, REAL_LOGS, read_rows
@@ -117,6 +119,40 @@ def test_unwrap_midnight_on_arrays() -> None:
     assert unwrap_midnight(times).tolist() == [
         23 * hour, 25 * hour, 37 * hour, 48 * hour + half, 47 * hour + half,
     ]  # fmt: skip
+
+
+def _unwrapped_by_hand(times: list[int]) -> list[int]:
+    day_ns, half_ns, days, out = 86_400 * 10**9, 43_200 * 10**9, 0, []
+    for k, t in enumerate(times):
+        if k and t - times[k - 1] < -half_ns:
+            days += 1
+        elif k and t - times[k - 1] > half_ns:
+            days -= 1
+        out.append(t + days * day_ns)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_unwrap_midnight_over_many_days_and_blocks(seed: int) -> None:
+    # Steps of up to 20 h cross midnight often; a block of 7 rows puts jumps on block edges.
+    rng = np.random.default_rng(seed)
+    day_ns = 86_400 * 10**9
+    times = (np.cumsum(rng.integers(0, 20 * 3600 * 10**9, 500)) % day_ns).astype(np.int64)
+    expected = _unwrapped_by_hand(times.tolist())
+    assert unwrap_midnight(times.copy(), block_rows=7).tolist() == expected
+    assert unwrap_midnight(times.copy()).tolist() == expected
+
+
+def test_parse_address_reads_hex_and_flags_everything_else() -> None:
+    good = ["0x7fab12800000", "0X1F", "0xabcDEF", "0x0", "0", "(nil)", "0x" + "f" * 16]
+    bad = ["123", "0x", "0xg1", "7fab", "-0x1", " 0x1", "0x" + "1" * 17, "nil", ""]
+    values, flagged = parse_address(pa.array([s.encode() for s in good + bad], pa.binary()))
+    expected = [0 if s in ("0", "(nil)") else int(s, 16) for s in good]
+    assert values[: len(good)].tolist() == expected
+    assert flagged.tolist() == [False] * len(good) + [True] * len(bad)
+    # Bytes that are not UTF-8 are bad too, and do not spoil the good values beside them.
+    values, flagged = parse_address(pa.array([b"0x10", b"\xff\xfe"], pa.binary()))
+    assert values[0] == 16 and flagged.tolist() == [False, True]
 
 
 def test_several_files_keep_file_order_and_index() -> None:
