@@ -40,6 +40,10 @@ def replay_command(
     threads: Annotated[
         str, typer.Option(help="logged: one replay thread per logged thread; single: one.")
     ] = "logged",
+    streams: Annotated[
+        str,
+        typer.Option(help="logged: each logged stream on its own stream; default: all on one."),
+    ] = "logged",
     on_failure: Annotated[
         str, typer.Option("--on-failure", help="skip (go on, as production would) or stop.")
     ] = "skip",
@@ -54,6 +58,14 @@ def replay_command(
         bool,
         typer.Option("--find-capacity", help="Bisect the smallest pool/limit with no failure."),
     ] = False,
+    confirm_runs: Annotated[
+        int,
+        typer.Option(
+            "--confirm-runs",
+            help="With --find-capacity: replays the size found must pass again.",
+            min=0,
+        ),
+    ] = 2,
     json_out: JsonOption = False,
 ) -> None:
     """Replay allocation logs through real GPU memory resources, side by side."""
@@ -61,6 +73,7 @@ def replay_command(
     options = ReplayOptions(
         backend=backend,
         threads=threads,
+        streams=streams,
         on_failure=on_failure,
         repeats=repeats,
         plot_samples=2000 if plot else 0,
@@ -72,7 +85,7 @@ def replay_command(
         log = load_log(logs, progress=bar)
     program = build_program(log)
     if capacity:
-        _find_capacities(log, program, specs, options, json_out)
+        _find_capacities(log, program, specs, options, confirm_runs, json_out)
         return
     reports: list[ReplayReport] = []
     with output.progress("replaying") as bar:
@@ -93,12 +106,21 @@ def _find_capacities(
     program: ReplayProgram,
     specs: list[ResourceSpec],
     options: ReplayOptions,
+    confirm_runs: int,
     json_out: bool,
 ) -> None:
     results: list[CapacityResult] = []
     with output.progress("finding capacity") as bar:
         for spec in specs:
-            results.append(find_capacity(log, spec, options, program=program, progress=bar))  # type: ignore[arg-type]
+            found = find_capacity(
+                log,  # type: ignore[arg-type]
+                spec,
+                options,
+                program=program,
+                confirm_runs=confirm_runs,
+                progress=bar,
+            )
+            results.append(found)
     if json_out:
         output.print_json({"capacities": [r.as_dict() for r in results]})
         return
@@ -110,6 +132,7 @@ def _find_capacities(
         "peak requested",
         "capacity / peak",
         "probes",
+        "confirmed",
         "use",
     ):
         table.add_column(column, justify="left" if column in ("resource", "use") else "right")
@@ -121,9 +144,18 @@ def _find_capacities(
             _bytes(r.peak_requested_bytes),
             f"{r.capacity_bytes / max(r.peak_requested_bytes, 1):.3f}",
             str(len(r.probes)),
+            f"{r.confirm_runs}x more",
             r.sized_spec,
         )
     output.stdout.print(table)
+    if len(program.streams) > 1 or (options.threads == "logged" and len(program.threads) > 1):
+        output.stdout.print(
+            "This log has several streams or threads: stream-ordered pools (RMM's pools, "
+            "async) pick free blocks across streams in an order that can change from run to "
+            "run, so a size near the edge can pass and later fail. Each size found passed "
+            f"{1 + confirm_runs} replays in a row; add headroom, or raise --confirm-runs.",
+            highlight=False,
+        )
 
 
 def _bytes(n_bytes: int | None) -> str:
@@ -161,10 +193,17 @@ def _table(reports: list[ReplayReport]) -> Table:
         table.add_column(report.resource, justify="right")
     rows: list[tuple[str, list[str]]] = [
         ("backend / engine", [f"{r.backend} / {r.engine}" for r in reports]),
-        ("threads", [f"{r.threads} ({r.thread_count})" for r in reports]),
+        (
+            "threads / streams",
+            [f"{r.threads} ({r.thread_count}) / {r.stream_count}" for r in reports],
+        ),
         ("outcome", [r.outcome for r in reports]),
         ("wall time", [_ns(r.wall_ns) for r in reports]),
         ("events/s", [f"{r.events_per_s:,.0f}" for r in reports]),
+        (
+            "time in allocator calls",
+            [_ns(r.allocator_ns) if r.allocator_ns else "n/a" for r in reports],
+        ),
         ("alloc p50 / p99 / max", [_latency(r.alloc_latency) for r in reports]),
         ("free p50 / p99 / max", [_latency(r.free_latency) for r in reports]),
         ("peak requested", [_bytes(r.peak_requested_bytes) for r in reports]),

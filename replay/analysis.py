@@ -397,9 +397,8 @@ def _peak(events: pd.DataFrame, sources: list[str], live: Int64Array) -> PeakPoi
 
 
 def _groups(events: pd.DataFrame, trace: LiveTrace, column: str) -> list[GroupFigures]:
-    counts = (
-        pd.crosstab(events[column], events["action"])
-        .reindex(columns=[ALLOCATE, FREE, ALLOCATE_FAILURE], fill_value=0)
+    counts = pd.crosstab(events[column], events["action"]).reindex(
+        columns=[ALLOCATE, FREE, ALLOCATE_FAILURE], fill_value=0
     )
     traces = owner_traces(events, trace, column)
     peaks = {key: int(max(0, live.max())) for key, (_, live) in traces.items()}

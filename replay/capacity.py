@@ -6,6 +6,11 @@ itself a multiple of RMM's 256-byte alignment). The search starts at the log's p
 bytes (no resource can do with less), doubles until a replay succeeds, then bisects. Pools
 can fragment in ways that are not monotonic in their size; bisection then finds one boundary,
 which is why every probe is reported.
+
+A replay need not behave the same twice: with several replay threads or streams, and with
+stream-ordered pools (async), what a free makes reusable can depend on timing. So the size
+found is replayed `confirm_runs` more times; if any of those fails, the search goes on above
+it. The answer is a size that replayed without failure every time it was tried at the end.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ class CapacityResult:
     capacity_bytes: int
     peak_requested_bytes: int
     resolution_bytes: int
+    confirm_runs: int = 0  # extra replays the final size passed
     sized_spec: str = ""  # the resource with the capacity filled in: what to use
     probes: list[Probe] = field(default_factory=list)
 
@@ -55,6 +61,7 @@ class CapacityResult:
             "sized_spec": self.sized_spec,
             "peak_requested_bytes": self.peak_requested_bytes,
             "resolution_bytes": self.resolution_bytes,
+            "confirm_runs": self.confirm_runs,
             "probes": [{"size_bytes": p.size_bytes, "replayed": p.replayed} for p in self.probes],
         }
 
@@ -83,6 +90,7 @@ def find_capacity(
     *,
     program: ReplayProgram | None = None,
     resolution_bytes: int = MIB,
+    confirm_runs: int = 2,
     progress: ProgressFn | None = None,
 ) -> CapacityResult:
     """Bisect the smallest `maximum`/`limit` (a multiple of `resolution_bytes`) with no failure."""
@@ -103,20 +111,31 @@ def find_capacity(
 
     peak = max(program.peak_requested_bytes, 1)
     failing = (peak - 1) // resolution_bytes * resolution_bytes  # below the peak: must fail
+    while True:
+        passing = _bisect(replays, failing, peak, resolution_bytes, f"{spec.label}: no {option}")
+        if all(replays(passing) for _ in range(confirm_runs)):
+            break
+        failing = passing  # it failed on a later try: search above it
+    result.capacity_bytes = passing
+    result.confirm_runs = confirm_runs
+    result.sized_spec = _sized(spec, option, passing).label
+    return result
+
+
+def _bisect(
+    replays: Callable[[int], bool], failing: int, peak: int, resolution_bytes: int, what: str
+) -> int:
+    """The smallest passing size above `failing` (known to fail): double, then bisect."""
     passing = failing + resolution_bytes
     while not replays(passing):
         failing = passing
-        passing *= 2
+        passing = max(passing * 2, passing + resolution_bytes)
         if passing > GROWTH_LIMIT * peak:
-            raise NoCapacityFound(
-                f"{spec.label}: no {option} up to {failing} bytes replays the log without failure"
-            )
+            raise NoCapacityFound(f"{what} up to {failing} bytes replays the log without failure")
     while passing - failing > resolution_bytes:
         middle = (failing + passing) // 2 // resolution_bytes * resolution_bytes
         if replays(middle):
             passing = middle
         else:
             failing = middle
-    result.capacity_bytes = passing
-    result.sized_spec = _sized(spec, option, passing).label
-    return result
+    return passing

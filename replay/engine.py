@@ -6,7 +6,8 @@ Semantics (the same in the native core and the Python loop):
   `threads="logged"` each logged thread gets its own OS thread and waits for its turn, so
   per-thread arenas and stream-ordered pools see the threads production had;
 - each logged stream is a real stream (the default stream for 0); a free goes to the stream
-  its own log row names;
+  its own log row names; `streams="default"` puts every call on the default stream instead
+  (what the C++ floor does, and a way to see what the streams themselves cost);
 - an allocation the resource refuses is a failure: recorded with its log row, size, the bytes
   the replay held and the bytes the resource had reserved; `on_failure="skip"` goes on (the
   matching free is skipped), `"stop"` ends the replay;
@@ -20,6 +21,7 @@ backend and `engine="python"` run a Python loop per event.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,6 +48,7 @@ from replay.report import AllocationFailure, LatencyStats, ReplayReport, Reserve
 from replay.resources import ResourceSpec
 
 THREADS = ("logged", "single")
+STREAMS = ("logged", "default")
 ON_FAILURE = ("skip", "stop")
 ENGINES = ("auto", "native", "python")
 FAILURES_IN_FULL = 100  # failures reported one by one; the rest are counted
@@ -61,6 +64,7 @@ class ReplayOptions:
 
     backend: str = "auto"  # auto | cuda | hip | host
     threads: str = "logged"  # logged | single
+    streams: str = "logged"  # logged | default
     on_failure: str = "skip"  # skip | stop
     engine: str = "auto"  # auto (native where it exists) | native | python
     repeats: int = 1  # passes over one resource; events/s is the best pass (as the C++ floor)
@@ -71,6 +75,7 @@ class ReplayOptions:
     def check(self) -> None:
         for name, value, allowed in (
             ("--threads", self.threads, THREADS),
+            ("--streams", self.streams, STREAMS),
             ("--on-failure", self.on_failure, ON_FAILURE),
             ("engine", self.engine, ENGINES),
         ):
@@ -90,10 +95,21 @@ def replay(
     options = options or ReplayOptions()
     options.check()
     program = program if program is not None else build_program(log)
+    if options.streams == "default":
+        program = on_default_stream(program)
     backend = resolve_backend(options.backend, spec, options.device)
     if _use_native(backend, options):
         return _replay_native(log, program, spec, backend, options)
     return _replay_python(log, program, spec, backend, options)
+
+
+def on_default_stream(program: ReplayProgram) -> ReplayProgram:
+    """The same program with every call on the default stream."""
+    return dataclasses.replace(
+        program,
+        stream_index=np.zeros(program.op_count, np.int32),
+        streams=np.zeros(1, np.uint64),
+    )
 
 
 def _use_native(backend: Backend, options: ReplayOptions) -> bool:
@@ -309,16 +325,19 @@ def _report(
 ) -> ReplayReport:
     timed = latency_ns >= 0
     threads = options.threads if len(program.threads) > 1 else "single"
+    calls_ns = latency_ns[timed]
     return ReplayReport(
         resource=spec.label,
         backend=backend.name,
         engine=engine,
         threads=threads,
         thread_count=len(program.threads) if threads == "logged" else 1,
+        stream_count=len(program.streams),
         log_events=program.log_events,
         ops=program.op_count,
         ops_done=ops_done,
         wall_ns=wall_ns,
+        allocator_ns=int(calls_ns.sum()) if len(calls_ns) else None,
         peak_requested_bytes=program.peak_requested_bytes,
         peak_reserved_bytes=peak_reserved
         if peak_reserved is not None and peak_reserved >= 0

@@ -55,10 +55,14 @@ class ReplayReport:
     engine: str  # native (C++ core) or python (a loop per event)
     threads: str  # logged or single
     thread_count: int
+    stream_count: int  # real streams the calls went to (1 with streams="default")
     log_events: int
     ops: int  # allocator calls in the program
     ops_done: int
     wall_ns: int
+    # Sum of the timed allocator calls of the first pass: the allocator's own time, free of
+    # the replay's bookkeeping and of hand-offs between replay threads (None: not timed).
+    allocator_ns: int | None
     peak_requested_bytes: int
     peak_reserved_bytes: int | None
     reserved_source: str
@@ -103,12 +107,14 @@ class ReplayReport:
             "engine": self.engine,
             "threads": self.threads,
             "thread_count": self.thread_count,
+            "stream_count": self.stream_count,
             "log_events": self.log_events,
             "ops": self.ops,
             "ops_done": self.ops_done,
             "outcome": self.outcome,
             "wall_ns": self.wall_ns,
             "events_per_s": round(self.events_per_s, 1),
+            "allocator_ns": self.allocator_ns,
             "alloc_latency": latency(self.alloc_latency),
             "free_latency": latency(self.free_latency),
             "peak_requested_bytes": self.peak_requested_bytes,

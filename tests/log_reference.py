@@ -59,8 +59,12 @@ def read_rows(path: Path) -> tuple[list[Row], list[int]]:
         match = TIME.fullmatch(time_text)
         ptr, strm = _address(pointer), _address(stream)
         if (
-            not thread.isdigit() or not size.isdigit() or match is None or ptr is None
-            or strm is None or action not in ("allocate", "free", "allocate failure")
+            not thread.isdigit()
+            or not size.isdigit()
+            or match is None
+            or ptr is None
+            or strm is None
+            or action not in ("allocate", "free", "allocate failure")
         ):
             bad.append(number)
             continue

@@ -143,9 +143,7 @@ def test_every_rocsolver_routine_logged_by_the_library_reads_back(tmp_path: Path
     log = read_call_log(written["rocsolver-bench.log"])
     assert log.problems == []
     # rocsolver-bench lines do not say ILP64: the _64 routines read back as the 32-bit ones.
-    expected = Counter(
-        make_call(c.routine.name.removesuffix("_64"), c.args).key() for c in calls
-    )
+    expected = Counter(make_call(c.routine.name.removesuffix("_64"), c.args).key() for c in calls)
     assert {call.key(): count for call, count in log.calls} == dict(expected)
 
 

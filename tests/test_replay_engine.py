@@ -6,6 +6,7 @@ loop; every expected figure comes from tests/replay_reference.py, row by row.
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import threading
 import time
@@ -253,3 +254,58 @@ def test_a_cancelled_native_call_returns_every_byte():
     call(native.load("host"))
     assert call.run.result.status == native.STATUS_CANCELLED
     assert call.run.result.unreturned_bytes == 0
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_streams_default_puts_every_call_on_the_default_stream(engine):
+    log = load_log([LOGS / "serve.csv.gz"])
+    logged_streams = len(np.unique(log.events["stream"].to_numpy()))
+    assert logged_streams > 1  # serve was recorded on several streams
+    by_stream = {
+        streams: replay(log, parse_spec("host"), ReplayOptions(engine=engine, streams=streams))
+        for streams in ("logged", "default")
+    }
+    assert by_stream["logged"].stream_count == logged_streams
+    assert by_stream["default"].stream_count == 1
+    # Host memory knows no streams: the same calls, the same peak either way.
+    for report in by_stream.values():
+        assert report.peak_requested_bytes == reference_peak_bytes(log)
+        assert report.failure_count == 0
+    with pytest.raises(ReplayUsageError, match="--streams: 'some' is not one of"):
+        replay(log, parse_spec("host"), ReplayOptions(streams="some"))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_allocator_time_is_the_sum_of_the_timed_calls(engine):
+    log = load_log([LOGS / "gpt.csv.gz"])
+    report = replay(log, parse_spec("host"), ReplayOptions(engine=engine, threads="single"))
+    assert report.allocator_ns is not None and 0 < report.allocator_ns <= report.wall_ns
+    untimed = replay(
+        log, parse_spec("host"), ReplayOptions(engine=engine, threads="single", time_calls=False)
+    )
+    if engine == "native":  # the Python loop always times its calls
+        assert untimed.allocator_ns is None
+
+
+def test_capacity_search_goes_on_when_a_size_fails_on_a_later_try(monkeypatch):
+    # Real resources replay deterministically here; a GPU's stream-ordered pools need not.
+    # Stand in for them: sizes below `edge` fail, and `edge` itself passes only once.
+    log = load_log([LOGS / "serve.csv.gz"])
+    program = build_program(log)
+    mib = 1 << 20
+    edge = (-(-program.peak_requested_bytes // mib) + 3) * mib
+    tries: dict[int, int] = {}
+    real_replay = replay
+
+    def flaky(log_, spec, options, program=None):
+        report = real_replay(log_, spec, options, program=program)
+        size = spec.limit_bytes
+        tries[size] = tries.get(size, 0) + 1
+        fails = size < edge or (size == edge and tries[size] > 1)
+        return dataclasses.replace(report, failure_count=1 if fails else 0)
+
+    monkeypatch.setattr("replay.capacity.replay", flaky)
+    found = find_capacity(log, parse_spec("host"), program=program, confirm_runs=2)
+    assert found.capacity_bytes == edge + mib
+    assert tries[edge] >= 2 and tries[edge + mib] >= 3  # found once, then confirmed twice
+    assert found.confirm_runs == 2

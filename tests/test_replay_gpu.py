@@ -131,6 +131,30 @@ def test_serve_streams_and_threads_replay_on_real_streams():
         assert report.thread_count == (5 if threads == "logged" else 1)
 
 
+def test_serve_on_the_default_stream_and_the_allocator_time():
+    log = load_log([LOGS / "serve.csv.gz"])
+    for streams, count in (("logged", 5), ("default", 1)):
+        report = replay(log, parse_spec("async"), ReplayOptions(backend="cuda", streams=streams))
+        assert report.outcome == "completed" and report.failure_count == 0
+        assert report.stream_count == count
+        assert report.allocator_ns is not None and 0 < report.allocator_ns < report.wall_ns
+
+
+def test_capacity_on_many_streams_and_threads_is_confirmed():
+    # RMM's pools steal blocks across streams in an order that can change between runs, so a
+    # size at the edge may pass once and fail the next time: the search confirms its answer.
+    log = load_log([LOGS / "serve.csv.gz"])
+    program = build_program(log)
+    options = ReplayOptions(backend="cuda")  # logged threads and streams
+    found = find_capacity(log, parse_spec("pool"), options, program=program, confirm_runs=2)
+    at_answer = [p.replayed for p in found.probes if p.size_bytes == found.capacity_bytes]
+    assert at_answer[-3:] == [True, True, True]  # found, then confirmed twice
+    failed = [p.size_bytes for p in found.probes if not p.replayed]
+    assert failed and max(failed) < found.capacity_bytes  # no try at or above it failed
+    again = replay(log, parse_spec(found.sized_spec), options, program=program)
+    assert again.outcome == "completed"
+
+
 def test_python_engine_agrees_with_native_on_failures(gpt):
     log, program = gpt
     spec = parse_spec(f"cuda:limit={reference_peak_bytes(log) // 2}")

@@ -613,10 +613,16 @@ class Replay {
     if (config_.threaded != 0 && program_.n_threads > 1) {
       run_threads();
     } else {
+      mark_start();
       run_range_single();
     }
     return status_.load();
   }
+
+  // When the timed part of the last pass began: after the worker threads were started and
+  // bound to the device, so that thread start-up is not counted as replay time.
+  Clock::time_point start_time() const { return start_time_; }
+  uint64_t start_ticks() const { return start_ticks_; }
 
   // Return every byte still held: logged allocations never freed, and everything after a stop.
   void release_all() noexcept
@@ -756,7 +762,12 @@ class Replay {
     for (int64_t i = 0; i < program_.n_ops; ++i) {
       mine[static_cast<size_t>(program_.thread[i])].push_back(i);
     }
-    turn_.store(0);
+    turn_.store(kNotStarted);
+    ready_.store(0);
+    // Idle workers spin while there are spare cores: a hand-off between threads then costs
+    // a cache line, not a futex wake-up (tens of microseconds, which swamped fast pools).
+    unsigned const cores = std::max(1u, std::thread::hardware_concurrency());
+    spin_limit_ = static_cast<unsigned>(n_threads) < cores ? (1 << 22) : (1 << 12);
     std::vector<std::thread> workers;
     std::vector<std::exception_ptr> errors(static_cast<size_t>(n_threads));
     for (int32_t t = 0; t < n_threads; ++t) {
@@ -765,10 +776,16 @@ class Replay {
           worker(mine[static_cast<size_t>(t)]);
         } catch (...) {
           errors[static_cast<size_t>(t)] = std::current_exception();
+          ready_.fetch_add(1);  // never leave the starter waiting
           abort_all(HM_ERROR);
         }
       });
     }
+    while (ready_.load() < n_threads) { std::this_thread::yield(); }
+    mark_start();
+    int64_t not_started = kNotStarted;
+    turn_.compare_exchange_strong(not_started, 0);  // unless a worker failed to start
+    turn_.notify_all();
     for (auto& w : workers) { w.join(); }
     for (auto& e : errors) {
       if (e) { fail_hard(e); }
@@ -780,6 +797,7 @@ class Replay {
 #ifdef HIPMEM_WITH_RMM
     check_cuda(cudaSetDevice(config_.device), "cudaSetDevice");
 #endif
+    ready_.fetch_add(1);
     int64_t const n = program_.n_ops;
     for (int64_t i : ops) {
       if (!wait_turn(i)) { return; }
@@ -802,7 +820,7 @@ class Replay {
   // turn moves, so idle threads do not compete with the one replaying.
   bool wait_turn(int64_t i)
   {
-    for (int spin = 0; spin < 4096; ++spin) {
+    for (unsigned spin = 0; spin < spin_limit_; ++spin) {
       if (turn_.load(std::memory_order_acquire) == i) { return status_.load() == HM_OK; }
       if (status_.load(std::memory_order_relaxed) != HM_OK) { return false; }
       cpu_relax();
@@ -838,7 +856,18 @@ class Replay {
   int64_t held_at_end_bytes_ = 0;
   int64_t sampling_ticks_    = 0;
   bool record_               = true;
+  void mark_start()
+  {
+    start_time_  = Clock::now();
+    start_ticks_ = ticks();
+  }
+
+  static constexpr int64_t kNotStarted = -2;  // turn_ before the workers may begin
   std::atomic<int64_t> turn_{0};
+  std::atomic<int32_t> ready_{0};
+  unsigned spin_limit_ = 1 << 12;
+  Clock::time_point start_time_{};
+  uint64_t start_ticks_ = 0;
   std::atomic<int32_t> status_{HM_OK};
   std::string error_;
 };
@@ -854,14 +883,14 @@ int64_t replay_with(hm_config const& config, hm_program const& program, hm_outpu
   for (int32_t rep = 0; rep < repeats; ++rep) {
     bool const record = rep == 0;  // latencies and failures of the first, fresh pass
     stack.reset_peak();
-    uint64_t const tick0 = ticks();
-    auto const t0        = Clock::now();
     try {
       status = replay.run(record);
     } catch (...) {
       replay.release_all();
       throw;
     }
+    uint64_t const tick0 = replay.start_ticks();
+    auto const t0        = replay.start_time();
     replay.release_all();  // what the log never freed: part of the pass, as in the floor
     stack.synchronize();
     auto const t1         = Clock::now();
