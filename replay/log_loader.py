@@ -507,6 +507,9 @@ def _through_dictionary(parse: Parser) -> Converter:
         if not isinstance(arr, pa.DictionaryArray):
             arr = arr.dictionary_encode()
         values, bad = parse(arr.dictionary)
+        if len(values) == 1 and arr.null_count == 0:  # one stream, say: no gather needed
+            out.fill(values[0])
+            return np.ones(len(out), np.bool_) if bad[0] else None
         indices = arr.indices.to_numpy(zero_copy_only=False)
         np.take(values.astype(out.dtype, copy=False), indices, out=out)
         # Gather the row mask only when some distinct value is bad (rare).
