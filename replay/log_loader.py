@@ -19,9 +19,11 @@ How it stays honest about bad rows: the fast read cannot say where a row was tha
 not convert, so on any such trouble the file is read again on a tolerant path: numpy splits
 the bytes into lines and counts their fields (so every line keeps its number), and pyarrow
 reads the well-formed ones with every column as raw bytes, each value then validated
-vectorised. Lines end at \n (a \r before it is dropped). A row that cannot be read is
-skipped and recorded with its line number (header = line 1); with `strict=True` the first
-one is an error instead.
+vectorised, by the rules arrow's reader applies on the fast path (numbers and times may
+have spaces around them; integers may be 0x-hex; a time may leave out its fraction), so a
+row fares the same whichever path reads it. Lines end at \n (a \r before it is dropped).
+A row that cannot be read is skipped and recorded with its line number (header = line 1);
+with `strict=True` the first one is an error instead.
 
 Times are unwrapped per file: whenever time of day jumps back by more than 12 hours the day
 advances (and a jump forward by more than 12 hours steps back a day, for a late row that
@@ -35,6 +37,7 @@ import difflib
 import io
 import os
 import re
+import threading
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -518,13 +521,52 @@ def _through_dictionary(parse: Parser) -> Converter:
     return convert
 
 
+# The tolerant path reads every column as bytes; where the fast path let arrow's CSV reader
+# convert a column (Thread and Size as int64, Time as time64), the tolerant path must accept
+# exactly what that reader accepts, or a row's fate would hang on whether some other row of
+# the file is damaged. Arrow's reader trims spaces and tabs around numbers and times, reads
+# integers as decimal or 0x-hex, and times as HH:MM:SS with an optional fraction.
+
+
+def _trimmed_text(arr: pa.Array) -> tuple[pa.Array, BoolArray]:
+    """The values as strings without surrounding spaces and tabs, and the mask of values that
+    are not ASCII (emptied here: no number or time has such bytes, so they are bad)."""
+    binary = arr.cast(pa.binary())
+    data = binary.buffers()[2]
+    bytes_ = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+    offsets = np.frombuffer(binary.buffers()[1], np.int32, len(binary) + 1, binary.offset)
+    high = np.flatnonzero(bytes_ >= 0x80)
+    non_ascii = np.zeros(len(binary), np.bool_)
+    if len(high):  # the value each high byte falls in
+        owners = np.searchsorted(offsets, high, side="right") - 1
+        non_ascii[owners[(owners >= 0) & (owners < len(binary))]] = True
+        binary = pc.if_else(pa.array(non_ascii), b"", binary)
+    return pc.utf8_trim(binary.cast(pa.string()), characters=" \t"), non_ascii
+
+
 def _integers(arr: pa.Array, out: np.ndarray) -> BoolArray | None:
     if pa.types.is_integer(arr.type):  # the fast read parsed it already
         out[:] = arr.to_numpy(zero_copy_only=False)
         return _any_bad(out < 0)
-    values, bad = parse_decimal(arr)
+    values, bad = parse_integers_like_arrow(arr)
     out[:] = values
     return _any_bad(bad)
+
+
+def parse_integers_like_arrow(arr: pa.Array) -> tuple[Int64Array, BoolArray]:
+    """Bytes -> int64 as arrow's CSV reader converts them, plus a bad-value mask (negative
+    values are bad: no thread id or size is)."""
+    text, non_ascii = _trimmed_text(arr)
+    with contextlib.suppress(pa.ArrowException):
+        values = pc.cast(text, pa.int64()).to_numpy(zero_copy_only=False)
+        return values, (values < 0) | non_ascii
+    # Some value does not convert: plain digits the vectorised way, the rest one by one.
+    values, bad = parse_decimal(text)
+    for row in np.flatnonzero(bad & ~non_ascii):
+        with contextlib.suppress(pa.ArrowException):
+            values[row] = pa.array([text[int(row)].as_py()]).cast(pa.int64())[0].as_py()
+            bad[row] = values[row] < 0
+    return values, bad
 
 
 def _times(arr: pa.Array, out: np.ndarray) -> BoolArray | None:
@@ -532,6 +574,23 @@ def _times(arr: pa.Array, out: np.ndarray) -> BoolArray | None:
         micros = arr.cast(pa.time64("us")).cast(pa.int64()).to_numpy(zero_copy_only=False)
         np.multiply(micros, 1000, out=out)
         return None
+    # Arrow reads HH:MM:SS, HH:MM:SS. and 1 to 6 fraction digits: pad to HH:MM:SS.ffffff.
+    text, non_ascii = _trimmed_text(arr)
+    lengths = pc.utf8_length(text)
+    dotted = pc.if_else(pc.equal(lengths, 8), pc.binary_join_element_wise(text, ".", ""), text)
+    padded = pc.utf8_rpad(dotted, width=15, padding="0")
+    nanos, bad = parse_time_of_day(padded)
+    bad |= pc.greater(lengths, 15).to_numpy(zero_copy_only=False) | non_ascii
+    # parse_time_of_day also takes the older HH:MM:SS:ffffff, which arrow reads as bad.
+    dot = pc.equal(pc.utf8_slice_codeunits(padded, 8, 9), ".")
+    bad |= ~dot.to_numpy(zero_copy_only=False)
+    nanos[bad] = 0
+    out[:] = nanos
+    return _any_bad(bad)
+
+
+def _colon_times(arr: pa.Array, out: np.ndarray) -> BoolArray | None:
+    """HH:MM:SS:ffffff (RMM before 21.06): read as bytes on both paths, strictly."""
     nanos, bad = parse_time_of_day(arr)
     out[:] = nanos
     return _any_bad(bad)
@@ -559,9 +618,10 @@ def _empty(rows: int, dtype: str) -> np.ndarray:
 
 def _convert(
     table: pa.Table, layout: _Layout, numbers: Int64Array | None, file_index: int
-) -> tuple[dict[str, np.ndarray], BoolArray]:
-    """Every column converted to its numpy type, and the mask of rows with a bad value;
-    `line` is `numbers`, or (None) line 2 onwards in order, and `file_index` is constant.
+) -> tuple[dict[str, np.ndarray], BoolArray, dict[str, BoolArray]]:
+    """Every column converted to its numpy type, the mask of rows with a bad value, and per
+    CSV column that had any, the mask of its bad values; `line` is `numbers`, or (None) line
+    2 onwards in order, and `file_index` is constant.
 
     Record batches are converted on a thread pool: numpy and pyarrow release the GIL, and
     on a small machine this is what keeps loading close to pyarrow's own parsing speed.
@@ -569,10 +629,16 @@ def _convert(
     n = table.num_rows
     out = {name: _empty(n, COLUMNS[name]) for name in (*_CONVERTERS, "line", "file_index")}
     bad = np.zeros(n, np.bool_)  # zero pages cost nothing until a bad row is written
+    bad_by_column: dict[str, BoolArray] = {}
+    lock = threading.Lock()
     if not layout.has_thread:
         out["thread"][:] = 0
     batches = table.to_batches()
     starts = np.concatenate(([0], np.cumsum([b.num_rows for b in batches])))
+
+    converters = dict(_CONVERTERS)
+    if layout.colon_times:
+        converters["time_ns"] = ("Time", _colon_times)
 
     def convert(k: int) -> None:
         batch, rows = batches[k], slice(int(starts[k]), int(starts[k + 1]))
@@ -581,16 +647,19 @@ def _convert(
             out["line"][rows] = np.arange(rows.start + 2, rows.stop + 2)
         else:
             out["line"][rows] = numbers[rows]
-        for name, (csv_name, column_converter) in _CONVERTERS.items():
+        for name, (csv_name, column_converter) in converters.items():
             if csv_name not in batch.schema.names:
                 continue
             bad_values = column_converter(batch.column(csv_name), out[name][rows])
             if bad_values is not None:
                 bad[rows] |= bad_values
+                with lock:
+                    column_bad = bad_by_column.setdefault(csv_name, np.zeros(n, np.bool_))
+                column_bad[rows] = bad_values
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         list(pool.map(convert, range(len(batches))))
-    return out, bad
+    return out, bad, bad_by_column
 
 
 def unwrap_midnight(time_ns: Int64Array, *, block_rows: int = 1 << 16) -> Int64Array:
@@ -623,14 +692,6 @@ def unwrap_midnight(time_ns: Int64Array, *, block_rows: int = 1 << 16) -> Int64A
 
 # --------------------------------------------------------------------------- why a row is bad
 
-_VALID_TEXT = {
-    "Thread": re.compile(rb"[0-9]{1,18}"),
-    "Time": re.compile(rb"([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9][.:][0-9]{6}"),
-    "Action": re.compile(rb"allocate|free|allocate failure"),
-    "Pointer": re.compile(rb"0[xX][0-9a-fA-F]{1,16}|\(nil\)|0"),
-    "Size": re.compile(rb"[0-9]{1,18}"),
-    "Stream": re.compile(rb"0[xX][0-9a-fA-F]{1,16}|\(nil\)|0"),
-}
 _WHAT_IS_EXPECTED = {
     "Thread": "is not a non-negative integer",
     "Time": "is not a time of day HH:MM:SS.ffffff",
@@ -641,16 +702,14 @@ _WHAT_IS_EXPECTED = {
 }
 
 
-def _why_bad(table: pa.Table, row: int) -> str:
-    """The reason for one bad row, read again value by value (only for the rows reported)."""
+def _why_bad(table: pa.Table, row: int, bad_by_column: dict[str, BoolArray]) -> str:
+    """The reason for one bad row: its first value that the conversion refused."""
     values = {name: column[0] for name, column in table.slice(row, 1).to_pydict().items()}
     if all(value in (b"", "") for value in values.values()):
         return "empty line"
     for name, value in values.items():
-        if (isinstance(value, int) and value >= 0) or not isinstance(value, (bytes, int)):
-            continue  # parsed by the fast read (ints and times), and not negative
-        text = value if isinstance(value, bytes) else str(value).encode()
-        if isinstance(value, int) or not _VALID_TEXT[name].fullmatch(text):
+        if name in bad_by_column and bad_by_column[name][row]:
+            text = value if isinstance(value, bytes) else str(value).encode()
             return f"{name.lower()} '{_decode(text)}' {_WHAT_IS_EXPECTED[name]}"
     return "unreadable row"
 
@@ -674,13 +733,13 @@ def load_log_file(path: Path, file_index: int, *, source: str | None = None) -> 
         lines = _Lines()
     except _NeedsTolerantRead:
         table, numbers, lines = _read_tolerant(path, layout)
-    events, bad = _convert(table, layout, numbers, file_index)
+    events, bad, bad_by_column = _convert(table, layout, numbers, file_index)
 
     skipped = [SkippedRow(name, line, reason) for line, reason in lines.bad]
     bad_rows = np.flatnonzero(bad)
     for row in bad_rows[:MAX_KEPT_SKIPS]:
         line = int(events["line"][row])
-        skipped.append(SkippedRow(name, line, _why_bad(table, int(row))))
+        skipped.append(SkippedRow(name, line, _why_bad(table, int(row), bad_by_column)))
     skipped.sort(key=lambda s: s.line)
     del table
 

@@ -77,3 +77,37 @@ def test_mutated_logs(edits: list[tuple[int, int, bytes]], compress: bool) -> No
         _load(cut_packed, "m.csv.gz", plain=content)
     _load(content, "m.csv")
     _load(content, "m.csv", strict=True)
+
+
+# Values arrow's CSV reader converts (the fast path) next to ones it refuses: each row must
+# fare the same whether or not another line of the file sends the loader down the tolerant
+# path (which reads every column as bytes and converts them itself).
+_NUMBERS = ["1", " 2", "3\t", "0x1f", "-0", "007", "-4", "x", "", "12345678901234567890"]
+_TIMES = [
+    "10:00:00.000001", " 10:00:01.000000", "10:00:02", "10:00:03.", "10:00:04.5",
+    "10:00:05.1234567", "9:00:00.000000", "10:00:06:000001", "24:00:00.000000", "",
+]  # fmt: skip
+_ROW = st.tuples(
+    st.sampled_from(_NUMBERS),
+    st.sampled_from(_TIMES),
+    st.sampled_from(["allocate", "free", "allocate failure", "alloc"]),
+    st.sampled_from(["0x10", "0x20", "(nil)", "0", "123", "0xg"]),
+    st.sampled_from(_NUMBERS),
+    st.sampled_from(["0", "0x0", "0x5", "q"]),
+)
+
+
+@FUZZ
+@given(st.lists(_ROW, min_size=1, max_size=40))
+def test_a_row_fares_the_same_on_the_fast_and_the_tolerant_path(rows) -> None:
+    text = "Thread,Time,Action,Pointer,Size,Stream\n" + "".join(",".join(r) + "\n" for r in rows)
+    with tempfile.TemporaryDirectory() as tmp:
+        clean, damaged = Path(tmp) / "clean.csv", Path(tmp) / "damaged.csv"
+        clean.write_text(text)
+        damaged.write_text(text + "1,2,3\n")  # one line with too few fields
+        fast, tolerant = load_log([clean]), load_log([damaged])
+    assert fast.events.to_dict("list") == tolerant.events.to_dict("list")
+    assert [(s.line, s.reason) for s in fast.skipped] == [
+        (s.line, s.reason) for s in tolerant.skipped if s.line != len(rows) + 2
+    ]
+    assert tolerant.skipped_count == fast.skipped_count + 1
