@@ -27,6 +27,10 @@ _RESOURCE_HELP = (
 )
 
 
+# Resources whose reuse of freed memory follows stream order (and so can vary between runs).
+_STREAM_ORDERED = ("pool", "binning", "fixed", "arena", "async")
+
+
 def register(app: typer.Typer) -> None:
     app.command("replay")(replay_command)
 
@@ -148,7 +152,8 @@ def _find_capacities(
             r.sized_spec,
         )
     output.stdout.print(table)
-    if len(program.streams) > 1 or (options.threads == "logged" and len(program.threads) > 1):
+    several = len(program.streams) > 1 or (options.threads == "logged" and len(program.threads) > 1)
+    if several and any(spec.kind in _STREAM_ORDERED for spec in specs):
         output.stdout.print(
             "This log has several streams or threads: stream-ordered pools (RMM's pools, "
             "async) pick free blocks across streams in an order that can change from run to "

@@ -65,6 +65,15 @@ def test_find_capacity_as_json():
     assert found["capacity_bytes"] == -(-reference_peak_bytes(load_log([SERVE])) // mib) * mib
 
 
+def test_find_capacity_table_confirms_and_warns_only_for_stream_ordered_resources():
+    done = hipmem("replay", str(SERVE), "-r", "host", "--find-capacity", "--confirm-runs", "3")
+    assert done.returncode == 0, done.stderr
+    assert "3x more" in done.stdout
+    assert "stream-ordered" not in done.stdout  # host memory knows no streams
+    as_json = hipmem("replay", str(SERVE), "-r", "host", "--find-capacity", "--json")
+    assert json.loads(as_json.stdout)["capacities"][0]["confirm_runs"] == 2
+
+
 def test_plot_is_written(tmp_path):
     target = tmp_path / "reserved.png"
     done = hipmem("replay", str(SERVE), "-r", "host", "--plot", str(target))
