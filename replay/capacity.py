@@ -129,7 +129,7 @@ def _bisect(
     passing = failing + resolution_bytes
     while not replays(passing):
         failing = passing
-        passing = max(passing * 2, passing + resolution_bytes)
+        passing *= 2  # passing >= resolution_bytes, so this grows by a step at least
         if passing > GROWTH_LIMIT * peak:
             raise NoCapacityFound(f"{what} up to {failing} bytes replays the log without failure")
     while passing - failing > resolution_bytes:

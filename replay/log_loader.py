@@ -682,8 +682,8 @@ def unwrap_midnight(time_ns: Int64Array, *, block_rows: int = 1 << 16) -> Int64A
             jumps.append((int(found), 1 if time_ns[found] < time_ns[found - 1] else -1))
     # Each stretch between two jumps is shifted once, so a log of many days costs one pass.
     days = 0
-    ends = [row for row, _ in jumps[1:]] + [len(time_ns)]
-    for (row, step), end in zip(jumps, ends[: len(jumps)], strict=True):
+    ends = [row for row, _ in jumps[1:]] + [len(time_ns)] if jumps else []
+    for (row, step), end in zip(jumps, ends, strict=True):
         days += step
         if days:
             time_ns[row:end] += days * DAY_NS
