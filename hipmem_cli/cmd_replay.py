@@ -17,7 +17,7 @@ from replay.log_loader import load_log
 from replay.plot import write_plot
 from replay.program import ReplayProgram, build_program
 from replay.report import LatencyStats, ReplayReport
-from replay.resources import ResourceSpec, parse_spec
+from replay.resources import STREAM_ORDERED_KINDS, ResourceSpec, parse_spec
 
 _RESOURCE_HELP = (
     "Resource spec, repeatable: cuda|hip, managed[:prefetch=1,advise=preferred_location], "
@@ -25,10 +25,6 @@ _RESOURCE_HELP = (
     "arena[:size=8GiB], binning[:min_exp=18,max_exp=22], fixed[:block=1MiB], host[:pinned=1]; "
     "any takes limit=BYTES."
 )
-
-
-# Resources whose reuse of freed memory follows stream order (and so can vary between runs).
-_STREAM_ORDERED = ("pool", "binning", "fixed", "arena", "async")
 
 
 def register(app: typer.Typer) -> None:
@@ -153,7 +149,7 @@ def _find_capacities(
         )
     output.stdout.print(table)
     several = len(program.streams) > 1 or (options.threads == "logged" and len(program.threads) > 1)
-    if several and any(spec.kind in _STREAM_ORDERED for spec in specs):
+    if several and any(spec.kind in STREAM_ORDERED_KINDS for spec in specs):
         output.stdout.print(
             "This log has several streams or threads: stream-ordered pools (RMM's pools, "
             "async) pick free blocks across streams in an order that can change from run to "

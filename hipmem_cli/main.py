@@ -7,9 +7,8 @@ import sys
 
 import typer
 
+from hipmem.errors import HipmemError
 from hipmem_cli import output
-from replay.errors import ReplayError
-from sizing.errors import SizingError
 
 app = typer.Typer(
     name="hipmem",
@@ -27,6 +26,17 @@ def _global_options(
     output.state.debug = debug
 
 
+# Library parameters whose flag is not simply `--` + the name with dashes.
+_FLAGS = {"spec": "--resource", "compute_units": "--cus", "align_bytes": "--align"}
+
+
+def cli_message(err: HipmemError) -> str:
+    """The error's line as the command line says it: flags, not Python parameter names."""
+    if err.parameter is None:
+        return str(err)
+    return err.for_flag(_FLAGS.get(err.parameter, "--" + err.parameter.replace("_", "-")))
+
+
 def main() -> None:
     """Console-script entry point."""
     from hipmem_cli import commands
@@ -35,10 +45,10 @@ def main() -> None:
     try:
         # Standalone mode: typer handles --help and usage errors itself (exit code 2).
         app(prog_name="hipmem")
-    except (SizingError, ReplayError) as err:
+    except HipmemError as err:
         if output.state.debug:
             raise
-        output.error(str(err))
+        output.error(cli_message(err))
         sys.exit(err.exit_code)
     except KeyboardInterrupt:
         output.error("interrupted")

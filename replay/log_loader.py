@@ -52,6 +52,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
+from hipmem.progress import ProgressCallback
 from replay.errors import LogFormatError, ReplayUsageError
 from replay.events import (
     ALLOCATE,
@@ -75,7 +76,6 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _ACTION_CODES = {b"allocate": ALLOCATE, b"free": FREE, b"allocate failure": ALLOCATE_FAILURE}
 _DEVICE_NAME = re.compile(r"\.dev(\d+)\.csv(\.gz)?$")
 
-ProgressFn = Callable[[int, "int | None", str], None]
 BoolArray = npt.NDArray[np.bool_]
 Int64Array = npt.NDArray[np.int64]
 UInt64Array = npt.NDArray[np.uint64]
@@ -757,7 +757,7 @@ def load_log(
     paths: Sequence[str | Path],
     *,
     strict: bool = False,
-    progress: ProgressFn | None = None,
+    progress: ProgressCallback | None = None,
 ) -> AllocationLog:
     """Load one or more log files into one `AllocationLog` (file order, then row order).
 

@@ -9,14 +9,13 @@ the file is written atomically (a temporary file in the same folder, then os.rep
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from hipmem.atomic_write import atomic_output
 from replay.analysis import LiveTrace, LogSummary, owner_traces
 from replay.errors import ReplayUsageError
 from replay.events import AllocationLog
@@ -33,9 +32,13 @@ class PlotPathError(ReplayUsageError):
 def check_plot_path(path: Path) -> None:
     """Reject an unsupported suffix or a missing folder before any work starts."""
     if path.suffix.lower() not in PLOT_SUFFIXES:
-        raise PlotPathError(f"--plot: '{path}' must end in .png or .svg (the suffix picks it)")
+        raise PlotPathError(
+            "must end in .png or .svg (the suffix picks it)", parameter="plot", value=str(path)
+        )
     if not path.parent.is_dir():
-        raise PlotPathError(f"--plot: folder '{path.parent}' does not exist")
+        raise PlotPathError(
+            f"folder '{path.parent}' does not exist", parameter="plot", value=str(path)
+        )
 
 
 def envelope(
@@ -119,11 +122,5 @@ def _style(axes: Any, xlabel: str, unit: str) -> None:
 
 def _save_atomically(figure: Any, path: Path) -> None:
     fmt = path.suffix.lower().lstrip(".")
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as tmp:
-            figure.savefig(tmp, format=fmt, dpi=110)
-        Path(tmp_name).replace(path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    with atomic_output(path) as tmp:
+        figure.savefig(tmp, format=fmt, dpi=110)

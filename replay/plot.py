@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from hipmem.atomic_write import atomic_output
 from replay.program import ReplayProgram
 from replay.report import ReplayReport
 
@@ -40,11 +39,8 @@ def write_plot(path: Path, program: ReplayProgram, reports: list[ReplayReport]) 
     ax.legend(loc="best", fontsize="small")
     fig.tight_layout()
     suffix = path.suffix or ".png"
-    fd, temp = tempfile.mkstemp(dir=path.parent or Path(), suffix=suffix)
-    os.close(fd)
     try:
-        fig.savefig(temp, format=suffix.lstrip("."))
-        Path(temp).replace(path)
+        with atomic_output(path) as temp:
+            fig.savefig(temp, format=suffix.lstrip("."))
     finally:
         plt.close(fig)
-        Path(temp).unlink(missing_ok=True)

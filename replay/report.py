@@ -8,6 +8,13 @@ import numpy as np
 
 from replay.program import Anomalies
 
+# Where a report's peak reserved figure comes from. The order is replay_core.cu's enum
+# hm_reserved_source, which reports an index into this tuple.
+RESERVED_FROM_RESOURCE = "resource statistics (bytes taken from upstream)"
+RESERVED_FROM_POOL_ATTRIBUTE = "memory pool attribute (ReservedMemHigh)"
+RESERVED_FROM_FREE_MEMORY = "device free memory (sampled)"
+RESERVED_SOURCES = (RESERVED_FROM_RESOURCE, RESERVED_FROM_POOL_ATTRIBUTE, RESERVED_FROM_FREE_MEMORY)
+
 
 @dataclass(frozen=True)
 class LatencyStats:

@@ -10,7 +10,6 @@ import dataclasses
 import signal
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +21,7 @@ from replay.errors import ReplayUsageError
 from replay.log_loader import load_log
 from replay.program import OP_ALLOCATE, OP_FREE, build_program
 from replay.resources import parse_spec
+from tests.log_reference import REAL_LOGS_DIR
 from tests.replay_reference import (
     log_from_rows,
     reference_failures,
@@ -29,7 +29,7 @@ from tests.replay_reference import (
     reference_peak_bytes,
 )
 
-LOGS = Path(__file__).resolve().parents[2] / "shared" / "logs"
+LOGS = REAL_LOGS_DIR
 
 
 def _has_compiler() -> bool:
@@ -200,9 +200,9 @@ def test_crafted_anomalies_follow_the_rules(engine, threads):
 
 def test_bad_options_are_usage_errors():
     log = log_from_rows(CRAFTED)
-    with pytest.raises(ReplayUsageError, match="--threads: 'many' is not one of logged, single"):
+    with pytest.raises(ReplayUsageError, match="threads='many': not one of logged, single"):
         replay(log, parse_spec("host"), ReplayOptions(threads="many"))
-    with pytest.raises(ReplayUsageError, match="--backend host replays only host memory"):
+    with pytest.raises(ReplayUsageError, match="backend='host': replays only host memory"):
         replay(log, parse_spec("pool"), ReplayOptions(backend="host"))
 
 
@@ -271,7 +271,7 @@ def test_streams_default_puts_every_call_on_the_default_stream(engine):
     for report in by_stream.values():
         assert report.peak_requested_bytes == reference_peak_bytes(log)
         assert report.failure_count == 0
-    with pytest.raises(ReplayUsageError, match="--streams: 'some' is not one of"):
+    with pytest.raises(ReplayUsageError, match="streams='some': not one of"):
         replay(log, parse_spec("host"), ReplayOptions(streams="some"))
 
 
