@@ -57,7 +57,7 @@ def inspect(
             "(--strict makes this an error)"
         )
     if json:
-        output.print_json(summary.to_json())
+        output.print_json(summary.as_dict())
         return
     _print_summary(summary)
     if plot is not None:

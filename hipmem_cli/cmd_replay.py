@@ -95,7 +95,7 @@ def replay_command(
     if plot:
         write_plot(plot, program, reports)
     if json_out:
-        output.print_json({"log": log.sources, "resources": [r.as_dict() for r in reports]})
+        output.print_json({"sources": log.sources, "resources": [r.as_dict() for r in reports]})
         return
     output.stdout.print(_table(reports))
     _print_notes(program, reports, plot)
@@ -184,7 +184,7 @@ def _first_failure(report: ReplayReport) -> str:
         return "-"
     f = report.failures[0]
     size, live = output.human_bytes(f.size_bytes), output.human_bytes(f.live_bytes)
-    return f"{f.place}: {size} with {live} live"
+    return f"{f.where}: {size} with {live} live"
 
 
 def _table(reports: list[ReplayReport]) -> Table:
@@ -226,10 +226,10 @@ def _print_notes(program: ReplayProgram, reports: list[ReplayReport], plot: Path
     a = program.anomalies
     output.stdout.print(
         f"{program.log_events:,} log events, {program.op_count:,} allocator calls; "
-        f"{a.zero_byte_allocations} zero-byte allocations, {a.unknown_frees} frees of unknown "
-        f"pointers (skipped), {a.live_pointer_allocations} allocations at live pointers "
-        f"(replaced), {a.logged_failures} logged failures (not replayed), {a.never_freed} never "
-        "freed (returned at the end).",
+        f"{a.zero_byte_allocations} zero-byte allocations, {a.free_unknown_pointer} frees of "
+        f"unknown pointers (skipped), {a.allocate_live_pointer} allocations at live pointers "
+        f"(replaced), {a.allocate_failure} logged failures (not replayed), "
+        f"{a.live_at_end_count} live at end (returned at the end).",
         highlight=False,
     )
     for example in a.examples:

@@ -43,7 +43,7 @@ from replay.backends import (
 )
 from replay.errors import ReplayError, ReplayUsageError
 from replay.events import AllocationLog
-from replay.program import OP_ALLOCATE, OP_FREE, ReplayProgram, build_program, event_place
+from replay.program import OP_ALLOCATE, OP_FREE, ReplayProgram, build_program
 from replay.report import (
     RESERVED_SOURCES,
     AllocationFailure,
@@ -305,7 +305,7 @@ def _failure(
     event = int(program.event_index[op])
     return AllocationFailure(
         event_index=event,
-        place=event_place(log, event),
+        where=log.line_ref(event),
         size_bytes=int(program.size_bytes[op]),
         live_bytes=live_bytes,
         reserved_bytes=reserved_bytes if reserved_bytes >= 0 else None,

@@ -32,6 +32,20 @@ COLUMNS: dict[str, str] = {
 
 
 @dataclass(frozen=True)
+class LineRef:
+    """A place in the input: file and 1-based line (header = 1). JSON: `source` and `line`."""
+
+    source: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.line}"
+
+    def as_dict(self) -> dict[str, object]:
+        return {"source": self.source, "line": self.line}
+
+
+@dataclass(frozen=True)
 class SkippedRow:
     """A row the lenient loader could not read, kept so nothing is dropped silently."""
 
@@ -48,3 +62,8 @@ class AllocationLog:
     sources: list[str]
     skipped: list[SkippedRow] = field(default_factory=list)
     skipped_count: int = 0  # may exceed len(skipped): only the first few are kept in full
+
+    def line_ref(self, event_index: int) -> LineRef:
+        """Where event `event_index` (a row of `events`) stands in its file."""
+        row = self.events.iloc[event_index]
+        return LineRef(self.sources[int(row["file_index"])], int(row["line"]))

@@ -106,7 +106,7 @@ def device_of(path: str | Path) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def find_log_files(paths: Iterable[str | Path]) -> list[Path]:
+def find_log_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     """Resolve the paths a user gave: each existing file as is; a missing `<name>.csv[.gz]`
     whose per-device siblings `<name>.dev<N>.csv[.gz]` exist stands for those, by device."""
     found: list[Path] = []
@@ -754,19 +754,22 @@ def load_log_file(path: Path, file_index: int, *, source: str | None = None) -> 
 
 
 def load_log(
-    paths: Sequence[str | Path],
+    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     *,
     strict: bool = False,
     progress: ProgressCallback | None = None,
 ) -> AllocationLog:
     """Load one or more log files into one `AllocationLog` (file order, then row order).
 
+    `paths` is one path or a list of them.
+
     Lenient (default): rows that cannot be read are skipped, counted and kept (the first
     `MAX_KEPT_SKIPS`) with their line numbers. Strict: the first such row raises
     `BadLogRowError` naming file and line. Unreadable files (missing, empty, no header,
     `.gz` that is not gzip) raise in both modes.
     """
-    files = find_log_files(paths)
+    # A lone path is one file, never a sequence of one-character names.
+    files = find_log_files([paths] if isinstance(paths, (str, os.PathLike)) else paths)
     if len(files) > np.iinfo(np.int16).max:
         raise ReplayUsageError(f"too many log files ({len(files)}); at most 32767 at once")
     total_bytes = sum(f.stat().st_size for f in files)

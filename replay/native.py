@@ -248,6 +248,47 @@ def _build(toolchain: Toolchain) -> Path:
     return target
 
 
+# replay_core.cu's HM_ABI_VERSION: bump both together whenever a struct or enum changes.
+ABI_VERSION = 1
+
+
+class _Abi(ctypes.Structure):
+    _fields_ = [
+        ("version", ctypes.c_int32),
+        ("config_bytes", ctypes.c_int32),
+        ("program_bytes", ctypes.c_int32),
+        ("outputs_bytes", ctypes.c_int32),
+        ("result_bytes", ctypes.c_int32),
+    ]
+
+
+def check_abi(
+    library: ctypes.CDLL, structs: dict[str, type[ctypes.Structure]] | None = None
+) -> None:
+    """Refuse a core whose ABI version or struct sizes differ from these bindings'."""
+    structs = structs or {
+        "config": Config,
+        "program": Program,
+        "outputs": Outputs,
+        "result": Result,
+    }
+    if not hasattr(library, "hm_abi_info"):
+        raise NativeCoreUnavailable("the replay core predates the ABI handshake: rebuild it")
+    abi = _Abi()
+    library.hm_abi_info(ctypes.byref(abi))
+    if abi.version != ABI_VERSION:
+        raise NativeCoreUnavailable(
+            f"replay core ABI {abi.version}, bindings ABI {ABI_VERSION}: rebuild the core"
+        )
+    for name, struct in structs.items():
+        core_bytes = getattr(abi, f"{name}_bytes")
+        if core_bytes != ctypes.sizeof(struct):
+            raise NativeCoreUnavailable(
+                f"replay core's hm_{name} is {core_bytes} bytes, the bindings' "
+                f"{ctypes.sizeof(struct)}: replay_core.cu and replay/native.py disagree"
+            )
+
+
 @cache
 def load(flavour: str) -> ctypes.CDLL:
     """Build (once, cached) and load the core of `flavour` ('rmm' or 'host')."""
@@ -257,6 +298,7 @@ def load(flavour: str) -> ctypes.CDLL:
         library = ctypes.CDLL(str(path))
     except OSError as err:
         raise NativeCoreUnavailable(f"cannot load the replay core {path}: {err}") from None
+    check_abi(library)
     library.hm_replay.argtypes = [
         ctypes.POINTER(Config),
         ctypes.POINTER(Program),
