@@ -32,6 +32,7 @@ _API = {
     "parse_call": ("sizing.call_spec", "parse_call"),
     "read_workload": ("sizing.workload_file", "read_workload"),
     "read_call_log": ("sizing.call_logs", "read_call_log"),
+    "record_call_logs": ("sizing.call_log_recorder", "record_call_logs"),
     "recommend": ("sizing.recommend", "recommend"),
     "Recommendation": ("sizing.recommend", "Recommendation"),
     "read_setting": ("sizing.workspace_check", "read_setting"),
@@ -73,6 +74,7 @@ __all__ = [
     "read_setting",
     "read_workload",
     "recommend",
+    "record_call_logs",
     "replay",
     "size_calls",
 ]
@@ -86,6 +88,7 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time __getattr__ impo
     from replay.events import AllocationLog
     from replay.log_loader import load_log
     from replay.resources import parse_spec
+    from sizing.call_log_recorder import record_call_logs
     from sizing.call_logs import read_call_log
     from sizing.call_spec import parse_call
     from sizing.recommend import Recommendation, recommend
