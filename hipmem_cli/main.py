@@ -19,9 +19,20 @@ app = typer.Typer(
 )
 
 
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        import hipmem
+
+        output.stdout.print(f"hipmem {hipmem.__version__}", highlight=False, markup=False)
+        raise typer.Exit()
+
+
 @app.callback()
 def _global_options(
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the version."
+    ),
 ) -> None:
     output.state.debug = debug
 

@@ -19,6 +19,7 @@ from hipmem.atomic_write import atomic_output
 from replay.analysis import LiveTrace, LogSummary, owner_traces
 from replay.errors import ReplayUsageError
 from replay.events import AllocationLog
+from replay.pyplot import pyplot, require_matplotlib
 
 PLOT_SUFFIXES = (".png", ".svg")
 MAX_POINTS = 4000  # envelope columns per line: about one per pixel of a wide figure
@@ -30,7 +31,8 @@ class PlotPathError(ReplayUsageError):
 
 
 def check_plot_path(path: Path) -> None:
-    """Reject an unsupported suffix or a missing folder before any work starts."""
+    """Reject an unsupported suffix, a missing folder or a missing matplotlib before any work."""
+    require_matplotlib()
     if path.suffix.lower() not in PLOT_SUFFIXES:
         raise PlotPathError(
             "must end in .png or .svg (the suffix picks it)", parameter="plot", value=str(path)
@@ -72,12 +74,8 @@ def plot_timeline(
     per_stream: bool = False,
 ) -> None:
     """Draw live bytes over events (top) and over seconds since the first event (bottom)."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display: render to files only
-    import matplotlib.pyplot as plt
-
     check_plot_path(path)
+    plt = pyplot()
     events = log.events
     live = trace.live_bytes
     seconds = (events["time_ns"].to_numpy() - (summary.first_time_ns or 0)) / 1e9

@@ -8,6 +8,7 @@ import numpy as np
 
 from hipmem.atomic_write import atomic_output
 from replay.program import ReplayProgram
+from replay.pyplot import pyplot
 from replay.report import ReplayReport
 
 _POINTS = 4000  # the requested curve is thinned to about this many points
@@ -15,11 +16,7 @@ _POINTS = 4000  # the requested curve is thinned to about this many points
 
 def write_plot(path: Path, program: ReplayProgram, reports: list[ReplayReport]) -> None:
     """Write the plot atomically (temp file in the same folder, then rename)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     gib = float(1 << 30)
     fig, ax = plt.subplots(figsize=(10, 5))
     step = max(1, program.op_count // _POINTS)
