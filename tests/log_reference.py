@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 DATA_LOGS = Path(__file__).parent / "data" / "logs"
-# The first 5,000 events of each real log in ../shared/logs (recorded under PyTorch on an
+# The first 5,000 events of each real log of the shared folder (recorded under PyTorch on an
 # H200), committed so the tests pass in a lone clone. The full logs reach tests only through
 # the `shared_logs` fixture.
 REAL_LOGS_DIR = Path(__file__).parent / "data" / "real"
