@@ -47,6 +47,14 @@ def test_two_resources_side_by_side_as_json():
     assert plain["failure_count"] == 0 and plain["outcome"] == "completed"
     assert limited["failure_count"] == len(reference_failures(log, limit))
     assert plain["thread_count"] == 5 and plain["backend"] == "host"
+    # `log inspect`'s vocabulary and counting rules: the same names, the same figures.
+    inspected = json.loads(hipmem("log", "inspect", str(SERVE), "--json").stdout)
+    assert payload["sources"] == inspected["sources"]
+    assert plain["anomalies"]["live_at_end"] == inspected["live_at_end"]
+    assert plain["anomalies"]["zero_byte_live_at_end"] == inspected["zero_byte_live_at_end"]
+    assert limited["failures"] and all(
+        f["source"] == str(SERVE) and f["line"] > 1 for f in limited["failures"]
+    )
 
 
 def test_table_shows_each_resource_and_the_anomaly_note():
