@@ -60,8 +60,10 @@ from replay.events import (
     COLUMNS,
     FREE,
     AllocationLog,
+    Recording,
     SkippedRow,
 )
+from replay.snapshot import is_snapshot, read_snapshot
 
 HEADER_WITH_THREAD = "Thread,Time,Action,Pointer,Size,Stream"
 HEADER_WITHOUT_THREAD = "Time,Action,Pointer,Size,Stream"
@@ -775,20 +777,39 @@ def load_log(
     total_bytes = sum(f.stat().st_size for f in files)
     done_bytes = 0
     parts: list[_FileEvents] = []
-    for index, path in enumerate(files):
+    sources: list[str] = []
+    recordings: list[Recording] = []
+    for path in files:
         if progress:
             progress(done_bytes, total_bytes, path.name)
-        part = load_log_file(path, index)
-        if strict and part.skipped_count:
-            first = part.skipped[0]
-            more = part.skipped_count - 1
-            tail = f" (and {more} more bad rows)" if more else ""
-            raise BadLogRowError(f"{first.source}:{first.line}: {first.reason}{tail}")
-        parts.append(part)
+        # A PyTorch snapshot is recognised by its content: one source per device it holds.
+        if is_snapshot(path):
+            for device in read_snapshot(path):
+                device.columns["file_index"] = np.full(
+                    len(device.columns["line"]), len(sources), dtype=np.int16
+                )
+                file_part = _FileEvents(device.columns, device.skipped, device.skipped_count)
+                parts.append(_checked_strict(file_part, strict))
+                sources.append(device.recording.source)
+                recordings.append(device.recording)
+        else:
+            parts.append(_checked_strict(load_log_file(path, len(sources)), strict))
+            sources.append(str(path))
         done_bytes += path.stat().st_size
     if progress:
         progress(total_bytes, total_bytes, "")
-    return _join(parts, [str(f) for f in files])
+    log = _join(parts, sources)
+    log.recordings = recordings
+    return log
+
+
+def _checked_strict(part: _FileEvents, strict: bool) -> _FileEvents:
+    if strict and part.skipped_count:
+        first = part.skipped[0]
+        more = part.skipped_count - 1
+        tail = f" (and {more} more bad rows)" if more else ""
+        raise BadLogRowError(f"{first.source}:{first.line}: {first.reason}{tail}")
+    return part
 
 
 def _join(parts: list[_FileEvents], sources: list[str]) -> AllocationLog:
