@@ -30,13 +30,19 @@ def load_extension(torch: Any) -> Any:
     digest = hashlib.sha256(SOURCE.read_bytes() + torch.__version__.encode()).hexdigest()[:16]
     build_dir = cache_dir() / "torch-replay" / digest
     build_dir.mkdir(parents=True, exist_ok=True)
-    return load(
-        name=f"hipmem_torch_replay_{digest}",
-        sources=[str(SOURCE)],
-        build_directory=str(build_dir),
-        extra_cflags=["-O2"],
-        verbose=False,
-    )
+    try:
+        return load(
+            name=f"hipmem_torch_replay_{digest}",
+            sources=[str(SOURCE)],
+            build_directory=str(build_dir),
+            extra_cflags=["-O2"],
+            with_cuda=True,  # the GPU runtime's headers and library (CUDA, or HIP on ROCm)
+            verbose=False,
+        )
+    except RuntimeError as err:  # the compiler's first error, not ninja's last word
+        lines = str(err).splitlines()
+        first = next((ln for ln in lines if "error" in ln.lower()), lines[-1] if lines else "")
+        raise SystemExit(f"building the PyTorch replay extension failed: {first.strip()}") from None
 
 
 def _stream_handles(torch: Any, stream_ids: np.ndarray) -> tuple[list[Any], np.ndarray]:
