@@ -18,7 +18,6 @@ snapshot it also checks that `torch:settings=recorded` reserves what the recordi
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -118,9 +117,6 @@ def main() -> None:
         recorded_peak = sum(r.peak_reserved_bytes for r in log.recordings)
         if recorded_peak:
             print(f"{name:<22} {'recorded (PyTorch)':<24} {'':>10} {'':>8} {recorded_peak:>14,}")
-    out = os.environ.get("OUT")
-    if out:
-        (Path(out) / "bench_torch_replay.json").write_text(json.dumps(rows, indent=2))
 
 
 if __name__ == "__main__":
