@@ -46,6 +46,7 @@ def _plain_child(source: str) -> None:
 
     from replay.torch_worker import load_extension
 
+    torch.cuda.set_device(0)  # initialises CUDA and the caching allocator, as the worker does
     extension = load_extension(torch)
     with np.load(source) as data:
         op, slot, size = (torch.from_numpy(data[k]) for k in ("op", "slot", "size"))
@@ -64,8 +65,10 @@ def plain_loop_ns(log: AllocationLog, repeats: int, conf: str) -> int:
         done = subprocess.run(
             [sys.executable, __file__, "--plain-child", str(source)],
             env={**os.environ, "PYTORCH_CUDA_ALLOC_CONF": conf},
-            capture_output=True, text=True, check=True,
+            capture_output=True, text=True,
         )  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"the plain loop failed: {done.stderr[-2000:]}")
     return int(done.stdout.strip().splitlines()[-1])
 
 
