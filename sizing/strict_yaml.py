@@ -1,0 +1,76 @@
+"""YAML loading for untrusted files: no aliases, no duplicate keys.
+
+PyYAML's safe loaders never run code, but they do honour aliases: `&a [*b, *b, ...]` nested
+ten deep (a "billion laughs") is a few hundred bytes that becomes 10**9 values the moment
+anything walks it (a schema error message, `str()`). Aliases are refused while composing,
+before any node is built from them, so no amount of nesting costs anything. Nothing hipmem
+reads (workload files, rocBLAS profile logs) has a reason to use them.
+
+Duplicate keys are refused too: PyYAML keeps the last one silently, which turns a typo into
+a different workload.
+
+    data = load_strict(text)          # raises StrictYamlError with a 1-based line
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+
+class StrictYamlError(ValueError):
+    """The text uses an alias or repeats a key, or is not YAML; `line` is 1-based."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+class _StrictLoader(yaml.SafeLoader):
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise StrictYamlError(
+                event.start_mark.line + 1,
+                f"YAML alias *{event.anchor} refused (aliases are not accepted: write the "
+                "value out)",
+            )
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:  # an unhashable key: the base class says so
+                break
+            if duplicate:
+                raise StrictYamlError(
+                    key_node.start_mark.line + 1, f"key {key!r} given twice (keep one)"
+                )
+        return super().construct_mapping(node, deep=deep)
+
+
+def compose_strict(text: str) -> yaml.Node | None:
+    """The node tree (for line numbers), aliases refused."""
+    try:
+        return yaml.compose(text, Loader=_StrictLoader)  # noqa: S506 - a safe loader
+    except yaml.YAMLError as err:
+        raise _as_error(err) from None
+
+
+def load_strict(text: str) -> Any:
+    """The data, aliases and duplicate keys refused; other YAML errors as StrictYamlError."""
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a safe loader
+    except yaml.YAMLError as err:
+        raise _as_error(err) from None
+
+
+def _as_error(err: yaml.YAMLError) -> StrictYamlError:
+    mark = getattr(err, "problem_mark", None)
+    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+    return StrictYamlError(mark.line + 1 if mark is not None else 1, f"not valid YAML: {problem}")
