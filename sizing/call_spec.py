@@ -3,9 +3,9 @@ keyword arguments, checked against the catalog, with every unspecified argument 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-import re
 from typing import Any
 
 import simpleeval

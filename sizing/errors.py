@@ -59,5 +59,9 @@ class CallLogError(SizingError):
     """A call log cannot be read, or (with --strict) holds a line that is not a call."""
 
 
+class CallLogRefused(UsageError):
+    """A call log holds something no real log does and that is refused outright (an alias)."""
+
+
 class WorkloadError(UsageError):
     """A workload file does not follow the workload schema."""

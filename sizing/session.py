@@ -27,6 +27,8 @@ from sizing.virtual_device import Device, resolve
 from sizing.worker_process import Crash, WorkerInfo, WorkerProcess
 
 SIZE_STATUSES = ("size_increased", "size_unchanged", "success")
+MAX_COUNT = 2**63 - 1  # how often one call may be counted (an int64, as JSON readers hold it)
+Counted = tuple[Call | str, int]
 Progress = Callable[[int, "int | None", str], None]
 
 
@@ -123,23 +125,26 @@ class SizingSession:
         return self.size_many([call])[0]
 
     def size_many(
-        self, calls: Iterable[Call | str], progress: Progress | None = None
+        self, calls: Iterable[Call | str | Counted], progress: Progress | None = None
     ) -> list[CallResult]:
-        """Size calls in order; identical calls are sized once (their count goes up)."""
-        parsed = [parse_call(c, self.catalog) if isinstance(c, str) else c for c in calls]
+        """Size calls in order; identical calls are sized once (their count goes up).
+
+        An item may be `(call, count)`: a call made `count` times, counted as an integer (a
+        log of a long run says 30,000,000 times; nothing is repeated that often here)."""
+        pairs = [_counted(item, self.catalog) for item in calls]
         fresh: dict[tuple[Any, ...], Call] = {}
         fresh_counts: dict[tuple[Any, ...], int] = {}
-        for call in parsed:
+        for call, count in pairs:
             key = call.key()
             if key in self._results:
-                self._results[key].count += 1
+                self._results[key].count = _add_counts(self._results[key].count, count, call)
             else:
                 fresh.setdefault(key, call)
-                fresh_counts[key] = fresh_counts.get(key, 0) + 1
+                fresh_counts[key] = _add_counts(fresh_counts.get(key, 0), count, call)
         self._size_fresh(list(fresh.values()), progress)
         for key, count in fresh_counts.items():
             self._results[key].count = count
-        return [self._results[call.key()] for call in parsed]
+        return [self._results[call.key()] for call, _ in pairs]
 
     def _size_fresh(self, calls: list[Call], progress: Progress | None) -> None:
         encoded = [self._encode(call) for call in calls]
@@ -232,7 +237,7 @@ class SizingSession:
 
 
 def size_calls(
-    calls: Iterable[Call | str],
+    calls: Iterable[Call | str | Counted],
     device: str | Device | None = None,
     *,
     compute_units: int | None = None,
@@ -243,6 +248,21 @@ def size_calls(
     with SizingSession(device, compute_units=compute_units, rocm_dir=rocm_dir) as session:
         session.size_many(calls, progress)
         return session.result()
+
+
+def _counted(item: Call | str | Counted, catalog: Catalog) -> tuple[Call, int]:
+    call, count = item if isinstance(item, tuple) else (item, 1)
+    if isinstance(call, str):
+        call = parse_call(call, catalog)
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_COUNT:
+        raise UsageError(f"{call.label}: count {count!r} is not a whole number 1..{MAX_COUNT}")
+    return call, count
+
+
+def _add_counts(total: int, count: int, call: Call) -> int:
+    if total + count > MAX_COUNT:
+        raise UsageError(f"{call.label}: counted more than {MAX_COUNT:,} times in all (2**63 - 1)")
+    return total + count
 
 
 def _choose_device(device: str | Device | None, compute_units: int | None) -> Device:

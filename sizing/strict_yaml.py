@@ -27,7 +27,26 @@ class StrictYamlError(ValueError):
         self.line = line
 
 
-class _StrictLoader(yaml.SafeLoader):
+class _NoDuplicateKeys:
+    """Mixed into a loader: a mapping that repeats a key is refused."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)  # type: ignore[attr-defined]
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:  # an unhashable key: the base class says so
+                break
+            if duplicate:
+                raise StrictYamlError(
+                    key_node.start_mark.line + 1, f"key {key!r} given twice (keep one)"
+                )
+        return super().construct_mapping(node, deep=deep)  # type: ignore[misc]
+
+
+class _StrictLoader(_NoDuplicateKeys, yaml.SafeLoader):
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
@@ -38,36 +57,32 @@ class _StrictLoader(yaml.SafeLoader):
             )
         return super().compose_node(parent, index)
 
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            try:
-                duplicate = key in seen
-                seen.add(key)
-            except TypeError:  # an unhashable key: the base class says so
-                break
-            if duplicate:
-                raise StrictYamlError(
-                    key_node.start_mark.line + 1, f"key {key!r} given twice (keep one)"
-                )
-        return super().construct_mapping(node, deep=deep)
+
+class _FastLoader(_NoDuplicateKeys, getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """libyaml's parser for text known to hold no alias ("*"): it cannot refuse them."""
 
 
 def compose_strict(text: str) -> yaml.Node | None:
     """The node tree (for line numbers), aliases refused."""
     try:
-        return yaml.compose(text, Loader=_StrictLoader)  # noqa: S506 - a safe loader
+        return yaml.compose(text, Loader=_StrictLoader)
     except yaml.YAMLError as err:
         raise _as_error(err) from None
+    except RecursionError:
+        raise StrictYamlError(1, "YAML nested too deeply") from None
 
 
 def load_strict(text: str) -> Any:
-    """The data, aliases and duplicate keys refused; other YAML errors as StrictYamlError."""
+    """The data, aliases and duplicate keys refused; other YAML errors as StrictYamlError.
+
+    Text without a "*" (no alias is possible) is parsed by libyaml, when installed."""
+    loader = _StrictLoader if "*" in text else _FastLoader
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a safe loader
+        return yaml.load(text, Loader=loader)
     except yaml.YAMLError as err:
         raise _as_error(err) from None
+    except RecursionError:
+        raise StrictYamlError(1, "YAML nested too deeply") from None
 
 
 def _as_error(err: yaml.YAMLError) -> StrictYamlError:
