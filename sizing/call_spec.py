@@ -143,7 +143,10 @@ def make_call(
     for name in given:
         if name not in settable:
             raise BadArgument(_unknown_argument(routine, name, settable))
-    values = {name: _convert(routine, settable[name], raw, catalog) for name, raw in given.items()}
+    values = {
+        name: _convert(routine, settable[name], raw, catalog, given=True)
+        for name, raw in given.items()
+    }
     _apply_defaults(routine, settable, values, catalog)
     ordered = {name: values[name] for name in settable}
     _check_types(routine, ordered)
@@ -182,7 +185,10 @@ def _unknown_argument(routine: Routine, name: str, settable: Mapping[str, Param]
     return f"{routine.name} has no argument '{name}'{hint} (it takes {', '.join(settable)})"
 
 
-def _convert(routine: Routine, param: Param, raw: Value, catalog: Catalog) -> Value:
+def _convert(
+    routine: Routine, param: Param, raw: Value, catalog: Catalog, *, given: bool = False
+) -> Value:
+    """`given`: the user's value (a float is no whole number); else a default rule's."""
     where = f"{routine.name}: {param.name}={raw}"
     if param.kind == "enum":
         assert param.enum is not None
@@ -192,6 +198,8 @@ def _convert(routine: Routine, param: Param, raw: Value, catalog: Catalog) -> Va
             return float(raw)
         except ValueError:
             raise BadArgument(f"{where}: expected a number") from None
+    if given and isinstance(raw, float):
+        raise BadArgument(f"{where}: expected a whole number, not a decimal")
     return _integer(where, param.name, param.kind, raw)
 
 

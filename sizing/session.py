@@ -245,8 +245,13 @@ def size_calls(
     progress: Progress | None = None,
 ) -> SessionResult:
     """Open a session, size every call, and return the result."""
+    catalog = load_catalog()
+    pairs = [_counted(item, catalog) for item in calls]
+    totals: dict[tuple[Any, ...], int] = {}
+    for call, count in pairs:  # a count overflow is said before any library is loaded
+        totals[call.key()] = _add_counts(totals.get(call.key(), 0), count, call)
     with SizingSession(device, compute_units=compute_units, rocm_dir=rocm_dir) as session:
-        session.size_many(calls, progress)
+        session.size_many(pairs, progress)
         return session.result()
 
 

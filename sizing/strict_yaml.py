@@ -7,16 +7,38 @@ before any node is built from them, so no amount of nesting costs anything. Noth
 reads (workload files, rocBLAS profile logs) has a reason to use them.
 
 Duplicate keys are refused too: PyYAML keeps the last one silently, which turns a typo into
-a different workload.
+a different workload. And numbers are read by YAML 1.2's core rules, not PyYAML's YAML 1.1
+ones: `4_000`, `0x10`, `0o10` and `1:30` (sexagesimal 90) stay text, so that a dimension
+written that way is refused like the same text on the command line.
 
     data = load_strict(text)          # raises StrictYamlError with a 1-based line
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
+
+_INT = "tag:yaml.org,2002:int"
+_FLOAT = "tag:yaml.org,2002:float"
+_CORE_INT = re.compile(r"^[-+]?[0-9]+$")
+_CORE_FLOAT = re.compile(
+    r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+)
+
+
+def _core_number_resolvers(base: Any) -> dict[str, list[tuple[str, re.Pattern[str]]]]:
+    """The loader's implicit resolvers with YAML 1.2 core int and float rules."""
+    resolvers = {
+        first: [(tag, rx) for tag, rx in found if tag not in (_INT, _FLOAT)]
+        for first, found in base.yaml_implicit_resolvers.items()
+    }
+    for first in "-+0123456789.":
+        resolvers.setdefault(first, []).extend([(_INT, _CORE_INT), (_FLOAT, _CORE_FLOAT)])
+    return resolvers
 
 
 class StrictYamlError(ValueError):
@@ -47,6 +69,8 @@ class _NoDuplicateKeys:
 
 
 class _StrictLoader(_NoDuplicateKeys, yaml.SafeLoader):
+    yaml_implicit_resolvers = _core_number_resolvers(yaml.SafeLoader)
+
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
@@ -60,6 +84,8 @@ class _StrictLoader(_NoDuplicateKeys, yaml.SafeLoader):
 
 class _FastLoader(_NoDuplicateKeys, getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
     """libyaml's parser for text known to hold no alias ("*"): it cannot refuse them."""
+
+    yaml_implicit_resolvers = _core_number_resolvers(yaml.SafeLoader)
 
 
 def compose_strict(text: str) -> yaml.Node | None:
