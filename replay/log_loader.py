@@ -343,6 +343,7 @@ class _Lines:
     bad: list[tuple[int, str]] = field(default_factory=list)
     bad_count: int = 0
     lines_seen: int = 1  # the header
+    damage: tuple[int, str] | None = None  # where a damaged gzip ends the file, and why
 
     def add_block(self, block: bytes, fields: int) -> None:
         """Split one block of whole lines (ending in \\n), vectorised."""
@@ -402,7 +403,8 @@ def _split_lines(path: Path, fields: int, *, block_bytes: int = 1 << 26) -> _Lin
     if damage is not None:
         lines.bad_count += 1
         read = f"read up to line {lines.lines_seen:,}" if lines.lines_seen > 1 else "no row read"
-        lines.bad.append((lines.lines_seen + 1, f"{damage}; {read}, the rest is lost"))
+        lines.damage = (lines.lines_seen + 1, f"{damage}; {read}, the rest is lost")
+        lines.bad.append(lines.damage)
     return lines
 
 
@@ -809,7 +811,10 @@ def load_log_file(path: Path, file_index: int, *, source: str | None = None) -> 
         keep = ~bad
         events = {key: values[keep] for key, values in events.items()}
     unwrap_midnight(events["time_ns"])
-    return _FileEvents(events, skipped[:MAX_KEPT_SKIPS], lines.bad_count + len(bad_rows))
+    kept = skipped[:MAX_KEPT_SKIPS]
+    if lines.damage is not None and kept[-1].line != lines.damage[0]:  # always said
+        kept[-1] = SkippedRow(name, *lines.damage)
+    return _FileEvents(events, kept, lines.bad_count + len(bad_rows))
 
 
 # --------------------------------------------------------------------------- many files

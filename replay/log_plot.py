@@ -30,12 +30,26 @@ class PlotPathError(ReplayUsageError):
     """The plot file name has a suffix we cannot render, or its folder is missing."""
 
 
-def check_plot_path(path: Path) -> None:
-    """Reject an unsupported suffix or a missing folder before any work starts."""
-    if path.suffix.lower() not in PLOT_SUFFIXES:
-        raise PlotPathError(f"--plot: '{path}' must end in .png or .svg (the suffix picks it)")
+def check_plot_path(path: Path, *, suffixes: tuple[str, ...] = PLOT_SUFFIXES) -> None:
+    """Reject, before any work starts, what the plot could not be written to: a suffix we
+    cannot render, a missing folder, a directory, or a folder where no file can be created
+    (read-only, or /proc and /sys): a temporary file is created there and removed."""
+    if path.suffix.lower() not in suffixes:
+        names = " or ".join(suffixes)
+        raise PlotPathError(f"--plot: '{path}' must end in {names} (the suffix picks it)")
+    if path.is_dir():
+        raise PlotPathError(f"--plot: '{path}' is a directory")
+    if path.exists() and not path.is_file():
+        raise PlotPathError(f"--plot: '{path}' is not a regular file")
     if not path.parent.is_dir():
         raise PlotPathError(f"--plot: folder '{path.parent}' does not exist")
+    try:
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".hipmem-plot-check-"):
+            pass
+    except OSError as err:
+        raise PlotPathError(
+            f"--plot: cannot write in folder '{path.parent}': {err.strerror or err}"
+        ) from None
 
 
 def envelope(

@@ -33,7 +33,7 @@ def run_bounded(
         capture_output=True,
         text=True,
         timeout=deadline_s,
-        preexec_fn=lambda: _limit(memory_bytes),  # noqa: PLW1509 - no threads in the tests
+        preexec_fn=lambda: _limit(memory_bytes),
         cwd=REPO,
         env=env,
         stdin=stdin,
