@@ -43,6 +43,10 @@ class VendorStatus(SizingError):
     """The vendor library answered with a status that is not a size."""
 
 
+class ImplausibleSize(SizingError):
+    """The library answered a size of 2**63 bytes or more: its arithmetic wrapped."""
+
+
 class WorkerCrashed(SizingError):
     """The vendor library aborted or crashed the worker process."""
 

@@ -22,7 +22,7 @@ from fractions import Fraction
 from typing import Any
 
 from sizing.call_spec import Call
-from sizing.errors import UsageError
+from sizing.errors import SizingError, UsageError
 from sizing.session import CallResult, SessionResult
 from sizing.virtual_device import Arch
 
@@ -35,6 +35,13 @@ LARGE_DEFAULT_HANDLE_BYTES = 128 * MiB  # gfx94x (MI300) and gfx950 (MI350)
 class BadSize(UsageError):
     """A size, headroom or alignment option is malformed or out of range."""
 
+
+class Unsatisfiable(SizingError):
+    """The recommended value would be more than the device's memory."""
+
+
+MAX_OPTION_BYTES = 2**63 - 1  # headroom and alignment: past this they overflow rocBLAS's size_t
+MAX_PERCENT = 10_000
 
 # -- sizes ------------------------------------------------------------------------------------
 # A tiny strict parser rather than a library: humanfriendly 10.0 (the usual choice, last
@@ -58,7 +65,13 @@ def parse_size(text: str, *, option: str = "size") -> int:
             f"{option} {text!r}: expected whole bytes or an IEC size such as 4096, 64KiB, "
             f"2MiB{hint}"
         )
-    return int(match.group(1)) * _IEC_UNITS[unit]
+    if len(match.group(1)) > 30:  # int() of a huge digit string costs time: refuse early
+        digits = len(match.group(1))
+        raise BadSize(f"{option}: {digits} digits, more than {MAX_OPTION_BYTES:,} bytes")
+    size_bytes = int(match.group(1)) * _IEC_UNITS[unit]
+    if size_bytes > MAX_OPTION_BYTES:
+        raise BadSize(f"{option} {text!r}: more than {MAX_OPTION_BYTES:,} bytes (2**63 - 1)")
+    return size_bytes
 
 
 @dataclass(frozen=True)
@@ -87,10 +100,14 @@ def parse_headroom(text: str, *, option: str = "--headroom") -> Headroom:
             raise BadSize(
                 f"{option} {text!r}: expected a non-negative percentage such as 10% or 12.5%"
             )
+        if len(match.group(1)) > 30 or Fraction(match.group(1)) > MAX_PERCENT:
+            raise BadSize(f"{option}: more than {MAX_PERCENT:,}%")
         return Headroom(percent=Fraction(match.group(1)))
     try:
         return Headroom(fixed_bytes=parse_size(text, option=option))
-    except BadSize:
+    except BadSize as err:
+        if "more than" in str(err):
+            raise
         raise BadSize(
             f"{option} {text!r}: expected a non-negative percentage (10%) or size (1048576, 64MiB)"
         ) from None
@@ -247,6 +264,13 @@ def recommend(
     environ = os.environ if environ is None else environ
     headroom_bytes = headroom.bytes_for(result.session_bytes)
     value_bytes = round_up(result.session_bytes + headroom_bytes, align_bytes)
+    memory = result.device.memory_bytes
+    if value_bytes > memory:  # never emitted: a handle with it could not be created
+        raise Unsatisfiable(
+            f"the recommendation ({result.session_bytes:,} bytes needed + headroom, rounded "
+            f"up to {align_bytes:,}) is {value_bytes:,} bytes, more than the "
+            f"{result.device.name}'s {memory:,} bytes of memory; nothing emitted"
+        )
     default_bytes, source = _default_bytes(result)
     sized = [r for r in result.calls if r.bytes is not None]
     largest = max(sized, key=lambda r: r.bytes or 0, default=None)
@@ -310,8 +334,6 @@ def _memory_warnings(advice: Recommendation, result: SessionResult) -> list[str]
     memory = result.device.memory_bytes
     value = advice.rocblas_device_memory_size_bytes
     name = result.device.name
-    if value > memory:
-        return [f"{value:,} bytes is more than the {name}'s {memory:,} bytes of memory"]
     if value * advice.handles > memory:
         return [
             f"{advice.handles} handles × {value:,} bytes is more than the {name}'s "

@@ -21,12 +21,21 @@ from typing import Any
 
 from sizing.call_spec import Call, Value, make_call, parse_call
 from sizing.catalog import Catalog, load_catalog
-from sizing.errors import MissingSymbol, SizingError, UsageError, VendorStatus, WorkerCrashed
+from sizing.errors import (
+    ImplausibleSize,
+    MissingSymbol,
+    SizingError,
+    UsageError,
+    VendorStatus,
+    WorkerCrashed,
+)
 from sizing.library_locator import Libraries, locate
 from sizing.virtual_device import Device, resolve
 from sizing.worker_process import Crash, WorkerInfo, WorkerProcess
 
 SIZE_STATUSES = ("size_increased", "size_unchanged", "success")
+# A size_t the library computed of 2**63 or more has wrapped (no device is near it).
+WRAPPED_BYTES = 2**63
 MAX_COUNT = 2**63 - 1  # how often one call may be counted (an int64, as JSON readers hold it)
 Counted = tuple[Call | str, int]
 Progress = Callable[[int, "int | None", str], None]
@@ -41,6 +50,7 @@ class CallResult:
     status: str  # the library's status by name, or "crashed" / "missing_symbol"
     error: SizingError | None = None
     count: int = 1  # how many times the request contained this call
+    fits_device: bool = True  # False: more than the device's memory (unsatisfiable there)
 
     def as_dict(self) -> dict[str, Any]:
         payload: dict[str, Any] = {
@@ -49,6 +59,7 @@ class CallResult:
             "bytes": self.bytes,
             "status": self.status,
             "count": self.count,
+            "fits_device": self.fits_device,
         }
         if self.error is not None:
             payload["error"] = str(self.error)
@@ -179,7 +190,15 @@ class SizingSession:
                 f"rocblas_status_{status} ({answer['status']})"
             )
             return CallResult(call, None, status, error)
-        return CallResult(call, answer["bytes"], status)
+        size_bytes = int(answer["bytes"])
+        if size_bytes >= WRAPPED_BYTES:
+            return CallResult(call, None, "implausible", ImplausibleSize(
+                f"{call.label}: {call.routine.library} answered {size_bytes:,} bytes, a size "
+                "that wrapped around inside the library (2**63 or more): no answer"
+            ))  # fmt: skip
+        return CallResult(
+            call, size_bytes, status, fits_device=size_bytes <= self.device.memory_bytes
+        )
 
     def _hint(self, call: Call) -> str:
         tensile = self.libraries.tensile_dir

@@ -225,7 +225,7 @@ def test_a_workload_that_is_not_utf8_names_the_file(tmp_path: Path) -> None:
         ("  - routine: dgetrf\n    args: {m: '0x10', n: 8}\n", 3, "m=0x10: expected a whole"),
         ("  - routine: dgetrf\n    args: {m: -8, n: 8}\n", 3, "m=-8: a dimension cannot be"),
         ("  - routine: dgetrf\n    args: {m: 1:30, n: 8}\n", 3, "m=1:30: expected a whole"),
-        ("  - routine: dgetrf\n    args: {m: 8.0, n: 8}\n", 3, "m=8.0: expected a whole number, not"),
+        ("  - routine: dgetrf\n    args: {m: 8.0, n: 8}\n", 3, "m=8.0: expected a whole number,"),
     ],
 )  # fmt: skip
 def test_workload_rules(tmp_path: Path, body: str, line: int, message: str) -> None:
