@@ -11,14 +11,28 @@ from pathlib import Path
 
 import platformdirs
 
+from sizing.errors import SizingError
+
 CACHE_ENV = "HIPMEM_CACHE_DIR"
 
 
+class CacheDirError(SizingError):
+    """The cache folder cannot be created or used (e.g. HIPMEM_CACHE_DIR names a file)."""
+
+
 def cache_dir() -> Path:
-    """The cache root; created on first use."""
+    """The cache root; created on first use. Raises CacheDirError."""
     override = os.environ.get(CACHE_ENV)
     root = Path(override) if override else Path(platformdirs.user_cache_dir("hipmem"))
-    root.mkdir(parents=True, exist_ok=True)
+    named = f"{CACHE_ENV}={root}" if override else f"the cache folder {root}"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise CacheDirError(
+            f"{named} is a file, not a folder; point {CACHE_ENV} at a folder"
+        ) from None
+    except OSError as err:
+        raise CacheDirError(f"{named}: cannot create it: {err.strerror or err}") from None
     return root
 
 

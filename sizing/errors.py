@@ -51,6 +51,10 @@ class WorkerCrashed(SizingError):
     """The vendor library aborted or crashed the worker process."""
 
 
+class WorkerTimedOut(SizingError):
+    """The worker did not answer a call within the deadline; it was killed and restarted."""
+
+
 class FetchError(SizingError):
     """Downloading or unpacking the offline ROCm libraries failed."""
 

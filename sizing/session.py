@@ -28,6 +28,7 @@ from sizing.errors import (
     UsageError,
     VendorStatus,
     WorkerCrashed,
+    WorkerTimedOut,
 )
 from sizing.library_locator import Libraries, locate
 from sizing.virtual_device import Device, resolve
@@ -106,11 +107,14 @@ class SizingSession:
         compute_units: int | None = None,
         rocm_dir: Path | None = None,
         catalog: Catalog | None = None,
+        call_deadline_s: float | None = None,
     ) -> None:
+        """`call_deadline_s`: how long one call may take before the worker is killed and
+        the call reported as timed out (default: HIPMEM_CALL_DEADLINE_S, else 60 s)."""
         self.catalog = catalog or load_catalog()
         self.device = _choose_device(device, compute_units)
         self.libraries: Libraries = locate(rocm_dir)
-        self._worker = WorkerProcess(self.libraries, self.device)
+        self._worker = WorkerProcess(self.libraries, self.device, call_deadline_s=call_deadline_s)
         self._results: dict[tuple[Any, ...], CallResult] = {}
 
     # -- context management -----------------------------------------------------------------
@@ -176,6 +180,8 @@ class SizingSession:
         if isinstance(answer, Crash):
             message = f"{call.label}: the vendor library {answer.how}"
             message += f": {answer.last_words}" if answer.last_words else ""
+            if answer.timed_out:
+                return CallResult(call, None, "timed_out", WorkerTimedOut(message))
             return CallResult(call, None, "crashed", WorkerCrashed(message + self._hint(call)))
         if "missing_symbol" in answer:
             missing = MissingSymbol(
