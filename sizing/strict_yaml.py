@@ -88,6 +88,15 @@ class _FastLoader(_NoDuplicateKeys, getattr(yaml, "CSafeLoader", yaml.SafeLoader
     yaml_implicit_resolvers = _core_number_resolvers(yaml.SafeLoader)
 
 
+def _construct_decimal(loader: Any, node: Any) -> int:
+    """YAML 1.2 core ints are decimal: '096' is 96 (PyYAML's own reader takes it as octal)."""
+    return int(loader.construct_scalar(node), 10)
+
+
+for _loader in (_StrictLoader, _FastLoader):
+    _loader.add_constructor(_INT, _construct_decimal)
+
+
 def compose_strict(text: str) -> yaml.Node | None:
     """The node tree (for line numbers), aliases refused."""
     try:

@@ -310,3 +310,29 @@ def test_a_long_line_is_reported_with_its_reason(tmp_path: Path) -> None:
 def test_an_unreadable_call_log_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(CallLogError, match="is a directory, not a file"):
         read_call_log(tmp_path)
+
+
+def test_a_cache_dir_that_is_a_file_is_one_line(tmp_path: Path) -> None:
+    not_a_folder = tmp_path / "cache"
+    not_a_folder.write_text("")
+    done = hipmem_bounded(
+        "size", "--device", "MI210", "dgetrf:m=8,n=8",
+        env={**os.environ, "HIPMEM_CACHE_DIR": str(not_a_folder), "HIPMEM_ROCM_LIBDIR": ""},
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        f"Error: HIPMEM_CACHE_DIR={not_a_folder} is a file, not a folder; point "
+        "HIPMEM_CACHE_DIR at a folder"
+    )
+
+
+def test_a_repeated_resource_option_is_refused() -> None:
+    from replay.errors import ReplayUsageError
+    from replay.resources import parse_spec
+
+    with pytest.raises(
+        ReplayUsageError,
+        match=r"--resource 'host:limit=1MiB,limit=2MiB': limit "
+        "given twice",
+    ):
+        parse_spec("host:limit=1MiB,limit=2MiB")
