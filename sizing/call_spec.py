@@ -39,7 +39,8 @@ ENUM_ALIASES: dict[str, dict[str, str]] = {
 _INT_RANGES = {"i32": (-(2**31), 2**31 - 1), "i64": (-(2**63), 2**63 - 1), "u32": (0, 2**32 - 1)}
 _INT_RANGES["i8"] = (-128, 127)
 _DECIMAL = re.compile(r"[+-]?[0-9]+", re.ASCII)
-_MAX_DIGITS = 40  # far past any int64; keeps int() of a huge string out of reach
+_MAX_DIGITS = 40
+_MAX_SHOWN_CHARS = 80  # far past any int64; keeps int() of a huge string out of reach
 _DIMENSIONS = frozenset(
     {"m", "n", "k", "nrhs", "kl", "ku", "batch_count", "nb", "nblocks", "nu", "nv", "nc"}
 )
@@ -190,6 +191,8 @@ def _convert(
 ) -> Value:
     """`given`: the user's value (a float is no whole number); else a default rule's."""
     where = f"{routine.name}: {param.name}={raw}"
+    if isinstance(raw, str) and len(raw) > _MAX_SHOWN_CHARS:  # say how long, not all of it
+        where = f"{routine.name}: {param.name} (a value of {len(raw):,} characters)"
     if param.kind == "enum":
         assert param.enum is not None
         return _enum_value(where, param.enum, str(raw), catalog)

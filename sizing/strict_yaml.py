@@ -23,6 +23,7 @@ import yaml
 
 _INT = "tag:yaml.org,2002:int"
 _FLOAT = "tag:yaml.org,2002:float"
+_MAX_INT_DIGITS = 40
 _CORE_INT = re.compile(r"^[-+]?[0-9]+$")
 _CORE_FLOAT = re.compile(
     r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
@@ -88,9 +89,12 @@ class _FastLoader(_NoDuplicateKeys, getattr(yaml, "CSafeLoader", yaml.SafeLoader
     yaml_implicit_resolvers = _core_number_resolvers(yaml.SafeLoader)
 
 
-def _construct_decimal(loader: Any, node: Any) -> int:
-    """YAML 1.2 core ints are decimal: '096' is 96 (PyYAML's own reader takes it as octal)."""
-    return int(loader.construct_scalar(node), 10)
+def _construct_decimal(loader: Any, node: Any) -> int | str:
+    """YAML 1.2 core ints are decimal: '096' is 96 (PyYAML's own reader takes it as octal).
+    More than 40 digits stay text (no count or size is that long, and int() of thousands of
+    digits is refused by Python itself): the reader then refuses the text."""
+    text = loader.construct_scalar(node)
+    return int(text, 10) if len(text) <= _MAX_INT_DIGITS else str(text)
 
 
 for _loader in (_StrictLoader, _FastLoader):
