@@ -610,6 +610,10 @@ def _integers(arr: pa.Array, out: np.ndarray) -> BoolArray | None:
     return _any_bad(bad)
 
 
+# A superset of what arrow's integer conversion accepts (after trimming spaces and tabs).
+_ARROW_INTEGER = r"^[+-]?(?:0[xX][0-9a-fA-F]+|[0-9]+)$"
+
+
 def parse_integers_like_arrow(arr: pa.Array) -> tuple[Int64Array, BoolArray]:
     """Bytes -> int64 as arrow's CSV reader converts them, plus a bad-value mask (negative
     values are bad: no thread id or size is)."""
@@ -617,9 +621,14 @@ def parse_integers_like_arrow(arr: pa.Array) -> tuple[Int64Array, BoolArray]:
     with contextlib.suppress(pa.ArrowException):
         values = pc.cast(text, pa.int64()).to_numpy(zero_copy_only=False)
         return values, (values < 0) | non_ascii
-    # Some value does not convert: plain digits the vectorised way, the rest one by one.
+    # Some value does not convert: plain digits the vectorised way, the rest one by one,
+    # but only those that look like a number at all (a damaged file can have millions).
     values, bad = parse_decimal(text)
-    for row in np.flatnonzero(bad & ~non_ascii):
+    rest = np.flatnonzero(bad & ~non_ascii)
+    if len(rest):
+        numeric = pc.match_substring_regex(text.take(pa.array(rest)), _ARROW_INTEGER)
+        rest = rest[numeric.to_numpy(zero_copy_only=False)]
+    for row in rest:
         with contextlib.suppress(pa.ArrowException):
             values[row] = pa.array([text[int(row)].as_py()]).cast(pa.int64())[0].as_py()
             bad[row] = values[row] < 0
