@@ -52,7 +52,7 @@ def inspect(
         plot_timeline(log, live_trace(log.events), summary, plot, per_stream=per_stream)
     warn_skipped_rows(log)
     if json:
-        output.print_json(summary.to_json())
+        output.print_json(summary.as_dict())
         return
     _print_summary(summary)
     if plot is not None:

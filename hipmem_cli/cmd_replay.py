@@ -19,7 +19,7 @@ from replay.log_plot import check_plot_path
 from replay.plot import write_plot
 from replay.program import ReplayProgram, build_program
 from replay.report import LatencyStats, ReplayReport
-from replay.resources import ResourceSpec, parse_spec
+from replay.resources import STREAM_ORDERED_KINDS, ResourceSpec, parse_spec
 
 _RESOURCE_HELP = (
     "Resource spec, repeatable: cuda|hip, managed[:prefetch=1,advise=preferred_location], "
@@ -31,8 +31,6 @@ _RESOURCE_HELP = (
 
 # What replay.plot writes (matplotlib picks the format by suffix; none means .png).
 _PLOT_SUFFIXES = (".png", ".svg", ".pdf", "")
-# Resources whose reuse of freed memory follows stream order (and so can vary between runs).
-_STREAM_ORDERED = ("pool", "binning", "fixed", "arena", "async")
 
 
 def register(app: typer.Typer) -> None:
@@ -111,7 +109,7 @@ def replay_command(
     if json_out:
         output.print_json(
             {
-                "log": log.sources,
+                "sources": log.sources,
                 "skipped_rows": skipped_rows_json(log),
                 "resources": [r.as_dict() for r in reports],
             }
@@ -171,7 +169,7 @@ def _find_capacities(
         )
     output.stdout.print(table)
     several = len(program.streams) > 1 or (options.threads == "logged" and len(program.threads) > 1)
-    if several and any(spec.kind in _STREAM_ORDERED for spec in specs):
+    if several and any(spec.kind in STREAM_ORDERED_KINDS for spec in specs):
         output.stdout.print(
             "This log has several streams or threads: stream-ordered pools (RMM's pools, "
             "async) pick free blocks across streams in an order that can change from run to "
@@ -206,7 +204,7 @@ def _first_failure(report: ReplayReport) -> str:
         return "-"
     f = report.failures[0]
     size, live = output.human_bytes(f.size_bytes), output.human_bytes(f.live_bytes)
-    return f"{f.place}: {size} with {live} live"
+    return f"{f.where}: {size} with {live} live"
 
 
 def _table(reports: list[ReplayReport]) -> Table:
@@ -248,10 +246,10 @@ def _print_notes(program: ReplayProgram, reports: list[ReplayReport], plot: Path
     a = program.anomalies
     output.stdout.print(
         f"{program.log_events:,} log events, {program.op_count:,} allocator calls; "
-        f"{a.zero_byte_allocations} zero-byte allocations, {a.unknown_frees} frees of unknown "
-        f"pointers (skipped), {a.live_pointer_allocations} allocations at live pointers "
-        f"(replaced), {a.logged_failures} logged failures (not replayed), {a.never_freed} never "
-        "freed (returned at the end).",
+        f"{a.zero_byte_allocations} zero-byte allocations, {a.free_unknown_pointer} frees of "
+        f"unknown pointers (skipped), {a.allocate_live_pointer} allocations at live pointers "
+        f"(replaced), {a.allocate_failure} logged failures (not replayed), "
+        f"{a.live_at_end_count} live at end (returned at the end).",
         highlight=False,
     )
     for example in a.examples:

@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from replay.events import ALLOCATE, ALLOCATE_FAILURE, FREE, AllocationLog
+from replay.events import ALLOCATE, ALLOCATE_FAILURE, FREE, AllocationLog, LineRef
 
 #: How many line numbers each anomaly keeps, and how many largest allocations are listed.
 FIRST_LINES = 5
@@ -79,14 +79,6 @@ class LiveAllocations:
 
 
 # --------------------------------------------------------------------------- results
-
-
-@dataclass(frozen=True)
-class LineRef:
-    """A place in the input: file and 1-based line (header = 1)."""
-
-    source: str
-    line: int
 
 
 @dataclass
@@ -181,7 +173,7 @@ class LogSummary:
     def peak_live_bytes(self) -> int:
         return self.peak.live_bytes if self.peak else 0
 
-    def to_json(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict: the keys `--json` promises plus the details."""
         return {
             "sources": self.sources,

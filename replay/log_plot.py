@@ -9,7 +9,6 @@ the file is written atomically (a temporary file in the same folder, then os.rep
 
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -17,9 +16,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from hipmem.atomic_write import atomic_output
 from replay.analysis import LiveTrace, LogSummary, owner_traces
 from replay.errors import ReplayUsageError
 from replay.events import AllocationLog
+from replay.pyplot import pyplot, require_matplotlib
 
 PLOT_SUFFIXES = (".png", ".svg")
 MAX_POINTS = 4000  # envelope columns per line: about one per pixel of a wide figure
@@ -32,23 +33,31 @@ class PlotPathError(ReplayUsageError):
 
 def check_plot_path(path: Path, *, suffixes: tuple[str, ...] = PLOT_SUFFIXES) -> None:
     """Reject, before any work starts, what the plot could not be written to: a suffix we
-    cannot render, a missing folder, a directory, or a folder where no file can be created
-    (read-only, or /proc and /sys): a temporary file is created there and removed."""
+    cannot render, a missing folder, a directory, a folder where no file can be created
+    (read-only, or /proc and /sys: a temporary file is created there and removed), or a
+    missing matplotlib."""
+    require_matplotlib()
     if path.suffix.lower() not in suffixes:
-        names = " or ".join(suffixes)
-        raise PlotPathError(f"--plot: '{path}' must end in {names} (the suffix picks it)")
+        names = " or ".join(suffix for suffix in suffixes if suffix)
+        raise PlotPathError(
+            f"must end in {names} (the suffix picks it)", parameter="plot", value=str(path)
+        )
     if path.is_dir():
-        raise PlotPathError(f"--plot: '{path}' is a directory")
+        raise PlotPathError("is a directory", parameter="plot", value=str(path))
     if path.exists() and not path.is_file():
-        raise PlotPathError(f"--plot: '{path}' is not a regular file")
+        raise PlotPathError("is not a regular file", parameter="plot", value=str(path))
     if not path.parent.is_dir():
-        raise PlotPathError(f"--plot: folder '{path.parent}' does not exist")
+        raise PlotPathError(
+            f"folder '{path.parent}' does not exist", parameter="plot", value=str(path)
+        )
     try:
         with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".hipmem-plot-check-"):
             pass
     except OSError as err:
         raise PlotPathError(
-            f"--plot: cannot write in folder '{path.parent}': {err.strerror or err}"
+            f"cannot write in folder '{path.parent}': {err.strerror or err}",
+            parameter="plot",
+            value=str(path),
         ) from None
 
 
@@ -83,12 +92,8 @@ def plot_timeline(
     per_stream: bool = False,
 ) -> None:
     """Draw live bytes over events (top) and over seconds since the first event (bottom)."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display: render to files only
-    import matplotlib.pyplot as plt
-
     check_plot_path(path)
+    plt = pyplot()
     events = log.events
     live = trace.live_bytes
     seconds = (events["time_ns"].to_numpy() - (summary.first_time_ns or 0)) / 1e9
@@ -133,11 +138,5 @@ def _style(axes: Any, xlabel: str, unit: str) -> None:
 
 def _save_atomically(figure: Any, path: Path) -> None:
     fmt = path.suffix.lower().lstrip(".")
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as tmp:
-            figure.savefig(tmp, format=fmt, dpi=110)
-        Path(tmp_name).replace(path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    with atomic_output(path) as tmp:
+        figure.savefig(tmp, format=fmt, dpi=110)

@@ -6,7 +6,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from replay.events import LineRef
 from replay.program import Anomalies
+
+# Where a report's peak reserved figure comes from. The order is replay_core.cu's enum
+# hm_reserved_source, which reports an index into this tuple.
+RESERVED_FROM_RESOURCE = "resource statistics (bytes taken from upstream)"
+RESERVED_FROM_POOL_ATTRIBUTE = "memory pool attribute (ReservedMemHigh)"
+RESERVED_FROM_FREE_MEMORY = "device free memory (sampled)"
+RESERVED_SOURCES = (RESERVED_FROM_RESOURCE, RESERVED_FROM_POOL_ATTRIBUTE, RESERVED_FROM_FREE_MEMORY)
 
 
 @dataclass(frozen=True)
@@ -31,7 +39,7 @@ class AllocationFailure:
     """An allocation the resource refused during the replay."""
 
     event_index: int  # row of the log (position in AllocationLog.events)
-    place: str  # file:line
+    where: LineRef  # the log row
     size_bytes: int
     live_bytes: int  # bytes the replay held at that moment
     reserved_bytes: int | None  # what the resource had taken from the device, when known
@@ -125,7 +133,7 @@ class ReplayReport:
             "failures": [
                 {
                     "event_index": f.event_index,
-                    "place": f.place,
+                    **f.where.as_dict(),
                     "size_bytes": f.size_bytes,
                     "live_bytes": f.live_bytes,
                     "reserved_bytes": f.reserved_bytes,

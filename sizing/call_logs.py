@@ -21,18 +21,17 @@ import os
 import re
 import shlex
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from hipmem.progress import ProgressCallback
 from sizing.call_spec import Call, Value, make_call
 from sizing.catalog import Catalog, Routine, load_catalog
 from sizing.errors import CallLogError, CallLogRefused, SizingError
 from sizing.input_files import UnreadableInput, open_input
 from sizing.strict_yaml import StrictYamlError, load_strict
-
-Progress = Callable[[int, "int | None", str], None]
 
 # Kinds of line that are not calls (Problem.kind).
 NOT_A_CALL = "not a call"
@@ -172,7 +171,7 @@ class _LineError(Exception):
 
 
 def read_call_log(
-    path: Path, catalog: Catalog | None = None, progress: Progress | None = None
+    path: Path, catalog: Catalog | None = None, progress: ProgressCallback | None = None
 ) -> CallLog:
     """Stream one log file; every distinct line parsed once. Raises CallLogError when the
     file is a rocSOLVER trace/profile log (they record no arguments), cannot be read, or
@@ -210,7 +209,7 @@ def _parse_lines(reader: _LogReader, distinct: dict[bytes, list[int]]) -> None:
 
 
 def _bounded_lines(
-    path: Path, stream: BinaryIO, progress: Progress | None
+    path: Path, stream: BinaryIO, progress: ProgressCallback | None
 ) -> Iterator[bytes | None]:
     """The file's lines (without their \\n), read in blocks; None for a line longer than
     MAX_LINE_BYTES (the rest of it is read past). Memory stays within a block and a line

@@ -14,11 +14,12 @@ maximum rocBLAS keeps. Identical calls are sized once and counted.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hipmem.progress import ProgressCallback
 from sizing.call_spec import Call, Value, make_call, parse_call
 from sizing.catalog import Catalog, load_catalog
 from sizing.errors import (
@@ -39,7 +40,6 @@ SIZE_STATUSES = ("size_increased", "size_unchanged", "success")
 WRAPPED_BYTES = 2**63
 MAX_COUNT = 2**63 - 1  # how often one call may be counted (an int64, as JSON readers hold it)
 Counted = tuple[Call | str, int]
-Progress = Callable[[int, "int | None", str], None]
 
 
 @dataclass
@@ -140,7 +140,7 @@ class SizingSession:
         return self.size_many([call])[0]
 
     def size_many(
-        self, calls: Iterable[Call | str | Counted], progress: Progress | None = None
+        self, calls: Iterable[Call | str | Counted], progress: ProgressCallback | None = None
     ) -> list[CallResult]:
         """Size calls in order; identical calls are sized once (their count goes up).
 
@@ -161,7 +161,7 @@ class SizingSession:
             self._results[key].count = count
         return [self._results[call.key()] for call, _ in pairs]
 
-    def _size_fresh(self, calls: list[Call], progress: Progress | None) -> None:
+    def _size_fresh(self, calls: list[Call], progress: ProgressCallback | None) -> None:
         encoded = [self._encode(call) for call in calls]
         answers = self._worker.size(encoded)
         for done, (call, answer) in enumerate(zip(calls, answers, strict=True), start=1):
@@ -267,7 +267,7 @@ def size_calls(
     *,
     compute_units: int | None = None,
     rocm_dir: Path | None = None,
-    progress: Progress | None = None,
+    progress: ProgressCallback | None = None,
 ) -> SessionResult:
     """Open a session, size every call, and return the result."""
     catalog = load_catalog()
