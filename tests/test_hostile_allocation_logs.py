@@ -120,9 +120,9 @@ def test_dev_zero_and_fifos_are_named(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("plot", "message"),
     [
-        ("/proc/live.png", "--plot: cannot write in folder '/proc'"),
-        ("/sys/live.png", "--plot: cannot write in folder '/sys'"),
-        ("{tmp}", "--plot: '{tmp}' is a directory"),
+        ("/proc/live.png", "--plot '/proc/live.png': cannot write in folder '/proc'"),
+        ("/sys/live.png", "--plot '/sys/live.png': cannot write in folder '/sys'"),
+        ("{tmp}", "--plot '{tmp}': is a directory"),
     ],
 )
 def test_plot_paths_are_checked_before_any_work(tmp_path: Path, plot: str, message: str) -> None:
