@@ -45,6 +45,7 @@ _API = {
     "ReplayOptions": ("replay.engine", "ReplayOptions"),
     "parse_spec": ("replay.resources", "parse_spec"),
     "find_capacity": ("replay.capacity", "find_capacity"),
+    "write_rmm_csv": ("replay.log_writer", "write_rmm_csv"),
     # shared
     "HipmemError": ("hipmem.errors", "HipmemError"),
     "UsageError": ("hipmem.errors", "UsageError"),
@@ -77,6 +78,7 @@ __all__ = [
     "record_call_logs",
     "replay",
     "size_calls",
+    "write_rmm_csv",
 ]
 
 if TYPE_CHECKING:  # for type checkers and editors; at run time __getattr__ imports lazily
@@ -87,6 +89,7 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time __getattr__ impo
     from replay.engine import ReplayOptions, replay
     from replay.events import AllocationLog
     from replay.log_loader import load_log
+    from replay.log_writer import write_rmm_csv
     from replay.resources import parse_spec
     from sizing.call_log_recorder import record_call_logs
     from sizing.call_logs import read_call_log

@@ -18,7 +18,7 @@ from replay.log_loader import load_log
 from replay.log_plot import check_plot_path
 from replay.plot import write_plot
 from replay.program import ReplayProgram, build_program
-from replay.report import LatencyStats, ReplayReport
+from replay.report import LatencyStats, RecordedFigures, ReplayReport, recorded_figures
 from replay.resources import STREAM_ORDERED_KINDS, ResourceSpec, parse_spec
 
 _RESOURCE_HELP = (
@@ -106,16 +106,16 @@ def replay_command(
             reports.append(replay(log, spec, options, program=program))
     if plot:
         write_plot(plot, program, reports)
+    recorded = recorded_figures(log, program.peak_requested_bytes)
     if json_out:
-        output.print_json(
-            {
-                "sources": log.sources,
-                "skipped_rows": skipped_rows_json(log),
-                "resources": [r.as_dict() for r in reports],
-            }
-        )
+        payload: dict[str, object] = {"sources": log.sources}
+        payload["skipped_rows"] = skipped_rows_json(log)
+        if recorded is not None:
+            payload["recorded"] = recorded.as_dict()
+        payload["resources"] = [r.as_dict() for r in reports]
+        output.print_json(payload)
         return
-    output.stdout.print(_table(reports))
+    output.stdout.print(_table(reports, recorded))
     _print_notes(program, reports, plot)
 
 
@@ -207,9 +207,11 @@ def _first_failure(report: ReplayReport) -> str:
     return f"{f.where}: {size} with {live} live"
 
 
-def _table(reports: list[ReplayReport]) -> Table:
+def _table(reports: list[ReplayReport], recorded: RecordedFigures | None = None) -> Table:
     table = Table(title="Replay, side by side")
     table.add_column("")
+    if recorded is not None:
+        table.add_column("recorded (PyTorch)", justify="right")
     for report in reports:
         table.add_column(report.resource, justify="right")
     rows: list[tuple[str, list[str]]] = [
@@ -237,9 +239,25 @@ def _table(reports: list[ReplayReport]) -> Table:
         ("first failure", [_first_failure(r) for r in reports]),
         ("returned at end", [_bytes(r.returned_at_end_bytes) for r in reports]),
     ]
+    recorded_cells = _recorded_cells(recorded) if recorded is not None else {}
     for label, cells in rows:
+        if recorded is not None:
+            cells = [recorded_cells.get(label, ""), *cells]
         table.add_row(label, *cells)
     return table
+
+
+def _recorded_cells(recorded: RecordedFigures) -> dict[str, str]:
+    """The recording's own figures, on the rows that have them."""
+    fragmentation = recorded.fragmentation
+    return {
+        "backend / engine": "PyTorch's allocator",
+        "outcome": "recorded",
+        "peak requested": _bytes(recorded.peak_requested_bytes),
+        "peak reserved": _bytes(recorded.peak_reserved_bytes),
+        "fragmentation": "n/a" if fragmentation is None else f"{fragmentation:.3f}",
+        "failures": str(recorded.failure_count),
+    }
 
 
 def _print_notes(program: ReplayProgram, reports: list[ReplayReport], plot: Path | None) -> None:

@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from replay.events import ALLOCATE, ALLOCATE_FAILURE, FREE, AllocationLog, LineRef
+from replay.events import ALLOCATE, ALLOCATE_FAILURE, FREE, AllocationLog, LineRef, Recording
 
 #: How many line numbers each anomaly keeps, and how many largest allocations are listed.
 FIRST_LINES = 5
@@ -168,6 +168,7 @@ class LogSummary:
     skipped_count: int
     skipped: list[LineRef]
     skipped_reasons: list[str]
+    recordings: list[Recording] = field(default_factory=list)  # PyTorch snapshots read
 
     @property
     def peak_live_bytes(self) -> int:
@@ -207,6 +208,8 @@ class LogSummary:
                     for ref, reason in zip(self.skipped, self.skipped_reasons, strict=True)
                 ],
             },
+            # PyTorch snapshots only: what the recording's own allocator reserved, and more.
+            "recorded": [r.as_dict() for r in self.recordings],
         }
 
 
@@ -377,6 +380,7 @@ def analyze(log: AllocationLog) -> LogSummary:
         skipped_count=log.skipped_count,
         skipped=[LineRef(s.source, s.line) for s in log.skipped],
         skipped_reasons=[s.reason for s in log.skipped],
+        recordings=list(log.recordings),
     )
 
 

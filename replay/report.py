@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from replay.events import LineRef
+from replay.events import AllocationLog, LineRef
 from replay.program import Anomalies
 
 # Where a report's peak reserved figure comes from. The order is replay_core.cu's enum
@@ -144,3 +144,42 @@ class ReplayReport:
             "unreturned_bytes": self.unreturned_bytes,
             "anomalies": self.anomalies.as_dict(),
         }
+
+
+@dataclass(frozen=True)
+class RecordedFigures:
+    """What a PyTorch snapshot's own allocator did: the column beside every replayed resource,
+    so the first table answers "would this resource reserve less than what I have now?"."""
+
+    alloc_conf: str  # PYTORCH_CUDA_ALLOC_CONF of the recording
+    peak_requested_bytes: int
+    peak_reserved_bytes: int  # summed over the devices recorded
+    failure_count: int  # `oom` entries
+
+    @property
+    def fragmentation(self) -> float | None:
+        if self.peak_requested_bytes <= 0:
+            return None
+        return self.peak_reserved_bytes / self.peak_requested_bytes
+
+    def as_dict(self) -> dict[str, object]:
+        fragmentation = self.fragmentation
+        return {
+            "alloc_conf": self.alloc_conf,
+            "peak_requested_bytes": self.peak_requested_bytes,
+            "peak_reserved_bytes": self.peak_reserved_bytes,
+            "fragmentation": None if fragmentation is None else round(fragmentation, 4),
+            "failure_count": self.failure_count,
+        }
+
+
+def recorded_figures(log: AllocationLog, peak_requested_bytes: int) -> RecordedFigures | None:
+    """The recording's own figures, when the log came from PyTorch snapshots; else None."""
+    if not log.recordings:
+        return None
+    return RecordedFigures(
+        alloc_conf="; ".join(sorted({r.alloc_conf for r in log.recordings})),
+        peak_requested_bytes=peak_requested_bytes,
+        peak_reserved_bytes=sum(r.peak_reserved_bytes for r in log.recordings),
+        failure_count=sum(len(r.ooms) for r in log.recordings),
+    )
