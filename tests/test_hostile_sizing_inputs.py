@@ -170,7 +170,7 @@ def test_a_fifo_is_read_like_a_pipe(tmp_path: Path) -> None:
 
     thread = threading.Thread(target=feed)
     thread.start()
-    time.sleep(0.2)  # the writer waits for the reader: either order works
+    time.sleep(1.0)  # let the writer reach open(): a FIFO with no writer yet reads as empty
     log = read_call_log(fifo)
     thread.join(timeout=10)
     assert [count for _, count in log.calls] == [3]
