@@ -133,9 +133,7 @@ def run_fleet(
 ) -> FleetRun:
     """Sweep every (log, spec) pair of `request` on the Dask `client`'s workers."""
     request.check()
-    workers = len(client.scheduler_info()["workers"])
-    if workers == 0:
-        raise FleetError("the Dask cluster has no workers")
+    workers = _workers(client)
     refs = [LogRef(str(path)) for path in request.logs]
     hashes, unreadable = _hash_logs(client, refs, request, workers, progress)
     done = results.read() if results is not None else {}
@@ -181,6 +179,17 @@ def run_fleet(
     _submit_all(client, todo, make, run_pair, finished, gave_up, request.retries, workers)
     ordered = [records[i, j] for i in range(len(refs)) for j in range(len(request.specs))]
     return FleetRun(ordered, skipped, len(todo), workers)
+
+
+def _workers(client: Any, wait_s: float = 60) -> int:
+    """How many workers the cluster has, waiting a while for a first one (a worker restarting
+    after a crash, or an external cluster whose workers are still starting)."""
+    if not client.scheduler_info()["workers"]:
+        try:
+            client.wait_for_workers(1, timeout=wait_s)
+        except TimeoutError:
+            raise FleetError(f"the Dask cluster has had no worker for {wait_s:.0f} s") from None
+    return len(client.scheduler_info()["workers"])
 
 
 def _finished(done: dict[PairKey, dict[str, Any]], key: PairKey) -> dict[str, Any] | None:
