@@ -115,7 +115,7 @@ def _local_cluster(plan: ClusterPlan) -> Any:
         return LocalCUDACluster(
             CUDA_VISIBLE_DEVICES=visible,
             threads_per_worker=1,
-            dashboard_address=None,
+            dashboard_address=":0",  # any free port: never a clash with a running one
             memory_limit=0,
             silence_logs=quiet,
         )
@@ -133,5 +133,6 @@ def _local_cluster(plan: ClusterPlan) -> Any:
         }
         for i, env in enumerate(plan.worker_envs)
     }
-    scheduler = {"cls": Scheduler, "options": {"dashboard_address": None}}
+    # The dashboard on any free port: never a clash with a cluster already running.
+    scheduler = {"cls": Scheduler, "options": {"dashboard_address": ":0"}}
     return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=quiet)

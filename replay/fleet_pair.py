@@ -22,10 +22,11 @@ from typing import Any
 
 from replay.capacity import find_capacity
 from replay.engine import ReplayOptions, replay
-from replay.events import ALLOCATE_FAILURE
+from replay.errors import ReplayError
+from replay.events import ALLOCATE_FAILURE, AllocationLog
 from replay.fleet_results import RESULTS_VERSION, STATUS_FAILED, STATUS_OK, TASK_CAPACITY
 from replay.log_loader import load_log
-from replay.program import build_program
+from replay.program import ReplayProgram, build_program
 from replay.resources import parse_spec
 
 _HASH_BLOCK_BYTES = 1 << 20
@@ -133,18 +134,33 @@ def run_pair(pair: PairTask) -> dict[str, Any]:
     return record
 
 
-def _replay_pair(pair: PairTask) -> dict[str, Any]:
+# The last log this worker loaded, with its program: the next pair is often the same log
+# through another resource. One log at a time, so a worker's memory stays one log's.
+_last_loaded: tuple[tuple[str, str], AllocationLog, ReplayProgram] | None = None
+
+
+def _loaded(pair: PairTask) -> tuple[AllocationLog, ReplayProgram]:
+    global _last_loaded
+    key = (pair.log.path, pair.log_sha256)
+    last = _last_loaded
+    if last is not None and last[0] == key:
+        return last[1], last[2]
+    _last_loaded = None  # let the previous log go before the next one is read
     with _log_file(pair.log) as path:
         sha256, _ = hash_log(LogRef(str(path)))
         if sha256 != pair.log_sha256:
-            from replay.errors import ReplayError
-
             raise ReplayError(f"{pair.log.path}: the file changed during the sweep")
         log = load_log(path)
     if pair.log.content is not None:  # name the log as the user did, not the worker's copy
         log.sources = [pair.log.path + source[len(str(path)) :] for source in log.sources]
-    spec = parse_spec(pair.spec)
     program = build_program(log)
+    _last_loaded = (key, log, program)
+    return log, program
+
+
+def _replay_pair(pair: PairTask) -> dict[str, Any]:
+    log, program = _loaded(pair)
+    spec = parse_spec(pair.spec)
     options = dataclasses.replace(pair.options, plot_samples=0)
     report = replay(log, spec, options, program=program)
     first = report.failures[0] if report.failures else None
