@@ -155,7 +155,7 @@ def _ratio(spread: Spread | None) -> str:
 
 
 def _table(summaries: list[ResourceSummary], capacity: bool) -> Table:
-    table = Table(title="The fleet, per resource")
+    table = Table(title="The fleet, per resource (peaks over the logs with no failure)")
     table.add_column("")
     for s in summaries:
         table.add_column(s.resource, justify="right", no_wrap=True)

@@ -4,8 +4,8 @@ Per resource, over the sweep's logs:
 
 - how many replayed with no refused allocation, how many refused some, how many pairs
   failed outright (a damaged log, a worker that died past the retry limit);
-- peak reserved bytes, total and p50/p95/max across logs, and fragmentation (reserved over
-  requested at peak) p50/p95/max;
+- peak reserved bytes, total and p50/p95/max across the logs that replayed with no failure,
+  and fragmentation (reserved over requested at peak) p50/p95/max across the same logs;
 - with a capacity search, the capacity per log, and the single size that covers 95% of the
   logs and the one that covers all of them;
 - the logs that drive the maximum, named.
@@ -103,8 +103,11 @@ def summarize(records: list[dict[str, Any]], resources: list[str]) -> list[Resou
 def _summary(resource: str, records: list[dict[str, Any]]) -> ResourceSummary:
     ok = [r for r in records if r["status"] == STATUS_OK]
     refusing = [r for r in ok if r.get("failure_count")]
-    reserved = [r for r in ok if r.get("peak_reserved_bytes") is not None]
-    fragmented = [r for r in ok if r.get("fragmentation") is not None]
+    # A replay with refused allocations served less than the log asked for: its reserved
+    # bytes describe another workload, so the spreads are over logs with no failure.
+    clean = [r for r in ok if not r.get("failure_count")]
+    reserved = [r for r in clean if r.get("peak_reserved_bytes") is not None]
+    fragmented = [r for r in clean if r.get("fragmentation") is not None]
     sized = [r for r in ok if r.get("capacity_bytes") is not None]
     return ResourceSummary(
         resource=resource,
