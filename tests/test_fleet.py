@@ -354,3 +354,21 @@ def test_usage_errors_before_any_worker_starts(fleet, tmp_path):
     assert done.returncode == 2 and "does not exist" in done.stderr
     done = hipmem("fleet", str(fleet[0]), "-r", "pool:maximum=8GB")
     assert done.returncode == 2 and "ambiguous" in done.stderr
+
+
+def test_without_dask_the_command_says_which_extra_to_install(fleet):
+    """As on a machine where `pip install hipmem` ran without the fleet extra."""
+    block = (
+        "import sys\n"
+        "sys.modules.update(dask=None, distributed=None, dask_cuda=None)  # not installed\n"
+        "sys.argv = ['hipmem', *sys.argv[1:]]\n"
+        "from hipmem_cli.main import main\n"
+        "main()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-c", block, "fleet", str(fleet[0]), "-r", "host"],
+        capture_output=True, text=True, cwd=REPO, env=env, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "pip install 'hipmem[fleet]'" in done.stderr and "Traceback" not in done.stderr
