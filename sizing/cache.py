@@ -22,6 +22,12 @@ def cache_dir() -> Path:
     return root
 
 
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
 def write_atomically(path: Path, text: str) -> None:
     """Write `text` to `path` so that readers see the old file or the new one, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -29,6 +35,7 @@ def write_atomically(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w") as tmp:
             tmp.write(text)
+        os.chmod(tmp_name, 0o666 & ~_umask())  # mkstemp makes 0600: follow the umask instead
         Path(tmp_name).replace(path)
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)

@@ -82,8 +82,23 @@ class Catalog:
         return f"unknown routine '{name}'{hint} (`hipmem routines` lists them)"
 
 
+def catalog_path(rocm: str | None) -> Path:
+    """The catalog generated from a release's headers; the default one for an unknown release."""
+    if rocm is not None:
+        path = CATALOG_PATH.with_name(f"catalog-{rocm}.json")
+        if path.is_file():
+            return path
+    return CATALOG_PATH
+
+
 @cache
-def load_catalog(path: Path = CATALOG_PATH) -> Catalog:
+def load_catalog(rocm: str | None = None) -> Catalog:
+    """The routines of one ROCm release (`rocm="7.2"`), or of the default catalog."""
+    return _load(catalog_path(rocm))
+
+
+@cache
+def _load(path: Path) -> Catalog:
     data = json.loads(path.read_text())
     routines = {name: _routine(name, entry) for name, entry in data["routines"].items()}
     return Catalog(

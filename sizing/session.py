@@ -22,7 +22,8 @@ from typing import Any
 from sizing.call_spec import Call, Value, make_call, parse_call
 from sizing.catalog import Catalog, load_catalog
 from sizing.errors import MissingSymbol, SizingError, UsageError, VendorStatus, WorkerCrashed
-from sizing.library_locator import Libraries, locate
+from sizing.library_locator import Libraries, MixedReleases, locate
+from sizing.rocm_releases import rocm_of_rocblas, rocm_of_rocsolver
 from sizing.virtual_device import Device, resolve
 from sizing.worker_process import Crash, WorkerInfo, WorkerProcess
 
@@ -55,6 +56,7 @@ class CallResult:
 
 @dataclass
 class LibraryInfo:
+    rocm: str | None  # the ROCm release that answered, e.g. "7.2"
     rocblas_path: str
     rocsolver_path: str | None
     found_in: str
@@ -93,12 +95,21 @@ class SizingSession:
         compute_units: int | None = None,
         rocm_dir: Path | None = None,
         catalog: Catalog | None = None,
+        rocm: str | None = None,
+        libraries: Libraries | None = None,
     ) -> None:
-        self.catalog = catalog or load_catalog()
+        """`rocm="7.2"` asks for that release; without it the local install answers, else
+        the newest release in the cache (see sizing.library_locator)."""
         self.device = _choose_device(device, compute_units)
-        self.libraries: Libraries = locate(rocm_dir)
+        self.libraries: Libraries = libraries or locate(rocm_dir, rocm)
+        self.catalog = catalog or load_catalog(self.libraries.rocm)
         self._worker = WorkerProcess(self.libraries, self.device)
         self._results: dict[tuple[Any, ...], CallResult] = {}
+        try:
+            _check_one_release(self.libraries, self._worker.info.versions)
+        except SizingError:
+            self.close()
+            raise
 
     # -- context management -----------------------------------------------------------------
     def __enter__(self) -> SizingSession:
@@ -211,6 +222,7 @@ class SizingSession:
     def library_info(self) -> LibraryInfo:
         info: WorkerInfo = self._worker.info
         return LibraryInfo(
+            rocm=self.libraries.rocm,
             rocblas_path=str(self.libraries.rocblas),
             rocsolver_path=str(self.libraries.rocsolver) if self.libraries.rocsolver else None,
             found_in=self.libraries.found_in,
@@ -238,11 +250,27 @@ def size_calls(
     compute_units: int | None = None,
     rocm_dir: Path | None = None,
     progress: Progress | None = None,
+    rocm: str | None = None,
+    libraries: Libraries | None = None,
 ) -> SessionResult:
     """Open a session, size every call, and return the result."""
-    with SizingSession(device, compute_units=compute_units, rocm_dir=rocm_dir) as session:
+    with SizingSession(
+        device, compute_units=compute_units, rocm_dir=rocm_dir, rocm=rocm, libraries=libraries
+    ) as session:
         session.size_many(calls, progress)
         return session.result()
+
+
+def _check_one_release(libraries: Libraries, versions: dict[str, str]) -> None:
+    """What the loaded libraries report of themselves must be one release (belt and braces
+    beside the locator's check of the files)."""
+    rocblas = rocm_of_rocblas(versions.get("rocblas", ""))
+    rocsolver = rocm_of_rocsolver(versions.get("rocsolver", ""))
+    if rocblas and rocsolver and rocblas != rocsolver:
+        raise MixedReleases(
+            f"{libraries.lib_dir}: rocBLAS {versions['rocblas']} is ROCm {rocblas} but rocSOLVER "
+            f"{versions['rocsolver']} is ROCm {rocsolver}; one release per directory"
+        )
 
 
 def _choose_device(device: str | Device | None, compute_units: int | None) -> Device:
