@@ -12,7 +12,7 @@ from pathlib import Path
 from hipmem_cli import output
 from sizing.call_logs import CallLog, read_call_log
 from sizing.call_spec import Call, parse_call
-from sizing.catalog import load_catalog
+from sizing.catalog import Catalog, load_catalog
 from sizing.errors import CallLogError, UsageError
 from sizing.workload_file import read_workload
 
@@ -29,13 +29,13 @@ class CallSources:
     logs: list[CallLog] = field(default_factory=list)
 
 
-def gather_calls(sources: CallSources) -> list[Call]:
+def gather_calls(sources: CallSources, catalog: Catalog | None = None) -> list[Call]:
     """Every call the user named, parsed and checked before any worker starts.
 
     A call that appears N times in a log or workload appears N times in the list (the same
     Call object), so sizing counts it; identical calls are sized once.
     """
-    catalog = load_catalog()
+    catalog = catalog or load_catalog()
     calls = [parse_call(text, catalog) for text in sources.call_texts]
     for path in sources.workloads:
         for call, count in read_workload(path, catalog):

@@ -1,0 +1,80 @@
+"""`--rocm VERSION` (or `HIPMEM_ROCM`): which ROCm release answers, for size, recommend,
+check and routines. The rules themselves live in sizing.library_locator."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sizing.call_spec import Call, make_call
+from sizing.catalog import load_catalog
+from sizing.errors import UsageError
+from sizing.library_locator import Libraries, locate
+from sizing.rocm_releases import normalise
+
+ROCM_ENV = "HIPMEM_ROCM"
+
+
+def requested(option: str | None) -> tuple[list[str], str]:
+    """The releases asked for (none: the default rule) and how they were asked."""
+    if option is not None:
+        text, asked_as = option, "--rocm"
+    else:
+        text, asked_as = os.environ.get(ROCM_ENV, ""), ROCM_ENV
+    names: list[str] = []
+    for part in filter(None, (piece.strip() for piece in text.split(","))):
+        name = normalise(part, source=asked_as)
+        if name not in names:
+            names.append(name)
+    return names, asked_as
+
+
+def one_release(option: str | None, rocm_dir: Path | None, command: str) -> Libraries:
+    """The libraries of the single release recommend/check/routines answer with."""
+    names, asked_as = requested(option)
+    if len(names) > 1:
+        raise UsageError(
+            f"{asked_as} {','.join(names)}: {command} takes one release "
+            f"(`hipmem size --rocm {','.join(names)}` compares them)"
+        )
+    return locate(rocm_dir, names[0] if names else None, asked_as=asked_as)
+
+
+def releases(option: str | None, rocm_dir: Path | None) -> list[Libraries]:
+    """The libraries of every release asked for (one when none was)."""
+    names, asked_as = requested(option)
+    if not names:
+        return [locate(rocm_dir, None, asked_as=asked_as)]
+    return [locate(rocm_dir, name, asked_as=asked_as) for name in names]
+
+
+def in_release(calls: list[Call], libraries: Libraries) -> list[Call]:
+    """The same calls checked against another release's catalog (its routines and enums);
+    a routine that release lacks is a usage error naming the releases that have it."""
+    catalog = load_catalog(libraries.rocm)
+    remade: dict[int, Call] = {}
+    out = []
+    for call in calls:  # a call repeated N times is one object N times: remake it once
+        if id(call) not in remade:
+            given = {name: call.args[name] for name in call.args if name in call.given}
+            remade[id(call)] = make_call(call.routine.name, given, catalog)
+        out.append(remade[id(call)])
+    return out
+
+
+def several_cached_warning(libraries: Libraries) -> str | None:
+    """recommend/check warn when the cache holds several releases and none was chosen."""
+    if libraries.found_in.startswith("offline cache") and libraries.other_cached:
+        if libraries.why.startswith("the newest"):
+            return (
+                f"the cache holds ROCm {', '.join(sorted([*libraries.other_cached, libraries.rocm or '?']))} "
+                f"and none was chosen: this answer is for ROCm {libraries.rocm}; "
+                f"pin the release you deploy with --rocm or {ROCM_ENV}"
+            )
+    return None
+
+
+def release_line(libraries: Libraries, versions: dict[str, str]) -> str:
+    """`ROCm 7.2 (rocblas 5.2.0, rocsolver 3.32.0) from the offline cache ...`"""
+    named = ", ".join(f"{name} {version}" for name, version in versions.items())
+    return f"ROCm {libraries.rocm or '(unknown release)'} ({named}) from {libraries.found_in}"
