@@ -15,11 +15,10 @@ from hipmem_cli.options import (
     FromLogOption,
     JsonOption,
     RocmDirOption,
-    RocmOption,
     StrictOption,
     WorkloadOption,
 )
-from hipmem_cli.rocm_choice import in_release, release_line, releases
+from hipmem_cli.rocm_choice import in_release, releases
 from sizing.catalog import load_catalog
 from sizing.session import CallResult, SessionResult, size_calls
 
@@ -196,7 +195,9 @@ def _render_compared(
     for row in shown:
         cells = [f"{c.bytes:,}" if c.bytes is not None else f"[red]{c.status}[/red]" for c in row]
         sizes = [call.bytes for call in row]
-        table.add_row(row[0].call.label, *cells, _change_text(_difference(sizes)), str(row[0].count))
+        table.add_row(
+            row[0].call.label, *cells, _change_text(_difference(sizes)), str(row[0].count)
+        )
     sessions = [result.session_bytes for result in results]
     table.add_section()
     table.add_row(

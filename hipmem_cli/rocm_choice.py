@@ -10,7 +10,7 @@ from sizing.call_spec import Call, make_call
 from sizing.catalog import load_catalog
 from sizing.errors import UsageError
 from sizing.library_locator import Libraries, locate
-from sizing.rocm_releases import normalise
+from sizing.rocm_releases import normalise, sort_key
 
 ROCM_ENV = "HIPMEM_ROCM"
 
@@ -64,14 +64,13 @@ def in_release(calls: list[Call], libraries: Libraries) -> list[Call]:
 
 def several_cached_warning(libraries: Libraries) -> str | None:
     """recommend/check warn when the cache holds several releases and none was chosen."""
-    if libraries.found_in.startswith("offline cache") and libraries.other_cached:
-        if libraries.why.startswith("the newest"):
-            return (
-                f"the cache holds ROCm {', '.join(sorted([*libraries.other_cached, libraries.rocm or '?']))} "
-                f"and none was chosen: this answer is for ROCm {libraries.rocm}; "
-                f"pin the release you deploy with --rocm or {ROCM_ENV}"
-            )
-    return None
+    if not (libraries.other_cached and libraries.why.startswith("the newest")):
+        return None
+    held = ", ".join(sorted([*libraries.other_cached, libraries.rocm or "?"], key=sort_key))
+    return (
+        f"the cache holds ROCm {held} and none was chosen: this answer is for ROCm "
+        f"{libraries.rocm}; pin the release you deploy with --rocm or {ROCM_ENV}"
+    )
 
 
 def release_line(libraries: Libraries, versions: dict[str, str]) -> str:

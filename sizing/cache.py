@@ -35,7 +35,7 @@ def write_atomically(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w") as tmp:
             tmp.write(text)
-        os.chmod(tmp_name, 0o666 & ~_umask())  # mkstemp makes 0600: follow the umask instead
+        Path(tmp_name).chmod(0o666 & ~_umask())  # mkstemp makes 0600: follow the umask instead
         Path(tmp_name).replace(path)
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)

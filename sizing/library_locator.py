@@ -22,7 +22,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from sizing.elf_needed import needed_libraries
+from sizing.elf_file import needed_libraries
 from sizing.errors import LibraryNotFound, UsageError
 from sizing.rocm_fetch import cached_releases, load_offline
 from sizing.rocm_releases import normalise, release_names, rocm_of_rocblas
@@ -95,7 +95,7 @@ def locate(
 
 def available(explicit_dir: Path | None = None) -> list[Libraries]:
     """Every place that holds rocBLAS, in search order, then every release in the cache."""
-    found = []
+    found: list[Libraries] = []
     for label, directory in _candidates(explicit_dir):
         libraries = _libraries_in(label, directory)
         if libraries is not None and libraries.lib_dir not in {f.lib_dir for f in found}:
@@ -126,9 +126,7 @@ def _cached(release: str) -> Libraries:
         raise LibraryNotFound(
             f"the cached ROCm {release} has no librocblas; run `hipmem rocm fetch --rocm {release}`"
         )
-    return Libraries(
-        **{**found.__dict__, "rocm": release, "include_dir": offline.include_dir}
-    )
+    return Libraries(**{**found.__dict__, "rocm": release, "include_dir": offline.include_dir})
 
 
 def _candidates(explicit_dir: Path | None) -> list[tuple[str, Path]]:
@@ -249,4 +247,3 @@ def _hip_headers(lib_dir: Path, rocm: str | None) -> Path | None:
         offline = load_offline(rocm)
         return offline.include_dir if offline else None
     return None
-

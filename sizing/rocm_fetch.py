@@ -25,6 +25,7 @@ loader. A fetch that is already complete does nothing but check the tree, offlin
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import fnmatch
 import hashlib
@@ -40,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from sizing.cache import cache_dir, write_atomically
+from sizing.elf_file import section_range
 from sizing.errors import FetchError, LibraryNotFound
 from sizing.rocm_releases import BASE_SUITE, NEWEST, RELEASES, Release, find_release, sort_key
 
@@ -100,7 +102,16 @@ class OfflineRocm:
 
     @property
     def unpacked_bytes(self) -> int:
+        """The files' sizes (the GPU code dropped from the libraries still counts here)."""
         return sum(int(entry[0]) for entry in self.files.values())
+
+    def disk_bytes(self) -> int:
+        """What the tree takes on disk (the dropped GPU code takes none)."""
+        total = 0
+        for relative in self.files:
+            with contextlib.suppress(OSError):
+                total += (self.root / relative).stat().st_blocks * 512
+        return total
 
     def damaged_files(self, *, hashes: bool = False) -> list[str]:
         """Files missing or changed since the fetch: by size (cheap), or also by SHA256."""
@@ -465,11 +476,43 @@ def unpack(deb: Path, root: Path, patterns: list[str], package: str) -> dict[str
                         target.unlink()  # re-unpacking over an earlier tree
                     archive.extract(member, root, filter=_keep_links)
                     if member.isfile():
+                        if ".so" in target.name:
+                            drop_gpu_code(target)
                         relative = os.path.normpath(member.name)
                         extracted[relative] = [member.size, _sha256(target), package]
     if proc.returncode != 0:
         raise FetchError(f"dpkg-deb could not read {deb} (delete it and run again)")
     return extracted
+
+
+_FALLOC_FL_KEEP_SIZE = 1
+_FALLOC_FL_PUNCH_HOLE = 2
+_GPU_CODE_SECTION = ".hip_fatbin"
+
+
+def drop_gpu_code(library: Path) -> int:
+    """Punch the GPU code (the `.hip_fatbin` section: 90% of rocBLAS, 97% of rocSOLVER) out of
+    a library's disk blocks; returns the bytes freed.
+
+    Size queries never read it (the stand-in runtime registers code objects as no-ops), and
+    the file keeps its size and layout, so the loader maps it as before: the dropped range
+    reads as zeros and takes no disk. Where the filesystem cannot punch holes, nothing changes.
+    """
+    found = section_range(library, _GPU_CODE_SECTION)
+    if found is None:
+        return 0
+    page = 4096
+    start = -(-found[0] // page) * page  # whole pages inside the section only
+    end = (found[0] + found[1]) // page * page
+    if end <= start:
+        return 0
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    with library.open("r+b") as stream:
+        mode = _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE
+        if libc.fallocate(stream.fileno(), mode, start, end - start) != 0:
+            return 0  # e.g. EOPNOTSUPP: the library stays whole, which is only bigger
+    return end - start
 
 
 def _matches(name: str, pattern: str) -> bool:

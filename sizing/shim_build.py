@@ -74,7 +74,7 @@ def build_shim(hip_include_dir: Path, soname: str = DEFAULT_SONAME) -> Path:
         first = (done.stderr.strip().splitlines() or ["no output"])[0]
         raise ShimBuildError(f"compiling the virtual device failed: {first}")
     (build_dir / "libamdhip64.so").symlink_to(soname)  # the name hip-python dlopens
-    os.chmod(build_dir, 0o777 & ~_umask())  # mkdtemp makes 0700: a shared cache follows the umask
+    build_dir.chmod(0o777 & ~_umask())  # mkdtemp makes 0700: a shared cache follows the umask
     try:
         build_dir.rename(out_dir)
     except OSError:

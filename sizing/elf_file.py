@@ -1,15 +1,18 @@
-"""The shared libraries an ELF file names as DT_NEEDED, read without loading it.
+"""What hipmem reads of an ELF shared library without loading it: the libraries it names as
+DT_NEEDED, and where a named section lies in the file.
 
-Used to tell which HIP runtime a rocBLAS links (`libamdhip64.so.6` or `.so.7`: the stand-in
+DT_NEEDED tells which HIP runtime a rocBLAS links (`libamdhip64.so.6` or `.so.7`: the stand-in
 is built under that name) and which rocBLAS a rocSOLVER was built against (a directory that
-mixes releases is refused). Reads only the ELF header, program headers and dynamic section:
-a few kilobytes of a file that may be gigabytes.
+mixes releases is refused). The section range lets the fetch drop the GPU code
+(`.hip_fatbin`) from the cached libraries. Only headers are read: a few kilobytes of a file
+that may be gigabytes.
 """
 
 from __future__ import annotations
 
 import struct
 from pathlib import Path
+from typing import BinaryIO
 
 _PT_LOAD = 1
 _PT_DYNAMIC = 2
@@ -28,14 +31,39 @@ def needed_libraries(path: Path) -> list[str]:
         return []
 
 
-def _needed(elf: object) -> list[str]:
-    from typing import BinaryIO, cast
+def section_range(path: Path, name: str) -> tuple[int, int] | None:
+    """(file offset, size) of the section called `name`, or None (absent, not ELF, damaged)."""
+    try:
+        with path.open("rb") as stream:
+            return _section(stream, name.encode())
+    except (OSError, struct.error, ValueError):
+        return None
 
-    stream = cast(BinaryIO, elf)
+
+def _section(stream: BinaryIO, wanted: bytes) -> tuple[int, int] | None:
+    header = stream.read(64)
+    if header[:4] != b"\x7fELF" or header[4] != 2 or header[5] != 1:
+        return None
+    (shoff,) = struct.unpack_from("<Q", header, 40)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", header, 58)
+    if shnum > _MAX_ENTRIES or shstrndx >= shnum:
+        return None
+    stream.seek(shoff)
+    table = stream.read(shentsize * shnum)
+    sections = [struct.unpack_from("<IIQQQQ", table, i * shentsize) for i in range(shnum)]
+    names_offset = sections[shstrndx][4]
+    for name_index, kind, _flags, _addr, offset, size in sections:
+        stream.seek(names_offset + name_index)
+        if stream.read(len(wanted) + 1) == wanted + b"\0" and kind != 8:  # 8: SHT_NOBITS
+            return offset, size
+    return None
+
+
+def _needed(stream: BinaryIO) -> list[str]:
     header = stream.read(64)
     if header[:4] != b"\x7fELF" or header[4] != 2 or header[5] != 1:
         return []
-    phoff, = struct.unpack_from("<Q", header, 32)
+    (phoff,) = struct.unpack_from("<Q", header, 32)
     phentsize, phnum = struct.unpack_from("<HH", header, 54)
     loads: list[tuple[int, int, int]] = []  # (vaddr, offset, filesz)
     dynamic: tuple[int, int] | None = None
