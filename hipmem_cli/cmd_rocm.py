@@ -48,7 +48,7 @@ def fetch(
         packages = ", ".join(f"{name} {version}" for name, version in result.packages.items())
         output.stderr.print(
             f"ROCm {release.name} ready in {escape(str(result.root))} "
-            f"({output.human_bytes(result.unpacked_bytes)} on disk)",
+            f"({output.human_bytes(result.disk_bytes())} on disk)",
             highlight=False,
         )
         output.stderr.print(
@@ -99,7 +99,7 @@ def _describe(libraries: Libraries, default: Libraries | None) -> dict[str, Any]
         offline = rocm_fetch.load_offline(libraries.rocm)
         if offline is not None:
             entry["gemm_archs"] = ", ".join(offline.archs)
-            entry["disk_bytes"] = offline.unpacked_bytes
+            entry["disk_bytes"] = offline.disk_bytes()
             entry["packages"] = offline.packages
     return entry
 

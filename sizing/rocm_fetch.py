@@ -164,6 +164,12 @@ def cached_releases() -> list[str]:
     return sorted(names, key=sort_key)
 
 
+def cached_archs(release: str) -> list[str] | None:
+    """The archs whose gemm data the cache holds for `release`; None when it holds none of it."""
+    found = _read_manifest(offline_dir(release) / MANIFEST_NAME)
+    return found.archs if found is not None else None
+
+
 def _read_manifest(path: Path) -> OfflineRocm | None:
     try:
         data = json.loads(path.read_text())
