@@ -136,18 +136,19 @@ def check_command(
     if json:
         output.print_json(outcome.as_dict() | {"library": result.library.as_dict()})
     else:
-        output.stdout.print(
-            f"[dim]{escape(release_line(libraries, result.library.versions))}[/dim]",
-            highlight=False,
-        )
         for note in setting.notes:
             output.warning(note)
+        # The verdict, then which release gave the sizes it rests on, on the same stream.
+        sized_with = release_line(libraries, result.library.versions)
+        release = f"[dim]sized with {escape(sized_with)}[/dim]"
         if outcome.passed:
             output.stdout.print(f"[green]ok[/green] {escape(outcome.reason)}", highlight=False)
+            output.stdout.print(release, highlight=False)
         else:
             output.stderr.print(
                 f"[bold red]FAIL[/bold red] {escape(outcome.reason)}", highlight=False
             )
+            output.stderr.print(release, highlight=False)
     if not outcome.passed:
         raise typer.Exit(1)
 

@@ -176,7 +176,7 @@ def test_check_answers_with_the_release_asked_for(rocm64: Path, rocm72: Path) ->
     old = hipmem("check", "--rocm", "6.4", "--value", "1024", "-d", "MI210", "dgetrs:n=1024,nrhs=1")
     new = hipmem("check", "--rocm", "7.2", "--value", "1024", "-d", "MI210", "dgetrs:n=1024,nrhs=1")
     assert (old.returncode, new.returncode) == (0, 1)
-    assert "ROCm 6.4 (rocblas 4.4.1, rocsolver 3.28.2)" in old.stdout
+    assert "sized with ROCm 6.4 (rocblas 4.4.1, rocsolver 3.28.2)" in old.stdout
     checked = hipmem(
         "check", "--rocm", "7.2", "--json", "--value", "1024", "-d", "MI210",
         "dgetrs:n=1024,nrhs=1",
