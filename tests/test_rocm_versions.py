@@ -326,3 +326,14 @@ def test_rocm_where_lists_every_release(rocm64: Path, rocm72: Path) -> None:
     assert [r["rocm"] for r in cached] == ["6.4", "7.2"]
     assert [r["default"] for r in cached] == [False, True]
     assert cached[1]["hip_runtime"] == "libamdhip64.so.7"
+
+
+def test_routines_lists_the_catalog_of_the_release_asked_for() -> None:
+    done = hipmem("routines", "dgetrs", "--rocm", "6.4", "--json")
+    assert done.returncode == 0, done.stderr
+    assert {entry["rocm"] for entry in json.loads(done.stdout)} == {"6.4"}
+    title = hipmem("routines", "dgetrs", "--rocm", "7.2").stdout.splitlines()[0]
+    assert title.startswith("routines in ROCm 7.2 (rocblas 5.2.0, rocsolver 3.32.0)", 2)
+    unknown = hipmem("routines", "--rocm", "7.1")
+    assert unknown.returncode == 2
+    assert unknown.stderr.strip() == "Error: --rocm 7.1: hipmem has catalogs of ROCm 6.4, 7.2"
