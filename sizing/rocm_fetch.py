@@ -34,6 +34,7 @@ import os
 import shutil
 import subprocess
 import tarfile
+import time
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -80,7 +81,8 @@ class OfflineRocm:
     release: str
     archs: list[str]
     packages: dict[str, str] = field(default_factory=dict)  # name -> Debian version
-    # relative path -> [size_bytes, sha256, package]: every regular file the fetch unpacked
+    # relative path -> [size_bytes, sha256, package] (+ [start, end] of the GPU code dropped
+    # from a library, which the hash leaves out): every regular file the fetch unpacked
     files: dict[str, list[Any]] = field(default_factory=dict)
 
     @property
@@ -116,10 +118,11 @@ class OfflineRocm:
     def damaged_files(self, *, hashes: bool = False) -> list[str]:
         """Files missing or changed since the fetch: by size (cheap), or also by SHA256."""
         damaged = []
-        for relative, (size, digest, _) in self.files.items():
+        for relative, entry in self.files.items():
             path = self.root / relative
+            size, digest, skip = entry[0], entry[1], entry[3:5]
             try:
-                if path.stat().st_size != size or (hashes and _sha256(path) != digest):
+                if path.stat().st_size != size or (hashes and _sha256(path, skip) != digest):
                     damaged.append(relative)
             except OSError:
                 damaged.append(relative)
@@ -339,13 +342,27 @@ def resolve_packages(apt_dir: Path, release: Release, mirror: str) -> list[Packa
     sources = "".join(f"deb [{trust}] {mirror} {suite} main\n" for suite in SUITES)
     write_atomically(apt_dir / "sources.list", sources)
     options = _apt_options(apt_dir)
-    _run(["apt-get", *options, "update"], "apt-get update")
+    _update_index(apt_dir, options, sources)
     offered = _offered_versions(options, [name for name, _ in release.pinned])
     _check_pins(release, offered)
     wanted = [f"{name}={version}" for name, version in release.pinned]
     wanted += [f"{name}/{BASE_SUITE}" for name in release.packages if name not in release.pins]
     listing = _run(["apt-get", *options, "--print-uris", "download", *wanted], "apt-get")
     return _parse_print_uris(listing, release.packages)
+
+
+_INDEX_FRESH_S = 600  # one `hipmem rocm fetch --rocm 6.4,7.2` updates the index once
+
+
+def _update_index(apt_dir: Path, options: list[str], sources: str) -> None:
+    """`apt-get update`, unless this configuration's index was updated minutes ago."""
+    marker = apt_dir / "updated"
+    with contextlib.suppress(OSError):
+        fresh = time.time() - marker.stat().st_mtime < _INDEX_FRESH_S
+        if fresh and marker.read_text() == sources:
+            return
+    _run(["apt-get", *options, "update"], "apt-get update")
+    write_atomically(marker, sources)
 
 
 def _offered_versions(options: list[str], names: list[str]) -> dict[str, list[str]]:
@@ -443,11 +460,17 @@ def _download(file: PackageFile, target: Path, on_bytes: Callable[[int], None]) 
     partial.replace(target)
 
 
-def _sha256(path: Path) -> str:
+def _sha256(path: Path, skip: list[int] | None = None) -> str:
+    """SHA256 of the file, leaving out the byte range `skip` ([start, end]) when given."""
     digest = hashlib.sha256()
     with path.open("rb") as stream:
         while chunk := stream.read(_CHUNK_BYTES):
-            digest.update(chunk)
+            if skip and stream.tell() > skip[0]:
+                digest.update(chunk[: len(chunk) - (stream.tell() - skip[0])])
+                stream.seek(skip[1])
+                skip = None
+            else:
+                digest.update(chunk)
     return digest.hexdigest()
 
 
@@ -482,10 +505,10 @@ def unpack(deb: Path, root: Path, patterns: list[str], package: str) -> dict[str
                         target.unlink()  # re-unpacking over an earlier tree
                     archive.extract(member, root, filter=_keep_links)
                     if member.isfile():
-                        if ".so" in target.name:
-                            drop_gpu_code(target)
+                        dropped = drop_gpu_code(target) if ".so" in target.name else None
                         relative = os.path.normpath(member.name)
-                        extracted[relative] = [member.size, _sha256(target), package]
+                        entry = [member.size, _sha256(target, dropped), package]
+                        extracted[relative] = entry + (dropped or [])
     if proc.returncode != 0:
         raise FetchError(f"dpkg-deb could not read {deb} (delete it and run again)")
     return extracted
@@ -496,9 +519,9 @@ _FALLOC_FL_PUNCH_HOLE = 2
 _GPU_CODE_SECTION = ".hip_fatbin"
 
 
-def drop_gpu_code(library: Path) -> int:
+def drop_gpu_code(library: Path) -> list[int] | None:
     """Punch the GPU code (the `.hip_fatbin` section: 90% of rocBLAS, 97% of rocSOLVER) out of
-    a library's disk blocks; returns the bytes freed.
+    a library's disk blocks; returns the [start, end) byte range dropped, or None.
 
     Size queries never read it (the stand-in runtime registers code objects as no-ops), and
     the file keeps its size and layout, so the loader maps it as before: the dropped range
@@ -506,19 +529,19 @@ def drop_gpu_code(library: Path) -> int:
     """
     found = section_range(library, _GPU_CODE_SECTION)
     if found is None:
-        return 0
+        return None
     page = 4096
     start = -(-found[0] // page) * page  # whole pages inside the section only
     end = (found[0] + found[1]) // page * page
     if end <= start:
-        return 0
+        return None
     libc = ctypes.CDLL(None, use_errno=True)
     libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
     with library.open("r+b") as stream:
         mode = _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE
         if libc.fallocate(stream.fileno(), mode, start, end - start) != 0:
-            return 0  # e.g. EOPNOTSUPP: the library stays whole, which is only bigger
-    return end - start
+            return None  # e.g. EOPNOTSUPP: the library stays whole, which is only bigger
+    return [start, end]
 
 
 def _matches(name: str, pattern: str) -> bool:

@@ -23,7 +23,7 @@ from sizing.call_spec import Call, Value, make_call, parse_call
 from sizing.catalog import Catalog, load_catalog
 from sizing.errors import MissingSymbol, SizingError, UsageError, VendorStatus, WorkerCrashed
 from sizing.library_locator import Libraries, MixedReleases, locate
-from sizing.rocm_releases import rocm_of_rocblas, rocm_of_rocsolver
+from sizing.rocm_releases import RELEASES, rocm_of_rocblas, rocm_of_rocsolver
 from sizing.virtual_device import Device, resolve
 from sizing.worker_process import Crash, WorkerInfo, WorkerProcess
 
@@ -192,7 +192,7 @@ class SizingSession:
         if call.routine.family.startswith("gemm") and tensile is not None:
             arch = self.device.arch.name
             if not any(tensile.glob(f"*_{arch}.dat")):
-                return f" (this rocBLAS has no gemm data for {arch} in {tensile})"
+                return f" (this rocBLAS has no gemm data for {arch} in {tensile}{_fix(arch)}"
         return ""
 
     def status_name(self, status: int) -> str:
@@ -259,6 +259,14 @@ def size_calls(
     ) as session:
         session.size_many(calls, progress)
         return session.result()
+
+
+def _fix(arch: str) -> str:
+    """How to get gemm data for `arch`: the releases whose Debian build has it."""
+    having = [release.name for release in RELEASES if arch in release.gemm_archs]
+    if not having:
+        return "; no ROCm release Debian builds has it)"
+    return f"; `hipmem rocm fetch --rocm {having[-1]} --arch {arch}` brings it)"
 
 
 def _check_one_release(libraries: Libraries, versions: dict[str, str]) -> None:
