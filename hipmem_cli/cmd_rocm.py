@@ -11,7 +11,7 @@ from hipmem_cli import output
 from hipmem_cli.options import JsonOption, RocmDirOption
 from hipmem_cli.rocm_choice import requested
 from sizing import rocm_fetch
-from sizing.errors import SizingError
+from sizing.errors import PinnedVersionGone, SizingError
 from sizing.library_locator import Libraries, available, locate
 from sizing.rocm_releases import NEWEST, RELEASES, find_release
 from sizing.shim_build import build_shim
@@ -38,12 +38,23 @@ def fetch(
     ] = None,
     mirror: Annotated[str, typer.Option(help="Debian mirror URL.")] = rocm_fetch.DEFAULT_MIRROR,
 ) -> None:
-    """Download Debian's rocBLAS and rocSOLVER into the user cache (resumable, idempotent)."""
+    """Download Debian's rocBLAS and rocSOLVER into the user cache (resumable, idempotent).
+
+    With several releases, one whose pinned packages have left the archive is reported and
+    skipped; the command fails when none could be fetched."""
     names = requested(rocm)[0] or [NEWEST.name]
     releases = [find_release(name) for name in names]  # every name checked before any download
+    gone: list[PinnedVersionGone] = []
     for release in releases:
         with output.progress(f"fetching ROCm {release.name}", transfer=True) as report:
-            result = rocm_fetch.fetch(release.name, arch, mirror, report, notice=output.warning)
+            try:
+                result = rocm_fetch.fetch(release.name, arch, mirror, report, output.warning)
+            except PinnedVersionGone as err:
+                if len(releases) == 1:
+                    raise
+                output.warning(str(err))
+                gone.append(err)
+                continue
             shim_dir = build_shim(result.include_dir, release.hip_soname)
         packages = ", ".join(f"{name} {version}" for name, version in result.packages.items())
         output.stderr.print(
@@ -56,6 +67,8 @@ def fetch(
             f"virtual device {escape(str(shim_dir))}[/dim]",
             highlight=False,
         )
+    if len(gone) == len(releases):
+        raise PinnedVersionGone(f"none of ROCm {', '.join(names)} can be fetched (see above)")
 
 
 @rocm_app.command("where")

@@ -43,7 +43,7 @@ from typing import Any
 
 from sizing.cache import cache_dir, write_atomically
 from sizing.elf_file import section_range
-from sizing.errors import FetchError, LibraryNotFound
+from sizing.errors import FetchError, LibraryNotFound, PinnedVersionGone
 from sizing.rocm_releases import BASE_SUITE, NEWEST, RELEASES, Release, find_release, sort_key
 
 Progress = Callable[[int, "int | None", str], None]
@@ -383,7 +383,7 @@ def _check_pins(release: Release, offered: dict[str, list[str]]) -> None:
         versions = offered.get(name, [])
         if not any(entry.split(" ")[0] == version for entry in versions):
             now = ", ".join(versions) if versions else "nothing"
-            raise FetchError(
+            raise PinnedVersionGone(
                 f"ROCm {release.name}: Debian's archive no longer offers {name} {version} "
                 f"(it offers {now}); hipmem pins that version and fetches no other"
             )

@@ -24,7 +24,7 @@ _UNAVAILABLE: dict[str, str] = {}  # release -> why it could not be fetched
 def _releases() -> dict[str, Path]:
     """Every release's root, fetched on first use (once per test session)."""
     from sizing import rocm_fetch
-    from sizing.errors import FetchError
+    from sizing.errors import LibraryNotFound, PinnedVersionGone
     from sizing.rocm_releases import RELEASES
 
     roots: dict[str, Path] = {}
@@ -32,10 +32,12 @@ def _releases() -> dict[str, Path]:
         if release.name in _UNAVAILABLE:
             continue
         try:
-            offline = rocm_fetch.load_offline(release.name) or rocm_fetch.fetch(release.name)
-        except FetchError as err:
-            if "no longer offers" not in str(err):
-                raise
+            try:
+                offline = rocm_fetch.load_offline(release.name)
+            except LibraryNotFound:  # damaged: the fetch repairs it
+                offline = None
+            offline = offline or rocm_fetch.fetch(release.name)
+        except PinnedVersionGone as err:
             _UNAVAILABLE[release.name] = str(err)
             continue
         roots[release.name] = offline.root

@@ -15,12 +15,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import typer
 
 from sizing import rocm_fetch
 from sizing.cache import write_atomically
-from sizing.errors import FetchError
+from sizing.errors import FetchError, PinnedVersionGone
 from sizing.library_locator import locate
-from sizing.rocm_releases import RELEASES, find_release
+from sizing.rocm_releases import RELEASES, Release, find_release
 from tests.conftest import cli_env
 
 
@@ -224,3 +225,33 @@ def test_every_release_names_a_stand_in_for_its_hip_runtime() -> None:
     from sizing.shim_build import supported_sonames
 
     assert {release.hip_soname for release in RELEASES} <= set(supported_sonames())
+
+
+def _gone_64(name: str, source: str = "") -> Release:
+    """ROCm 6.4 as if the archive had moved on: rocBLAS pinned to a version it never had."""
+    real = find_release(name)
+    if real.name != "6.4":
+        return real
+    return replace(real, pinned=(("librocblas4", "6.4.4-9"), *real.pinned[1:]))
+
+
+def test_of_several_releases_one_the_archive_no_longer_offers_is_skipped(
+    rocm64: Path, rocm72: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from hipmem_cli import cmd_rocm
+
+    monkeypatch.setattr(rocm_fetch, "find_release", _gone_64)
+    app = typer.Typer()
+    cmd_rocm.register(app)
+    both = CliRunner().invoke(app, ["rocm", "fetch", "--rocm", "6.4,7.2"])
+    assert both.exit_code == 0, both.output
+    assert "Debian's archive no longer offers librocblas4 6.4.4-9 (it offers 6.4.4-4 (sid))" in (
+        both.output.replace("\n", " ")
+    )
+    assert "ROCm 7.2 ready" in both.output
+    alone = CliRunner().invoke(app, ["rocm", "fetch", "--rocm", "6.4"])
+    assert isinstance(alone.exception, PinnedVersionGone)
+    monkeypatch.undo()
+    assert rocm_fetch.load_offline("6.4") is not None  # the cached 6.4 was left as it was
