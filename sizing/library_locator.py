@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sizing.elf_file import needed_libraries
@@ -83,7 +83,7 @@ def locate(
             return _with(_cached(wanted), why=f"{asked_as.rstrip('=')} {wanted}", cached=cached)
         raise UsageError(_unavailable(wanted, asked_as, passed_over, cached))
     if cached:
-        return _with(_cached(cached[-1]), why="the newest release in the cache", cached=cached)
+        return _with(_newest_intact(cached), why="the newest release in the cache", cached=cached)
     tried.append("offline cache (empty: run `hipmem rocm fetch`)")
     raise LibraryNotFound(
         "rocBLAS not found; tried "
@@ -106,7 +106,20 @@ def available(explicit_dir: Path | None = None) -> list[Libraries]:
 
 def _with(found: Libraries, *, why: str, cached: list[str] | None = None) -> Libraries:
     others = tuple(name for name in (cached or []) if name != found.rocm)
-    return Libraries(**{**found.__dict__, "why": why, "other_cached": others})
+    return replace(found, why=why, other_cached=others)
+
+
+def _newest_intact(cached: list[str]) -> Libraries:
+    """The newest cached release that is complete (one being fetched, or damaged, is passed
+    over); when none is, the newest one's error, which says how to repair it."""
+    first_error: LibraryNotFound | None = None
+    for release in reversed(cached):
+        try:
+            return _cached(release)
+        except LibraryNotFound as err:
+            first_error = first_error or err
+    assert first_error is not None
+    raise first_error
 
 
 def _unavailable(wanted: str, asked_as: str, passed_over: list[str], cached: list[str]) -> str:
@@ -126,7 +139,7 @@ def _cached(release: str) -> Libraries:
         raise LibraryNotFound(
             f"the cached ROCm {release} has no librocblas; run `hipmem rocm fetch --rocm {release}`"
         )
-    return Libraries(**{**found.__dict__, "rocm": release, "include_dir": offline.include_dir})
+    return replace(found, rocm=release, include_dir=offline.include_dir)
 
 
 def _candidates(explicit_dir: Path | None) -> list[tuple[str, Path]]:

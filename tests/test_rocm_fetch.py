@@ -153,7 +153,8 @@ def _mirror_cache(tmp_path: Path, release: str) -> Path:
     for entry in (real / "root" / lib).iterdir():
         (mine / "root" / lib / entry.name).symlink_to(entry)
     shutil.copy(real / rocm_fetch.MANIFEST_NAME, mine / rocm_fetch.MANIFEST_NAME)
-    shutil.copytree(rocm_fetch.rocm_dir() / "apt", tmp_path / "cache" / "rocm" / "apt")
+    if not (tmp_path / "cache" / "rocm" / "apt").exists():
+        shutil.copytree(rocm_fetch.rocm_dir() / "apt", tmp_path / "cache" / "rocm" / "apt")
     return tmp_path / "cache"
 
 
@@ -168,6 +169,23 @@ def test_a_cut_short_manifest_is_one_line_saying_to_fetch(rocm72: Path, tmp_path
         f"Error: the cached ROCm 7.2 in {manifest.parent} is incomplete or damaged; "
         "run `hipmem rocm fetch --rocm 7.2` to repair it"
     ]
+
+
+def test_by_default_a_release_being_fetched_is_passed_over(
+    rocm64: Path, rocm72: Path, tmp_path: Path
+) -> None:
+    _mirror_cache(tmp_path, "6.4")
+    cache = _mirror_cache(tmp_path, "7.2")
+    manifest = cache / "rocm" / "7.2" / rocm_fetch.MANIFEST_NAME
+    manifest.write_text(manifest.read_text()[:1000])  # as a fetch interrupted midway leaves it
+    done = hipmem("size", "-d", "MI210", "--json", "dgetrs:n=1024,nrhs=1",
+                  HIPMEM_CACHE_DIR=str(cache))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert (payload["library"]["rocm"], payload["session_bytes"]) == ("6.4", 64)
+    asked = hipmem("size", "--rocm", "7.2", "-d", "MI210", "dgetrs:n=1024,nrhs=1",
+                   HIPMEM_CACHE_DIR=str(cache))  # fmt: skip
+    assert asked.returncode == 1 and "run `hipmem rocm fetch --rocm 7.2`" in asked.stderr
 
 
 def test_a_truncated_library_is_found_and_the_fetch_repairs_only_its_package(
