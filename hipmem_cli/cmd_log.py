@@ -11,6 +11,7 @@ from rich.table import Table
 from hipmem_cli import output
 from hipmem_cli.options import JsonOption
 from replay.analysis import LogSummary, analyze, live_trace
+from replay.errors import ReplayUsageError
 from replay.log_loader import load_log
 
 log_app = typer.Typer(help="Read RMM/hipMM allocation logs (no GPU needed).", no_args_is_help=True)
@@ -57,7 +58,7 @@ def inspect(
             "(--strict makes this an error)"
         )
     if json:
-        output.print_json(summary.to_json())
+        output.print_json(summary.as_dict())
         return
     _print_summary(summary)
     if plot is not None:
@@ -120,9 +121,39 @@ def _print_summary(s: LogSummary) -> None:
         f"  zero-byte allocations: {s.zero_byte_allocations:,} "
         f"({s.zero_byte_live_at_end:,} never freed; not counted above)"
     )
+    _print_recordings(s)
     _print_groups(s)
     _print_sizes(s)
     _print_anomalies(s)
+
+
+def _print_recordings(s: LogSummary) -> None:
+    """What a PyTorch snapshot adds: its allocator's reserved memory, settings, partial trace."""
+    out = output.stdout
+    for r in s.recordings:
+        out.print(f"  recorded by PyTorch ({r.source}):", highlight=False, markup=False)
+        out.print(
+            f"    reserved by its allocator: peak {_bytes(r.peak_reserved_bytes)}, "
+            f"{_bytes(r.start_reserved_bytes)} when recording began",
+            highlight=False,
+        )
+        conf = r.alloc_conf or "(not set: default settings)"
+        out.print(f"    PYTORCH_CUDA_ALLOC_CONF={conf}", highlight=False, markup=False)
+        if r.pre_recording_allocations:
+            out.print(
+                f"    {r.pre_recording_allocations:,} allocation(s) made before recording "
+                "began (line 0): the trace is partial (recording started late, or "
+                "max_entries was reached)",
+                highlight=False,
+            )
+        for oom in r.ooms:
+            free = "unknown" if oom.device_free_bytes is None else _bytes(oom.device_free_bytes)
+            out.print(
+                f"    out of memory at {oom.where}: {_bytes(oom.size_bytes)} asked, "
+                f"device free {free}",
+                highlight=False,
+                markup=False,
+            )
 
 
 def _print_groups(s: LogSummary) -> None:
@@ -192,6 +223,39 @@ def _print_anomalies(s: LogSummary) -> None:
         output.stdout.print(failures)
 
 
+def convert(
+    log_path: Annotated[
+        Path, typer.Argument(help="A PyTorch memory snapshot (.pickle, .pkl, .gz) or RMM log.")
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--output", "-o", help="The RMM CSV to write (.csv or .csv.gz).", metavar="FILE"
+        ),
+    ],
+) -> None:
+    """Write a log (a PyTorch snapshot, say) as RMM's CSV, so RMM's own tools read it.
+
+    A snapshot of several devices gives one file per device, named as rmm names them
+    (`OUT.dev<N>.csv`). Examples:
+
+      hipmem log convert snapshot.pickle -o run.csv.gz
+    """
+    from replay.log_writer import output_paths, write_rmm_csv
+
+    if not out.parent.is_dir():
+        raise ReplayUsageError(
+            f"folder '{out.parent}' does not exist", parameter="output", value=str(out)
+        )
+    with output.progress("loading") as progress:
+        log = load_log([log_path], progress=progress)
+    output_paths(log, out)  # the name is checked before anything is written
+    written = write_rmm_csv(log, out)
+    for path in written:
+        output.stdout.print(f"wrote {path}", highlight=False, markup=False)
+
+
 def register(app: typer.Typer) -> None:
     log_app.command("inspect")(inspect)
+    log_app.command("convert")(convert)
     app.add_typer(log_app, name="log")

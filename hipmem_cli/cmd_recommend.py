@@ -82,7 +82,7 @@ def recommend_command(
     headroom_value = parse_headroom(headroom)
     align_bytes = parse_alignment(align)
     if handles < 1:
-        raise BadSize(f"--handles {handles}: must be at least 1")
+        raise BadSize("must be at least 1", parameter="handles", value=handles)
     if fmt is not None:
         env_formats.check_format(fmt)
     libraries = one_release(rocm, rocm_dir, "recommend")

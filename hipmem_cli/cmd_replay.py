@@ -16,8 +16,8 @@ from replay.engine import ReplayOptions, replay
 from replay.log_loader import load_log
 from replay.plot import write_plot
 from replay.program import ReplayProgram, build_program
-from replay.report import LatencyStats, ReplayReport
-from replay.resources import ResourceSpec, parse_spec
+from replay.report import LatencyStats, RecordedFigures, ReplayReport, recorded_figures
+from replay.resources import STREAM_ORDERED_KINDS, ResourceSpec, parse_spec
 
 _RESOURCE_HELP = (
     "Resource spec, repeatable: cuda|hip, managed[:prefetch=1,advise=preferred_location], "
@@ -25,10 +25,6 @@ _RESOURCE_HELP = (
     "arena[:size=8GiB], binning[:min_exp=18,max_exp=22], fixed[:block=1MiB], host[:pinned=1]; "
     "any takes limit=BYTES."
 )
-
-
-# Resources whose reuse of freed memory follows stream order (and so can vary between runs).
-_STREAM_ORDERED = ("pool", "binning", "fixed", "arena", "async")
 
 
 def register(app: typer.Typer) -> None:
@@ -98,10 +94,15 @@ def replay_command(
             reports.append(replay(log, spec, options, program=program))
     if plot:
         write_plot(plot, program, reports)
+    recorded = recorded_figures(log, program.peak_requested_bytes)
     if json_out:
-        output.print_json({"log": log.sources, "resources": [r.as_dict() for r in reports]})
+        payload: dict[str, object] = {"sources": log.sources}
+        if recorded is not None:
+            payload["recorded"] = recorded.as_dict()
+        payload["resources"] = [r.as_dict() for r in reports]
+        output.print_json(payload)
         return
-    output.stdout.print(_table(reports))
+    output.stdout.print(_table(reports, recorded))
     _print_notes(program, reports, plot)
 
 
@@ -153,7 +154,7 @@ def _find_capacities(
         )
     output.stdout.print(table)
     several = len(program.streams) > 1 or (options.threads == "logged" and len(program.threads) > 1)
-    if several and any(spec.kind in _STREAM_ORDERED for spec in specs):
+    if several and any(spec.kind in STREAM_ORDERED_KINDS for spec in specs):
         output.stdout.print(
             "This log has several streams or threads: stream-ordered pools (RMM's pools, "
             "async) pick free blocks across streams in an order that can change from run to "
@@ -188,12 +189,14 @@ def _first_failure(report: ReplayReport) -> str:
         return "-"
     f = report.failures[0]
     size, live = output.human_bytes(f.size_bytes), output.human_bytes(f.live_bytes)
-    return f"{f.place}: {size} with {live} live"
+    return f"{f.where}: {size} with {live} live"
 
 
-def _table(reports: list[ReplayReport]) -> Table:
+def _table(reports: list[ReplayReport], recorded: RecordedFigures | None = None) -> Table:
     table = Table(title="Replay, side by side")
     table.add_column("")
+    if recorded is not None:
+        table.add_column("recorded (PyTorch)", justify="right")
     for report in reports:
         table.add_column(report.resource, justify="right")
     rows: list[tuple[str, list[str]]] = [
@@ -221,19 +224,35 @@ def _table(reports: list[ReplayReport]) -> Table:
         ("first failure", [_first_failure(r) for r in reports]),
         ("returned at end", [_bytes(r.returned_at_end_bytes) for r in reports]),
     ]
+    recorded_cells = _recorded_cells(recorded) if recorded is not None else {}
     for label, cells in rows:
+        if recorded is not None:
+            cells = [recorded_cells.get(label, ""), *cells]
         table.add_row(label, *cells)
     return table
+
+
+def _recorded_cells(recorded: RecordedFigures) -> dict[str, str]:
+    """The recording's own figures, on the rows that have them."""
+    fragmentation = recorded.fragmentation
+    return {
+        "backend / engine": "PyTorch's allocator",
+        "outcome": "recorded",
+        "peak requested": _bytes(recorded.peak_requested_bytes),
+        "peak reserved": _bytes(recorded.peak_reserved_bytes),
+        "fragmentation": "n/a" if fragmentation is None else f"{fragmentation:.3f}",
+        "failures": str(recorded.failure_count),
+    }
 
 
 def _print_notes(program: ReplayProgram, reports: list[ReplayReport], plot: Path | None) -> None:
     a = program.anomalies
     output.stdout.print(
         f"{program.log_events:,} log events, {program.op_count:,} allocator calls; "
-        f"{a.zero_byte_allocations} zero-byte allocations, {a.unknown_frees} frees of unknown "
-        f"pointers (skipped), {a.live_pointer_allocations} allocations at live pointers "
-        f"(replaced), {a.logged_failures} logged failures (not replayed), {a.never_freed} never "
-        "freed (returned at the end).",
+        f"{a.zero_byte_allocations} zero-byte allocations, {a.free_unknown_pointer} frees of "
+        f"unknown pointers (skipped), {a.allocate_live_pointer} allocations at live pointers "
+        f"(replaced), {a.allocate_failure} logged failures (not replayed), "
+        f"{a.live_at_end_count} live at end (returned at the end).",
         highlight=False,
     )
     for example in a.examples:

@@ -7,9 +7,8 @@ import sys
 
 import typer
 
+from hipmem.errors import HipmemError
 from hipmem_cli import output
-from replay.errors import ReplayError
-from sizing.errors import SizingError
 
 app = typer.Typer(
     name="hipmem",
@@ -20,11 +19,33 @@ app = typer.Typer(
 )
 
 
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        import hipmem
+
+        output.stdout.print(f"hipmem {hipmem.__version__}", highlight=False, markup=False)
+        raise typer.Exit()
+
+
 @app.callback()
 def _global_options(
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the version."
+    ),
 ) -> None:
     output.state.debug = debug
+
+
+# Library parameters whose flag is not simply `--` + the name with dashes.
+_FLAGS = {"spec": "--resource", "compute_units": "--cus", "align_bytes": "--align"}
+
+
+def cli_message(err: HipmemError) -> str:
+    """The error's line as the command line says it: flags, not Python parameter names."""
+    if err.parameter is None:
+        return str(err)
+    return err.for_flag(_FLAGS.get(err.parameter, "--" + err.parameter.replace("_", "-")))
 
 
 def main() -> None:
@@ -35,10 +56,10 @@ def main() -> None:
     try:
         # Standalone mode: typer handles --help and usage errors itself (exit code 2).
         app(prog_name="hipmem")
-    except (SizingError, ReplayError) as err:
+    except HipmemError as err:
         if output.state.debug:
             raise
-        output.error(str(err))
+        output.error(cli_message(err))
         sys.exit(err.exit_code)
     except KeyboardInterrupt:
         output.error("interrupted")

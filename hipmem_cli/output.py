@@ -8,7 +8,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from rich.console import Console
 from rich.progress import (
@@ -21,6 +21,9 @@ from rich.progress import (
     TimeRemainingColumn,
     TransferSpeedColumn,
 )
+
+from hipmem.byte_sizes import format_bytes
+from hipmem.progress import ProgressCallback, no_progress
 
 
 @dataclass
@@ -54,21 +57,8 @@ def print_json(payload: Any) -> None:
     sys.stdout.flush()
 
 
-_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
-
-
-def human_bytes(n_bytes: int) -> str:
-    """1536 -> '1.5 KiB'; exact bytes are always shown beside this in tables."""
-    value = float(n_bytes)
-    for unit in _UNITS:
-        if abs(value) < 1024 or unit == _UNITS[-1]:
-            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
-
-
-class ProgressCallback(Protocol):
-    def __call__(self, done: int, total: int | None, label: str = "") -> None: ...
+# One byte formatter for the whole tool (hipmem.byte_sizes); the name the commands use.
+human_bytes = format_bytes
 
 
 @contextmanager
@@ -78,11 +68,7 @@ def progress(title: str, *, transfer: bool = False) -> Iterator[ProgressCallback
     Libraries never draw: they take a `(done, total, label)` callback, and this is it.
     """
     if not stderr.is_terminal:
-
-        def silent(done: int, total: int | None, label: str = "") -> None:
-            return None
-
-        yield silent
+        yield no_progress
         return
     columns: list[Any] = [TextColumn("{task.description}"), BarColumn(), TaskProgressColumn()]
     columns += [DownloadColumn(), TransferSpeedColumn()] if transfer else [MofNCompleteColumn()]

@@ -4,6 +4,8 @@ check and routines. The rules themselves live in sizing.library_locator."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from sizing.call_spec import Call, make_call
@@ -23,10 +25,23 @@ def requested(option: str | None) -> tuple[list[str], str]:
         text, asked_as = os.environ.get(ROCM_ENV, ""), ROCM_ENV
     names: list[str] = []
     for part in filter(None, (piece.strip() for piece in text.split(","))):
-        name = normalise(part, source=asked_as)
+        with _from_environment(asked_as):
+            name = normalise(part)
         if name not in names:
             names.append(name)
     return names, asked_as
+
+
+@contextmanager
+def _from_environment(asked_as: str) -> Iterator[None]:
+    """An error about the `rocm` parameter names HIPMEM_ROCM when that is where it came from
+    (the CLI's error line names --rocm otherwise)."""
+    try:
+        yield
+    except UsageError as err:
+        if asked_as != ROCM_ENV or err.parameter != "rocm":
+            raise
+        raise UsageError(f"{ROCM_ENV}={err.value!r}: {err.detail}") from None
 
 
 def one_release(option: str | None, rocm_dir: Path | None, command: str) -> Libraries:
@@ -37,15 +52,16 @@ def one_release(option: str | None, rocm_dir: Path | None, command: str) -> Libr
             f"{asked_as} {','.join(names)}: {command} takes one release "
             f"(`hipmem size --rocm {','.join(names)}` compares them)"
         )
-    return locate(rocm_dir, names[0] if names else None, asked_as=asked_as)
+    with _from_environment(asked_as):
+        return locate(rocm_dir, names[0] if names else None)
 
 
 def releases(option: str | None, rocm_dir: Path | None) -> list[Libraries]:
     """The libraries of every release asked for (one when none was)."""
     names, asked_as = requested(option)
-    if not names:
-        return [locate(rocm_dir, None, asked_as=asked_as)]
-    return [locate(rocm_dir, name, asked_as=asked_as) for name in names]
+    with _from_environment(asked_as):
+        wanted: list[str | None] = [*names] if names else [None]
+        return [locate(rocm_dir, name) for name in wanted]
 
 
 def in_release(calls: list[Call], libraries: Libraries) -> list[Call]:

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from replay import native
+from replay import native, torch_resource
 from replay.backends import (
     AllocationRefused,
     Allocator,
@@ -43,9 +43,15 @@ from replay.backends import (
 )
 from replay.errors import ReplayError, ReplayUsageError
 from replay.events import AllocationLog
-from replay.program import OP_ALLOCATE, OP_FREE, ReplayProgram, build_program, event_place
-from replay.report import AllocationFailure, LatencyStats, ReplayReport, ReservedSamples
-from replay.resources import ResourceSpec
+from replay.program import OP_ALLOCATE, OP_FREE, ReplayProgram, build_program
+from replay.report import (
+    RESERVED_SOURCES,
+    AllocationFailure,
+    LatencyStats,
+    ReplayReport,
+    ReservedSamples,
+)
+from replay.resources import RMM_KINDS, ResourceSpec
 
 THREADS = ("logged", "single")
 STREAMS = ("logged", "default")
@@ -74,15 +80,17 @@ class ReplayOptions:
 
     def check(self) -> None:
         for name, value, allowed in (
-            ("--threads", self.threads, THREADS),
-            ("--streams", self.streams, STREAMS),
-            ("--on-failure", self.on_failure, ON_FAILURE),
+            ("threads", self.threads, THREADS),
+            ("streams", self.streams, STREAMS),
+            ("on_failure", self.on_failure, ON_FAILURE),
             ("engine", self.engine, ENGINES),
         ):
             if value not in allowed:
-                raise ReplayUsageError(f"{name}: {value!r} is not one of {', '.join(allowed)}")
+                raise ReplayUsageError(
+                    f"not one of {', '.join(allowed)}", parameter=name, value=value
+                )
         if self.repeats < 1:
-            raise ReplayUsageError(f"repeats must be at least 1, got {self.repeats}")
+            raise ReplayUsageError("must be at least 1", parameter="repeats", value=self.repeats)
 
 
 def replay(
@@ -98,6 +106,8 @@ def replay(
     if options.streams == "default":
         program = on_default_stream(program)
     backend = resolve_backend(options.backend, spec, options.device)
+    if spec.kind == "torch":
+        return _replay_torch(log, program, spec, backend, options)
     if _use_native(backend, options):
         return _replay_native(log, program, spec, backend, options)
     return _replay_python(log, program, spec, backend, options)
@@ -233,13 +243,58 @@ def _replay_native(
         wall_ns=int(result.best_wall_ns),
         ops_done=int(result.ops_done),
         peak_reserved=int(result.peak_reserved_bytes),
-        reserved_source=native.RESERVED_SOURCES[result.reserved_source],
+        reserved_source=RESERVED_SOURCES[result.reserved_source],
         failures=failures,
         failure_count=int(result.n_failures),
         outcome=_OUTCOMES[result.status],
         returned=int(result.held_at_end_bytes),
         unreturned=int(result.unreturned_bytes),
         samples=samples,
+    )
+
+
+def _replay_torch(
+    log: AllocationLog,
+    program: ReplayProgram,
+    spec: ResourceSpec,
+    backend: Backend,
+    options: ReplayOptions,
+) -> ReplayReport:
+    # One thread, in the log's order: PyTorch's allocator is driven as one process drives it.
+    single = dataclasses.replace(options, threads="single")
+    run = torch_resource.run_torch(
+        _program_arrays(program),
+        program.slot_count,
+        torch_resource.alloc_conf(spec, log),
+        warm_bytes=torch_resource.warm_segments(spec, log),
+        limit_bytes=spec.limit_bytes,
+        stop_on_failure=options.on_failure == "stop",
+        time_calls=options.time_calls,
+        repeats=options.repeats,
+        device=backend.device,
+    )
+    failures = [
+        _failure(log, program, int(op), int(live), -1)
+        for op, live in zip(run.failure_op[:FAILURES_IN_FULL], run.failure_live_bytes, strict=False)
+    ]
+    stopped = options.on_failure == "stop" and run.failure_count > 0
+    return _report(
+        spec,
+        dataclasses.replace(backend, name=f"torch ({run.gpu})"),
+        f"torch {run.torch_version}",
+        single,
+        program,
+        run.latency_ns,
+        wall_ns=run.wall_ns,
+        ops_done=run.ops_done,
+        peak_reserved=run.peak_reserved_bytes,
+        reserved_source=torch_resource.RESERVED_FROM_TORCH,
+        failures=failures,
+        failure_count=run.failure_count,
+        outcome="stopped at first failure" if stopped else "completed",
+        returned=run.held_at_end_bytes,
+        unreturned=0,  # the worker process has ended: the driver took back all it held
+        samples=None,
     )
 
 
@@ -297,7 +352,7 @@ def _failure(
     event = int(program.event_index[op])
     return AllocationFailure(
         event_index=event,
-        place=event_place(log, event),
+        where=log.line_ref(event),
         size_bytes=int(program.size_bytes[op]),
         live_bytes=live_bytes,
         reserved_bytes=reserved_bytes if reserved_bytes >= 0 else None,
@@ -363,7 +418,7 @@ def _report(
 def _python_allocator(spec: ResourceSpec, backend: Backend, program: ReplayProgram) -> Allocator:
     if backend.name == "host":
         return HostAllocator(spec)
-    if spec.kind in ("pool", "arena", "binning", "fixed") or backend.name == "cuda":
+    if spec.kind in RMM_KINDS or backend.name == "cuda":
         return RmmPythonAllocator(spec, backend.device, program.streams)
     return HipAllocator(spec, backend.device, program.streams)
 

@@ -9,17 +9,17 @@ the file is written atomically (a temporary file in the same folder, then os.rep
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from hipmem.atomic_write import atomic_output
 from replay.analysis import LiveTrace, LogSummary, owner_traces
 from replay.errors import ReplayUsageError
-from replay.events import AllocationLog
+from replay.events import AllocationLog, Recording
+from replay.pyplot import pyplot, require_matplotlib
 
 PLOT_SUFFIXES = (".png", ".svg")
 MAX_POINTS = 4000  # envelope columns per line: about one per pixel of a wide figure
@@ -31,11 +31,16 @@ class PlotPathError(ReplayUsageError):
 
 
 def check_plot_path(path: Path) -> None:
-    """Reject an unsupported suffix or a missing folder before any work starts."""
+    """Reject an unsupported suffix, a missing folder or a missing matplotlib before any work."""
+    require_matplotlib()
     if path.suffix.lower() not in PLOT_SUFFIXES:
-        raise PlotPathError(f"--plot: '{path}' must end in .png or .svg (the suffix picks it)")
+        raise PlotPathError(
+            "must end in .png or .svg (the suffix picks it)", parameter="plot", value=str(path)
+        )
     if not path.parent.is_dir():
-        raise PlotPathError(f"--plot: folder '{path.parent}' does not exist")
+        raise PlotPathError(
+            f"folder '{path.parent}' does not exist", parameter="plot", value=str(path)
+        )
 
 
 def envelope(
@@ -69,16 +74,13 @@ def plot_timeline(
     per_stream: bool = False,
 ) -> None:
     """Draw live bytes over events (top) and over seconds since the first event (bottom)."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display: render to files only
-    import matplotlib.pyplot as plt
-
     check_plot_path(path)
+    plt = pyplot()
     events = log.events
     live = trace.live_bytes
     seconds = (events["time_ns"].to_numpy() - (summary.first_time_ns or 0)) / 1e9
-    scale, unit = byte_unit(summary.peak_live_bytes)
+    recorded_peak = max((r.peak_reserved_bytes for r in log.recordings), default=0)
+    scale, unit = byte_unit(max(summary.peak_live_bytes, recorded_peak))
 
     figure, (by_event, by_time) = plt.subplots(2, 1, figsize=(12, 7), constrained_layout=True)
     lines = [("all streams" if per_stream else "live bytes", np.arange(len(live)), live)]
@@ -89,6 +91,9 @@ def plot_timeline(
         xs, ys = envelope(rows, values)
         by_event.plot(xs, ys / scale, linewidth=0.8, label=label)
         by_time.plot(seconds[xs], ys / scale, linewidth=0.8, label=label)
+
+    for recording in log.recordings:
+        _draw_recorded(by_event, by_time, log, recording, summary.first_time_ns or 0, scale)
 
     if summary.peak:
         peak_y = summary.peak.live_bytes / scale
@@ -103,10 +108,25 @@ def plot_timeline(
     by_event.set_title(f"Live bytes of {names} ({summary.events:,} events)")
     _style(by_event, "event (row of the log)", unit)
     _style(by_time, "seconds since the first event", unit)
-    if per_stream:
+    if per_stream or log.recordings:
         by_event.legend(loc="upper left", fontsize=8)
     _save_atomically(figure, path)
     plt.close(figure)
+
+
+def _draw_recorded(
+    by_event: Any, by_time: Any, log: AllocationLog, recording: Recording, t0_ns: int, scale: int
+) -> None:
+    """A PyTorch snapshot's own reserved memory, as a step line under the live bytes."""
+    times = np.concatenate(([t0_ns], recording.reserved_time_ns))
+    levels = np.concatenate(([recording.start_reserved_bytes], recording.reserved_bytes)) / scale
+    end_ns = int(log.events["time_ns"].max()) if len(log.events) else t0_ns
+    times, levels = np.append(times, max(end_ns, int(times[-1]))), np.append(levels, levels[-1])
+    rows = np.searchsorted(log.events["time_ns"].to_numpy(), times)
+    label = f"reserved by PyTorch ({Path(recording.source).name})"
+    style = {"where": "post", "linewidth": 1.0, "color": "tab:orange", "label": label}
+    by_event.step(rows, levels, **style)
+    by_time.step((times - t0_ns) / 1e9, levels, **style)
 
 
 def _style(axes: Any, xlabel: str, unit: str) -> None:
@@ -119,11 +139,5 @@ def _style(axes: Any, xlabel: str, unit: str) -> None:
 
 def _save_atomically(figure: Any, path: Path) -> None:
     fmt = path.suffix.lower().lstrip(".")
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as tmp:
-            figure.savefig(tmp, format=fmt, dpi=110)
-        Path(tmp_name).replace(path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    with atomic_output(path) as tmp:
+        figure.savefig(tmp, format=fmt, dpi=110)

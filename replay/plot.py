@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from hipmem.atomic_write import atomic_output
 from replay.program import ReplayProgram
+from replay.pyplot import pyplot
 from replay.report import ReplayReport
 
 _POINTS = 4000  # the requested curve is thinned to about this many points
@@ -16,11 +16,7 @@ _POINTS = 4000  # the requested curve is thinned to about this many points
 
 def write_plot(path: Path, program: ReplayProgram, reports: list[ReplayReport]) -> None:
     """Write the plot atomically (temp file in the same folder, then rename)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     gib = float(1 << 30)
     fig, ax = plt.subplots(figsize=(10, 5))
     step = max(1, program.op_count // _POINTS)
@@ -40,11 +36,8 @@ def write_plot(path: Path, program: ReplayProgram, reports: list[ReplayReport]) 
     ax.legend(loc="best", fontsize="small")
     fig.tight_layout()
     suffix = path.suffix or ".png"
-    fd, temp = tempfile.mkstemp(dir=path.parent or Path(), suffix=suffix)
-    os.close(fd)
     try:
-        fig.savefig(temp, format=suffix.lstrip("."))
-        Path(temp).replace(path)
+        with atomic_output(path) as temp:
+            fig.savefig(temp, format=suffix.lstrip("."))
     finally:
         plt.close(fig)
-        Path(temp).unlink(missing_ok=True)

@@ -58,30 +58,32 @@ class Libraries:
         return found[-1] if found else None
 
 
-def locate(
-    explicit_dir: Path | None = None, rocm: str | None = None, *, asked_as: str = "rocm="
-) -> Libraries:
+def locate(explicit_dir: Path | None = None, rocm: str | None = None) -> Libraries:
     """The libraries that answer, by the rules in the module docstring."""
-    wanted = normalise(rocm, source=asked_as) if rocm else None
+    wanted = normalise(rocm) if rocm else None
     passed_over: list[str] = []
     tried: list[str] = []
     for label, directory in _candidates(explicit_dir):
         found = _libraries_in(label, directory)
         if found is None:
+            if label == LIBDIR_ENV:
+                raise LibraryNotFound(f"{LIBDIR_ENV}={directory}: no librocblas there")
             if label in _EXPLICIT:
-                raise LibraryNotFound(f"{label} {directory}: no librocblas there")
+                raise LibraryNotFound(
+                    "no librocblas there", parameter="rocm_dir", value=str(directory)
+                )
             tried.append(f"{label} ({directory})")
         elif wanted is None:
             return _with(found, why="the first ROCm install found")
         elif found.rocm == wanted:
-            return _with(found, why=f"{asked_as.rstrip('=')} {wanted}")
+            return _with(found, why=f"asked for ROCm {wanted}")
         else:
             passed_over.append(f"{label} has ROCm {found.rocm or 'of unknown release'}")
     cached = cached_releases()
     if wanted is not None:
         if wanted in cached:
-            return _with(_cached(wanted), why=f"{asked_as.rstrip('=')} {wanted}", cached=cached)
-        raise UsageError(_unavailable(wanted, asked_as, passed_over, cached))
+            return _with(_cached(wanted), why=f"asked for ROCm {wanted}", cached=cached)
+        raise UsageError(_unavailable(wanted, passed_over, cached), parameter="rocm", value=rocm)
     if cached:
         return _with(_newest_intact(cached), why="the newest release in the cache", cached=cached)
     tried.append("offline cache (empty: run `hipmem rocm fetch`)")
@@ -122,14 +124,13 @@ def _newest_intact(cached: list[str]) -> Libraries:
     raise first_error
 
 
-def _unavailable(wanted: str, asked_as: str, passed_over: list[str], cached: list[str]) -> str:
-    flag = asked_as.rstrip("=")
+def _unavailable(wanted: str, passed_over: list[str], cached: list[str]) -> str:
     here = "; ".join([*passed_over, f"the cache holds {', '.join(cached) or 'none'}"])
     if wanted in release_names():
         how = f"get it with `hipmem rocm fetch --rocm {wanted}`"
     else:
         how = f"hipmem can fetch ROCm {', '.join(release_names())} (`hipmem rocm fetch --rocm X`)"
-    return f"{flag} {wanted}: no ROCm {wanted} here ({here}); {how}"
+    return f"no ROCm {wanted} here ({here}); {how}"
 
 
 def _cached(release: str) -> Libraries:

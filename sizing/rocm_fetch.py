@@ -41,12 +41,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sizing.cache import cache_dir, write_atomically
+from hipmem.atomic_write import write_text_atomically
+from hipmem.cache_root import cache_dir
+from hipmem.progress import ProgressCallback, no_progress
 from sizing.elf_file import section_range
 from sizing.errors import FetchError, LibraryNotFound, PinnedVersionGone
 from sizing.rocm_releases import BASE_SUITE, NEWEST, RELEASES, Release, find_release, sort_key
-
-Progress = Callable[[int, "int | None", str], None]
 
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 DEBIAN_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
@@ -205,7 +205,7 @@ def _write_manifest(found: OfflineRocm) -> None:
         "unpacked_bytes": found.unpacked_bytes,
         "files": found.files,
     }
-    write_atomically(offline_dir(found.release) / MANIFEST_NAME, json.dumps(payload, indent=1))
+    write_text_atomically(offline_dir(found.release) / MANIFEST_NAME, json.dumps(payload, indent=1))
 
 
 # ---- the fetch -----------------------------------------------------------------------------
@@ -215,13 +215,13 @@ def fetch(
     release: str = NEWEST.name,
     archs: Iterable[str] | None = None,
     mirror: str = DEFAULT_MIRROR,
-    progress: Progress | None = None,
+    progress: ProgressCallback | None = None,
     notice: Callable[[str], None] | None = None,
 ) -> OfflineRocm:
     """Download and unpack one release; returns the result. Safe to run again: a complete
     fetch that covers `archs` only checks the tree (offline), an interrupted one resumes, a
     damaged one is repaired. Two fetches on one cache take turns (a lock file)."""
-    wanted = find_release(release, source="release=")
+    wanted = find_release(release, parameter="release")
     chosen = sorted(set(archs) if archs is not None else set(wanted.gemm_archs))
     unknown = [arch for arch in chosen if arch not in wanted.gemm_archs]
     if unknown:
@@ -229,12 +229,14 @@ def fetch(
             f"ROCm {wanted.name} as Debian builds it has no gemm data for {', '.join(unknown)}; "
             f"choose from {', '.join(wanted.gemm_archs)}"
         )
-    report: Progress = progress or _no_progress
+    report: ProgressCallback = progress or no_progress
     with _fetch_lock(notice or (lambda message: None)):
         return _fetch_locked(wanted, chosen, mirror, report)
 
 
-def _fetch_locked(release: Release, archs: list[str], mirror: str, report: Progress) -> OfflineRocm:
+def _fetch_locked(
+    release: Release, archs: list[str], mirror: str, report: ProgressCallback
+) -> OfflineRocm:
     base = offline_dir(release.name)
     before = _read_manifest(base / MANIFEST_NAME)
     if before is not None and before.release != release.name:
@@ -291,10 +293,6 @@ def _archs_present(state: OfflineRocm) -> list[str]:
     return sorted({path.rsplit("_", 1)[-1].removesuffix(".dat") for path in tensile})
 
 
-def _no_progress(done: int, total: int | None, label: str = "") -> None:
-    return None
-
-
 @contextlib.contextmanager
 def _fetch_lock(notice: Callable[[str], None]) -> Iterator[None]:
     """One fetch at a time per cache: downloads, apt's index and the tree are shared."""
@@ -340,7 +338,7 @@ def resolve_packages(apt_dir: Path, release: Release, mirror: str) -> list[Packa
     # The archive index is checked against Debian's signing key when the keyring is here.
     trust = f"signed-by={DEBIAN_KEYRING}" if DEBIAN_KEYRING.is_file() else "trusted=yes"
     sources = "".join(f"deb [{trust}] {mirror} {suite} main\n" for suite in SUITES)
-    write_atomically(apt_dir / "sources.list", sources)
+    write_text_atomically(apt_dir / "sources.list", sources)
     options = _apt_options(apt_dir)
     _update_index(apt_dir, options, sources)
     offered = _offered_versions(options, [name for name, _ in release.pinned])
@@ -362,7 +360,7 @@ def _update_index(apt_dir: Path, options: list[str], sources: str) -> None:
         if fresh and marker.read_text() == sources:
             return
     _run(["apt-get", *options, "update"], "apt-get update")
-    write_atomically(marker, sources)
+    write_text_atomically(marker, sources)
 
 
 def _offered_versions(options: list[str], names: list[str]) -> dict[str, list[str]]:

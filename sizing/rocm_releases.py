@@ -102,23 +102,27 @@ def release_names() -> list[str]:
     return [release.name for release in RELEASES]
 
 
-def find_release(name: str, *, source: str = "--rocm") -> Release:
+def find_release(name: str, *, parameter: str = "rocm") -> Release:
     """The release a user named (`7.2`, or `7.2.4`); a usage error naming the known ones."""
-    wanted = normalise(name, source=source)
+    wanted = normalise(name, parameter=parameter)
     for release in RELEASES:
         if release.name == wanted:
             return release
     raise UsageError(
-        f"{source} {name}: hipmem knows ROCm {', '.join(release_names())} "
-        f"(fetch one with `hipmem rocm fetch --rocm {NEWEST.name}`)"
+        f"hipmem knows ROCm {', '.join(release_names())} "
+        f"(fetch one with `hipmem rocm fetch --rocm {NEWEST.name}`)",
+        parameter=parameter,
+        value=name,
     )
 
 
-def normalise(name: str, *, source: str = "--rocm") -> str:
+def normalise(name: str, *, parameter: str = "rocm") -> str:
     """'7.2.4' -> '7.2'; the major.minor a release is named by."""
     parts = name.strip().split(".")
     if len(parts) < 2 or not all(part.isdigit() and part.isascii() for part in parts[:2]):
-        raise UsageError(f"{source} {name!r}: expected a ROCm release such as {NEWEST.name}")
+        raise UsageError(
+            f"expected a ROCm release such as {NEWEST.name}", parameter=parameter, value=name
+        )
     return f"{int(parts[0])}.{int(parts[1])}"
 
 

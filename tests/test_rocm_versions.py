@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sizing.catalog import load_catalog
-from sizing.errors import UnknownRoutine
+from sizing.errors import UnknownRoutine, UsageError
 from sizing.library_locator import MixedReleases, locate
 from sizing.recommend import version_warnings
 from sizing.session import SizingSession, size_calls
@@ -131,11 +131,16 @@ def test_an_unavailable_release_is_one_usage_line_naming_what_is_there(rocm: Pat
     done = hipmem("size", "--rocm", "7.1", "-d", "MI210", "dgetrf:m=8,n=8")
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
-    assert line.startswith("Error: --rocm 7.1: no ROCm 7.1 here (the cache holds ")
+    assert line.startswith("Error: --rocm '7.1': no ROCm 7.1 here (the cache holds ")
     assert line.endswith("hipmem can fetch ROCm 6.4, 7.2 (`hipmem rocm fetch --rocm X`)")
     env = hipmem("size", "-d", "MI210", "dgetrf:m=8,n=8", HIPMEM_ROCM="seven")
     assert env.returncode == 2
-    assert env.stderr.strip() == ("Error: HIPMEM_ROCM 'seven': expected a ROCm release such as 7.2")
+    assert env.stderr.strip() == "Error: HIPMEM_ROCM='seven': expected a ROCm release such as 7.2"
+    unavailable = hipmem("size", "-d", "MI210", "dgetrf:m=8,n=8", HIPMEM_ROCM="7.1")
+    assert unavailable.stderr.startswith("Error: HIPMEM_ROCM='7.1': no ROCm 7.1 here")
+    with pytest.raises(UsageError) as raised:  # the library names its parameter
+        locate(None, "7.1")
+    assert str(raised.value).startswith("rocm='7.1': no ROCm 7.1 here")
 
 
 def test_recommend_takes_one_release_and_names_it(rocm64: Path, rocm72: Path) -> None:
@@ -222,7 +227,9 @@ def test_a_directory_with_two_rocblas_is_refused(
 def test_a_rocm_dir_without_rocblas_is_an_error(rocm: Path, tmp_path: Path) -> None:
     done = hipmem("size", "--rocm-dir", str(tmp_path), "-d", "MI210", "dgetrf:m=8,n=8")
     assert done.returncode == 1
-    assert done.stderr.strip() == f"Error: --rocm-dir {tmp_path}: no librocblas there"
+    assert done.stderr.strip() == f"Error: --rocm-dir '{tmp_path}': no librocblas there"
+    env = hipmem("size", "-d", "MI210", "dgetrf:m=8,n=8", HIPMEM_ROCM_LIBDIR=str(tmp_path))
+    assert env.stderr.strip() == f"Error: HIPMEM_ROCM_LIBDIR={tmp_path}: no librocblas there"
 
 
 def test_a_local_install_of_the_release_asked_for_answers_before_the_cache(
@@ -336,4 +343,4 @@ def test_routines_lists_the_catalog_of_the_release_asked_for() -> None:
     assert title.startswith("routines in ROCm 7.2 (rocblas 5.2.0, rocsolver 3.32.0)", 2)
     unknown = hipmem("routines", "--rocm", "7.1")
     assert unknown.returncode == 2
-    assert unknown.stderr.strip() == "Error: --rocm 7.1: hipmem has catalogs of ROCm 6.4, 7.2"
+    assert unknown.stderr.strip() == "Error: --rocm '7.1': hipmem has catalogs of ROCm 6.4, 7.2"
