@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Optional
 
 import typer
+from rich.measure import Measurement
 from rich.table import Table
 
 from hipmem_cli import output
@@ -206,7 +207,15 @@ def _render_compared(
         _change_text(_difference(list(sessions))),
         "",
     )
-    output.stdout.print(table)
+    # As wide as the calls need: a call spec is never folded (the terminal may wrap the line).
+    unbounded = output.stdout.options.update(max_width=1 << 16)
+    needed = Measurement.get(output.stdout, unbounded, table).maximum
+    width = output.stdout.width
+    output.stdout.width = max(needed, width)
+    try:
+        output.stdout.print(table)
+    finally:
+        output.stdout.width = width
     output.stdout.print("[dim]bytes; session: the most any one call needs, per release[/dim]")
     for result in results:
         output.stdout.print(f"[dim]{_release_text(result)}[/dim]", highlight=False)
