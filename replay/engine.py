@@ -266,7 +266,6 @@ def _replay_torch(
         _program_arrays(program),
         program.slot_count,
         torch_resource.alloc_conf(spec, log),
-        warm_bytes=torch_resource.warm_segments(spec, log),
         limit_bytes=spec.limit_bytes,
         stop_on_failure=options.on_failure == "stop",
         time_calls=options.time_calls,

@@ -84,9 +84,6 @@ class Recording:
     peak_reserved_time_ns: int | None
     reserved_time_ns: np.ndarray  # int64: when the reserved bytes changed
     reserved_bytes: np.ndarray  # int64: the reserved bytes from then on
-    # Sizes of the segments the allocator already held when recording began (known from the
-    # dump's segments and the trace's segment_free), so a replay can start from the same cache.
-    segments_before_bytes: list[int] = field(default_factory=list)
     ooms: list[OomEvent] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:

@@ -188,8 +188,6 @@ class _DeviceTrace:
         self.pre: list[tuple[int, int, int]] = []  # (pointer, size, stream) before recording
         self.live: dict[int, int] = {}
         self.reserved: list[tuple[int, int]] = []  # (time_ns, delta)
-        self.segments_made: set[int] = set()  # addresses of segments the trace created
-        self.segments_before: list[int] = []  # sizes of segments that predate the trace
         self.ooms: list[OomEvent] = []
         self.skipped: list[SkippedRow] = []
         self.skipped_count = 0
@@ -231,11 +229,8 @@ class _DeviceTrace:
             self.ooms.append(OomEvent(where, size, free if isinstance(free, int) else None))
         elif action in ("segment_alloc", "segment_map"):
             self.reserved.append((time_ns, size))
-            self.segments_made.add(address)
         elif action in ("segment_free", "segment_unmap"):
             self.reserved.append((time_ns, -size))
-            if address not in self.segments_made:
-                self.segments_before.append(size)
 
     def _skip(self, line: int, reason: str) -> None:
         self.skipped_count += 1
@@ -259,10 +254,6 @@ class _DeviceTrace:
         self, trace: list[Any], segments: list[dict[str, Any]], settings: dict[str, Any]
     ) -> Recording:
         end_bytes = sum(s["total_size"] for s in segments if _is_count(s.get("total_size")))
-        for segment in segments:  # held at dump time, and not created during the trace
-            size, address = _count(segment.get("total_size")), _count(segment.get("address"))
-            if size and address not in self.segments_made:
-                self.segments_before.append(size)
         times = np.array([t for t, _ in self.reserved], dtype=np.int64)
         deltas = np.array([d for _, d in self.reserved], dtype=np.int64)
         start_bytes = max(0, end_bytes - int(deltas.sum()))
@@ -284,7 +275,6 @@ class _DeviceTrace:
             ),
             reserved_time_ns=times,
             reserved_bytes=levels,
-            segments_before_bytes=self.segments_before,
             ooms=self.ooms,
         )
 

@@ -97,24 +97,11 @@ class TorchRun:
     torch_version: str
 
 
-def warm_segments(spec: ResourceSpec, log: AllocationLog) -> list[int]:
-    """With `settings=recorded`, the segments the recording's allocator held when recording
-    began: the replay allocates and frees them first, so it starts from the same cache."""
-    if spec.options.get("settings") != "recorded":
-        return []
-    sizes = []
-    for r in log.recordings:
-        known = sum(r.segments_before_bytes) == r.start_reserved_bytes
-        sizes += r.segments_before_bytes if known else [r.start_reserved_bytes]
-    return [size for size in sizes if size > 0]
-
-
 def run_torch(
     arrays: dict[str, np.ndarray],
     n_slots: int,
     conf: str,
     *,
-    warm_bytes: list[int],
     limit_bytes: int | None,
     stop_on_failure: bool,
     time_calls: bool,
@@ -128,7 +115,6 @@ def run_torch(
         payload: dict[str, Any] = {
             **{k: arrays[k] for k in ("op", "slot", "size", "stream", "stream_ids")},
             "n_slots": n_slots,
-            "warm_bytes": np.array(warm_bytes, dtype=np.int64),
             "limit_bytes": -1 if limit_bytes is None else limit_bytes,
             "stop_on_failure": stop_on_failure,
             "time_calls": time_calls,

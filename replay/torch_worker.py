@@ -52,12 +52,6 @@ def _stream_handles(torch: Any, stream_ids: np.ndarray) -> tuple[list[Any], np.n
     return keep, handles
 
 
-def _warm(torch: Any, sizes: np.ndarray, device: int) -> None:
-    """Make the allocator hold these segments, cached and free, as a recording's did."""
-    blocks = [torch.empty(int(size), dtype=torch.uint8, device=device) for size in sizes]
-    del blocks
-
-
 def run(inputs: dict[str, np.ndarray]) -> dict[str, Any]:
     import torch
 
@@ -75,7 +69,6 @@ def run(inputs: dict[str, np.ndarray]) -> dict[str, Any]:
     latency = torch.full((n_ops,), -1, dtype=torch.int64)
     failure_op = torch.zeros(FAILURES_KEPT, dtype=torch.int64)
     failure_live = torch.zeros(FAILURES_KEPT, dtype=torch.int64)
-    _warm(torch, inputs["warm_bytes"], device)
     torch.cuda.synchronize(device)
     torch.cuda.reset_peak_memory_stats(device)
     wall_ns, ops_done, failures, held = extension.replay(
