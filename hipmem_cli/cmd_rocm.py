@@ -67,6 +67,8 @@ def fetch(
             f"virtual device {escape(str(shim_dir))}[/dim]",
             highlight=False,
         )
+    for legacy in rocm_fetch.legacy_dirs():
+        output.warning(f"{legacy} is hipmem's earlier cache layout, no longer read: delete it")
     if len(gone) == len(releases):
         raise PinnedVersionGone(f"none of ROCm {', '.join(names)} can be fetched (see above)")
 

@@ -173,6 +173,11 @@ def cached_archs(release: str) -> list[str] | None:
     return found.archs if found is not None else None
 
 
+def legacy_dirs() -> list[Path]:
+    """Trees of hipmem's earlier cache layout (`rocm/debian-sid`), which nothing reads now."""
+    return sorted(path for path in rocm_dir().glob("debian-*") if path.is_dir())
+
+
 def _read_manifest(path: Path) -> OfflineRocm | None:
     try:
         data = json.loads(path.read_text())

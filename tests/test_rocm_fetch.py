@@ -208,6 +208,26 @@ def test_a_truncated_library_is_found_and_the_fetch_repairs_only_its_package(
     assert json.loads(again.stdout)["session_bytes"] == 1_312_000
 
 
+def test_a_flipped_byte_is_found_by_the_fetch_and_repaired(rocm72: Path, tmp_path: Path) -> None:
+    cache = _mirror_cache(tmp_path, "7.2")
+    (cache / "rocm" / "debian-sid").mkdir()  # an earlier layout's tree
+    damaged = cache / "rocm" / "7.2" / "root" / rocm_fetch.LIB_SUBDIR / "libroctx64.so.4.1.0"
+    content = bytearray(damaged.read_bytes())
+    damaged.unlink()
+    content[len(content) // 2] ^= 0xFF  # same size: only the hash tells
+    damaged.write_bytes(bytes(content))
+    fetched = hipmem("rocm", "fetch", "--rocm", "7.2", HIPMEM_CACHE_DIR=str(cache))
+    assert fetched.returncode == 0, fetched.stderr
+    restored = damaged.read_bytes()
+    assert restored != bytes(content) and len(restored) == len(content)
+    assert rocm_fetch._sha256(damaged) == rocm_fetch._sha256(
+        rocm_fetch.offline_dir("7.2") / "root" / rocm_fetch.LIB_SUBDIR / "libroctx64.so.4.1.0"
+    )
+    assert "debian-sid is hipmem's earlier cache layout, no longer read: delete it" in (
+        fetched.stderr.replace("\n", "")
+    )
+
+
 def test_a_second_fetch_waits_for_the_first_with_a_message(rocm72: Path, tmp_path: Path) -> None:
     cache = _mirror_cache(tmp_path, "7.2")
     lock_path = cache / "rocm" / "fetch.lock"
