@@ -259,7 +259,6 @@ def _fetch_locked(
     files = resolve_packages(rocm_dir() / "apt", release, mirror)
     todo = [f for f in files if not _unpacked(state, f, archs, release)]
     debs = base / "debs"
-    state.archs = archs
     total_bytes = sum(f.size_bytes for f in todo)
     done_bytes = 0
     for package in todo:
@@ -278,6 +277,7 @@ def _fetch_locked(
         _write_manifest(state)  # progress survives an interruption
         deb.unlink()  # verified and unpacked: the tree and the manifest are what stays
     shutil.rmtree(debs, ignore_errors=True)
+    state.archs = archs  # only now: an interrupted fetch must not look as if it had them all
     _write_manifest(state)
     if not _is_complete(state, release):
         raise FetchError(f"ROCm {release.name} unpacked without a dynamic loader; run again")
