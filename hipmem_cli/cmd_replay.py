@@ -9,11 +9,13 @@ import typer
 from rich.table import Table
 
 from hipmem_cli import output
+from hipmem_cli.cmd_log import skipped_rows_json, warn_skipped_rows
 from hipmem_cli.options import JsonOption
 from replay.backends import resolve_backend
 from replay.capacity import CapacityResult, find_capacity
 from replay.engine import ReplayOptions, replay
 from replay.log_loader import load_log
+from replay.log_plot import check_plot_path
 from replay.plot import write_plot
 from replay.program import ReplayProgram, build_program
 from replay.report import LatencyStats, RecordedFigures, ReplayReport, recorded_figures
@@ -25,6 +27,10 @@ _RESOURCE_HELP = (
     "arena[:size=8GiB], binning[:min_exp=18,max_exp=22], fixed[:block=1MiB], host[:pinned=1]; "
     "any takes limit=BYTES."
 )
+
+
+# What replay.plot writes (matplotlib picks the format by suffix; none means .png).
+_PLOT_SUFFIXES = (".png", ".svg", ".pdf", "")
 
 
 def register(app: typer.Typer) -> None:
@@ -67,9 +73,14 @@ def replay_command(
         ),
     ] = 2,
     json_out: JsonOption = False,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Any row that cannot be read is an error (exit 1).")
+    ] = False,
 ) -> None:
     """Replay allocation logs through real GPU memory resources, side by side."""
     specs = [parse_spec(text) for text in resource]  # bad specs fail before any work (exit 2)
+    if plot is not None:
+        check_plot_path(plot, suffixes=_PLOT_SUFFIXES)
     options = ReplayOptions(
         backend=backend,
         threads=threads,
@@ -82,7 +93,8 @@ def replay_command(
     for spec in specs:  # a missing GPU or library is said before the log is read
         resolve_backend(options.backend, spec, options.device)
     with output.progress("loading log", transfer=True) as bar:
-        log = load_log(logs, progress=bar)
+        log = load_log(logs, strict=strict, progress=bar)
+    warn_skipped_rows(log)
     program = build_program(log)
     if capacity:
         _find_capacities(log, program, specs, options, confirm_runs, json_out)
@@ -97,6 +109,7 @@ def replay_command(
     recorded = recorded_figures(log, program.peak_requested_bytes)
     if json_out:
         payload: dict[str, object] = {"sources": log.sources}
+        payload["skipped_rows"] = skipped_rows_json(log)
         if recorded is not None:
             payload["recorded"] = recorded.as_dict()
         payload["resources"] = [r.as_dict() for r in reports]
@@ -127,7 +140,9 @@ def _find_capacities(
             )
             results.append(found)
     if json_out:
-        output.print_json({"capacities": [r.as_dict() for r in results]})
+        output.print_json(
+            {"skipped_rows": skipped_rows_json(log), "capacities": [r.as_dict() for r in results]}  # type: ignore[arg-type]
+        )
         return
     table = Table(title="Smallest size that replays the log with no failure")
     for column in (

@@ -83,6 +83,11 @@ def size(
         output.print_json(payload)
     else:
         render(result, top)
+    for big in (r for r in result.calls if not r.fits_device):
+        output.warning(
+            f"{big.call.label} needs {big.bytes:,} bytes, more than the {result.device.name}'s "
+            f"{result.device.memory_bytes:,}: unsatisfiable on that device"
+        )
     for failed in result.failed:
         output.error(str(failed.error))
     if result.failed:

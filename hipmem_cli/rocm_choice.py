@@ -64,18 +64,15 @@ def releases(option: str | None, rocm_dir: Path | None) -> list[Libraries]:
         return [locate(rocm_dir, name) for name in wanted]
 
 
-def in_release(calls: list[Call], libraries: Libraries) -> list[Call]:
+def in_release(calls: list[tuple[Call, int]], libraries: Libraries) -> list[tuple[Call, int]]:
     """The same calls checked against another release's catalog (its routines and enums);
     a routine that release lacks is a usage error naming the releases that have it."""
     catalog = load_catalog(libraries.rocm)
-    remade: dict[int, Call] = {}
-    out = []
-    for call in calls:  # a call repeated N times is one object N times: remake it once
-        if id(call) not in remade:
-            given = {name: call.args[name] for name in call.args if name in call.given}
-            remade[id(call)] = make_call(call.routine.name, given, catalog)
-        out.append(remade[id(call)])
-    return out
+    remade = []
+    for call, count in calls:
+        given = {name: call.args[name] for name in call.args if name in call.given}
+        remade.append((make_call(call.routine.name, given, catalog), count))
+    return remade
 
 
 def several_cached_warning(libraries: Libraries) -> str | None:

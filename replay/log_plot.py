@@ -9,6 +9,7 @@ the file is written atomically (a temporary file in the same folder, then os.rep
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -30,17 +31,34 @@ class PlotPathError(ReplayUsageError):
     """The plot file name has a suffix we cannot render, or its folder is missing."""
 
 
-def check_plot_path(path: Path) -> None:
-    """Reject an unsupported suffix, a missing folder or a missing matplotlib before any work."""
+def check_plot_path(path: Path, *, suffixes: tuple[str, ...] = PLOT_SUFFIXES) -> None:
+    """Reject, before any work starts, what the plot could not be written to: a suffix we
+    cannot render, a missing folder, a directory, a folder where no file can be created
+    (read-only, or /proc and /sys: a temporary file is created there and removed), or a
+    missing matplotlib."""
     require_matplotlib()
-    if path.suffix.lower() not in PLOT_SUFFIXES:
+    if path.suffix.lower() not in suffixes:
+        names = " or ".join(suffix for suffix in suffixes if suffix)
         raise PlotPathError(
-            "must end in .png or .svg (the suffix picks it)", parameter="plot", value=str(path)
+            f"must end in {names} (the suffix picks it)", parameter="plot", value=str(path)
         )
+    if path.is_dir():
+        raise PlotPathError("is a directory", parameter="plot", value=str(path))
+    if path.exists() and not path.is_file():
+        raise PlotPathError("is not a regular file", parameter="plot", value=str(path))
     if not path.parent.is_dir():
         raise PlotPathError(
             f"folder '{path.parent}' does not exist", parameter="plot", value=str(path)
         )
+    try:
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".hipmem-plot-check-"):
+            pass
+    except OSError as err:
+        raise PlotPathError(
+            f"cannot write in folder '{path.parent}': {err.strerror or err}",
+            parameter="plot",
+            value=str(path),
+        ) from None
 
 
 def envelope(
