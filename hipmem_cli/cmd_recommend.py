@@ -4,7 +4,6 @@ gate: does a value cover the workload?). Both size the same call sources as `hip
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -19,10 +18,14 @@ from hipmem_cli.options import (
     FromLogOption,
     JsonOption,
     RocmDirOption,
+    RocmOption,
     StrictOption,
     WorkloadOption,
 )
+from hipmem_cli.rocm_choice import one_release, release_line, several_cached_warning
 from sizing import env_formats
+from sizing.catalog import load_catalog
+from sizing.library_locator import Libraries
 from sizing.recommend import (
     PYTORCH_VARIABLE,
     PYTORCH_WHY,
@@ -72,6 +75,7 @@ def recommend_command(
     device: DeviceOption = None,
     cus: CusOption = None,
     rocm_dir: RocmDirOption = None,
+    rocm: RocmOption = None,
 ) -> None:
     """Recommend ROCBLAS_DEVICE_MEMORY_SIZE (and PyTorch's equivalent) for a workload."""
     # Every option is checked before any library is loaded.
@@ -81,21 +85,23 @@ def recommend_command(
         raise BadSize("must be at least 1", parameter="handles", value=handles)
     if fmt is not None:
         env_formats.check_format(fmt)
+    libraries = one_release(rocm, rocm_dir, "recommend")
     result = _size(
-        CallSources(calls or [], from_log or [], workload or [], strict), device, cus, rocm_dir
+        CallSources(calls or [], from_log or [], workload or [], strict), device, cus, libraries
     )
     advice = recommend(result, headroom=headroom_value, align_bytes=align_bytes, handles=handles)
     for warning in advice.warnings:
         output.warning(warning)
     variables = advice.variables(pytorch=pytorch)
+    comment = f"for {release_line(libraries, result.library.versions)}, {_device_text(result)}"
     if fmt is None:
         if output.stdout.is_terminal:
             _render_summary(advice, result, pytorch)
-        _write(env_formats.render("shell", variables))
+        _write(env_formats.render("shell", variables, comment=comment))
     elif fmt == "github":
         _emit_github(variables)
     else:
-        _write(env_formats.render(fmt, variables, details=advice.as_dict()))
+        _write(env_formats.render(fmt, variables, details=advice.as_dict(), comment=comment))
 
 
 def check_command(
@@ -114,6 +120,7 @@ def check_command(
     device: DeviceOption = None,
     cus: CusOption = None,
     rocm_dir: RocmDirOption = None,
+    rocm: RocmOption = None,
     json: JsonOption = False,
 ) -> None:
     """Exit 0 when ROCBLAS_DEVICE_MEMORY_SIZE covers the workload, 1 (with the reason) if not."""
@@ -121,43 +128,57 @@ def check_command(
         setting = read_setting(value, source="--value")
     else:
         setting = read_setting(os.environ.get(VARIABLE), source=f"${VARIABLE}")
+    libraries = one_release(rocm, rocm_dir, "check")
     result = _size(
-        CallSources(calls or [], from_log or [], workload or [], strict), device, cus, rocm_dir
+        CallSources(calls or [], from_log or [], workload or [], strict), device, cus, libraries
     )
     outcome = check(setting, result)
     if json:
-        output.print_json(outcome.as_dict())
+        output.print_json(outcome.as_dict() | {"library": result.library.as_dict()})
     else:
         for note in setting.notes:
             output.warning(note)
+        # The verdict, then which release gave the sizes it rests on, on the same stream.
+        sized_with = release_line(libraries, result.library.versions)
+        release = f"[dim]sized with {escape(sized_with)}[/dim]"
         if outcome.passed:
             output.stdout.print(f"[green]ok[/green] {escape(outcome.reason)}", highlight=False)
+            output.stdout.print(release, highlight=False)
         else:
             output.stderr.print(
                 f"[bold red]FAIL[/bold red] {escape(outcome.reason)}", highlight=False
             )
+            output.stderr.print(release, highlight=False)
     if not outcome.passed:
         raise typer.Exit(1)
 
 
 def _size(
-    sources: CallSources, device: str | None, cus: int | None, rocm_dir: Path | None
+    sources: CallSources, device: str | None, cus: int | None, libraries: Libraries
 ) -> SessionResult:
     """Size the calls; a call that cannot be sized ends the command (exit 1)."""
-    parsed = gather_calls(sources)
+    several = several_cached_warning(libraries)
+    if several:
+        output.warning(several)
+    parsed = gather_calls(sources, load_catalog(libraries.rocm))
     with output.progress("sizing") as report:
         result = size_calls(
             parsed,
             device,
             compute_units=cus,
-            rocm_dir=rocm_dir,
             progress=report,
+            libraries=libraries,
         )
     for failed in result.failed:
         output.error(str(failed.error))
     if result.failed:
         raise typer.Exit(1)
     return result
+
+
+def _device_text(result: SessionResult) -> str:
+    device = result.device
+    return f"{'virtual ' if device.virtual else ''}{device.name} ({device.arch.name})"
 
 
 def _write(text: str) -> None:
@@ -180,7 +201,8 @@ def _render_summary(advice: Recommendation, result: SessionResult, pytorch: bool
     versions = ", ".join(f"{name} {v}" for name, v in result.library.versions.items())
     kind = "virtual " if device.virtual else ""
     table = Table(
-        title=f"{VARIABLE} for {kind}{device.name} ({device.arch.name}; {versions})",
+        title=f"{VARIABLE} for {kind}{device.name} ({device.arch.name}; "
+        f"ROCm {result.library.rocm}: {versions})",
         title_justify="left",
         box=None,
         show_header=False,

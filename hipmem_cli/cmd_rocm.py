@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from hipmem_cli import output
 from hipmem_cli.options import JsonOption, RocmDirOption
+from hipmem_cli.rocm_choice import requested
 from sizing import rocm_fetch
-from sizing.library_locator import locate
+from sizing.errors import PinnedVersionGone, SizingError
+from sizing.library_locator import Libraries, available, locate
+from sizing.rocm_releases import NEWEST, RELEASES, find_release
 from sizing.shim_build import build_shim
 
 rocm_app = typer.Typer(help="Get rocBLAS/rocSOLVER for size queries, and show which are used.")
@@ -17,46 +21,102 @@ rocm_app = typer.Typer(help="Get rocBLAS/rocSOLVER for size queries, and show wh
 
 @rocm_app.command("fetch")
 def fetch(
+    rocm: Annotated[
+        str | None,
+        typer.Option(
+            "--rocm",
+            help=f"Release(s) to fetch: {', '.join(r.name for r in RELEASES)}, or several "
+            f"(6.4,7.2). Default: $HIPMEM_ROCM, else the newest ({NEWEST.name}).",
+            show_default=False,
+        ),
+    ] = None,
     arch: Annotated[
         list[str] | None,
         typer.Option(
-            "--arch", help="Keep gemm data for these archs only (default: all Debian ships)."
+            "--arch", help="Keep gemm data for these archs only (default: all the release has)."
         ),
     ] = None,
-    suite: Annotated[
-        str, typer.Option(help="Debian suite to take the builds from.")
-    ] = rocm_fetch.DEFAULT_SUITE,
     mirror: Annotated[str, typer.Option(help="Debian mirror URL.")] = rocm_fetch.DEFAULT_MIRROR,
 ) -> None:
-    """Download Debian's rocBLAS and rocSOLVER into the user cache (resumable, idempotent)."""
-    with output.progress("fetching ROCm", transfer=True) as report:
-        result = rocm_fetch.fetch(arch or rocm_fetch.SHIPPED_ARCHS, suite, mirror, report)
-        shim_dir = build_shim(result.include_dir)
-    packages = ", ".join(f"{name} {version}" for name, version in result.packages.items())
-    output.stderr.print(f"ROCm libraries ready in {result.root}", highlight=False)
-    output.stderr.print(
-        f"[dim]{packages}; gemm data for {', '.join(result.archs)}; "
-        f"virtual device {shim_dir}[/dim]",
-        highlight=False,
-    )
+    """Download Debian's rocBLAS and rocSOLVER into the user cache (resumable, idempotent).
+
+    With several releases, one whose pinned packages have left the archive is reported and
+    skipped; the command fails when none could be fetched."""
+    names = requested(rocm)[0] or [NEWEST.name]
+    releases = [find_release(name) for name in names]  # every name checked before any download
+    gone: list[PinnedVersionGone] = []
+    for release in releases:
+        with output.progress(f"fetching ROCm {release.name}", transfer=True) as report:
+            try:
+                result = rocm_fetch.fetch(release.name, arch, mirror, report, output.warning)
+            except PinnedVersionGone as err:
+                if len(releases) == 1:
+                    raise
+                output.warning(str(err))
+                gone.append(err)
+                continue
+            shim_dir = build_shim(result.include_dir, release.hip_soname)
+        packages = ", ".join(f"{name} {version}" for name, version in result.packages.items())
+        output.stderr.print(
+            f"ROCm {release.name} ready in {escape(str(result.root))} "
+            f"({output.human_bytes(result.disk_bytes())} on disk)",
+            highlight=False,
+        )
+        output.stderr.print(
+            f"[dim]{escape(packages)}; gemm data for {', '.join(result.archs)}; "
+            f"virtual device {escape(str(shim_dir))}[/dim]",
+            highlight=False,
+        )
+    for legacy in rocm_fetch.legacy_dirs():
+        output.warning(f"{legacy} is hipmem's earlier cache layout, no longer read: delete it")
+    if len(gone) == len(releases):
+        raise PinnedVersionGone(f"none of ROCm {', '.join(names)} can be fetched (see above)")
 
 
 @rocm_app.command("where")
 def where(rocm_dir: RocmDirOption = None, json: JsonOption = False) -> None:
-    """Show which rocBLAS/rocSOLVER a size query would load, and where they were found."""
-    found = locate(rocm_dir)
-    info = {
-        "found_in": found.found_in,
-        "rocblas": str(found.rocblas),
-        "rocsolver": str(found.rocsolver) if found.rocsolver else None,
-        "loader": str(found.loader) if found.loader else None,
-        "tensile_dir": str(found.tensile_dir) if found.tensile_dir else None,
-    }
+    """List every ROCm release found (installs and cache), and which one answers by default."""
+    found = available(rocm_dir)
+    try:
+        default: Libraries | None = locate(rocm_dir)
+    except SizingError:
+        default = None
+    entries = [_describe(libraries, default) for libraries in found]
     if json:
-        output.print_json(info)
+        output.print_json({"releases": entries})
         return
-    for key, value in info.items():
-        output.stdout.print(f"{key:12} {value}", highlight=False)
+    if not entries:
+        output.stdout.print("no ROCm found: run `hipmem rocm fetch`", highlight=False)
+    for entry in entries:
+        mark = "*" if entry["default"] else " "
+        output.stdout.print(
+            f"{mark} ROCm {entry['rocm'] or '?':5} {escape(entry['found_in'])}", highlight=False
+        )
+        for key in ("rocblas", "rocsolver", "loader", "tensile_dir", "gemm_archs", "disk_bytes"):
+            if entry.get(key) is not None:
+                output.stdout.print(f"    {key:12} {escape(str(entry[key]))}", highlight=False)
+    if default is not None:
+        output.stdout.print(f"* answers without --rocm ({escape(default.why)})", highlight=False)
+
+
+def _describe(libraries: Libraries, default: Libraries | None) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "rocm": libraries.rocm,
+        "found_in": libraries.found_in,
+        "default": default is not None and default.lib_dir == libraries.lib_dir,
+        "rocblas": str(libraries.rocblas),
+        "rocsolver": str(libraries.rocsolver) if libraries.rocsolver else None,
+        "loader": str(libraries.loader) if libraries.loader else None,
+        "tensile_dir": str(libraries.tensile_dir) if libraries.tensile_dir else None,
+        "hip_runtime": libraries.hip_soname,
+    }
+    if libraries.found_in == "offline cache (hipmem rocm fetch)" and libraries.rocm:
+        offline = rocm_fetch.load_offline(libraries.rocm)
+        if offline is not None:
+            entry["gemm_archs"] = ", ".join(offline.archs)
+            entry["disk_bytes"] = offline.disk_bytes()
+            entry["packages"] = offline.packages
+    return entry
 
 
 def register(app: typer.Typer) -> None:
