@@ -146,6 +146,8 @@ def main() -> None:
         plans = {n: plan_local_cluster(gpus_needed=not args.host, workers=n) for n in (1, 2)}
         with fleet_client(plan=plans[1]) as one, fleet_client(plan=plans[2]) as two:
             clients = {1: one, 2: two}
+            print(f"clusters: {type(one.cluster).__name__} ({plans[1].describe()}), "
+                  f"{type(two.cluster).__name__} ({plans[2].describe()})")  # fmt: skip
             flavour = "host" if args.host else "rmm"
             for n, client in clients.items():  # warm-up: every worker loads the core, once
                 client.run(load_core, flavour)

@@ -106,9 +106,18 @@ def fleet_client(scheduler: str | None = None, plan: ClusterPlan | None = None) 
             cluster.close()
 
 
+def _dask_cuda() -> Any:
+    """dask-cuda when it imports here (it needs cuda-core and NVML), else None."""
+    try:
+        import dask_cuda
+    except ImportError:
+        return None
+    return dask_cuda
+
+
 def _local_cluster(plan: ClusterPlan) -> Any:
     quiet = logging.ERROR  # worker restarts are reported by the sweep, not as log noise
-    if plan.kind == "cuda" and importlib.util.find_spec("dask_cuda") is not None:
+    if plan.kind == "cuda" and _dask_cuda() is not None:
         from dask_cuda import LocalCUDACluster
 
         visible = ",".join(str(i) for i in range(plan.workers))
