@@ -99,6 +99,7 @@ def test_every_pair_equals_a_serial_run(client, fleet, tmp_path):
         content = Path(record["log"]).read_bytes()
         assert record["log_sha256"] == hashlib.sha256(content).hexdigest()
         assert record["where"]["worker"].startswith("tcp://")
+        assert record["unreturned_bytes"] == 0  # every byte back, on every worker
     assert len({r["where"]["pid"] for r in run.records}) == 2  # both workers did work
     # Some of these logs are refused allocations under 600 MiB; none are under plain host.
     refused = {r["log"] for r in run.records if r["spec"] == SPECS[1] and r["failure_count"]}
