@@ -246,6 +246,7 @@ def _build(toolchain: Toolchain) -> Path:
 
 @contextmanager
 def _build_lock(target: Path) -> Iterator[None]:
+    target.parent.mkdir(parents=True, exist_ok=True)
     with target.with_name(target.name + ".lock").open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
