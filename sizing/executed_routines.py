@@ -130,12 +130,8 @@ def buffers(call: Call) -> dict[str, Buffer]:
         if param.kind != "pointer":
             continue
         size = _elements(call, param.name) * _element_bytes(call, param.name)
-        stride_name = next(
-            (key for key in (f"stride_{param.name.lower()}", f"stride{param.name}") if key in call.args),
-            None,
-        )
+        names = (f"stride_{param.name.lower()}", f"stride{param.name}")
+        stride_name = next((key for key in names if key in call.args), None)
         stride = int(call.args[stride_name]) if stride_name else 0
-        result[param.name] = Buffer(
-            size, batch, count, stride * _element_bytes(call, param.name)
-        )
+        result[param.name] = Buffer(size, batch, count, stride * _element_bytes(call, param.name))
     return result

@@ -239,7 +239,7 @@ class Worker:
             "launches": launches,
             "hip_errors": errors.value,
             "first_error": first_error.value.decode(errors="replace"),
-            "kernels": [name for name in kernels.value.decode(errors="replace").split("\n") if name],
+            "kernels": kernels.value.decode(errors="replace").split("\n")[:-1],
         }
 
     def _execute_arguments(self, call: dict[str, Any], memory: LazyBuffers) -> list[Any]:

@@ -265,7 +265,8 @@ class WorkerProcess:
         except _NoAnswer:
             self._kill()
             self.info = self._start()
-            return Crash(how=f"did not finish within {deadline_s:g} s", last_words="", timed_out=True)
+            how = f"did not finish within {deadline_s:g} s"
+            return Crash(how=how, last_words="", timed_out=True)
         if answer is None:
             crash = self._crash()
             self.info = self._start()
