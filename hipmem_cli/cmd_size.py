@@ -137,7 +137,10 @@ def render(result: SessionResult, top: int | None = None) -> None:
             str(call.count),
             *(_minimum_cells(call) if measured else ()),
         )
-    output.stdout.print(table)
+    if measured:
+        _print_unfolded(table)
+    else:
+        output.stdout.print(table)
     output.stdout.print(
         f"[bold]session[/bold] {output.human_bytes(result.session_bytes)} "
         f"({result.session_bytes:,} bytes): the most any one call needs, as the library reports it"
@@ -149,6 +152,18 @@ def render(result: SessionResult, top: int | None = None) -> None:
             "minimum and optimal it runs degraded"
         )
     output.stdout.print(f"[dim]{_release_text(result)}[/dim]", highlight=False)
+
+
+def _print_unfolded(table: Table) -> None:
+    """As wide as the cells need: a call spec or a number is never folded or cut."""
+    unbounded = output.stdout.options.update(max_width=1 << 16)
+    needed = Measurement.get(output.stdout, unbounded, table).maximum
+    width = output.stdout.width
+    output.stdout.width = max(needed, width)
+    try:
+        output.stdout.print(table)
+    finally:
+        output.stdout.width = width
 
 
 def _minimum_cells(call: CallResult) -> tuple[str, str, str]:

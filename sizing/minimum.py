@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from hipmem.byte_sizes import MiB
@@ -85,8 +86,12 @@ class MinimumFinder:
         catalog: Catalog,
         *,
         deadline_s: float = DEFAULT_EXECUTE_DEADLINE_S,
+        tensile_library: Path | None = None,
     ) -> None:
+        """`tensile_library`: the folder rocBLAS loads gemm kernels from; by default the
+        fetched `.dat` files with placeholder code objects (sizing/code_objects.py)."""
         self.libraries = libraries
+        self.tensile_library = tensile_library
         self.device = device
         self.catalog = catalog
         self.deadline_s = deadline_s
@@ -100,8 +105,11 @@ class MinimumFinder:
     def _process(self) -> WorkerProcess:
         if self._worker is None:
             env = {}
-            if self.libraries.tensile_dir is not None:
-                env[TENSILE_PATH_VARIABLE] = str(placeholder_library(self.libraries.tensile_dir))
+            library = self.tensile_library
+            if library is None and self.libraries.tensile_dir is not None:
+                library = placeholder_library(self.libraries.tensile_dir)
+            if library is not None:
+                env[TENSILE_PATH_VARIABLE] = str(library)
             self._worker = WorkerProcess(self.libraries, self.device, extra_env=env)
         return self._worker
 
