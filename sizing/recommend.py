@@ -258,7 +258,10 @@ def recommend(
         )
     default_bytes, source = _default_bytes(result)
     sized = [r for r in result.calls if r.bytes is not None]
-    largest = max(sized, key=lambda r: r.bytes or 0, default=None)
+    if minimum:  # the call that sets the value: the largest minimum
+        largest = max(sized, key=lambda r: r.minimum_or_query_bytes or 0, default=None)
+    else:
+        largest = max(sized, key=lambda r: r.bytes or 0, default=None)
     advice = Recommendation(
         session_bytes=needed_bytes,
         headroom_bytes=headroom_bytes,

@@ -209,6 +209,8 @@ class SizingSession:
             self._minimum_finder = MinimumFinder(self.libraries, self.device, self.catalog)
         for done, result in enumerate(todo, start=1):
             assert result.bytes is not None
+            if progress is not None:  # a bisection takes up to ~30 executions: say which
+                progress(done - 1, len(todo), f"measuring the minimum of {result.call.label}")
             result.minimum = self._minimum_finder.find(result.call, result.bytes)
             if progress is not None:
                 progress(done, len(todo), "minimums measured")
