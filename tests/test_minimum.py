@@ -3,6 +3,7 @@ virtual device (sizing/minimum.py). Expected figures come from rocBLAS's own siz
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,7 +42,7 @@ def trsm_formula(m: int, n: int, *, left: bool, element_bytes: int) -> tuple[int
 
 
 @pytest.fixture(scope="module")
-def session64(rocm64: Path) -> SizingSession:
+def session64(rocm64: Path) -> Iterator[SizingSession]:
     with SizingSession("MI210", rocm="6.4") as session:
         yield session
 
