@@ -144,6 +144,9 @@ class MinimumFinder:
                 f"with ample workspace the call returned {self._status_name(ample.status)}{hint}"
             )
         if not ample.kernels:
+            if query_bytes == 0:  # a quick return (an empty matrix): nothing to run or size
+                return Minimum("query", 0, 0, None, "the call launches nothing: it needs no "
+                               "workspace", len(runs))  # fmt: skip
             raise Unknown("the call launched no kernel: its path was not run")
 
         def runnable(size: int) -> bool:

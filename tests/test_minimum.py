@@ -175,3 +175,11 @@ def test_rocm72_trsm_minimum(rocm72: Path) -> None:
     optimal, minimum = trsm_formula(4096, 512, left=True, element_bytes=8)
     assert result.minimum is not None
     assert (result.bytes, result.minimum.minimum_bytes) == (optimal, minimum)
+
+
+def test_an_empty_call_launches_nothing_and_needs_nothing(session64: SizingSession) -> None:
+    result = session64.size("dgemv:m=0,n=0")
+    session64.measure_minimum([result])
+    assert result.minimum is not None
+    assert (result.minimum.method, result.minimum.minimum_bytes) == ("query", 0)
+    assert "launches nothing" in result.minimum.reason
