@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import typer
-from rich.table import Table
 
 from hipmem_cli import output
 from hipmem_cli.options import JsonOption
@@ -25,9 +24,11 @@ def devices(json: JsonOption = False) -> None:
             }
         )
         return
-    table = Table(title="Devices (--device NAME)", title_justify="left")
-    for column in ("name", "arch", "CUs", "memory", "kind"):
-        table.add_column(column, justify="right" if column in ("CUs", "memory") else "left")
+    table = output.Table(
+        "Devices (--device NAME)",
+        ["name", "arch", "CUs", "memory", "kind"],
+        right=("CUs", "memory"),
+    )
     for device in [*real, *virtual]:
         table.add_row(
             device.name,
@@ -36,11 +37,21 @@ def devices(json: JsonOption = False) -> None:
             output.human_bytes(device.memory_bytes),
             "virtual" if device.virtual else "real",
         )
-    output.stdout.print(table)
-    output.stdout.print(f"archs: {', '.join(sorted(ARCHS))} (with --cus to set the CU count)")
+    output.print_table(table)
+    output.line(f"archs: {', '.join(sorted(ARCHS))} (with --cus to set the CU count)")
     if not real:
-        output.stdout.print(f"[dim]no real AMD GPU: {reason}[/dim]")
+        output.note(f"no real AMD GPU: {reason}")
+
+
+EPILOG = """\b
+Examples:
+  hipmem devices
+  hipmem devices --json
+
+\b
+Exit codes: 0 listed; 130 interrupted.
+"""
 
 
 def register(app: typer.Typer) -> None:
-    app.command("devices")(devices)
+    app.command("devices", epilog=EPILOG)(devices)

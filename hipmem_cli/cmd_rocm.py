@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from hipmem_cli import output
+from hipmem_cli.command_help import FETCH_EPILOG, WHERE_EPILOG
 from hipmem_cli.options import JsonOption, RocmDirOption
 from sizing import rocm_fetch
 from sizing.library_locator import locate
@@ -15,7 +16,7 @@ from sizing.shim_build import build_shim
 rocm_app = typer.Typer(help="Get rocBLAS/rocSOLVER for size queries, and show which are used.")
 
 
-@rocm_app.command("fetch")
+@rocm_app.command("fetch", epilog=FETCH_EPILOG)
 def fetch(
     arch: Annotated[
         list[str] | None,
@@ -33,15 +34,13 @@ def fetch(
         result = rocm_fetch.fetch(arch or rocm_fetch.SHIPPED_ARCHS, suite, mirror, report)
         shim_dir = build_shim(result.include_dir)
     packages = ", ".join(f"{name} {version}" for name, version in result.packages.items())
-    output.stderr.print(f"ROCm libraries ready in {result.root}", highlight=False)
-    output.stderr.print(
-        f"[dim]{packages}; gemm data for {', '.join(result.archs)}; "
-        f"virtual device {shim_dir}[/dim]",
-        highlight=False,
+    output.info(f"ROCm libraries ready in {result.root}")
+    output.note(
+        f"{packages}; gemm data for {', '.join(result.archs)}; virtual device {shim_dir}", err=True
     )
 
 
-@rocm_app.command("where")
+@rocm_app.command("where", epilog=WHERE_EPILOG)
 def where(rocm_dir: RocmDirOption = None, json: JsonOption = False) -> None:
     """Show which rocBLAS/rocSOLVER a size query would load, and where they were found."""
     found = locate(rocm_dir)
@@ -55,8 +54,10 @@ def where(rocm_dir: RocmDirOption = None, json: JsonOption = False) -> None:
     if json:
         output.print_json(info)
         return
+    table = output.Table(None, ["what", "where"], boxed=False, header=False)
     for key, value in info.items():
-        output.stdout.print(f"{key:12} {value}", highlight=False)
+        table.add_row(key, str(value))
+    output.print_table(table)
 
 
 def register(app: typer.Typer) -> None:

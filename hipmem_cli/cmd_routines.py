@@ -6,8 +6,6 @@ import fnmatch
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from hipmem_cli import output
 from hipmem_cli.options import JsonOption
@@ -34,12 +32,12 @@ def routines(
     if json:
         output.print_json([describe(routine, catalog) for routine in found])
         return
-    table = Table(title=f"{len(found)} routines", title_justify="left")
-    table.add_column("routine", no_wrap=True)
-    table.add_column("arguments (default rule; * = required)", overflow="fold")
+    table = output.Table(
+        f"{len(found):,} routines", ["routine", "arguments (default rule; * = required)"]
+    )
     for routine in found:
         table.add_row(routine.name, _argument_text(describe(routine, catalog)))
-    output.stdout.print(table)
+    output.print_table(table)
 
 
 def matching(catalog: Catalog, pattern: str | None) -> list[Routine]:
@@ -90,11 +88,22 @@ def _argument_text(description: dict[str, Any]) -> str:
     parts = []
     for argument in description["arguments"]:
         if argument["required"]:
-            parts.append(f"[bold]{argument['name']}*[/bold]")
+            parts.append(f"{argument['name']}*")
         else:
-            parts.append(f"{argument['name']}={escape(argument['default'])}")
+            parts.append(output.whole(f"{argument['name']}={argument['default']}"))
     return "  ".join(parts)
 
 
+EPILOG = """\b
+Examples:
+  hipmem routines getrf
+  hipmem routines 'rocblas_?gemm*'
+  hipmem routines syevd --json
+
+\b
+Exit codes: 0 listed; 2 no routine matches (usage); 130 interrupted.
+"""
+
+
 def register(app: typer.Typer) -> None:
-    app.command("routines")(routines)
+    app.command("routines", epilog=EPILOG)(routines)

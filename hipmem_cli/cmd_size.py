@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated, Optional
 
 import typer
-from rich.table import Table
 
 from hipmem_cli import output
 from hipmem_cli.call_sources import CallSources, gather_calls
@@ -27,6 +26,7 @@ def size(
         typer.Argument(
             help="ROUTINE[:ARG=VALUE,...], e.g. rocsolver_dgetrf:m=1024,n=1024",
             show_default=False,
+            metavar="CALL",
         ),
     ] = None,
     from_log: FromLogOption = None,
@@ -38,7 +38,9 @@ def size(
     json: JsonOption = False,
     top: Annotated[
         Optional[int],  # noqa: UP045
-        typer.Option("--top", min=1, help="Show only the N distinct calls that need the most."),
+        typer.Option(
+            "--top", min=1, metavar="N", help="Show only the N distinct calls that need the most."
+        ),
     ] = None,
 ) -> None:
     """Size rocBLAS/rocSOLVER calls with the real libraries, on a real or virtual GPU."""
@@ -56,8 +58,7 @@ def size(
         output.print_json(payload)
     else:
         render(result, top)
-    for failed in result.failed:
-        output.error(str(failed.error))
+    output.summarised_errors([str(failed.error) for failed in result.failed])
     if result.failed:
         raise typer.Exit(1)
 
@@ -73,30 +74,32 @@ def render(result: SessionResult, top: int | None = None) -> None:
     title = f"Workspace on {_device_line(result)}"
     if len(shown) < len(result.calls):
         title += f": the {len(shown)} largest of {len(result.calls):,} distinct calls"
-    table = Table(title=title, title_justify="left")
-    table.add_column("call", overflow="fold")
-    table.add_column("workspace", justify="right")
-    table.add_column("bytes", justify="right")
-    table.add_column("count", justify="right")
+    # The call last: when it is longer than the width, it runs on past it, whole.
+    table = output.Table(title, ["workspace", "bytes", "count", "call"], right=RIGHT)
     for call in shown:
-        size_text = (
+        table.add_row(
             output.human_bytes(call.bytes)
             if call.bytes is not None
-            else f"[red]{call.status}[/red]"
-        )
-        table.add_row(
-            call.call.label,
-            size_text,
+            else output.Styled(call.status, "red"),
             "" if call.bytes is None else f"{call.bytes:,}",
-            str(call.count),
+            f"{call.count:,}",
+            call.call.label,
         )
-    output.stdout.print(table)
+    output.print_table(table)
+    session = f"{output.human_bytes(result.session_bytes)} ({result.session_bytes:,} bytes)"
+    if result.failed:  # the session is the largest of the calls answered, not of all calls
+        answered = len(result.calls) - len(result.failed)
+        output.line(
+            f"session {session}: the most any one of the {answered:,} answered calls needs "
+            f"({len(result.failed):,} could not be sized)"
+        )
+    else:
+        output.line(f"session {session}: the most any one call needs, as the library reports it")
     versions = ", ".join(f"{name} {version}" for name, version in result.library.versions.items())
-    output.stdout.print(
-        f"[bold]session[/bold] {output.human_bytes(result.session_bytes)} "
-        f"({result.session_bytes:,} bytes): the most any one call needs, as the library reports it"
-    )
-    output.stdout.print(f"[dim]{versions} from {result.library.found_in}[/dim]", highlight=False)
+    output.note(f"{versions} from {result.library.found_in}")
+
+
+RIGHT = ("workspace", "bytes", "count")
 
 
 def _device_line(result: SessionResult) -> str:
@@ -108,5 +111,18 @@ def _device_line(result: SessionResult) -> str:
     )
 
 
+EPILOG = """\b
+Examples:
+  hipmem size -d MI210 rocsolver_dgetrf:m=1024,n=1024 rocsolver_dgetrs:n=1024,nrhs=1
+  hipmem size -d MI300X --workload samples/workload.yaml --json
+  hipmem size -d MI210 --from-log samples/rocblas-bench.log --top 5
+
+\b
+Exit codes: 0 every call answered; 1 a call failed (the library rejected it or
+aborted; the others are still answered), or no GPU and no --device, or no libraries;
+2 usage (unknown routine, argument, value or device); 130 interrupted.
+"""
+
+
 def register(app: typer.Typer) -> None:
-    app.command("size")(size)
+    app.command("size", epilog=EPILOG)(size)

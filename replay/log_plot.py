@@ -9,8 +9,6 @@ the file is written atomically (a temporary file in the same folder, then os.rep
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -18,24 +16,10 @@ import numpy as np
 import numpy.typing as npt
 
 from replay.analysis import LiveTrace, LogSummary, owner_traces
-from replay.errors import ReplayUsageError
 from replay.events import AllocationLog
+from replay.plot_files import byte_unit, check_plot_path, plain_text, save_atomically
 
-PLOT_SUFFIXES = (".png", ".svg")
 MAX_POINTS = 4000  # envelope columns per line: about one per pixel of a wide figure
-_UNITS = ((1024**4, "TiB"), (1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB"))
-
-
-class PlotPathError(ReplayUsageError):
-    """The plot file name has a suffix we cannot render, or its folder is missing."""
-
-
-def check_plot_path(path: Path) -> None:
-    """Reject an unsupported suffix or a missing folder before any work starts."""
-    if path.suffix.lower() not in PLOT_SUFFIXES:
-        raise PlotPathError(f"--plot: '{path}' must end in .png or .svg (the suffix picks it)")
-    if not path.parent.is_dir():
-        raise PlotPathError(f"--plot: folder '{path.parent}' does not exist")
 
 
 def envelope(
@@ -52,14 +36,6 @@ def envelope(
     return xs, ys
 
 
-def byte_unit(peak_bytes: int) -> tuple[int, str]:
-    """The unit the axis is labelled in: the largest one the peak holds at least twice."""
-    for scale, name in _UNITS:
-        if peak_bytes >= 2 * scale:
-            return scale, name
-    return 1, "B"
-
-
 def plot_timeline(
     log: AllocationLog,
     trace: LiveTrace,
@@ -68,7 +44,8 @@ def plot_timeline(
     *,
     per_stream: bool = False,
 ) -> None:
-    """Draw live bytes over events (top) and over seconds since the first event (bottom)."""
+    """Draw live bytes over events (top) and over seconds since the first event (bottom);
+    with `per_stream`, the top panel stacks each stream's live bytes under the total."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display: render to files only
@@ -81,18 +58,16 @@ def plot_timeline(
     scale, unit = byte_unit(summary.peak_live_bytes)
 
     figure, (by_event, by_time) = plt.subplots(2, 1, figsize=(12, 7), constrained_layout=True)
-    lines = [("all streams" if per_stream else "live bytes", np.arange(len(live)), live)]
-    if per_stream:
-        for stream, (rows, stream_live) in owner_traces(events, trace, "stream").items():
-            lines.append((f"stream {stream:#x}" if stream else "default stream", rows, stream_live))
-    for label, rows, values in lines:
-        xs, ys = envelope(rows, values)
-        by_event.plot(xs, ys / scale, linewidth=0.8, label=label)
-        by_time.plot(seconds[xs], ys / scale, linewidth=0.8, label=label)
+    if per_stream:  # stacked, so that the streams add up to the total instead of tangling
+        _stack_streams(by_event, events, trace, scale)
+    xs, ys = envelope(np.arange(len(live)), live)
+    label = "all streams" if per_stream else "live bytes"
+    by_event.plot(xs, ys / scale, linewidth=0.8, label=label, color="black" if per_stream else None)
+    by_time.plot(seconds[xs], ys / scale, linewidth=0.8, label=label)
 
     if summary.peak:
         peak_y = summary.peak.live_bytes / scale
-        text = f"peak {peak_y:,.2f} {unit}\n(line {summary.peak.line:,})"
+        text = f"peak {peak_y:,.2f} {unit}\n(line {summary.peak.line})"
         peak_xs = (summary.peak.event_index, seconds[summary.peak.event_index])
         for axes, peak_x in zip((by_event, by_time), peak_xs, strict=True):
             axes.plot([peak_x], [peak_y], "o", color="red", markersize=7, zorder=5, label="peak")
@@ -100,13 +75,27 @@ def plot_timeline(
                           color="red", fontsize=9)  # fmt: skip
     names = ", ".join(Path(s).name for s in log.sources[:3])
     names += " ..." if len(log.sources) > 3 else ""
-    by_event.set_title(f"Live bytes of {names} ({summary.events:,} events)")
+    by_event.set_title(plain_text(f"Live bytes of {names} ({summary.events:,} events)"))
     _style(by_event, "event (row of the log)", unit)
     _style(by_time, "seconds since the first event", unit)
-    if per_stream:
-        by_event.legend(loc="upper left", fontsize=8)
-    _save_atomically(figure, path)
-    plt.close(figure)
+    if per_stream:  # beside the plot, never over the data
+        by_event.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    try:
+        save_atomically(figure, path)
+    finally:
+        plt.close(figure)
+
+
+def _stack_streams(axes: Any, events: Any, trace: LiveTrace, scale: int) -> None:
+    """Each stream's live bytes, sampled at MAX_POINTS rows and stacked."""
+    n = len(trace.live_bytes)
+    samples = np.unique(np.linspace(0, max(n - 1, 0), min(n, MAX_POINTS)).astype(np.int64))
+    labels, layers = [], []
+    for stream, (rows, stream_live) in owner_traces(events, trace, "stream").items():
+        at = np.searchsorted(rows, samples, side="right") - 1
+        layers.append(np.where(at >= 0, stream_live[np.maximum(at, 0)], 0) / scale)
+        labels.append(f"stream {stream:#x}" if stream else "default stream")
+    axes.stackplot(samples, *layers, labels=labels, alpha=0.8, linewidth=0)
 
 
 def _style(axes: Any, xlabel: str, unit: str) -> None:
@@ -115,15 +104,3 @@ def _style(axes: Any, xlabel: str, unit: str) -> None:
     axes.set_ylim(bottom=0)
     axes.grid(True, alpha=0.3)
     axes.margins(x=0.01)
-
-
-def _save_atomically(figure: Any, path: Path) -> None:
-    fmt = path.suffix.lower().lstrip(".")
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as tmp:
-            figure.savefig(tmp, format=fmt, dpi=110)
-        Path(tmp_name).replace(path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise

@@ -185,8 +185,16 @@ class ResourceSpec:
 def _with_option(text: str, name: str, value: int) -> str:
     kind, _, rest = text.partition(":")
     pairs = [p for p in rest.split(",") if p and not p.startswith(f"{name}=")]
-    pairs.append(f"{name}={value}")
+    pairs.append(f"{name}={exact_size_text(value)}")
     return f"{kind}:{','.join(pairs)}"
+
+
+def exact_size_text(n_bytes: int) -> str:
+    """Bytes in the largest IEC unit that holds them exactly: 23068672 -> '22MiB'."""
+    for shift, unit in ((40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if n_bytes and n_bytes % (1 << shift) == 0:
+            return f"{n_bytes >> shift}{unit}"
+    return str(n_bytes)
 
 
 def parse_spec(text: str) -> ResourceSpec:

@@ -179,11 +179,11 @@ def _count_lines(path: Path, progress: Progress | None) -> tuple[dict[bytes, lis
                 else:
                     entry[1] += 1
                 if progress is not None and number % _PROGRESS_EVERY_LINES == 0:
-                    progress(stream.tell(), total_bytes, "lines read")
+                    progress(stream.tell(), total_bytes, "")
     except OSError as err:
         raise CallLogError(f"{path}: cannot read: {err.strerror or err}") from None
     if progress is not None:
-        progress(total_bytes, total_bytes, "lines read")
+        progress(total_bytes, total_bytes, "")
     return distinct, number
 
 
@@ -251,7 +251,7 @@ class _LogReader:
             return self._bench_line(text)
         if re.match(r"^\w+,", text):
             return ROCBLAS_TRACE, [(self._trace_line(text), 1)]
-        raise _LineError(NOT_A_CALL, f"not a call: {_clip(text)}")
+        raise _LineError(NOT_A_CALL, _clip(text))
 
     # -- bench lines ------------------------------------------------------------------------
     def _bench_line(self, text: str) -> tuple[str, list[tuple[Call, int]]]:

@@ -80,7 +80,8 @@ _PERCENT = re.compile(r"\s*(\d+(?:\.\d+)?)\s*%\s*")
 
 
 def parse_headroom(text: str, *, option: str = "--headroom") -> Headroom:
-    """'10%', '12.5%', '64MiB' or '1048576'; never negative."""
+    """'10%', '12.5%', '64MiB' or '1048576B'; never negative. A bare number other than 0 is
+    refused: users mean a percentage as often as bytes."""
     if text.strip().endswith("%"):
         match = _PERCENT.fullmatch(text)
         if match is None:
@@ -88,11 +89,17 @@ def parse_headroom(text: str, *, option: str = "--headroom") -> Headroom:
                 f"{option} {text!r}: expected a non-negative percentage such as 10% or 12.5%"
             )
         return Headroom(percent=Fraction(match.group(1)))
+    bare = text.strip()
+    if bare.isdigit() and int(bare) != 0:  # 10 could be 10% or 10 bytes: ask, never guess
+        raise BadSize(
+            f"{option} {text!r}: a number needs a unit; say {bare}% (a percentage) "
+            f"or {bare}B (bytes)"
+        )
     try:
         return Headroom(fixed_bytes=parse_size(text, option=option))
     except BadSize:
         raise BadSize(
-            f"{option} {text!r}: expected a non-negative percentage (10%) or size (1048576, 64MiB)"
+            f"{option} {text!r}: expected a non-negative percentage (10%) or size (1048576B, 64MiB)"
         ) from None
 
 

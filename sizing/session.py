@@ -21,7 +21,7 @@ from typing import Any
 
 from sizing.call_spec import Call, Value, make_call, parse_call
 from sizing.catalog import Catalog, load_catalog
-from sizing.errors import MissingSymbol, SizingError, UsageError, VendorStatus, WorkerCrashed
+from sizing.errors import MissingSymbol, NoGpu, SizingError, VendorStatus, WorkerCrashed
 from sizing.library_locator import Libraries, locate
 from sizing.virtual_device import Device, resolve
 from sizing.worker_process import Crash, WorkerInfo, WorkerProcess
@@ -147,7 +147,7 @@ class SizingSession:
         for done, (call, answer) in enumerate(zip(calls, answers, strict=True), start=1):
             self._results[call.key()] = self._result(call, answer)
             if progress is not None and (done % 256 == 0 or done == len(calls)):
-                progress(done, len(calls), "calls sized")
+                progress(done, len(calls), "")
 
     def _encode(self, call: Call) -> dict[str, Any]:
         return {
@@ -254,7 +254,7 @@ def _choose_device(device: str | Device | None, compute_units: int | None) -> De
 
     found, reason = real_devices()
     if not found:
-        raise UsageError(
+        raise NoGpu(
             f"no AMD GPU here ({reason}); size for a virtual one with --device, "
             "e.g. --device MI300X (`hipmem devices` lists them)"
         )

@@ -81,9 +81,9 @@ def test_unknown_device(rocm: Path) -> None:
     assert line.endswith("(`hipmem devices` lists them)")
 
 
-def test_no_device_and_no_gpu_is_a_usage_error(rocm: Path) -> None:
+def test_no_device_and_no_gpu_is_exit_1_as_in_replay(rocm: Path) -> None:
     done = hipmem("size", "dgetrf:m=1,n=1")
-    assert done.returncode == 2
+    assert done.returncode == 1
     assert "no AMD GPU here" in done.stderr and "--device" in done.stderr
 
 

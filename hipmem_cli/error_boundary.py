@@ -1,0 +1,47 @@
+"""What an exception means to the user: its exit code and its one line.
+
+Usage errors of the command line (typer's), of the libraries (`UsageError`,
+`ReplayUsageError`) and of input files are 2; every other failure is 1; Ctrl-C is 130.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import typer
+
+from replay.errors import ReplayError
+from sizing.errors import SizingError
+
+try:  # recent typer carries its own copy of click; older ones use click itself
+    click_exceptions = importlib.import_module("typer._click.exceptions")
+except ImportError:  # pragma: no cover
+    click_exceptions = importlib.import_module("click.exceptions")
+
+
+def describe(err: BaseException) -> tuple[int, str | None, bool]:
+    """(exit code, the line to print or None, whether --debug should show a traceback)."""
+    if isinstance(err, typer.Exit):
+        return err.exit_code, None, False
+    if isinstance(err, click_exceptions.UsageError):
+        return 2, _usage_line(err), False
+    if isinstance(err, click_exceptions.ClickException):
+        return err.exit_code, err.format_message(), False
+    if isinstance(err, typer.Abort):
+        return 1, "aborted", False
+    if isinstance(err, SizingError | ReplayError):
+        return err.exit_code, str(err), True
+    if isinstance(err, BrokenPipeError):  # `hipmem ... | head`: the reader left; say nothing
+        return 1, None, False
+    message = f"internal error: {type(err).__name__}: {err} (--debug shows the traceback)"
+    return 1, message, True
+
+
+def _usage_line(err: Any) -> str:
+    """typer's message, made one line, with where to read more."""
+    message = " ".join(err.format_message().split()).replace("Value error, ", "")
+    if message.startswith("No such command"):
+        return f"{message} (hipmem -h lists the commands)"
+    command = err.ctx.command_path if err.ctx is not None else "hipmem"
+    return f"{message} ({command} -h shows the options)"

@@ -1,0 +1,60 @@
+"""The one rule for plot files, shared by `replay --plot` and `log inspect --plot`.
+
+The suffix picks the format (.png or .svg, any letter case); the folder must exist and the
+path must not be a folder. Checked before any work starts, so that a typo costs nothing. The
+file is written atomically: a temporary file beside it, then a rename.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from replay.errors import ReplayUsageError
+
+PLOT_SUFFIXES = (".png", ".svg")
+_UNITS = ((1024**4, "TiB"), (1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB"))
+
+
+class PlotPathError(ReplayUsageError):
+    """The plot file name has a suffix we cannot render, or it cannot be written there."""
+
+
+def check_plot_path(path: Path) -> None:
+    """Reject an unsupported suffix, a missing folder or a folder given as the file."""
+    if path.suffix.lower() not in PLOT_SUFFIXES:
+        raise PlotPathError(f"--plot: '{path}' must end in .png or .svg (the suffix picks it)")
+    folder = path.parent
+    if not folder.is_dir():
+        raise PlotPathError(f"--plot: folder '{folder}' does not exist")
+    if path.is_dir():
+        raise PlotPathError(f"--plot: '{path}' is a folder; give a file name")
+    if not os.access(folder, os.W_OK):
+        raise PlotPathError(f"--plot: folder '{folder}' is not writable")
+
+
+def byte_unit(peak_bytes: int) -> tuple[int, str]:
+    """The unit an axis is labelled in: the largest one the peak holds at least twice."""
+    for scale, name in _UNITS:
+        if peak_bytes >= 2 * scale:
+            return scale, name
+    return 1, "B"
+
+
+def plain_text(text: str) -> str:
+    """Text matplotlib draws as written: `$` would start mathtext (`m$\\frac{$x.csv`)."""
+    return text.replace("$", r"\$")
+
+
+def save_atomically(figure: Any, path: Path) -> None:
+    fmt = path.suffix.lower().lstrip(".")
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as tmp:
+            figure.savefig(tmp, format=fmt, dpi=110)
+        Path(tmp_name).replace(path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
