@@ -150,9 +150,11 @@ def _print(text: str, *, style: str | None = None, err: bool = False) -> None:
 
 
 def line(text: str, *, style: str | None = None, err: bool = False) -> None:
-    """A line (or paragraph) of prose: wrapped between words at the width, never inside one."""
+    """A line (or paragraph) of prose. On a terminal it is wrapped between words at the
+    width, never inside one; piped, it stays one line (logs and grep see it whole)."""
     console = _console("stderr" if err else "stdout")
-    for piece in wrap(clean(text, keep_newlines=True), console.width):
+    width = console.width if console.is_terminal else 1 << 30
+    for piece in wrap(clean(text, keep_newlines=True), width):
         _print(piece, style=style, err=err)
 
 
@@ -336,7 +338,7 @@ def _cell_len(text: str) -> int:
 
 
 def print_table(table: Table, *, err: bool = False) -> None:
-    """The title on its own line (wrapped between words), then the table.
+    """The title on its own line (as `line`), then the table.
 
     A table narrower than the width is drawn with its box. One that cannot fit even with
     every column at its longest word is drawn without vertical borders and its lines run
@@ -434,6 +436,7 @@ def progress_display(title: str, *, transfer: bool = False) -> Any:
         TextColumn,
         TimeElapsedColumn,
     )
+    from rich.table import Column
     from rich.text import Text
 
     class BytesColumn(ProgressColumn):
@@ -441,15 +444,26 @@ def progress_display(title: str, *, transfer: bool = False) -> Any:
             done = human_bytes(int(task.completed))
             if task.total is None:
                 return Text(done)
-            return Text(f"{done} of {human_bytes(int(task.total))}")
+            return Text(f"{done}/{human_bytes(int(task.total))}")
 
-    amount: ProgressColumn = BytesColumn() if transfer else MofNCompleteColumn()
+    one_line = Column(no_wrap=True)
+    amount: ProgressColumn = (
+        BytesColumn(table_column=one_line)
+        if transfer
+        else MofNCompleteColumn(table_column=one_line)
+    )
     return Progress(
-        TextColumn("{task.description}", markup=False),
+        # The description alone may be cut at a narrow width: the bar is transient, and the
+        # file or resource it names is printed whole in what follows.
+        TextColumn(
+            "{task.description}",
+            markup=False,
+            table_column=Column(no_wrap=True, overflow="ellipsis", max_width=24),
+        ),
         BarColumn(bar_width=None),
-        TaskProgressColumn(),
+        TaskProgressColumn(table_column=Column(no_wrap=True)),
         amount,
-        TimeElapsedColumn(),
+        TimeElapsedColumn(table_column=Column(no_wrap=True)),
         console=_console("stderr"),
         transient=True,
         expand=True,
