@@ -182,7 +182,8 @@ def test_check_reads_the_environment(session: SessionResult) -> None:
         (["recommend", "--align", "0"], "Error: --align '0': must be at least 1 byte"),
         (
             ["recommend", "--format", "toml"],
-            "Error: Invalid value for '--format': 'toml' is not one of 'shell', 'dotenv', 'json', 'yaml', 'github'.",
+            "Error: Invalid value for '--format': 'toml' is not one of 'shell', 'dotenv', "
+            "'json', 'yaml', 'github'.",
         ),
         (["recommend", "--handles", "0"], "Error: --handles 0: must be at least 1"),
         (["check", "--value", "abc"], "Error: --value 'abc' is not a number"),
