@@ -34,9 +34,9 @@ Resource specs (--resource, repeatable; any takes limit=BYTES):
 
 \b
 Examples:
-  hipmem replay run.csv.gz -r pool -r async -r cuda
-  hipmem replay run.csv.gz -r host:limit=600MiB --plot replay.png
-  hipmem replay run.csv.gz -r pool:initial=0 --find-capacity
+  hipmem replay samples/serve-first-2000.csv.gz -r pool -r async -r cuda
+  hipmem replay samples/serve-first-2000.csv.gz -r host:limit=600MiB --plot replay.png
+  hipmem replay samples/serve-first-2000.csv.gz -r pool:initial=0 --find-capacity
 
 \b
 Exit codes: 0 every allocation the log made was granted (with --find-capacity: a size was

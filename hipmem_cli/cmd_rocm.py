@@ -21,13 +21,17 @@ def fetch(
     arch: Annotated[
         list[str] | None,
         typer.Option(
-            "--arch", help="Keep gemm data for these archs only (default: all Debian ships)."
+            "--arch",
+            help="Keep gemm data for these archs only (default: all Debian ships).",
+            metavar="ARCH",
         ),
     ] = None,
     suite: Annotated[
-        str, typer.Option(help="Debian suite to take the builds from.")
+        str, typer.Option(help="Debian suite to take the builds from.", metavar="SUITE")
     ] = rocm_fetch.DEFAULT_SUITE,
-    mirror: Annotated[str, typer.Option(help="Debian mirror URL.")] = rocm_fetch.DEFAULT_MIRROR,
+    mirror: Annotated[
+        str, typer.Option(help="Debian mirror URL.", metavar="URL")
+    ] = rocm_fetch.DEFAULT_MIRROR,
 ) -> None:
     """Download Debian's rocBLAS and rocSOLVER into the user cache (resumable, idempotent)."""
     with output.progress("fetching ROCm", transfer=True) as report:

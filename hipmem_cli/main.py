@@ -52,6 +52,9 @@ def build_app(argv: list[str]) -> Any:
     import typer
 
     from hipmem_cli import commands
+    from hipmem_cli.help_format import plain_argument_names
+
+    plain_argument_names()
 
     app = typer.Typer(
         name="hipmem",
