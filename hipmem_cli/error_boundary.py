@@ -20,6 +20,24 @@ except ImportError:  # pragma: no cover
     click_exceptions = importlib.import_module("click.exceptions")
 
 
+def report(err: BaseException) -> int:
+    """Say what `err` means (one line on stderr; a traceback too with --debug); the exit code.
+
+    `hipmem` or `hipmem log` alone print the help on stderr with exit 2, as click does.
+    """
+    from hipmem_cli import output
+
+    if isinstance(err, click_exceptions.NoArgsIsHelpError):
+        output.block(err.format_message(), err=True)
+        return 2
+    code, message, traceback_helps = describe(err)
+    if output.state.debug and traceback_helps:
+        output.traceback_of(err)
+    if message is not None:
+        output.error(message)
+    return code
+
+
 def describe(err: BaseException) -> tuple[int, str | None, bool]:
     """(exit code, the line to print or None, whether --debug should show a traceback)."""
     if isinstance(err, typer.Exit):

@@ -129,16 +129,9 @@ def _run(argv: list[str]) -> int:
 
 
 def _report(err: Exception) -> int:
-    """One line on stderr for `err` (a traceback with --debug); returns the exit code."""
-    from hipmem_cli import output
-    from hipmem_cli.error_boundary import describe
+    from hipmem_cli.error_boundary import report
 
-    code, message, traceback_helps = describe(err)
-    if output.state.debug and traceback_helps:
-        output.traceback_of(err)
-    if message is not None:
-        output.error(message)
-    return code
+    return report(err)
 
 
 if __name__ == "__main__":

@@ -237,6 +237,13 @@ def interrupted() -> None:
         os._exit(130)
 
 
+def block(text: str, *, err: bool = False) -> None:
+    """Preformatted text (help pages) written as is, escaped, ending in one newline."""
+    stream = sys.stderr if err else sys.stdout
+    stream.write(clean(text.rstrip("\n"), keep_newlines=True) + "\n")
+    stream.flush()
+
+
 def write_exact(text: str) -> None:
     """Text for shells and parsers (`export X=...` lines): written as is, never wrapped."""
     sys.stdout.write(clean(text, keep_newlines=True))

@@ -112,6 +112,12 @@ def test_short_help_anywhere(args: list[str]) -> None:
     assert seen.returncode == 0 and seen.stdout.startswith("Usage: hipmem")
 
 
+def test_no_command_prints_the_help_on_stderr_exit_2() -> None:
+    seen = piped()
+    assert seen.returncode == 2 and seen.stderr.startswith("Usage: hipmem") and seen.stdout == ""
+    assert "Error:" not in seen.stderr
+
+
 def test_debug_after_the_subcommand_shows_the_traceback(rocm: Path) -> None:
     seen = piped("size", "-d", "MI210", "dgetrf:m=8", "--debug")
     assert seen.returncode == 2
