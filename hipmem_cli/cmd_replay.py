@@ -209,23 +209,23 @@ def _print_capacities(
     confirm_runs: int,
 ) -> None:
     peak = program.peak_requested_bytes
+    # The exact size is in the spec to use (whole IEC units) and in --json.
     table = output.Table(
         "Smallest size that replays the log with no failure",
-        ["resource", "capacity", "bytes", "÷ peak", "probes", "use"],
-        right=("capacity", "bytes", "÷ peak", "probes"),
+        ["resource", "capacity", "cap/peak", "probes", "use"],
+        right=("capacity", "cap/peak", "probes"),
     )
     for spec, r in zip(specs, results, strict=True):
         if isinstance(r, CapacityResult):
             table.add_row(
                 r.resource,
                 output.human_bytes(r.capacity_bytes),
-                f"{r.capacity_bytes:,}",
                 f"{r.capacity_bytes / max(peak, 1):.3f}",
                 f"{len(r.probes):,}",
                 r.sized_spec,
             )
         else:
-            table.add_row(spec.label, output.Styled("none found", "red"), "", "", "", "-")
+            table.add_row(spec.label, output.Styled("none found", "red"), "", "", "-")
     output.print_table(table)
     output.line(
         f"peak requested by the log: {output.human_bytes(peak)} ({peak:,} bytes); each size "

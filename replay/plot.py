@@ -47,7 +47,7 @@ def write_plot(
         + [limit for limit in limits.values() if limit]
     )
     scale, unit = byte_unit(tallest)
-    fig, ax = plt.subplots(figsize=(10, 5))
+    fig, ax = plt.subplots(figsize=(12, 5))
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for index, report in enumerate(reports):
         colour = colours[index % len(colours)]
