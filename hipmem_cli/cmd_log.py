@@ -73,7 +73,7 @@ def inspect(
             "(--strict makes this an error)"
         )
     if json:
-        output.print_json(summary.to_json())
+        output.print_json(summary.as_dict())
         return
     _print_summary(summary)
     if plot is not None:
@@ -136,9 +136,35 @@ def _print_summary(s: LogSummary) -> None:
         f"  zero-byte allocations: {s.zero_byte_allocations:,} "
         f"({s.zero_byte_live_at_end:,} never freed; not counted above)"
     )
+    _print_recordings(s)
     _print_groups(s)
     _print_sizes(s)
     _print_anomalies(s)
+
+
+def _print_recordings(s: LogSummary) -> None:
+    """What a PyTorch snapshot adds: its allocator's reserved memory, settings, partial trace."""
+    out = output.line
+    for r in s.recordings:
+        out(f"  recorded by PyTorch ({r.source}):")
+        out(
+            f"    reserved by its allocator: peak {_bytes(r.peak_reserved_bytes)}, "
+            f"{_bytes(r.start_reserved_bytes)} when recording began"
+        )
+        conf = r.alloc_conf or "(not set: default settings)"
+        out(f"    PYTORCH_CUDA_ALLOC_CONF={conf}")
+        if r.pre_recording_allocations:
+            out(
+                f"    {r.pre_recording_allocations:,} allocation(s) made before recording "
+                "began (line 0): the trace is partial (recording started late, or "
+                "max_entries was reached)"
+            )
+        for oom in r.ooms:
+            free = "unknown" if oom.device_free_bytes is None else _bytes(oom.device_free_bytes)
+            out(
+                f"    out of memory at {oom.where}: {_bytes(oom.size_bytes)} asked, "
+                f"device free {free}"
+            )
 
 
 def _print_groups(s: LogSummary) -> None:
@@ -212,6 +238,50 @@ def _print_anomalies(s: LogSummary) -> None:
         output.print_table(failures)
 
 
+def convert(
+    log_path: Annotated[
+        Path,
+        typer.Argument(
+            help="A PyTorch memory snapshot (.pickle, .pkl, .gz) or RMM log.", metavar="LOG"
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--output", "-o", help="The RMM CSV to write (.csv or .csv.gz).", metavar="FILE"
+        ),
+    ],
+) -> None:
+    """Write a log (a PyTorch snapshot, say) as RMM's CSV, so RMM's own tools read it.
+
+    A snapshot of several devices gives one file per device, named as rmm names them
+    (`OUT.dev<N>.csv`).
+    """
+    from replay.log_writer import output_paths, write_rmm_csv
+
+    if not out.parent.is_dir():
+        raise ReplayUsageError(
+            f"folder '{out.parent}' does not exist", parameter="output", value=str(out)
+        )
+    with output.progress("loading", transfer=True) as progress:
+        log = load_log([log_path], progress=progress)
+    output_paths(log, out)  # the name is checked before anything is written
+    for path in write_rmm_csv(log, out):
+        output.written("log", path)
+
+
+CONVERT_EPILOG = """\b
+Examples:
+  hipmem log convert snapshot.pickle -o run.csv.gz
+  hipmem log convert samples/serve-first-2000.csv.gz -o serve.csv
+
+\b
+Exit codes: 0 written; 1 the log cannot be read or the file written; 2 usage;
+130 interrupted.
+"""
+
+
 def register(app: typer.Typer) -> None:
+    log_app.command("convert", epilog=CONVERT_EPILOG)(convert)
     log_app.command("inspect", epilog=EPILOG)(inspect)
     app.add_typer(log_app, name="log")

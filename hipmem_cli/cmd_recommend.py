@@ -121,7 +121,7 @@ def recommend_command(
     headroom_value = parse_headroom(headroom)
     align_bytes = parse_alignment(align)
     if handles < 1:
-        raise BadSize(f"--handles {handles}: must be at least 1")
+        raise BadSize("must be at least 1", parameter="handles", value=handles)
     if json and fmt not in (None, Format.json):
         raise UsageError(f"--json is --format json; it cannot go with --format {fmt.value}")
     chosen = "json" if json else (fmt.value if fmt is not None else None)

@@ -18,8 +18,8 @@ from replay.events import AllocationLog
 from replay.log_loader import load_log
 from replay.plot import write_plot
 from replay.program import ReplayProgram, build_program
-from replay.report import LatencyStats, ReplayReport
-from replay.resources import ResourceSpec, parse_spec
+from replay.report import LatencyStats, RecordedFigures, ReplayReport, recorded_figures
+from replay.resources import STREAM_ORDERED_KINDS, ResourceSpec, parse_spec
 
 EPILOG = """\b
 Resource specs (--resource, repeatable; any takes limit=BYTES):
@@ -47,8 +47,8 @@ failed (whatever --on-failure says), or no size was found; 2 usage; 130 interrup
 
 class Backend(str, Enum):
     auto = "auto"
-    hip = "hip"
     cuda = "cuda"
+    hip = "hip"
     host = "host"
 
 
@@ -65,10 +65,6 @@ class Streams(str, Enum):
 class OnFailure(str, Enum):
     skip = "skip"
     stop = "stop"
-
-
-# Resources whose reuse of freed memory follows stream order (and so can vary between runs).
-_STREAM_ORDERED = ("pool", "binning", "fixed", "arena", "async")
 
 
 def register(app: typer.Typer) -> None:
@@ -155,10 +151,15 @@ def replay_command(
     if plot:
         limits = {s.label: s.limit_bytes or s.option_bytes("maximum") for s in specs}
         write_plot(plot, program, reports, log.sources, limits)
+    recorded = recorded_figures(log, program.peak_requested_bytes)
     if json_out:
-        output.print_json({"log": log.sources, "resources": [r.as_dict() for r in reports]})
+        payload: dict[str, object] = {"sources": log.sources}
+        if recorded is not None:
+            payload["recorded"] = recorded.as_dict()
+        payload["resources"] = [r.as_dict() for r in reports]
+        output.print_json(payload)
     else:
-        _print_table(reports)
+        _print_table(reports, recorded)
         _print_notes(program, reports)
     if plot:
         output.written("plot", plot)
@@ -235,7 +236,7 @@ def _print_capacities(
         if isinstance(r, NoCapacityFound):
             output.error(str(r))
     several = len(program.streams) > 1 or (options.threads == "logged" and len(program.threads) > 1)
-    if several and any(spec.kind in _STREAM_ORDERED for spec in specs):
+    if several and any(spec.kind in STREAM_ORDERED_KINDS for spec in specs):
         output.line(
             "This log has several streams or threads: stream-ordered pools (RMM's pools, "
             "async) pick free blocks across streams in an order that can change from run to "
@@ -269,15 +270,13 @@ def _first_failure(report: ReplayReport) -> str:
         return "-"
     f = report.failures[0]
     size, live = output.human_bytes(f.size_bytes), output.human_bytes(f.live_bytes)
-    return f"{f.place}: {size} with {live} live"
+    return f"{f.where}: {size} with {live} live"
 
 
-def _print_table(reports: list[ReplayReport]) -> None:
-    table = output.Table(
-        "Replay, side by side",
-        ["", *(r.resource for r in reports)],
-        right=tuple(r.resource for r in reports),
-    )
+def _print_table(reports: list[ReplayReport], recorded: RecordedFigures | None = None) -> None:
+    first = ["recorded (PyTorch)"] if recorded is not None else []
+    columns = [*first, *(r.resource for r in reports)]
+    table = output.Table("Replay, side by side", ["", *columns], right=tuple(columns))
     rows: list[tuple[str, list[str]]] = [
         ("backend / engine", [f"{r.backend} / {r.engine}" for r in reports]),
         (
@@ -303,19 +302,35 @@ def _print_table(reports: list[ReplayReport]) -> None:
         ("first refused", [_first_failure(r) for r in reports]),
         ("returned at end", [_bytes(r.returned_at_end_bytes) for r in reports]),
     ]
+    recorded_cells = _recorded_cells(recorded) if recorded is not None else {}
     for label, cells in rows:
+        if recorded is not None:
+            cells = [recorded_cells.get(label, ""), *cells]
         table.add_row(label, *cells)
     output.print_table(table)
+
+
+def _recorded_cells(recorded: RecordedFigures) -> dict[str, str]:
+    """The recording's own figures, on the rows that have them."""
+    fragmentation = recorded.fragmentation
+    return {
+        "backend / engine": "PyTorch's allocator",
+        "outcome": "recorded",
+        "peak requested": _bytes(recorded.peak_requested_bytes),
+        "peak reserved": _bytes(recorded.peak_reserved_bytes),
+        "fragmentation": "n/a" if fragmentation is None else f"{fragmentation:.3f}",
+        "refused allocations": f"{recorded.failure_count:,}",
+    }
 
 
 def _print_notes(program: ReplayProgram, reports: list[ReplayReport]) -> None:
     a = program.anomalies
     output.line(
         f"{program.log_events:,} log events, {program.op_count:,} allocator calls; "
-        f"{a.zero_byte_allocations:,} zero-byte allocations, {a.unknown_frees:,} frees of "
-        f"unknown pointers (skipped), {a.live_pointer_allocations:,} allocations at live "
-        f"pointers (replaced), {a.logged_failures:,} logged failures (not replayed), "
-        f"{a.never_freed:,} never freed (returned at the end)."
+        f"{a.zero_byte_allocations:,} zero-byte allocations, {a.free_unknown_pointer:,} frees "
+        f"of unknown pointers (skipped), {a.allocate_live_pointer:,} allocations at live "
+        f"pointers (replaced), {a.allocate_failure:,} logged failures (not replayed), "
+        f"{a.live_at_end_count:,} live at end (returned at the end)."
     )
     for example in a.examples:
         output.line(f"  {example}")

@@ -7,12 +7,12 @@ Usage errors of the command line (typer's), of the libraries (`UsageError`,
 from __future__ import annotations
 
 import importlib
+import re
 from typing import Any
 
 import typer
 
-from replay.errors import ReplayError
-from sizing.errors import SizingError
+from hipmem.errors import HipmemError
 
 try:  # recent typer carries its own copy of click; older ones use click itself
     click_exceptions = importlib.import_module("typer._click.exceptions")
@@ -48,17 +48,36 @@ def describe(err: BaseException) -> tuple[int, str | None, bool]:
         return err.exit_code, err.format_message(), False
     if isinstance(err, typer.Abort):
         return 1, "aborted", False
-    if isinstance(err, SizingError | ReplayError):
-        return err.exit_code, str(err), True
+    if isinstance(err, HipmemError):
+        return err.exit_code, cli_message(err), True
     if isinstance(err, BrokenPipeError):  # `hipmem ... | head`: the reader left; say nothing
         return 1, None, False
     message = f"internal error: {type(err).__name__}: {err} (--debug shows the traceback)"
     return 1, message, True
 
 
+# Library parameters whose flag is not simply `--` + the name with dashes.
+_FLAGS = {"spec": "--resource", "compute_units": "--cus", "align_bytes": "--align"}
+
+
+def cli_message(err: HipmemError) -> str:
+    """The error's line as the command line says it: flags, not Python parameter names."""
+    if err.parameter is None:
+        return str(err)
+    return err.for_flag(_FLAGS.get(err.parameter, "--" + err.parameter.replace("_", "-")))
+
+
+# typer's wording of a bad choice, said as the libraries say theirs: `--threads 'x': not one of`
+_BAD_CHOICE = re.compile(r"Invalid value for '([^']+)': (.*) is not one of (.*?)\.?$")
+
+
 def _usage_line(err: Any) -> str:
     """typer's message, made one line, with where to read more."""
     message = " ".join(err.format_message().split()).replace("Value error, ", "")
+    choice = _BAD_CHOICE.fullmatch(message)
+    if choice:
+        flag, value, allowed = choice.groups()
+        message = f"{flag} {value}: not one of {allowed.replace(chr(39), '')}"
     if message.startswith("No such command"):
         return f"{message} (hipmem -h lists the commands)"
     command = err.ctx.command_path if err.ctx is not None else "hipmem"

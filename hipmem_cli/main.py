@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import signal
 import sys
-from importlib import metadata
 from typing import Any
 
 # Accepted anywhere on the command line (before a `--`), not only before the subcommand.
@@ -27,10 +26,9 @@ EXIT_CODES_HELP = (
 
 
 def version_text() -> str:
-    try:
-        return f"hipmem {metadata.version('hipmem')}"
-    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
-        return "hipmem (not installed)"
+    import hipmem
+
+    return f"hipmem {hipmem.__version__}"
 
 
 def split_global_flags(argv: list[str]) -> tuple[set[str], list[str]]:

@@ -29,7 +29,10 @@ import unicodedata
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from hipmem.byte_sizes import format_bytes
+from hipmem.progress import ProgressCallback, no_progress
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -259,17 +262,8 @@ def print_json(payload: Any) -> None:
 # ---------------------------------------------------------------------------------------------
 # Numbers
 
-_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
-
-
-def human_bytes(n_bytes: int) -> str:
-    """1536 -> '1.5 KiB'; exact bytes are always shown beside this in tables."""
-    value = float(n_bytes)
-    for unit in _UNITS:
-        if abs(value) < 1024 or unit == _UNITS[-1]:
-            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
+# One byte formatter for the whole tool (hipmem.byte_sizes); the name the commands use.
+human_bytes = format_bytes
 
 
 def count(n: int) -> str:
@@ -423,14 +417,6 @@ def _print_lines(console: Console, renderable: Any, width: int) -> None:
 # Progress
 
 
-class ProgressCallback(Protocol):
-    def __call__(self, done: int, total: int | None, label: str = "") -> None: ...
-
-
-def _silent(done: int, total: int | None, label: str = "") -> None:
-    return None
-
-
 def progress_display(title: str, *, transfer: bool = False) -> Any:
     """The bar: one line at any width from 60 columns (the bar takes what is left), IEC units,
     a moving pulse instead of 0% until the first progress arrives."""
@@ -486,7 +472,7 @@ def progress(title: str, *, transfer: bool = False) -> Iterator[ProgressCallback
     resource), never a second description of the work.
     """
     if not _console("stderr").is_terminal:
-        yield _silent
+        yield no_progress
         return
     with progress_display(title, transfer=transfer) as bar:
         task = bar.add_task(clean(title), total=None)

@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from replay.events import ALLOCATE, ALLOCATE_FAILURE, FREE, AllocationLog
+from replay.events import ALLOCATE, ALLOCATE_FAILURE, FREE, AllocationLog, LineRef, Recording
 
 #: How many line numbers each anomaly keeps, and how many largest allocations are listed.
 FIRST_LINES = 5
@@ -79,14 +79,6 @@ class LiveAllocations:
 
 
 # --------------------------------------------------------------------------- results
-
-
-@dataclass(frozen=True)
-class LineRef:
-    """A place in the input: file and 1-based line (header = 1)."""
-
-    source: str
-    line: int
 
 
 @dataclass
@@ -176,12 +168,13 @@ class LogSummary:
     skipped_count: int
     skipped: list[LineRef]
     skipped_reasons: list[str]
+    recordings: list[Recording] = field(default_factory=list)  # PyTorch snapshots read
 
     @property
     def peak_live_bytes(self) -> int:
         return self.peak.live_bytes if self.peak else 0
 
-    def to_json(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict: the keys `--json` promises plus the details."""
         return {
             "sources": self.sources,
@@ -215,6 +208,8 @@ class LogSummary:
                     for ref, reason in zip(self.skipped, self.skipped_reasons, strict=True)
                 ],
             },
+            # PyTorch snapshots only: what the recording's own allocator reserved, and more.
+            "recorded": [r.as_dict() for r in self.recordings],
         }
 
 
@@ -385,6 +380,7 @@ def analyze(log: AllocationLog) -> LogSummary:
         skipped_count=log.skipped_count,
         skipped=[LineRef(s.source, s.line) for s in log.skipped],
         skipped_reasons=[s.reason for s in log.skipped],
+        recordings=list(log.recordings),
     )
 
 

@@ -22,6 +22,11 @@ from typing import Any, Protocol
 import numpy as np
 
 from replay.errors import ReplayError, ReplayUsageError
+from replay.report import (
+    RESERVED_FROM_FREE_MEMORY,
+    RESERVED_FROM_POOL_ATTRIBUTE,
+    RESERVED_FROM_RESOURCE,
+)
 from replay.resources import ResourceSpec
 
 BACKENDS = ("auto", "cuda", "hip", "host")
@@ -96,11 +101,15 @@ def hip_device_count() -> tuple[int, str]:
 def resolve_backend(requested: str, spec: ResourceSpec, device: int = 0) -> Backend:
     """Pick the backend for `spec`; raise BackendUnavailable with one clear line otherwise."""
     if requested not in BACKENDS:
-        raise ReplayUsageError(f"--backend: {requested!r} is not one of {', '.join(BACKENDS)}")
+        raise ReplayUsageError(
+            f"not one of {', '.join(BACKENDS)}", parameter="backend", value=requested
+        )
     if is_host_spec(spec):
         return Backend("host")
     if requested == "host":
-        raise ReplayUsageError(f"--backend host replays only host memory, not {spec.label!r}")
+        raise ReplayUsageError(
+            f"replays only host memory, not {spec.label!r}", parameter="backend", value="host"
+        )
     if requested in ("auto", "cuda"):
         count, why = cuda_device_count()
         if count > device:
@@ -137,7 +146,7 @@ class Allocator(Protocol):
 class HostAllocator:
     """malloc/free through ctypes, with the spec's limit enforced here."""
 
-    reserved_source = "resource statistics (bytes taken from upstream)"
+    reserved_source = RESERVED_FROM_RESOURCE
 
     def __init__(self, spec: ResourceSpec) -> None:
         libc = ctypes.CDLL(ctypes.util.find_library("c"))
@@ -195,13 +204,13 @@ class HipAllocator:
                 else None
             )
         self.pool: Any = None
-        self.reserved_source = "device free memory (sampled)"
+        self.reserved_source = RESERVED_FROM_FREE_MEMORY
         self._held = 0
         self._free_before = self._device_free()
         kind = spec.kind
         if kind == "managed":
             self._require_attribute("hipDeviceAttributeManagedMemory", "managed memory")
-            self.reserved_source = "resource statistics (bytes taken from upstream)"
+            self.reserved_source = RESERVED_FROM_RESOURCE
         if kind == "async":
             self._require_attribute("hipDeviceAttributeMemoryPoolsSupported", "memory pools")
             self.pool = _hip_check(
@@ -214,7 +223,7 @@ class HipAllocator:
                 _hip_check(
                     hip.hipMemPoolSetAttribute(self.pool, attr, value), "hipMemPoolSetAttribute"
                 )
-            self.reserved_source = "memory pool attribute (ReservedMemHigh)"
+            self.reserved_source = RESERVED_FROM_POOL_ATTRIBUTE
 
     def _require_attribute(self, name: str, what: str) -> None:
         attr = getattr(self.hip.hipDeviceAttribute_t, name)
@@ -295,7 +304,7 @@ class HipAllocator:
 class RmmPythonAllocator:
     """Any spec through `rmm.mr` (RMM on NVIDIA, hipMM on AMD): one Python call per event."""
 
-    reserved_source = "device free memory (sampled)"
+    reserved_source = RESERVED_FROM_FREE_MEMORY
 
     def __init__(self, spec: ResourceSpec, device: int, stream_ids: np.ndarray) -> None:
         try:

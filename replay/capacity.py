@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from hipmem.progress import ProgressCallback
 from replay.engine import ReplayOptions, replay
 from replay.errors import ReplayError
 from replay.events import AllocationLog
@@ -26,8 +27,6 @@ from replay.resources import ResourceSpec
 
 MIB = 1 << 20
 GROWTH_LIMIT = 64  # give up when even this many times the peak requested bytes fails
-
-ProgressFn = Callable[[int, "int | None", str], None]
 
 
 class NoCapacityFound(ReplayError):
@@ -91,7 +90,7 @@ def find_capacity(
     program: ReplayProgram | None = None,
     resolution_bytes: int = MIB,
     confirm_runs: int = 2,
-    progress: ProgressFn | None = None,
+    progress: ProgressCallback | None = None,
 ) -> CapacityResult:
     """Bisect the smallest `maximum`/`limit` (a multiple of `resolution_bytes`) with no failure."""
     program = program if program is not None else build_program(log)

@@ -43,9 +43,15 @@ from replay.backends import (
 )
 from replay.errors import ReplayError, ReplayUsageError
 from replay.events import AllocationLog
-from replay.program import OP_ALLOCATE, OP_FREE, ReplayProgram, build_program, event_place
-from replay.report import AllocationFailure, LatencyStats, ReplayReport, ReservedSamples
-from replay.resources import ResourceSpec
+from replay.program import OP_ALLOCATE, OP_FREE, ReplayProgram, build_program
+from replay.report import (
+    RESERVED_SOURCES,
+    AllocationFailure,
+    LatencyStats,
+    ReplayReport,
+    ReservedSamples,
+)
+from replay.resources import RMM_KINDS, ResourceSpec
 
 THREADS = ("logged", "single")
 STREAMS = ("logged", "default")
@@ -74,15 +80,17 @@ class ReplayOptions:
 
     def check(self) -> None:
         for name, value, allowed in (
-            ("--threads", self.threads, THREADS),
-            ("--streams", self.streams, STREAMS),
-            ("--on-failure", self.on_failure, ON_FAILURE),
+            ("threads", self.threads, THREADS),
+            ("streams", self.streams, STREAMS),
+            ("on_failure", self.on_failure, ON_FAILURE),
             ("engine", self.engine, ENGINES),
         ):
             if value not in allowed:
-                raise ReplayUsageError(f"{name}: {value!r} is not one of {', '.join(allowed)}")
+                raise ReplayUsageError(
+                    f"not one of {', '.join(allowed)}", parameter=name, value=value
+                )
         if self.repeats < 1:
-            raise ReplayUsageError(f"repeats must be at least 1, got {self.repeats}")
+            raise ReplayUsageError("must be at least 1", parameter="repeats", value=self.repeats)
 
 
 def replay(
@@ -233,7 +241,7 @@ def _replay_native(
         wall_ns=int(result.best_wall_ns),
         ops_done=int(result.ops_done),
         peak_reserved=int(result.peak_reserved_bytes),
-        reserved_source=native.RESERVED_SOURCES[result.reserved_source],
+        reserved_source=RESERVED_SOURCES[result.reserved_source],
         failures=failures,
         failure_count=int(result.n_failures),
         outcome=_OUTCOMES[result.status],
@@ -297,7 +305,7 @@ def _failure(
     event = int(program.event_index[op])
     return AllocationFailure(
         event_index=event,
-        place=event_place(log, event),
+        where=log.line_ref(event),
         size_bytes=int(program.size_bytes[op]),
         live_bytes=live_bytes,
         reserved_bytes=reserved_bytes if reserved_bytes >= 0 else None,
@@ -363,7 +371,7 @@ def _report(
 def _python_allocator(spec: ResourceSpec, backend: Backend, program: ReplayProgram) -> Allocator:
     if backend.name == "host":
         return HostAllocator(spec)
-    if spec.kind in ("pool", "arena", "binning", "fixed") or backend.name == "cuda":
+    if spec.kind in RMM_KINDS or backend.name == "cuda":
         return RmmPythonAllocator(spec, backend.device, program.streams)
     return HipAllocator(spec, backend.device, program.streams)
 

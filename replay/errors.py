@@ -1,21 +1,17 @@
-"""Errors raised by the replay library (log loading, analysis, replay).
-
-As in `sizing.errors`, each error carries the exit code a front end should use.
-"""
+"""Errors raised by the replay library (log loading, analysis, replay), under hipmem's one
+error root (`hipmem.errors`): exit code 2 for a malformed request, 1 for everything else."""
 
 from __future__ import annotations
 
-
-class ReplayError(Exception):
-    """Base class: something the user should read as one line."""
-
-    exit_code = 1
+from hipmem import errors
 
 
-class ReplayUsageError(ReplayError):
+class ReplayError(errors.HipmemError):
+    """Base class of the replay library's errors."""
+
+
+class ReplayUsageError(ReplayError, errors.UsageError):
     """The request is malformed (bad option value)."""
-
-    exit_code = 2
 
 
 class LogFormatError(ReplayError):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 # Values of the `action` column (int8).
@@ -32,12 +33,75 @@ COLUMNS: dict[str, str] = {
 
 
 @dataclass(frozen=True)
+class LineRef:
+    """A place in the input: file and 1-based line (header = 1). JSON: `source` and `line`."""
+
+    source: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.line}"
+
+    def as_dict(self) -> dict[str, object]:
+        return {"source": self.source, "line": self.line}
+
+
+@dataclass(frozen=True)
 class SkippedRow:
     """A row the lenient loader could not read, kept so nothing is dropped silently."""
 
     source: str
     line: int
     reason: str
+
+
+@dataclass(frozen=True)
+class OomEvent:
+    """An `oom` entry of a PyTorch snapshot: the request refused and the device's free bytes."""
+
+    where: LineRef
+    size_bytes: int
+    device_free_bytes: int | None
+
+
+@dataclass
+class Recording:
+    """What a PyTorch memory snapshot says beyond the allocation events, for one device.
+
+    `reserved_*` is the memory PyTorch's allocator held over time (segment_alloc/segment_map
+    minus segment_free/segment_unmap, from the reserved bytes at the start): the "recorded"
+    figure every replayed resource is compared with.
+    """
+
+    source: str  # the log source this device's events carry (`run.pickle#dev0`)
+    device: int
+    alloc_conf: str  # PYTORCH_CUDA_ALLOC_CONF in force
+    allocator_settings: dict[str, object]
+    trace_entries: int
+    pre_recording_allocations: int  # made before recording began (line 0 in the events)
+    start_reserved_bytes: int
+    peak_reserved_bytes: int
+    peak_reserved_time_ns: int | None
+    reserved_time_ns: np.ndarray  # int64: when the reserved bytes changed
+    reserved_bytes: np.ndarray  # int64: the reserved bytes from then on
+    ooms: list[OomEvent] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "source": self.source,
+            "device": self.device,
+            "alloc_conf": self.alloc_conf,
+            "allocator_settings": self.allocator_settings,
+            "trace_entries": self.trace_entries,
+            "pre_recording_allocations": self.pre_recording_allocations,
+            "start_reserved_bytes": self.start_reserved_bytes,
+            "peak_reserved_bytes": self.peak_reserved_bytes,
+            "peak_reserved_time_ns": self.peak_reserved_time_ns,
+            "ooms": [
+                {**o.where.as_dict(), "size_bytes": o.size_bytes, "device_free_bytes":
+                 o.device_free_bytes} for o in self.ooms
+            ],
+        }  # fmt: skip
 
 
 @dataclass
@@ -48,3 +112,9 @@ class AllocationLog:
     sources: list[str]
     skipped: list[SkippedRow] = field(default_factory=list)
     skipped_count: int = 0  # may exceed len(skipped): only the first few are kept in full
+    recordings: list[Recording] = field(default_factory=list)  # one per snapshot device read
+
+    def line_ref(self, event_index: int) -> LineRef:
+        """Where event `event_index` (a row of `events`) stands in its file."""
+        row = self.events.iloc[event_index]
+        return LineRef(self.sources[int(row["file_index"])], int(row["line"]))

@@ -52,6 +52,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
+from hipmem.progress import ProgressCallback
 from replay.errors import LogFormatError, ReplayUsageError
 from replay.events import (
     ALLOCATE,
@@ -59,8 +60,10 @@ from replay.events import (
     COLUMNS,
     FREE,
     AllocationLog,
+    Recording,
     SkippedRow,
 )
+from replay.snapshot import is_snapshot, read_snapshot
 
 HEADER_WITH_THREAD = "Thread,Time,Action,Pointer,Size,Stream"
 HEADER_WITHOUT_THREAD = "Time,Action,Pointer,Size,Stream"
@@ -75,7 +78,6 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _ACTION_CODES = {b"allocate": ALLOCATE, b"free": FREE, b"allocate failure": ALLOCATE_FAILURE}
 _DEVICE_NAME = re.compile(r"\.dev(\d+)\.csv(\.gz)?$")
 
-ProgressFn = Callable[[int, "int | None", str], None]
 BoolArray = npt.NDArray[np.bool_]
 Int64Array = npt.NDArray[np.int64]
 UInt64Array = npt.NDArray[np.uint64]
@@ -106,7 +108,7 @@ def device_of(path: str | Path) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def find_log_files(paths: Iterable[str | Path]) -> list[Path]:
+def find_log_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     """Resolve the paths a user gave: each existing file as is; a missing `<name>.csv[.gz]`
     whose per-device siblings `<name>.dev<N>.csv[.gz]` exist stands for those, by device."""
     found: list[Path] = []
@@ -754,38 +756,60 @@ def load_log_file(path: Path, file_index: int, *, source: str | None = None) -> 
 
 
 def load_log(
-    paths: Sequence[str | Path],
+    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     *,
     strict: bool = False,
-    progress: ProgressFn | None = None,
+    progress: ProgressCallback | None = None,
 ) -> AllocationLog:
     """Load one or more log files into one `AllocationLog` (file order, then row order).
+
+    `paths` is one path or a list of them.
 
     Lenient (default): rows that cannot be read are skipped, counted and kept (the first
     `MAX_KEPT_SKIPS`) with their line numbers. Strict: the first such row raises
     `BadLogRowError` naming file and line. Unreadable files (missing, empty, no header,
     `.gz` that is not gzip) raise in both modes.
     """
-    files = find_log_files(paths)
+    # A lone path is one file, never a sequence of one-character names.
+    files = find_log_files([paths] if isinstance(paths, (str, os.PathLike)) else paths)
     if len(files) > np.iinfo(np.int16).max:
         raise ReplayUsageError(f"too many log files ({len(files)}); at most 32767 at once")
     total_bytes = sum(f.stat().st_size for f in files)
     done_bytes = 0
     parts: list[_FileEvents] = []
-    for index, path in enumerate(files):
+    sources: list[str] = []
+    recordings: list[Recording] = []
+    for path in files:
         if progress:
             progress(done_bytes, total_bytes, path.name)
-        part = load_log_file(path, index)
-        if strict and part.skipped_count:
-            first = part.skipped[0]
-            more = part.skipped_count - 1
-            tail = f" (and {more} more bad rows)" if more else ""
-            raise BadLogRowError(f"{first.source}:{first.line}: {first.reason}{tail}")
-        parts.append(part)
+        # A PyTorch snapshot is recognised by its content: one source per device it holds.
+        if is_snapshot(path):
+            for device in read_snapshot(path):
+                device.columns["file_index"] = np.full(
+                    len(device.columns["line"]), len(sources), dtype=np.int16
+                )
+                file_part = _FileEvents(device.columns, device.skipped, device.skipped_count)
+                parts.append(_checked_strict(file_part, strict))
+                sources.append(device.recording.source)
+                recordings.append(device.recording)
+        else:
+            parts.append(_checked_strict(load_log_file(path, len(sources)), strict))
+            sources.append(str(path))
         done_bytes += path.stat().st_size
     if progress:
         progress(total_bytes, total_bytes, "")
-    return _join(parts, [str(f) for f in files])
+    log = _join(parts, sources)
+    log.recordings = recordings
+    return log
+
+
+def _checked_strict(part: _FileEvents, strict: bool) -> _FileEvents:
+    if strict and part.skipped_count:
+        first = part.skipped[0]
+        more = part.skipped_count - 1
+        tail = f" (and {more} more bad rows)" if more else ""
+        raise BadLogRowError(f"{first.source}:{first.line}: {first.reason}{tail}")
+    return part
 
 
 def _join(parts: list[_FileEvents], sources: list[str]) -> AllocationLog:

@@ -16,8 +16,9 @@ import numpy as np
 import numpy.typing as npt
 
 from replay.analysis import LiveTrace, LogSummary, owner_traces
-from replay.events import AllocationLog
+from replay.events import AllocationLog, Recording
 from replay.plot_files import byte_unit, check_plot_path, plain_text, save_atomically
+from replay.pyplot import pyplot
 
 MAX_POINTS = 4000  # envelope columns per line: about one per pixel of a wide figure
 
@@ -46,16 +47,13 @@ def plot_timeline(
 ) -> None:
     """Draw live bytes over events (top) and over seconds since the first event (bottom);
     with `per_stream`, the top panel stacks each stream's live bytes under the total."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display: render to files only
-    import matplotlib.pyplot as plt
-
     check_plot_path(path)
+    plt = pyplot()
     events = log.events
     live = trace.live_bytes
     seconds = (events["time_ns"].to_numpy() - (summary.first_time_ns or 0)) / 1e9
-    scale, unit = byte_unit(summary.peak_live_bytes)
+    recorded_peak = max((r.peak_reserved_bytes for r in log.recordings), default=0)
+    scale, unit = byte_unit(max(summary.peak_live_bytes, recorded_peak))
 
     figure, (by_event, by_time) = plt.subplots(2, 1, figsize=(12, 7), constrained_layout=True)
     if per_stream:  # stacked, so that the streams add up to the total instead of tangling
@@ -64,6 +62,8 @@ def plot_timeline(
     label = "all streams" if per_stream else "live bytes"
     by_event.plot(xs, ys / scale, linewidth=0.8, label=label, color="black" if per_stream else None)
     by_time.plot(seconds[xs], ys / scale, linewidth=0.8, label=label)
+    for recording in log.recordings:
+        _draw_recorded(by_event, by_time, log, recording, summary.first_time_ns or 0, scale)
 
     if summary.peak:
         peak_y = summary.peak.live_bytes / scale
@@ -78,12 +78,27 @@ def plot_timeline(
     by_event.set_title(plain_text(f"Live bytes of {names} ({summary.events:,} events)"))
     _style(by_event, "event (row of the log)", unit)
     _style(by_time, "seconds since the first event", unit)
-    if per_stream:  # beside the plot, never over the data
+    if per_stream or log.recordings:  # beside the plot, never over the data
         by_event.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     try:
         save_atomically(figure, path)
     finally:
         plt.close(figure)
+
+
+def _draw_recorded(
+    by_event: Any, by_time: Any, log: AllocationLog, recording: Recording, t0_ns: int, scale: int
+) -> None:
+    """A PyTorch snapshot's own reserved memory, as a step line under the live bytes."""
+    times = np.concatenate(([t0_ns], recording.reserved_time_ns))
+    levels = np.concatenate(([recording.start_reserved_bytes], recording.reserved_bytes)) / scale
+    end_ns = int(log.events["time_ns"].max()) if len(log.events) else t0_ns
+    times, levels = np.append(times, max(end_ns, int(times[-1]))), np.append(levels, levels[-1])
+    rows = np.searchsorted(log.events["time_ns"].to_numpy(), times)
+    label = plain_text(f"reserved by PyTorch ({Path(recording.source).name})")
+    style = {"where": "post", "linewidth": 1.0, "color": "tab:orange", "label": label}
+    by_event.step(rows, levels, **style)
+    by_time.step((times - t0_ns) / 1e9, levels, **style)
 
 
 def _stack_streams(axes: Any, events: Any, trace: LiveTrace, scale: int) -> None:

@@ -18,13 +18,14 @@ import importlib.util
 import os
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 import numpy as np
 
+from hipmem.atomic_write import atomic_output
+from hipmem.cache_root import cache_dir
 from replay.errors import ReplayError
 
 SOURCE = Path(__file__).with_name("csrc") / "replay_core.cu"
@@ -42,12 +43,6 @@ KIND_CODES = {
     "fixed": 7,
     "pinned": 8,
 }
-# Shared with replay_core.cu (enum hm_reserved_source).
-RESERVED_SOURCES = (
-    "resource statistics (bytes taken from upstream)",
-    "memory pool attribute (ReservedMemHigh)",
-    "device free memory (sampled)",
-)
 STATUS_OK, STATUS_STOPPED, STATUS_CANCELLED, STATUS_ERROR = 0, 1, 2, 3
 ADVISE_BITS = {"preferred_location": 1, "read_mostly": 2, "accessed_by": 4}
 
@@ -141,10 +136,7 @@ class Toolchain:
 
 
 def _cache_dir() -> Path:
-    if os.environ.get("HIPMEM_CACHE"):
-        return Path(os.environ["HIPMEM_CACHE"]) / "replay-core"
-    base = os.environ.get("XDG_CACHE_HOME")
-    return (Path(base) if base else Path.home() / ".cache") / "hipmem" / "replay-core"
+    return cache_dir() / "replay-core"
 
 
 def _package_dir(name: str) -> Path | None:
@@ -241,12 +233,10 @@ def _build(toolchain: Toolchain) -> Path:
     target = _cache_dir() / f"replay_core-{toolchain.flavour}-{digest.hexdigest()[:16]}.so"
     if target.is_file():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=target.parent, suffix=".so.tmp")
-    os.close(fd)
-    try:
+    # Built aside and renamed, so a process loading the core never sees a half-written file.
+    with atomic_output(target, suffix=".so.tmp") as temp:
         done = subprocess.run(
-            [*toolchain.command, "-o", temp], capture_output=True, text=True, check=False
+            [*toolchain.command, "-o", str(temp)], capture_output=True, text=True, check=False
         )
         if done.returncode != 0:
             first = next(
@@ -255,10 +245,48 @@ def _build(toolchain: Toolchain) -> Path:
             raise NativeCoreUnavailable(
                 f"building the {toolchain.flavour} replay core failed: {first.strip()}"
             )
-        Path(temp).replace(target)
-    finally:
-        Path(temp).unlink(missing_ok=True)
     return target
+
+
+# replay_core.cu's HM_ABI_VERSION: bump both together whenever a struct or enum changes.
+ABI_VERSION = 1
+
+
+class _Abi(ctypes.Structure):
+    _fields_ = [
+        ("version", ctypes.c_int32),
+        ("config_bytes", ctypes.c_int32),
+        ("program_bytes", ctypes.c_int32),
+        ("outputs_bytes", ctypes.c_int32),
+        ("result_bytes", ctypes.c_int32),
+    ]
+
+
+def check_abi(
+    library: ctypes.CDLL, structs: dict[str, type[ctypes.Structure]] | None = None
+) -> None:
+    """Refuse a core whose ABI version or struct sizes differ from these bindings'."""
+    structs = structs or {
+        "config": Config,
+        "program": Program,
+        "outputs": Outputs,
+        "result": Result,
+    }
+    if not hasattr(library, "hm_abi_info"):
+        raise NativeCoreUnavailable("the replay core predates the ABI handshake: rebuild it")
+    abi = _Abi()
+    library.hm_abi_info(ctypes.byref(abi))
+    if abi.version != ABI_VERSION:
+        raise NativeCoreUnavailable(
+            f"replay core ABI {abi.version}, bindings ABI {ABI_VERSION}: rebuild the core"
+        )
+    for name, struct in structs.items():
+        core_bytes = getattr(abi, f"{name}_bytes")
+        if core_bytes != ctypes.sizeof(struct):
+            raise NativeCoreUnavailable(
+                f"replay core's hm_{name} is {core_bytes} bytes, the bindings' "
+                f"{ctypes.sizeof(struct)}: replay_core.cu and replay/native.py disagree"
+            )
 
 
 @cache
@@ -270,6 +298,7 @@ def load(flavour: str) -> ctypes.CDLL:
         library = ctypes.CDLL(str(path))
     except OSError as err:
         raise NativeCoreUnavailable(f"cannot load the replay core {path}: {err}") from None
+    check_abi(library)
     library.hm_replay.argtypes = [
         ctypes.POINTER(Config),
         ctypes.POINTER(Program),

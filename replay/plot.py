@@ -21,6 +21,7 @@ import numpy as np
 
 from replay.plot_files import byte_unit, check_plot_path, plain_text, save_atomically
 from replay.program import ReplayProgram
+from replay.pyplot import pyplot
 from replay.report import ReplayReport
 
 _POINTS = 4000  # the requested curve is thinned to about this many points
@@ -34,12 +35,8 @@ def write_plot(
     limits: Mapping[str, int | None] | None = None,
 ) -> None:
     """Draw the replay to `path` (.png or .svg); `limits` maps a resource label to its cap."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     check_plot_path(path)
+    plt = pyplot()
     limits = limits or {}
     tallest = max(
         [program.peak_requested_bytes]

@@ -8,11 +8,12 @@ file is written atomically: a temporary file beside it, then a rename.
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from hipmem.atomic_write import atomic_output
 from replay.errors import ReplayUsageError
+from replay.pyplot import require_matplotlib
 
 PLOT_SUFFIXES = (".png", ".svg")
 _UNITS = ((1024**4, "TiB"), (1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB"))
@@ -23,16 +24,22 @@ class PlotPathError(ReplayUsageError):
 
 
 def check_plot_path(path: Path) -> None:
-    """Reject an unsupported suffix, a missing folder or a folder given as the file."""
+    """Reject a missing matplotlib, an unsupported suffix, a missing or unwritable folder, or a
+    folder given as the file."""
+    require_matplotlib()
     if path.suffix.lower() not in PLOT_SUFFIXES:
-        raise PlotPathError(f"--plot: '{path}' must end in .png or .svg (the suffix picks it)")
+        _refuse(path, "must end in .png or .svg (the suffix picks it)")
     folder = path.parent
     if not folder.is_dir():
-        raise PlotPathError(f"--plot: folder '{folder}' does not exist")
+        _refuse(path, f"folder '{folder}' does not exist")
     if path.is_dir():
-        raise PlotPathError(f"--plot: '{path}' is a folder; give a file name")
+        _refuse(path, "is a folder; give a file name")
     if not os.access(folder, os.W_OK):
-        raise PlotPathError(f"--plot: folder '{folder}' is not writable")
+        _refuse(path, f"folder '{folder}' is not writable")
+
+
+def _refuse(path: Path, why: str) -> None:
+    raise PlotPathError(why, parameter="plot", value=str(path))
 
 
 def byte_unit(peak_bytes: int) -> tuple[int, str]:
@@ -50,11 +57,5 @@ def plain_text(text: str) -> str:
 
 def save_atomically(figure: Any, path: Path) -> None:
     fmt = path.suffix.lower().lstrip(".")
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as tmp:
-            figure.savefig(tmp, format=fmt, dpi=110)
-        Path(tmp_name).replace(path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    with atomic_output(path, suffix=f".{fmt}") as tmp:
+        figure.savefig(tmp, format=fmt, dpi=110)

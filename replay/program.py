@@ -23,36 +23,62 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from replay.analysis import live_trace
-from replay.events import ALLOCATE, ALLOCATE_FAILURE, FREE, AllocationLog
+from replay.events import ALLOCATE, ALLOCATE_FAILURE, FREE, AllocationLog, LineRef
 
 OP_ALLOCATE = 0
 OP_FREE = 1
 _EXAMPLES = 5  # anomalies kept in full per kind; the rest are counted
 
 
+@dataclass(frozen=True)
+class AnomalyExample:
+    """One place where the log does not replay literally."""
+
+    anomaly: str  # the name `log inspect` uses (free_unknown_pointer, allocate_live_pointer)
+    where: LineRef
+    pointer: int
+
+    def __str__(self) -> str:
+        return f"{self.where}: {_EXAMPLE_TEXT[self.anomaly]} ({self.pointer:#x})"
+
+
+_EXAMPLE_TEXT = {
+    "free_unknown_pointer": "free of a pointer that is not live",
+    "allocate_live_pointer": "allocate of a pointer that is already live",
+}
+
+
 @dataclass
 class Anomalies:
-    """What in the log does not replay literally, with the first few places each happened."""
+    """What in the log does not replay literally, with the first few places each happened.
+
+    Names and counting rules are `log inspect`'s (replay.analysis): "live at end" counts the
+    allocations never freed that hold bytes; zero-byte ones are counted apart.
+    """
 
     zero_byte_allocations: int = 0
-    unknown_frees: int = 0
-    live_pointer_allocations: int = 0
-    live_pointer_zero_size: int = 0
-    logged_failures: int = 0
-    never_freed: int = 0
-    never_freed_bytes: int = 0
-    examples: list[str] = field(default_factory=list)
+    free_unknown_pointer: int = 0
+    allocate_live_pointer: int = 0
+    allocate_live_pointer_zero_size: int = 0
+    allocate_failure: int = 0
+    live_at_end_count: int = 0
+    live_at_end_bytes: int = 0
+    zero_byte_live_at_end: int = 0
+    examples: list[AnomalyExample] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
         return {
             "zero_byte_allocations": self.zero_byte_allocations,
-            "unknown_frees": self.unknown_frees,
-            "live_pointer_allocations": self.live_pointer_allocations,
-            "live_pointer_zero_size": self.live_pointer_zero_size,
-            "logged_failures": self.logged_failures,
-            "never_freed": self.never_freed,
-            "never_freed_bytes": self.never_freed_bytes,
-            "examples": list(self.examples),
+            "free_unknown_pointer": self.free_unknown_pointer,
+            "allocate_live_pointer": self.allocate_live_pointer,
+            "allocate_live_pointer_zero_size": self.allocate_live_pointer_zero_size,
+            "allocate_failure": self.allocate_failure,
+            "live_at_end": {"count": self.live_at_end_count, "bytes": self.live_at_end_bytes},
+            "zero_byte_live_at_end": self.zero_byte_live_at_end,
+            "examples": [
+                {"anomaly": e.anomaly, **e.where.as_dict(), "pointer": e.pointer}
+                for e in self.examples
+            ],
         }
 
 
@@ -151,15 +177,16 @@ def build_program(log: AllocationLog) -> ReplayProgram:
 
     freed_slots = np.zeros(int(is_alloc.sum()), dtype=bool)
     freed_slots[slot[op == OP_FREE]] = True
-    never_freed = ~freed_slots
+    never_freed_sizes = size[alloc][~freed_slots]
     anomalies = Anomalies(
         zero_byte_allocations=int((is_alloc & (size == 0)).sum()),
-        unknown_frees=int(unknown_free.sum()),
-        live_pointer_allocations=int((replacing & ~replacing_zero).sum()),
-        live_pointer_zero_size=int(replacing_zero.sum()),
-        logged_failures=int((action == ALLOCATE_FAILURE).sum()),
-        never_freed=int(never_freed.sum()),
-        never_freed_bytes=int(size[alloc][never_freed].sum()),
+        free_unknown_pointer=int(unknown_free.sum()),
+        allocate_live_pointer=int((replacing & ~replacing_zero).sum()),
+        allocate_live_pointer_zero_size=int(replacing_zero.sum()),
+        allocate_failure=int((action == ALLOCATE_FAILURE).sum()),
+        live_at_end_count=int((never_freed_sizes > 0).sum()),
+        live_at_end_bytes=int(never_freed_sizes.sum()),
+        zero_byte_live_at_end=int((never_freed_sizes == 0).sum()),
         examples=_examples(log, unknown_free, replacing & ~replacing_zero, pointer),
     )
     return ReplayProgram(
@@ -178,20 +205,14 @@ def build_program(log: AllocationLog) -> ReplayProgram:
     )
 
 
-def event_place(log: AllocationLog, event_index: int) -> str:
-    """`file:line` of a log row, for messages."""
-    row = log.events.iloc[event_index]
-    return f"{log.sources[int(row['file_index'])]}:{int(row['line'])}"
-
-
 def _examples(
     log: AllocationLog, unknown_free: np.ndarray, replacing: np.ndarray, pointer: np.ndarray
-) -> list[str]:
+) -> list[AnomalyExample]:
     found = []
-    for mask, what in (
-        (unknown_free, "free of a pointer that is not live"),
-        (replacing, "allocate of a pointer that is already live"),
+    for mask, anomaly in (
+        (unknown_free, "free_unknown_pointer"),
+        (replacing, "allocate_live_pointer"),
     ):
         for i in np.flatnonzero(mask)[:_EXAMPLES]:
-            found.append(f"{event_place(log, int(i))}: {what} ({int(pointer[i]):#x})")
+            found.append(AnomalyExample(anomaly, log.line_ref(int(i)), int(pointer[i])))
     return found

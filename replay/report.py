@@ -6,7 +6,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from replay.events import AllocationLog, LineRef
 from replay.program import Anomalies
+
+# Where a report's peak reserved figure comes from. The order is replay_core.cu's enum
+# hm_reserved_source, which reports an index into this tuple.
+RESERVED_FROM_RESOURCE = "resource statistics (bytes taken from upstream)"
+RESERVED_FROM_POOL_ATTRIBUTE = "memory pool attribute (ReservedMemHigh)"
+RESERVED_FROM_FREE_MEMORY = "device free memory (sampled)"
+RESERVED_SOURCES = (RESERVED_FROM_RESOURCE, RESERVED_FROM_POOL_ATTRIBUTE, RESERVED_FROM_FREE_MEMORY)
 
 
 @dataclass(frozen=True)
@@ -31,7 +39,7 @@ class AllocationFailure:
     """An allocation the resource refused during the replay."""
 
     event_index: int  # row of the log (position in AllocationLog.events)
-    place: str  # file:line
+    where: LineRef  # the log row
     size_bytes: int
     live_bytes: int  # bytes the replay held at that moment
     reserved_bytes: int | None  # what the resource had taken from the device, when known
@@ -125,7 +133,7 @@ class ReplayReport:
             "failures": [
                 {
                     "event_index": f.event_index,
-                    "place": f.place,
+                    **f.where.as_dict(),
                     "size_bytes": f.size_bytes,
                     "live_bytes": f.live_bytes,
                     "reserved_bytes": f.reserved_bytes,
@@ -136,3 +144,42 @@ class ReplayReport:
             "unreturned_bytes": self.unreturned_bytes,
             "anomalies": self.anomalies.as_dict(),
         }
+
+
+@dataclass(frozen=True)
+class RecordedFigures:
+    """What a PyTorch snapshot's own allocator did: the column beside every replayed resource,
+    so the first table answers "would this resource reserve less than what I have now?"."""
+
+    alloc_conf: str  # PYTORCH_CUDA_ALLOC_CONF of the recording
+    peak_requested_bytes: int
+    peak_reserved_bytes: int  # summed over the devices recorded
+    failure_count: int  # `oom` entries
+
+    @property
+    def fragmentation(self) -> float | None:
+        if self.peak_requested_bytes <= 0:
+            return None
+        return self.peak_reserved_bytes / self.peak_requested_bytes
+
+    def as_dict(self) -> dict[str, object]:
+        fragmentation = self.fragmentation
+        return {
+            "alloc_conf": self.alloc_conf,
+            "peak_requested_bytes": self.peak_requested_bytes,
+            "peak_reserved_bytes": self.peak_reserved_bytes,
+            "fragmentation": None if fragmentation is None else round(fragmentation, 4),
+            "failure_count": self.failure_count,
+        }
+
+
+def recorded_figures(log: AllocationLog, peak_requested_bytes: int) -> RecordedFigures | None:
+    """The recording's own figures, when the log came from PyTorch snapshots; else None."""
+    if not log.recordings:
+        return None
+    return RecordedFigures(
+        alloc_conf="; ".join(sorted({r.alloc_conf for r in log.recordings})),
+        peak_requested_bytes=peak_requested_bytes,
+        peak_reserved_bytes=sum(r.peak_reserved_bytes for r in log.recordings),
+        failure_count=sum(len(r.ooms) for r in log.recordings),
+    )

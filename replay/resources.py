@@ -11,64 +11,25 @@ A spec is `KIND[:key=value,key=value...]`, for example
 Kinds follow RMM/hipMM's names (`pool`, `arena`, `binning`, `fixed`, `async`, `managed`) and
 the vendor's plain allocator (`cuda` and `hip` both mean cudaMalloc/hipMalloc on the chosen
 backend); `host` is host memory (plain, or pinned with `pinned=1`). Any kind takes
-`limit=BYTES`, which caps it with RMM's limiting adaptor. Sizes accept `int | str` as RMM's
-Python API does: `1073741824`, `1GiB`, `1.5GB`, `512MiB`, `0x1000`.
+`limit=BYTES`, which caps it with RMM's limiting adaptor. Sizes follow hipmem's one byte
+grammar (`hipmem.byte_sizes`): `1073741824`, `1GiB`, `1.5GiB`, `512MiB`; `8GB` is refused as
+ambiguous, with the IEC spelling to use.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Union
 
+from hipmem.byte_sizes import format_bytes_exact, parse_bytes
+from hipmem.errors import HipmemError
 from replay.errors import ReplayUsageError
 
 OptionValue = Union[int, str, bool, None]  # noqa: UP007 - a runtime alias on Python 3.10
 
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "k": 10**3,
-    "kb": 10**3,
-    "m": 10**6,
-    "mb": 10**6,
-    "g": 10**9,
-    "gb": 10**9,
-    "t": 10**12,
-    "tb": 10**12,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
-}
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$")
-
 # RMM's pools and limits work in 256-byte units (rmm::CUDA_ALLOCATION_ALIGNMENT).
 ALIGNMENT_BYTES = 256
-
-
-def parse_bytes(value: int | str, *, what: str = "size") -> int:
-    """`int | str` to bytes, as RMM's Python API accepts them: 4096, '4KiB', '1.5GB', '0x1000'."""
-    if isinstance(value, bool):
-        raise ReplayUsageError(f"{what}: expected a size, got {value!r}")
-    if isinstance(value, int):
-        if value < 0:
-            raise ReplayUsageError(f"{what}: size must not be negative, got {value}")
-        return value
-    text = value.strip()
-    if text.lower().startswith("0x"):
-        try:
-            return int(text, 16)
-        except ValueError:
-            raise ReplayUsageError(f"{what}: {value!r} is not a size") from None
-    match = _SIZE_RE.match(text)
-    unit = match.group(2).lower() if match else None
-    if match is None or unit not in _UNITS:
-        raise ReplayUsageError(
-            f"{what}: {value!r} is not a size (use bytes or a unit: KiB MiB GiB TiB, KB MB GB TB)"
-        )
-    return int(float(match.group(1)) * _UNITS[unit])
 
 
 def _parse_bool(value: str, what: str) -> bool:
@@ -102,14 +63,14 @@ def _parse_advice(value: str, what: str) -> str:
 def _choice(choices: tuple[str, ...]) -> Callable[[str, str], str]:
     def parse(value: str, what: str) -> str:
         if value not in choices:
-            raise ReplayUsageError(f"{what}: {value!r} is not one of {', '.join(choices)}")
+            raise ReplayUsageError(f"not one of {', '.join(choices)}", parameter=what, value=value)
         return value
 
     return parse
 
 
 def _size(value: str, what: str) -> int:
-    return parse_bytes(value, what=what)
+    return parse_bytes(value, name=what)
 
 
 _Parser = Callable[[str, str], OptionValue]
@@ -147,7 +108,11 @@ _OPTIONS: dict[str, dict[str, tuple[_Parser, OptionValue]]] = {
 }
 KINDS = tuple(_OPTIONS)
 # Kinds that pool memory: the ones --find-capacity sizes by their pool size or a limit.
-POOLING_KINDS = ("pool", "arena", "binning", "fixed", "async")
+# RMM's own memory resources: no plain vendor call does what they do.
+RMM_KINDS = ("pool", "arena", "binning", "fixed")
+# Resources whose reuse of freed memory follows stream order (and so can vary between runs
+# of a multi-stream log).
+STREAM_ORDERED_KINDS = (*RMM_KINDS, "async")
 
 
 @dataclass(frozen=True)
@@ -185,28 +150,25 @@ class ResourceSpec:
 def _with_option(text: str, name: str, value: int) -> str:
     kind, _, rest = text.partition(":")
     pairs = [p for p in rest.split(",") if p and not p.startswith(f"{name}=")]
-    pairs.append(f"{name}={exact_size_text(value)}")
+    pairs.append(f"{name}={format_bytes_exact(value)}")
     return f"{kind}:{','.join(pairs)}"
 
 
-def exact_size_text(n_bytes: int) -> str:
-    """Bytes in the largest IEC unit that holds them exactly: 23068672 -> '22MiB'."""
-    for shift, unit in ((40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")):
-        if n_bytes and n_bytes % (1 << shift) == 0:
-            return f"{n_bytes >> shift}{unit}"
-    return str(n_bytes)
-
 
 def parse_spec(text: str) -> ResourceSpec:
-    """Parse `KIND[:key=value,...]`; raise ReplayUsageError naming the bad part."""
+    """Parse `KIND[:key=value,...]`; raise ReplayUsageError naming the spec and its bad part."""
     raw = text.strip()
+    try:
+        return _parse_spec(raw)
+    except HipmemError as err:
+        raise ReplayUsageError(str(err), parameter="spec", value=raw) from None
+
+
+def _parse_spec(raw: str) -> ResourceSpec:
     kind, _, rest = raw.partition(":")
     kind = kind.strip().lower()
-    where = f"--resource {raw!r}"
     if kind not in _OPTIONS:
-        raise ReplayUsageError(
-            f"{where}: unknown resource kind {kind!r} (one of {', '.join(KINDS)})"
-        )
+        raise ReplayUsageError(f"unknown resource kind {kind!r} (one of {', '.join(KINDS)})")
     schema = _OPTIONS[kind]
     options: dict[str, OptionValue] = {name: default for name, (_, default) in schema.items()}
     limit_bytes: int | None = None
@@ -214,39 +176,39 @@ def parse_spec(text: str) -> ResourceSpec:
         name, sep, value = pair.partition("=")
         name = name.strip().lower()
         if not sep or not value.strip():
-            raise ReplayUsageError(f"{where}: expected key=value, got {pair!r}")
+            raise ReplayUsageError(f"expected key=value, got {pair!r}")
         if name == "limit":
-            limit_bytes = parse_bytes(value, what=f"{where}: limit")
+            limit_bytes = parse_bytes(value, name="limit")
             continue
         if name not in schema:
             allowed = ", ".join([*schema, "limit"])
-            raise ReplayUsageError(f"{where}: {kind} has no option {name!r} (options: {allowed})")
+            raise ReplayUsageError(f"{kind} has no option {name!r} (options: {allowed})")
         parser, _ = schema[name]
-        options[name] = parser(value.strip(), f"{where}: {name}")
+        options[name] = parser(value.strip(), name)
     spec = ResourceSpec(kind=kind, options=options, limit_bytes=limit_bytes, text=raw)
-    _validate(spec, where)
+    _validate(spec)
     return spec
 
 
-def _validate(spec: ResourceSpec, where: str) -> None:
+def _validate(spec: ResourceSpec) -> None:
     if spec.kind == "binning":
         low, high = spec.options["min_exp"], spec.options["max_exp"]
         assert isinstance(low, int) and isinstance(high, int)
         if not 0 < low <= high < 63:
-            raise ReplayUsageError(f"{where}: need 0 < min_exp <= max_exp < 63, got {low}..{high}")
+            raise ReplayUsageError(f"need 0 < min_exp <= max_exp < 63, got {low}..{high}")
     if spec.kind in ("pool", "binning"):
         for name in ("initial", "maximum"):
             value = spec.option_bytes(name)
             if value is not None and value % ALIGNMENT_BYTES:
                 raise ReplayUsageError(
-                    f"{where}: {name}={value} must be a multiple of {ALIGNMENT_BYTES} bytes"
+                    f"{name}={value} must be a multiple of {ALIGNMENT_BYTES} bytes"
                 )
         maximum = spec.option_bytes("maximum")
         initial = spec.option_bytes("initial") or 0
         if maximum is not None and maximum < initial:
-            raise ReplayUsageError(f"{where}: maximum ({maximum}) is below initial ({initial})")
+            raise ReplayUsageError(f"maximum ({maximum}) is below initial ({initial})")
     if spec.kind == "fixed":
         block = spec.option_bytes("block")
         prealloc = spec.options["prealloc"]
         if not block or not isinstance(prealloc, int) or prealloc < 1:
-            raise ReplayUsageError(f"{where}: block and prealloc must be positive")
+            raise ReplayUsageError("block and prealloc must be positive")

@@ -19,18 +19,16 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from hipmem.progress import ProgressCallback
 from sizing.call_spec import Call, Value, make_call
 from sizing.catalog import Catalog, Routine, load_catalog
 from sizing.errors import CallLogError, SizingError
-
-Progress = Callable[[int, "int | None", str], None]
 
 # Kinds of line that are not calls (Problem.kind).
 NOT_A_CALL = "not a call"
@@ -153,7 +151,7 @@ class _LineError(Exception):
 
 
 def read_call_log(
-    path: Path, catalog: Catalog | None = None, progress: Progress | None = None
+    path: Path, catalog: Catalog | None = None, progress: ProgressCallback | None = None
 ) -> CallLog:
     """Stream one log file; every distinct line parsed once. Raises CallLogError when the
     file is a rocSOLVER trace/profile log (they record no arguments) or cannot be read."""
@@ -165,7 +163,9 @@ def read_call_log(
     return reader.finish(line_count)
 
 
-def _count_lines(path: Path, progress: Progress | None) -> tuple[dict[bytes, list[int]], int]:
+def _count_lines(
+    path: Path, progress: ProgressCallback | None
+) -> tuple[dict[bytes, list[int]], int]:
     """Identical lines counted while streaming: {line: [first line number, count]}."""
     distinct: dict[bytes, list[int]] = {}
     try:

@@ -156,22 +156,14 @@ ROCSOLVER_FAMILY: dict[str, dict[str, str]] = {
         ("sytd2", "sytrd", "hetd2", "hetrd", "syev", "syevd", "syevdj", "heev", "heevd", "heevdj"),
         _TRIDIAG,
     ),
-    **dict.fromkeys(
-        ("syevx", "syevdx", "syevj", "heevx", "heevdx", "heevj"), _SQUARE | _SELECTED
-    ),
-    **dict.fromkeys(
-        ("sygv", "sygvd", "sygvdj", "hegv", "hegvd", "hegvdj"), _TRIDIAG | _PAIR
-    ),
+    **dict.fromkeys(("syevx", "syevdx", "syevj", "heevx", "heevdx", "heevj"), _SQUARE | _SELECTED),
+    **dict.fromkeys(("sygv", "sygvd", "sygvdj", "hegv", "hegvd", "hegvdj"), _TRIDIAG | _PAIR),
     **dict.fromkeys(
         ("sygvx", "sygvdx", "sygvj", "hegvx", "hegvdx", "hegvj"), _SQUARE | _PAIR | _SELECTED
     ),
     **dict.fromkeys(("sygs2", "sygst", "hegs2", "hegst"), _SQUARE | _PAIR),
-    **dict.fromkeys(
-        ("org2r", "orgqr", "org2l", "orgql", "orgl2", "orglq", "orgbr"), _LDA_M
-    ),
-    **dict.fromkeys(
-        ("ung2r", "ungqr", "ung2l", "ungql", "ungl2", "unglq", "ungbr"), _LDA_M
-    ),
+    **dict.fromkeys(("org2r", "orgqr", "org2l", "orgql", "orgl2", "orglq", "orgbr"), _LDA_M),
+    **dict.fromkeys(("ung2r", "ungqr", "ung2l", "ungql", "ungl2", "unglq", "ungbr"), _LDA_M),
     **dict.fromkeys(("orgtr", "ungtr", "lasyf"), _LDA_N),
     **dict.fromkeys(
         ("orm2r", "ormqr", "orm2l", "ormql", "ormtr", "unm2r", "unmqr", "unm2l", "unmql", "unmtr"),
@@ -180,8 +172,7 @@ ROCSOLVER_FAMILY: dict[str, dict[str, str]] = {
     **dict.fromkeys(("orml2", "ormlq", "unml2", "unmlq"), _APPLY_LQ),
     **dict.fromkeys(
         ("ormbr", "unmbr"),
-        _APPLY_Q
-        | {"lda": f"max(1, {_Q_ROWS} if storev == 'column_wise' else min({_Q_ROWS}, k))"},
+        _APPLY_Q | {"lda": f"max(1, {_Q_ROWS} if storev == 'column_wise' else min({_Q_ROWS}, k))"},
     ),
     "bdsqr": {
         "nv": "0",

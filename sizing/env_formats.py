@@ -52,11 +52,11 @@ class EnvVar:
             raise UnsafeVariable(f"refusing to emit {self.name}={self.value!r}")
 
 
-def check_format(name: str, *, option: str = "--format") -> str:
+def check_format(name: str) -> str:
     """The format name, or a usage error listing the known ones."""
     if name not in FORMATS:
         raise UnknownFormat(
-            f"{option} {name!r}: unknown format; choose one of {', '.join(FORMATS)}"
+            f"unknown format; choose one of {', '.join(FORMATS)}", parameter="format", value=name
         )
     return name
 

@@ -1,22 +1,17 @@
-"""Errors raised by the sizing library.
-
-Every error carries the process exit code a front end should use: 2 when the request itself
-is malformed (usage), 1 for everything else (missing libraries, vendor failures).
-"""
+"""Errors raised by the sizing library, under hipmem's one error root (`hipmem.errors`):
+exit code 2 when the request itself is malformed (usage), 1 for everything else."""
 
 from __future__ import annotations
 
-
-class SizingError(Exception):
-    """Base class: something the user should read as one line."""
-
-    exit_code = 1
+from hipmem import errors
 
 
-class UsageError(SizingError):
+class SizingError(errors.HipmemError):
+    """Base class of the sizing library's errors."""
+
+
+class UsageError(SizingError, errors.UsageError):
     """The request is malformed: unknown routine, argument or value."""
-
-    exit_code = 2
 
 
 class UnknownRoutine(UsageError):

@@ -2,7 +2,7 @@
 sized session.
 
     result = size_calls(["rocsolver_dgetrf:m=1024,n=1024"], device="MI210")
-    advice = recommend(result, headroom=parse_headroom("10%"), align_bytes=parse_size("2MiB"))
+    advice = recommend(result, headroom=parse_headroom("10%"), align_bytes=parse_bytes("2MiB"))
     advice.rocblas_device_memory_size_bytes     # plain decimal bytes, as strtoul reads them
 
 rocBLAS reads the variable once per handle: set and > 0, the handle allocates exactly that
@@ -21,44 +21,13 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from hipmem.byte_sizes import BadSize, KiB, MiB, parse_bytes
 from sizing.call_spec import Call
-from sizing.errors import UsageError
 from sizing.session import CallResult, SessionResult
 from sizing.virtual_device import Arch
 
-KiB = 1 << 10
-MiB = 1 << 20
 DEFAULT_HANDLE_BYTES = 32 * MiB
 LARGE_DEFAULT_HANDLE_BYTES = 128 * MiB  # gfx94x (MI300) and gfx950 (MI350)
-
-
-class BadSize(UsageError):
-    """A size, headroom or alignment option is malformed or out of range."""
-
-
-# -- sizes ------------------------------------------------------------------------------------
-# A tiny strict parser rather than a library: humanfriendly 10.0 (the usual choice, last
-# released 2021) silently truncates fractions ('0.3' -> 0) and, in binary mode, reads 'MB'
-# as MiB. Here a size is whole bytes or an IEC unit, and anything ambiguous is refused.
-_IEC_UNITS = {"": 1, "b": 1, "kib": KiB, "mib": MiB, "gib": 1 << 30, "tib": 1 << 40}
-_SIZE = re.compile(r"\s*(\d+)\s*([A-Za-z]*)\s*")
-
-
-def parse_size(text: str, *, option: str = "size") -> int:
-    """Whole bytes from '4096', '64KiB', '2 MiB', '1GiB' (IEC units, any letter case).
-
-    'M', 'MB' and friends are refused: half of all readers take them as 10**6, half as 2**20.
-    """
-    match = _SIZE.fullmatch(text)
-    unit = match.group(2).lower() if match else ""
-    if match is None or unit not in _IEC_UNITS:
-        binary = match is not None and unit[:1] in ("k", "m", "g", "t")
-        hint = f" (did you mean {match.group(1)}{unit[0].upper()}iB?)" if match and binary else ""
-        raise BadSize(
-            f"{option} {text!r}: expected whole bytes or an IEC size such as 4096, 64KiB, "
-            f"2MiB{hint}"
-        )
-    return int(match.group(1)) * _IEC_UNITS[unit]
 
 
 @dataclass(frozen=True)
@@ -79,35 +48,40 @@ class Headroom:
 _PERCENT = re.compile(r"\s*(\d+(?:\.\d+)?)\s*%\s*")
 
 
-def parse_headroom(text: str, *, option: str = "--headroom") -> Headroom:
+def parse_headroom(text: str) -> Headroom:
     """'10%', '12.5%', '64MiB' or '1048576B'; never negative. A bare number other than 0 is
     refused: users mean a percentage as often as bytes."""
     if text.strip().endswith("%"):
         match = _PERCENT.fullmatch(text)
         if match is None:
             raise BadSize(
-                f"{option} {text!r}: expected a non-negative percentage such as 10% or 12.5%"
+                "expected a non-negative percentage such as 10% or 12.5%",
+                parameter="headroom",
+                value=text,
             )
         return Headroom(percent=Fraction(match.group(1)))
     bare = text.strip()
     if bare.isdigit() and int(bare) != 0:  # 10 could be 10% or 10 bytes: ask, never guess
         raise BadSize(
-            f"{option} {text!r}: a number needs a unit; say {bare}% (a percentage) "
-            f"or {bare}B (bytes)"
+            f"a number needs a unit; say {bare}% (a percentage) or {bare}B (bytes)",
+            parameter="headroom",
+            value=text,
         )
     try:
-        return Headroom(fixed_bytes=parse_size(text, option=option))
+        return Headroom(fixed_bytes=parse_bytes(text, name="headroom"))
     except BadSize:
         raise BadSize(
-            f"{option} {text!r}: expected a non-negative percentage (10%) or size (1048576B, 64MiB)"
+            "expected a non-negative percentage (10%) or size (1048576B, 64MiB)",
+            parameter="headroom",
+            value=text,
         ) from None
 
 
-def parse_alignment(text: str, *, option: str = "--align") -> int:
+def parse_alignment(text: str) -> int:
     """A rounding unit in bytes, at least 1 ('2MiB', '64KiB', '4096')."""
-    align_bytes = parse_size(text, option=option)
+    align_bytes = parse_bytes(text, name="align")
     if align_bytes < 1:
-        raise BadSize(f"{option} {text!r}: must be at least 1 byte")
+        raise BadSize("must be at least 1 byte", parameter="align", value=text)
     return align_bytes
 
 
@@ -247,9 +221,9 @@ def recommend(
     """The recommendation for a sized session; `environ` (default os.environ) is checked for
     settings that clash with it."""
     if handles < 1:
-        raise BadSize(f"--handles {handles}: must be at least 1")
+        raise BadSize("must be at least 1", parameter="handles", value=handles)
     if align_bytes < 1:
-        raise BadSize(f"--align {align_bytes}: must be at least 1 byte")
+        raise BadSize("must be at least 1 byte", parameter="align_bytes", value=align_bytes)
     headroom = headroom or Headroom()
     environ = os.environ if environ is None else environ
     headroom_bytes = headroom.bytes_for(result.session_bytes)

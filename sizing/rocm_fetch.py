@@ -25,10 +25,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from sizing.cache import cache_dir, write_atomically
+from hipmem.atomic_write import write_text_atomically
+from hipmem.cache_root import cache_dir
+from hipmem.progress import ProgressCallback, no_progress
 from sizing.errors import FetchError
-
-Progress = Callable[[int, "int | None", str], None]
 
 DEFAULT_SUITE = "sid"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
@@ -133,7 +133,7 @@ def fetch(
     archs: Iterable[str] = SHIPPED_ARCHS,
     suite: str = DEFAULT_SUITE,
     mirror: str = DEFAULT_MIRROR,
-    progress: Progress | None = None,
+    progress: ProgressCallback | None = None,
 ) -> OfflineRocm:
     """Download and unpack the libraries; returns the result. Safe to run again: a complete
     fetch that covers `archs` returns at once, an interrupted one resumes."""
@@ -144,7 +144,7 @@ def fetch(
             f"Debian ships no gemm data for {', '.join(unknown)}; "
             f"choose from {', '.join(SHIPPED_ARCHS)}"
         )
-    report: Progress = progress or _no_progress
+    report: ProgressCallback = progress or no_progress
     done = load_offline(suite)
     if done is not None and set(archs) <= set(done.archs):
         return done  # already complete: no network needed
@@ -163,12 +163,8 @@ def fetch(
         packages={package.name: package.version for package in files},
     )
     manifest = asdict(result) | {"root": str(root)}
-    write_atomically(base / MANIFEST_NAME, json.dumps(manifest, indent=2))
+    write_text_atomically(base / MANIFEST_NAME, json.dumps(manifest, indent=2))
     return result
-
-
-def _no_progress(done: int, total: int | None, label: str = "") -> None:
-    return None
 
 
 # ---- resolving package names to files ------------------------------------------------------
@@ -244,7 +240,7 @@ def _run(command: list[str], what: str) -> str:
 _CHUNK_BYTES = 1 << 20
 
 
-def download_all(files: list[PackageFile], deb_dir: Path, report: Progress) -> list[Path]:
+def download_all(files: list[PackageFile], deb_dir: Path, report: ProgressCallback) -> list[Path]:
     """Download every file not already complete; one progress total over all of them."""
     deb_dir.mkdir(parents=True, exist_ok=True)
     total_bytes = sum(file.size_bytes for file in files)
@@ -314,7 +310,7 @@ def _wanted_members(package: str, archs: list[str]) -> list[str]:
     return patterns
 
 
-def unpack(deb: Path, root: Path, patterns: list[str], report: Progress) -> None:
+def unpack(deb: Path, root: Path, patterns: list[str], report: ProgressCallback) -> None:
     """Extract the members matching `patterns`; skipped when done with the same patterns."""
     marker = root / ".unpacked" / (deb.name + ".json")
     if marker.is_file() and json.loads(marker.read_text()) == patterns:
@@ -331,7 +327,7 @@ def unpack(deb: Path, root: Path, patterns: list[str], report: Progress) -> None
                     archive.extract(member, root, filter=_keep_links)
     if proc.returncode != 0:
         raise FetchError(f"dpkg-deb could not read {deb} (delete it and run again)")
-    write_atomically(marker, json.dumps(patterns))
+    write_text_atomically(marker, json.dumps(patterns))
 
 
 def _matches(name: str, pattern: str) -> bool:

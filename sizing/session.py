@@ -14,11 +14,12 @@ maximum rocBLAS keeps. Identical calls are sized once and counted.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hipmem.progress import ProgressCallback
 from sizing.call_spec import Call, Value, make_call, parse_call
 from sizing.catalog import Catalog, load_catalog
 from sizing.errors import MissingSymbol, NoGpu, SizingError, VendorStatus, WorkerCrashed
@@ -27,7 +28,6 @@ from sizing.virtual_device import Device, resolve
 from sizing.worker_process import Crash, WorkerInfo, WorkerProcess
 
 SIZE_STATUSES = ("size_increased", "size_unchanged", "success")
-Progress = Callable[[int, "int | None", str], None]
 
 
 @dataclass
@@ -123,7 +123,7 @@ class SizingSession:
         return self.size_many([call])[0]
 
     def size_many(
-        self, calls: Iterable[Call | str], progress: Progress | None = None
+        self, calls: Iterable[Call | str], progress: ProgressCallback | None = None
     ) -> list[CallResult]:
         """Size calls in order; identical calls are sized once (their count goes up)."""
         parsed = [parse_call(c, self.catalog) if isinstance(c, str) else c for c in calls]
@@ -141,7 +141,7 @@ class SizingSession:
             self._results[key].count = count
         return [self._results[call.key()] for call in parsed]
 
-    def _size_fresh(self, calls: list[Call], progress: Progress | None) -> None:
+    def _size_fresh(self, calls: list[Call], progress: ProgressCallback | None) -> None:
         encoded = [self._encode(call) for call in calls]
         answers = self._worker.size(encoded)
         for done, (call, answer) in enumerate(zip(calls, answers, strict=True), start=1):
@@ -237,7 +237,7 @@ def size_calls(
     *,
     compute_units: int | None = None,
     rocm_dir: Path | None = None,
-    progress: Progress | None = None,
+    progress: ProgressCallback | None = None,
 ) -> SessionResult:
     """Open a session, size every call, and return the result."""
     with SizingSession(device, compute_units=compute_units, rocm_dir=rocm_dir) as session:

@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from sizing.cache import cache_dir
+from hipmem.cache_root import cache_dir
 from sizing.errors import ShimBuildError
 
 SHIM_SOURCES = Path(__file__).parent / "shim"

@@ -150,7 +150,9 @@ def resolve(name: str, compute_units: int | None = None) -> Device:
     if compute_units is not None:
         if compute_units <= 0:
             raise UnknownDevice(
-                f"--cus must be a positive number of compute units, not {compute_units}"
+                "must be a positive number of compute units",
+                parameter="compute_units",
+                value=compute_units,
             )
         device = replace(device, compute_units=compute_units)
     return device

@@ -12,7 +12,8 @@ symbols). Then, per request line:
       one size query on one handle: the running maximum the library itself keeps.
   {"op": "run", "calls": [CALL, ...]}     -> one {"status": INT} line per call: each call made
       for real, outside any size query (null device pointers: the library logs the call, then
-      rejects it). Used to make rocBLAS write its call logs, which it skips in query mode.
+      rejects it). Used to make rocBLAS write its call logs, which it skips in query mode
+      (`sizing.call_log_recorder`, `hipmem.record_call_logs`).
   {"op": "rocsolver_log", "action": "begin"|"end"} -> {"status": INT}: rocSOLVER logs only
       between rocsolver_log_begin() and rocsolver_log_end() (ROCSOLVER_LAYER picks what).
 CALL is {"function": NAME, "library": "rocblas"|"rocsolver", "args": [[KIND, VALUE], ...]}.

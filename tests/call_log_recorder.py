@@ -1,77 +1,17 @@
-"""Make the real rocBLAS/rocSOLVER write their call logs, through the virtual device.
+"""Rewrites the call-log fixtures in tests/data/call_logs/ with the real libraries:
 
-rocBLAS logs a call only when it is made for real (not in size-query mode): the worker makes
-each call with null device pointers, the library logs it and then rejects it (invalid_pointer).
-rocSOLVER logs in query mode too, but only between rocsolver_log_begin() and _end().
-
-    python -m tests.call_log_recorder   # rewrites the fixtures in tests/data/call_logs/
+python -m tests.call_log_recorder
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 
-from sizing.call_spec import Call, parse_call
+from sizing.call_log_recorder import record_call_logs
+from sizing.call_spec import parse_call
 from sizing.catalog import load_catalog
-from sizing.library_locator import locate
-from sizing.virtual_device import resolve
-from sizing.worker_process import WorkerProcess
 
 FIXTURES = Path(__file__).parent / "data" / "call_logs"
-LOG_FILES = {
-    "ROCBLAS_LOG_TRACE_PATH": "rocblas-trace.log",
-    "ROCBLAS_LOG_BENCH_PATH": "rocblas-bench.log",
-    "ROCBLAS_LOG_PROFILE_PATH": "rocblas-profile.yaml",
-    "ROCSOLVER_LOG_TRACE_PATH": "rocsolver-trace.log",
-    "ROCSOLVER_LOG_BENCH_PATH": "rocsolver-bench.log",
-    "ROCSOLVER_LOG_PROFILE_PATH": "rocsolver-profile.log",
-}
-
-
-@contextmanager
-def _logging_environment(directory: Path) -> Iterator[None]:
-    settings = {"ROCBLAS_LAYER": "7", "ROCSOLVER_LAYER": "7"}
-    settings |= {name: str(directory / file) for name, file in LOG_FILES.items()}
-    saved = {name: os.environ.get(name) for name in settings}
-    os.environ.update(settings)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-def record(calls: Sequence[Call], directory: Path, device: str = "MI210") -> dict[str, Path]:
-    """Make every call once (rocBLAS for real, rocSOLVER in query mode); the logs written."""
-    catalog = load_catalog()
-    directory.mkdir(parents=True, exist_ok=True)
-    with _logging_environment(directory):
-        worker = WorkerProcess(locate(), resolve(device))
-        try:
-            worker.rocsolver_log("begin")
-            encoded = [
-                {
-                    "function": call.routine.name,
-                    "library": call.routine.library,
-                    "args": call.worker_args(catalog),
-                }
-                for call in calls
-            ]
-            blas = [e for e in encoded if e["library"] == "rocblas"]
-            solver = [e for e in encoded if e["library"] == "rocsolver"]
-            worker.run(blas)
-            list(worker.size(solver))
-            worker.rocsolver_log("end")
-        finally:
-            worker.close()
-    return {file: directory / file for file in LOG_FILES.values() if (directory / file).exists()}
-
 
 # The fixture workload: calls an application might make, a few of them repeated.
 FIXTURE_CALLS = (
@@ -103,7 +43,7 @@ FIXTURE_CALLS = (
 
 def main() -> None:
     catalog = load_catalog()
-    written = record([parse_call(text, catalog) for text in FIXTURE_CALLS], FIXTURES)
+    written = record_call_logs([parse_call(text, catalog) for text in FIXTURE_CALLS], FIXTURES)
     for file, path in written.items():
         print(f"wrote {path} ({sum(1 for _ in path.open())} lines) as {file}")
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from sizing.call_log_recorder import record_call_logs as record
 from sizing.call_logs import (
     BAD_ARGUMENT,
     BENCH_COMMANDS,
@@ -28,7 +29,7 @@ from sizing.call_spec import Call, make_call, parse_call
 from sizing.catalog import load_catalog
 from sizing.defaults import rules_for
 from sizing.errors import CallLogError
-from tests.call_log_recorder import FIXTURE_CALLS, FIXTURES, record
+from tests.call_log_recorder import FIXTURE_CALLS, FIXTURES
 
 REPO = Path(__file__).parents[1]
 SAMPLES = REPO / "samples"

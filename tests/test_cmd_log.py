@@ -96,7 +96,7 @@ def test_bad_plot_suffix_is_rejected_before_loading(tmp_path: Path) -> None:
     done = hipmem("log", "inspect", str(tmp_path / "missing.csv"), "--plot", plot)
     assert done.returncode == 2
     assert done.stderr == (
-        f"Error: --plot: '{tmp_path / 'x.jpg'}' must end in .png or .svg (the suffix picks it)\n"
+        f"Error: --plot '{tmp_path / 'x.jpg'}': must end in .png or .svg (the suffix picks it)\n"
     )
 
 

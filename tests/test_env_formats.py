@@ -145,5 +145,5 @@ def test_only_fixed_names_and_numbers_are_emitted(name: str, value: str) -> None
 
 
 def test_unknown_format() -> None:
-    with pytest.raises(UnknownFormat, match=r"^--format 'toml': unknown format; choose one of"):
+    with pytest.raises(UnknownFormat, match=r"^format='toml': unknown format; choose one of"):
         render("toml", [("ROCBLAS_DEVICE_MEMORY_SIZE", "1")])

@@ -137,4 +137,4 @@ def test_empty_log_has_no_peak(tmp_path: Path) -> None:
     path.write_text("Thread,Time,Action,Pointer,Size,Stream\n")
     s = analyze(load_log([path]))
     assert (s.events, s.peak, s.peak_live_bytes, s.span_ns) == (0, None, 0, 0)
-    assert s.to_json()["live_at_end"] == {"count": 0, "bytes": 0}
+    assert s.as_dict()["live_at_end"] == {"count": 0, "bytes": 0}

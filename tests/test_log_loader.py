@@ -45,10 +45,20 @@ def _assert_matches_reference(path: Path) -> None:
     assert log.sources == [str(path)]
 
 
+def test_the_committed_real_logs_are_there() -> None:
+    # A guard that can fail: every parametrised test below would silently vanish otherwise.
+    missing = [p.name for p in REAL_LOGS if not p.is_file()]
+    assert not missing, f"committed real logs missing from tests/data/real: {missing}"
+
+
 @pytest.mark.parametrize("path", REAL_LOGS, ids=lambda p: p.name)
 def test_real_logs_match_a_plain_csv_reading(path: Path) -> None:
-    assert REAL_LOGS, "the real logs in ../shared/logs are missing"
     _assert_matches_reference(path)
+
+
+@pytest.mark.parametrize("name", ["cnn.csv.gz", "gpt.csv.gz", "serve.csv.gz"])
+def test_full_shared_logs_match_a_plain_csv_reading(shared_logs: Path, name: str) -> None:
+    _assert_matches_reference(shared_logs / name)
 
 
 @pytest.mark.parametrize("path", ERA_LOGS, ids=lambda p: p.name)

@@ -8,6 +8,7 @@ from fractions import Fraction
 
 import pytest
 
+from hipmem.byte_sizes import MAX_BYTES, parse_bytes
 from sizing.call_spec import parse_call
 from sizing.recommend import (
     BadSize,
@@ -15,7 +16,6 @@ from sizing.recommend import (
     arch_default_bytes,
     parse_alignment,
     parse_headroom,
-    parse_size,
     query_kind,
     recommend,
 )
@@ -53,13 +53,24 @@ def mi210(rocm: object) -> SessionResult:
     ],
 )
 def test_parse_size(text: str, n_bytes: int) -> None:
-    assert parse_size(text) == n_bytes
+    assert parse_bytes(text) == n_bytes
 
 
-@pytest.mark.parametrize("text", ["2M", "2MB", "1.5MiB", "-1", "", "MiB", "2 XiB", "0x10"])
+@pytest.mark.parametrize(
+    "text", ["2M", "2MB", "-1", "", "MiB", "2 XiB", "0x10", "４０９６", "4_096"]
+)
 def test_parse_size_refuses_ambiguous_or_malformed(text: str) -> None:
-    with pytest.raises(BadSize, match=rf"^--align {text!r}: expected"):
-        parse_size(text, option="--align")
+    with pytest.raises(BadSize, match=rf"^--align={text!r}: not a size"):
+        parse_bytes(text, name="--align")
+
+
+def test_sizes_are_exact_and_bounded() -> None:
+    assert parse_bytes("1.5MiB") == 3 << 19
+    with pytest.raises(BadSize, match="not a whole number of bytes"):
+        parse_bytes("0.3KiB")
+    assert parse_bytes(str(MAX_BYTES)) == MAX_BYTES
+    with pytest.raises(BadSize, match="more than"):
+        parse_bytes(str(MAX_BYTES + 1))
 
 
 def test_parse_headroom_and_alignment() -> None:
@@ -68,10 +79,10 @@ def test_parse_headroom_and_alignment() -> None:
     assert parse_headroom("10%").bytes_for(1001) == 101  # rounded up
     assert parse_headroom("64KiB") == Headroom(fixed_bytes=65536)
     for bad in ("-5%", "10x", "%", "ten%", "-1"):
-        with pytest.raises(BadSize, match=rf"^--headroom {bad!r}: expected a non-negative"):
+        with pytest.raises(BadSize, match=rf"^headroom={bad!r}: expected a non-negative"):
             parse_headroom(bad)
     assert parse_alignment("2MiB") == 2 * 1024 * 1024
-    with pytest.raises(BadSize, match=r"^--align '0': must be at least 1 byte"):
+    with pytest.raises(BadSize, match=r"^align='0': must be at least 1 byte"):
         parse_alignment("0")
 
 

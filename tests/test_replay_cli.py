@@ -12,9 +12,10 @@ import pytest
 
 from replay.backends import cuda_device_count, hip_device_count
 from replay.log_loader import load_log
+from tests.log_reference import REAL_LOGS_DIR
 from tests.replay_reference import reference_failures, reference_peak_bytes
 
-LOGS = Path(__file__).resolve().parents[2] / "shared" / "logs"
+LOGS = REAL_LOGS_DIR
 REPO = Path(__file__).resolve().parents[1]
 SERVE = LOGS / "serve.csv.gz"
 
@@ -46,6 +47,14 @@ def test_two_resources_side_by_side_as_json():
     assert plain["failure_count"] == 0 and plain["outcome"] == "completed"
     assert limited["failure_count"] == len(reference_failures(log, limit))
     assert plain["thread_count"] == 5 and plain["backend"] == "host"
+    # `log inspect`'s vocabulary and counting rules: the same names, the same figures.
+    inspected = json.loads(hipmem("log", "inspect", str(SERVE), "--json").stdout)
+    assert payload["sources"] == inspected["sources"]
+    assert plain["anomalies"]["live_at_end"] == inspected["live_at_end"]
+    assert plain["anomalies"]["zero_byte_live_at_end"] == inspected["zero_byte_live_at_end"]
+    assert limited["failures"] and all(
+        f["source"] == str(SERVE) and f["line"] > 1 for f in limited["failures"]
+    )
 
 
 def test_table_shows_each_resource_and_the_anomaly_note():
@@ -54,7 +63,8 @@ def test_table_shows_each_resource_and_the_anomaly_note():
     )
     assert done.returncode == 1, done.stderr
     assert "host:limit=600MiB" in done.stdout and "events/s" in done.stdout
-    assert "13,032 log events, 13,032 allocator calls" in done.stdout
+    events = len(load_log([SERVE]).events)
+    assert f"{events:,} log events, {events:,} allocator calls" in done.stdout
 
 
 def test_find_capacity_as_json():
@@ -88,16 +98,15 @@ def test_plot_is_written(tmp_path):
         (["-r", "bogus"], "Error: --resource 'bogus': unknown resource kind 'bogus'"),
         (
             ["-r", "host", "--threads", "many"],
-            "Error: Invalid value for '--threads': 'many' is not one of 'logged', 'single'.",
+            "Error: --threads 'many': not one of logged, single",
         ),
         (
             ["-r", "host", "--on-failure", "retry"],
-            "Error: Invalid value for '--on-failure': 'retry' is not one of 'skip', 'stop'.",
+            "Error: --on-failure 'retry': not one of skip, stop",
         ),
         (
             ["-r", "pool", "--backend", "tpu"],
-            "Error: Invalid value for '--backend': 'tpu' is not one of 'auto', 'hip', 'cuda', "
-            "'host'.",
+            "Error: --backend 'tpu': not one of auto, cuda, hip, host",
         ),
     ],
 )

@@ -10,7 +10,6 @@ import dataclasses
 import signal
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +21,7 @@ from replay.errors import ReplayUsageError
 from replay.log_loader import load_log
 from replay.program import OP_ALLOCATE, OP_FREE, build_program
 from replay.resources import parse_spec
+from tests.log_reference import REAL_LOGS_DIR
 from tests.replay_reference import (
     log_from_rows,
     reference_failures,
@@ -29,7 +29,7 @@ from tests.replay_reference import (
     reference_peak_bytes,
 )
 
-LOGS = Path(__file__).resolve().parents[2] / "shared" / "logs"
+LOGS = REAL_LOGS_DIR
 
 
 def _has_compiler() -> bool:
@@ -72,12 +72,19 @@ def test_program_agrees_with_the_rows_and_the_analysis(real):
     assert program.peak_requested_bytes == reference_peak_bytes(log)
     assert program.peak_requested_bytes == analysis.analyze(log).peak_live_bytes
     summary = {a.name: a.count for a in analysis.analyze(log).anomalies}
-    assert program.anomalies.unknown_frees == summary["free_unknown_pointer"]
-    assert program.anomalies.live_pointer_zero_size == summary["allocate_live_pointer_zero_size"]
+    assert program.anomalies.free_unknown_pointer == summary["free_unknown_pointer"]
+    assert (
+        program.anomalies.allocate_live_pointer_zero_size
+        == summary["allocate_live_pointer_zero_size"]
+    )
     assert program.anomalies.zero_byte_allocations == int(
         ((events["action"] == 0) & (events["size_bytes"] == 0)).sum()
     )
-    assert program.anomalies.never_freed_bytes == _never_freed_bytes(log)
+    assert program.anomalies.live_at_end_bytes == _never_freed_bytes(log)
+    # One counting rule with `log inspect`: the same "live at end" for the same log.
+    inspected = analysis.analyze(log).as_dict()
+    assert program.anomalies.as_dict()["live_at_end"] == inspected["live_at_end"]
+    assert program.anomalies.zero_byte_live_at_end == inspected["zero_byte_live_at_end"]
     # Every free names a slot whose allocate came earlier, on the same pointer.
     alloc_op_of_slot = np.flatnonzero(program.op == OP_ALLOCATE)
     frees = np.flatnonzero(program.op == OP_FREE)
@@ -134,7 +141,7 @@ def test_a_limit_refuses_exactly_the_rows_the_reference_refuses(real, engine, th
         first_live,
     )
     assert first.size_bytes == int(log.events["size_bytes"].iat[first_row])
-    assert first.place == f"{log.sources[0]}:{first_row + 2}"
+    assert str(first.where) == f"{log.sources[0]}:{first_row + 2}"
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -174,12 +181,12 @@ def test_crafted_anomalies_follow_the_rules(engine, threads):
     program = build_program(log)
     a = program.anomalies
     assert (
-        a.unknown_frees,
-        a.live_pointer_allocations,
+        a.free_unknown_pointer,
+        a.allocate_live_pointer,
         a.zero_byte_allocations,
-        a.logged_failures,
+        a.allocate_failure,
     ) == (1, 1, 1, 1)
-    assert a.examples == [
+    assert [str(e) for e in a.examples] == [
         "crafted.csv:6: free of a pointer that is not live (0x9999)",
         "crafted.csv:7: allocate of a pointer that is already live (0x2800)",
     ]
@@ -189,7 +196,7 @@ def test_crafted_anomalies_follow_the_rules(engine, threads):
     report = replay(
         log, parse_spec("host:limit=100"), ReplayOptions(engine=engine, threads=threads)
     )
-    assert [(f.place, f.size_bytes, f.live_bytes) for f in report.failures] == [
+    assert [(str(f.where), f.size_bytes, f.live_bytes) for f in report.failures] == [
         ("crafted.csv:3", 60, 60)
     ]
     # the log's own live bytes: line 3's 60 bytes were never freed in the log, + 90 at line 11
@@ -200,9 +207,9 @@ def test_crafted_anomalies_follow_the_rules(engine, threads):
 
 def test_bad_options_are_usage_errors():
     log = log_from_rows(CRAFTED)
-    with pytest.raises(ReplayUsageError, match="--threads: 'many' is not one of logged, single"):
+    with pytest.raises(ReplayUsageError, match="threads='many': not one of logged, single"):
         replay(log, parse_spec("host"), ReplayOptions(threads="many"))
-    with pytest.raises(ReplayUsageError, match="--backend host replays only host memory"):
+    with pytest.raises(ReplayUsageError, match="backend='host': replays only host memory"):
         replay(log, parse_spec("pool"), ReplayOptions(backend="host"))
 
 
@@ -273,7 +280,7 @@ def test_streams_default_puts_every_call_on_the_default_stream(engine):
     for report in by_stream.values():
         assert report.peak_requested_bytes == reference_peak_bytes(log)
         assert report.failure_count == 0
-    with pytest.raises(ReplayUsageError, match="--streams: 'some' is not one of"):
+    with pytest.raises(ReplayUsageError, match="streams='some': not one of"):
         replay(log, parse_spec("host"), ReplayOptions(streams="some"))
 
 

@@ -20,9 +20,10 @@ from replay.engine import ReplayOptions, replay
 from replay.log_loader import load_log
 from replay.program import build_program
 from replay.resources import parse_spec
+from tests.log_reference import REAL_LOGS_DIR
 from tests.replay_reference import reference_first_failure, reference_peak_bytes
 
-LOGS = Path(__file__).resolve().parents[2] / "shared" / "logs"
+LOGS = REAL_LOGS_DIR
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -60,4 +60,5 @@ def test_failures_on_a_small_virtual_device_are_the_reference_rows(shim: Path) -
     assert [f["event_index"] for f in hip["failures"]] == expected[: len(hip["failures"])]
     assert hip["failure_count"] == len(expected)
     first = hip["failures"][0]
-    assert first["place"].endswith(f"serve-first-2000.csv.gz:{expected[0] + 2}")  # header is line 1
+    assert first["source"].endswith("serve-first-2000.csv.gz")
+    assert first["line"] == expected[0] + 2  # the header is line 1

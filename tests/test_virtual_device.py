@@ -39,5 +39,5 @@ def test_compute_units_override_and_environment() -> None:
 def test_unknown_names_suggest_close_ones() -> None:
     with pytest.raises(UnknownDevice, match=r"did you mean .*gfx90a"):
         resolve("gfx90")
-    with pytest.raises(UnknownDevice, match="--cus must be a positive"):
+    with pytest.raises(UnknownDevice, match="compute_units=0: must be a positive"):
         resolve("MI210", compute_units=0)

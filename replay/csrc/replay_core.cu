@@ -49,13 +49,26 @@
 
 extern "C" {
 
-// Resource kinds; the numbers are shared with replay/native.py (_KIND_CODES).
+// The ABI of everything below, checked by replay/native.py before any call: bump it whenever a
+// struct, a field or an enum value changes, so a stale build or a hand edit on one side is
+// refused in one line instead of corrupting memory.
+#define HM_ABI_VERSION 1
+
+struct hm_abi {
+  int32_t version;
+  int32_t config_bytes;
+  int32_t program_bytes;
+  int32_t outputs_bytes;
+  int32_t result_bytes;
+};
+
+// Resource kinds; the numbers are shared with replay/native.py (KIND_CODES).
 enum hm_kind : int32_t {
   HM_HOST = 0, HM_DEVICE = 1, HM_MANAGED = 2, HM_ASYNC = 3, HM_POOL = 4,
   HM_ARENA = 5, HM_BINNING = 6, HM_FIXED = 7, HM_PINNED = 8,
 };
 
-// Where peak reserved bytes came from (replay/native.py: RESERVED_SOURCES).
+// Where peak reserved bytes came from (replay/report.py: RESERVED_SOURCES).
 enum hm_reserved_source : int32_t {
   HM_RESERVED_COUNTED = 0,      // bytes the resource took from its upstream (exact)
   HM_RESERVED_POOL_ATTR = 1,    // CUDA memory pool attribute ReservedMemHigh (exact)
@@ -134,6 +147,7 @@ struct hm_result {
 int hm_replay(const hm_config* config, const hm_program* program, hm_outputs* out,
               hm_result* result);
 const char* hm_build_info();
+void hm_abi_info(hm_abi* out);
 }
 
 namespace {
@@ -927,6 +941,15 @@ int64_t replay_with(hm_config const& config, hm_program const& program, hm_outpu
 }
 
 }  // namespace
+
+extern "C" void hm_abi_info(hm_abi* out)
+{
+  out->version = HM_ABI_VERSION;
+  out->config_bytes = static_cast<int32_t>(sizeof(hm_config));
+  out->program_bytes = static_cast<int32_t>(sizeof(hm_program));
+  out->outputs_bytes = static_cast<int32_t>(sizeof(hm_outputs));
+  out->result_bytes = static_cast<int32_t>(sizeof(hm_result));
+}
 
 extern "C" const char* hm_build_info()
 {

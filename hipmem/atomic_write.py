@@ -1,0 +1,51 @@
+"""Writing a file so that readers see the old file or the new one, never half of either.
+
+The new content goes to a temporary file in the same folder, which is then renamed over the
+target. Unlike `tempfile.mkstemp` files (always 0600), the result follows the user's umask, as
+any file the user writes by hand would.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@contextmanager
+def atomic_output(path: Path, *, suffix: str = ".tmp") -> Iterator[Path]:
+    """Yield a temporary path beside `path`; on success it replaces `path`, else it vanishes.
+
+    `suffix` lets writers that pick a format by extension (matplotlib) see the right one.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        tmp.chmod(0o666 & ~_umask())
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_bytes_atomically(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` in one step."""
+    with atomic_output(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """Replace `path` with `text` (UTF-8) in one step."""
+    write_bytes_atomically(path, text.encode())

@@ -1,0 +1,151 @@
+"""Records the PyTorch memory snapshots in tests/data/snapshots/ on a machine with a CUDA GPU
+and PyTorch (the lent H200); the tests read them with no GPU and no torch.
+
+    python -m tests.snapshot_recorder OUT_DIR        # one subprocess per scenario
+
+Each scenario runs in its own process, because PyTorch reads PYTORCH_CUDA_ALLOC_CONF once, at
+the first CUDA allocation. Beside each `<name>.pickle.gz` it writes `<name>.stats.json`: the
+allocator's own `torch.cuda.memory_stats()` peaks over the recording, an independent check of
+the figures hipmem derives from the trace.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+# name -> (PYTORCH_CUDA_ALLOC_CONF, record_memory_history keyword arguments)
+SCENARIOS: dict[str, tuple[str, dict[str, Any]]] = {
+    # Trained with varying shapes; the model exists before recording starts (a partial trace).
+    "train-default": ("", {"context": "all", "stacks": "python"}),
+    "train-expandable": ("expandable_segments:True", {"context": None}),
+    # Inference with a ring buffer smaller than the run: max_entries is reached.
+    "infer-default": ("", {"context": None, "max_entries": 4000}),
+    # Three streams working at once.
+    "multistream": ("", {"context": None}),
+    # Allocation past a memory cap: the trace holds `oom` events.
+    "oom": ("", {"context": None}),
+}
+
+
+def _train(torch: Any, steps: int = 24) -> None:
+    vocab, hidden = 5000, 512
+    embed = torch.nn.Embedding(vocab, hidden).cuda()
+    lstm = torch.nn.LSTM(hidden, hidden, num_layers=2, batch_first=True).cuda()
+    head = torch.nn.Linear(hidden, vocab).cuda()
+    params = [*embed.parameters(), *lstm.parameters(), *head.parameters()]
+    optimizer = torch.optim.Adam(params, lr=1e-3)
+    torch.cuda.memory._record_memory_history(**_RECORD)  # after the weights exist
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(steps):
+        batch = int(torch.randint(4, 33, (1,), generator=generator))
+        length = int(torch.randint(16, 129, (1,), generator=generator))
+        tokens = torch.randint(0, vocab, (batch, length + 1), generator=generator).cuda()
+        out, _ = lstm(embed(tokens[:, :-1]))
+        loss = torch.nn.functional.cross_entropy(head(out).flatten(0, 1), tokens[:, 1:].flatten())
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+
+def _infer(torch: Any) -> None:
+    layers = torch.nn.Sequential(
+        *[torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(),
+                              torch.nn.Linear(4096, 1024)) for _ in range(4)]
+    ).cuda().half()  # fmt: skip
+    torch.cuda.memory._record_memory_history(**_RECORD)
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for _ in range(200):
+            batch = int(torch.randint(1, 257, (1,), generator=generator))
+            x = torch.randn(batch, 1024, generator=generator).cuda().half()
+            layers(x).float().softmax(-1).sum().item()
+
+
+def _multistream(torch: Any) -> None:
+    torch.cuda.memory._record_memory_history(**_RECORD)
+    streams = [torch.cuda.Stream() for _ in range(3)]
+    generator = torch.Generator().manual_seed(2)
+    for step in range(40):
+        for index, stream in enumerate(streams):
+            with torch.cuda.stream(stream):
+                n = 256 * (1 + (step + index) % 4)
+                a = torch.randn(n, n, generator=generator).cuda(non_blocking=True)
+                b = (a @ a.T).relu()
+                del a
+                b.sum()
+    torch.cuda.synchronize()
+
+
+def _oom(torch: Any) -> None:
+    torch.cuda.set_per_process_memory_fraction(0.01)  # ~1.4 GB of an H200
+    torch.cuda.memory._record_memory_history(**_RECORD)
+    held = []
+    for _ in range(2):
+        try:
+            while True:
+                held.append(torch.empty(64 << 20, dtype=torch.uint8, device="cuda"))
+        except torch.cuda.OutOfMemoryError:
+            pass
+        held = held[: len(held) // 2]
+    del held
+    torch.cuda.synchronize()
+
+
+_RECORD: dict[str, Any] = {}
+_WORK = {
+    "train-default": _train,
+    "train-expandable": _train,
+    "infer-default": _infer,
+    "multistream": _multistream,
+    "oom": _oom,
+}
+
+
+def _record_one(name: str, out_dir: Path) -> None:
+    import torch
+
+    _RECORD.update({"enabled": "all", **SCENARIOS[name][1]})
+    _WORK[name](torch)
+    torch.cuda.synchronize()
+    snapshot = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    stats = torch.cuda.memory_stats()
+    with gzip.open(out_dir / f"{name}.pickle.gz", "wb", compresslevel=9) as file:
+        pickle.dump(snapshot, file)
+    facts = {
+        "torch": torch.__version__,
+        "device": torch.cuda.get_device_name(),
+        "alloc_conf": SCENARIOS[name][0],
+        "record": {k: v for k, v in _RECORD.items()},
+        "requested_bytes_peak": stats["requested_bytes.all.peak"],
+        "reserved_bytes_peak": stats["reserved_bytes.all.peak"],
+        "allocated_bytes_peak": stats["allocated_bytes.all.peak"],
+        "num_ooms": stats["num_ooms"],
+    }
+    (out_dir / f"{name}.stats.json").write_text(json.dumps(facts, indent=2) + "\n")
+
+
+def main() -> None:
+    out_dir = Path(sys.argv[1])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if len(sys.argv) > 2:
+        _record_one(sys.argv[2], out_dir)
+        return
+    for name, (conf, _) in SCENARIOS.items():
+        env = {**os.environ, "PYTORCH_CUDA_ALLOC_CONF": conf}
+        done = subprocess.run(
+            [sys.executable, "-m", "tests.snapshot_recorder", str(out_dir), name], env=env
+        )
+        size = (out_dir / f"{name}.pickle.gz").stat().st_size if done.returncode == 0 else 0
+        print(f"{name}: exit {done.returncode}, {size:,} bytes", flush=True)
+
+
+if __name__ == "__main__":
+    main()

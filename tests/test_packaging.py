@@ -1,0 +1,68 @@
+"""The distribution as users get it: a wheel built without warnings, installed in a fresh venv,
+runs `hipmem --version` and sizes a call with the real libraries."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _run(*command: str | Path, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": ""}  # byte-compiling is part of a build
+    return subprocess.run(
+        [str(c) for c in command], capture_output=True, text=True, env=env, **kwargs
+    )  # type: ignore[call-overload]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    done = _run(sys.executable, "-m", "build", "--wheel", "-o", out, REPO, cwd=REPO)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    warnings = [
+        line for line in (done.stdout + done.stderr).splitlines() if "warning" in line.lower()
+    ]
+    assert not warnings, "\n".join(warnings)
+    (found,) = out.glob("hipmem-*.whl")
+    return found
+
+
+@pytest.mark.slow
+def test_the_wheel_installs_and_sizes_a_call_in_a_fresh_venv(
+    wheel: Path, tmp_path: Path, rocm: Path
+) -> None:
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    bin_dir = env_dir / "bin"
+    done = _run(bin_dir / "pip", "install", "-q", wheel)
+    assert done.returncode == 0, done.stderr[-2000:]
+    version = _run(bin_dir / "hipmem", "--version", cwd=tmp_path)
+    assert version.returncode == 0 and version.stdout.startswith("hipmem 0."), version
+    # The package data (catalog, shim source) must be in the wheel: nothing from the checkout.
+    fetch = _run(bin_dir / "hipmem", "rocm", "fetch", cwd=tmp_path)
+    assert fetch.returncode == 0, fetch.stderr[-2000:]
+    sized = _run(
+        bin_dir / "hipmem", "size", "--device", "MI210", "--json",
+        "rocsolver_dgetrf:m=1024,n=1024", cwd=tmp_path,
+    )  # fmt: skip
+    assert sized.returncode == 0, sized.stderr[-2000:]
+    assert '"session_bytes": 4732160' in sized.stdout
+
+
+def test_import_hipmem_is_cheap_and_names_the_api() -> None:
+    probe = (
+        "import sys, hipmem; "
+        "assert 'pandas' not in sys.modules and 'sizing.session' not in sys.modules; "
+        "print(sorted(hipmem.__all__))"
+    )
+    done = _run(sys.executable, "-c", probe, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    for name in ("SizingSession", "recommend", "load_log", "replay", "find_capacity"):
+        assert name in done.stdout
