@@ -48,7 +48,6 @@ Examples:
   hipmem devices
   hipmem devices --json
 
-\b
 Exit codes: 0 listed; 130 interrupted.
 """
 

@@ -25,7 +25,6 @@ Examples:
   hipmem log inspect samples/serve-first-2000.csv.gz --plot live.png --per-stream
   hipmem log inspect samples/serve-first-2000.csv.gz --json --strict
 
-\b
 Exit codes: 0 read; 1 a file cannot be read (or, with --strict, a row); 2 usage;
 130 interrupted.
 """
@@ -272,10 +271,9 @@ def convert(
 
 CONVERT_EPILOG = """\b
 Examples:
-  hipmem log convert snapshot.pickle -o run.csv.gz
-  hipmem log convert samples/serve-first-2000.csv.gz -o serve.csv
+  hipmem log convert tests/data/snapshots/oom.pickle.gz -o oom.csv.gz
+  hipmem log convert tests/data/snapshots/train-default.pickle.gz -o train.csv
 
-\b
 Exit codes: 0 written; 1 the log cannot be read or the file written; 2 usage;
 130 interrupted.
 """

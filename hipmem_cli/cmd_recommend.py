@@ -52,7 +52,6 @@ Examples:
   hipmem recommend -d MI300X --workload samples/workload.yaml --format github
   hipmem recommend -d gfx90a --from-log samples/rocblas-bench.log --json
 
-\b
 Exit codes: 0 recommended; 1 a call could not be sized (or a file could not be
 written); 2 usage (a bare --headroom 10: say 10% or 10B); 130 interrupted.
 """
@@ -62,7 +61,6 @@ Examples:
   ROCBLAS_DEVICE_MEMORY_SIZE=8388608 hipmem check -d MI210 --workload samples/workload.yaml
   hipmem check -d MI210 --value 4194304 rocsolver_dgetrf:m=1024,n=1024
 
-\b
 Exit codes: 0 the value covers the workload; 1 it does not (the reason on stderr), or a
 call could not be sized; 2 usage; 130 interrupted.
 """

@@ -22,7 +22,8 @@ from replay.report import LatencyStats, RecordedFigures, ReplayReport, recorded_
 from replay.resources import STREAM_ORDERED_KINDS, ResourceSpec, parse_spec
 
 EPILOG = """\b
-Resource specs (--resource, repeatable; any takes limit=BYTES):
+Resource specs (--resource, repeatable;
+any takes limit=BYTES):
   cuda | hip
   managed[:prefetch=1,advise=preferred_location]
   async[:release_threshold=4GiB,pool=default]
@@ -38,7 +39,6 @@ Examples:
   hipmem replay samples/serve-first-2000.csv.gz -r host:limit=600MiB --plot replay.png
   hipmem replay samples/serve-first-2000.csv.gz -r pool:initial=0 --find-capacity
 
-\b
 Exit codes: 0 every allocation the log made was granted (with --find-capacity: a size was
 found for every resource); 1 a resource refused an allocation the log did not record as
 failed (whatever --on-failure says), or no size was found; 2 usage; 130 interrupted.

@@ -100,7 +100,6 @@ Examples:
   hipmem routines 'rocblas_?gemm*'
   hipmem routines syevd --json
 
-\b
 Exit codes: 0 listed; 2 no routine matches (usage); 130 interrupted.
 """
 

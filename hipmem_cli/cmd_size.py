@@ -117,7 +117,6 @@ Examples:
   hipmem size -d MI300X --workload samples/workload.yaml --json
   hipmem size -d MI210 --from-log samples/rocblas-bench.log --top 5
 
-\b
 Exit codes: 0 every call answered; 1 a call failed (the library rejected it or
 aborted; the others are still answered), or no GPU and no --device, or no libraries;
 2 usage (unknown routine, argument, value or device); 130 interrupted.

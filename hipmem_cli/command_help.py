@@ -6,7 +6,6 @@ Examples:
   hipmem rocm fetch
   hipmem rocm fetch --arch gfx90a --arch gfx942
 
-\b
 Exit codes: 0 the libraries are ready; 1 a download, check or unpack failed (run it
 again: it resumes); 2 usage; 130 interrupted (run it again: it resumes).
 """
@@ -16,7 +15,6 @@ Examples:
   hipmem rocm where
   hipmem rocm where --rocm-dir /opt/rocm/lib --json
 
-\b
 Exit codes: 0 found; 1 no rocBLAS in any place searched (each is named); 2 usage;
 130 interrupted.
 """

@@ -127,7 +127,7 @@ def test_debug_after_the_subcommand_shows_the_traceback(rocm: Path) -> None:
 # -- help -------------------------------------------------------------------------------------
 
 COMMANDS = [["size"], ["routines"], ["recommend"], ["check"], ["devices"], ["rocm", "fetch"],
-            ["rocm", "where"], ["log", "inspect"], ["replay"]]  # fmt: skip
+            ["rocm", "where"], ["log", "inspect"], ["log", "convert"], ["replay"]]  # fmt: skip
 
 
 def _help(command: list[str], columns: int = 80) -> str:
@@ -149,7 +149,7 @@ def test_help_shows_flags_as_flags_and_ends_with_examples_and_exit_codes(
 
 def test_help_shows_choices_and_the_resource_specs_whole_at_60_columns() -> None:
     text = _help(["replay"], columns=60)
-    assert "<logged|single>" in text and "<skip|stop>" in text and "<auto|hip|cuda|host>" in text
+    assert "<logged|single>" in text and "<skip|stop>" in text and "<auto|cuda|hip|host>" in text
     for spec in ("managed[:prefetch=1,advise=preferred_location]",
                  "pool[:initial=1GiB,maximum=8GiB,upstream=cuda]"):  # fmt: skip
         assert whole_on_a_line(spec, text)
@@ -176,7 +176,9 @@ def test_help_examples_run(rocm: Path, command: list[str], tmp_path: Path) -> No
             name, _, value = words.pop(0).partition("=")
             env[name] = value
         words = [str(HIPMEM), *words[1:]]
-        words = [str(tmp_path / Path(w).name) if w.endswith(".png") else w for w in words]
+        # outputs (plots, converted logs) go to a temporary folder
+        words = [str(tmp_path / Path(w).name) if w.endswith((".png", ".csv", ".csv.gz"))
+                 and not Path(REPO, w).exists() else w for w in words]  # fmt: skip
         done = subprocess.run(words, capture_output=True, text=True, cwd=REPO, env=env,
                               timeout=300)  # fmt: skip
         assert done.returncode in (0, 1), (example, done.stderr)
