@@ -266,8 +266,6 @@ def _latency(stats: LatencyStats | None) -> str:
 
 
 def _first_failure(report: ReplayReport) -> str:
-    if not report.failures:
-        return "-"
     f = report.failures[0]
     size, live = output.human_bytes(f.size_bytes), output.human_bytes(f.live_bytes)
     return f"{f.where}: {size} with {live} live"
@@ -299,7 +297,6 @@ def _print_table(reports: list[ReplayReport], recorded: RecordedFigures | None =
             ["n/a" if r.fragmentation is None else f"{r.fragmentation:.3f}" for r in reports],
         ),
         ("refused allocations", [f"{r.failure_count:,}" for r in reports]),
-        ("first refused", [_first_failure(r) for r in reports]),
         ("returned at end", [_bytes(r.returned_at_end_bytes) for r in reports]),
     ]
     recorded_cells = _recorded_cells(recorded) if recorded is not None else {}
@@ -337,6 +334,8 @@ def _print_notes(program: ReplayProgram, reports: list[ReplayReport]) -> None:
     sources = sorted({r.reserved_source for r in reports})
     output.line(f"Reserved bytes from: {'; '.join(sources)}.")
     refused = [r for r in reports if r.failure_count]
+    for r in refused:  # below the table: a path:line is too long for a cell at 80 columns
+        output.line(f"{r.resource} first refused {_first_failure(r)}")
     if refused:
         names = ", ".join(f"{r.resource} ({r.failure_count:,})" for r in refused)
         output.line(f"Refused allocations the log made: {names}; exit code 1.")

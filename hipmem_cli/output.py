@@ -312,7 +312,8 @@ def _text(cell: Cell) -> tuple[str, str]:
 
 def column_widths(table: Table, available: int, overhead: int) -> list[int]:
     """Each column's width: its natural width if the table fits `available` columns, else
-    shrunk towards its longest word (never below), widest columns first."""
+    shrunk towards its longest word (never below), widest columns first. A table that cannot
+    fit even then keeps its natural widths: it runs past the width, one line per row."""
     cells = [[_text(c)[0] for c in row] for row in table.rows]
     headers = [clean(h) for h in table.columns] if table.header else ["" for _ in table.columns]
     natural, least = [], []
@@ -321,6 +322,8 @@ def column_widths(table: Table, available: int, overhead: int) -> list[int]:
         natural.append(max((_cell_len(line) for t in texts for line in t.split("\n")), default=1))
         least.append(max((_cell_len(w) for t in texts for w in words_of(t)), default=1))
     widths = [max(n, 1) for n in natural]
+    if sum(least) + overhead > available:
+        return widths  # it runs past the width anyway: one line per row reads best
     excess = sum(widths) + overhead - available
     while excess > 0:
         shrinkable = [i for i, w in enumerate(widths) if w > least[i]]
