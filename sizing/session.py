@@ -255,7 +255,8 @@ def _choose_device(device: str | Device | None, compute_units: int | None) -> De
     found, reason = real_devices()
     if not found:
         raise NoGpu(
-            f"no AMD GPU here ({reason}); size for a virtual one with --device, "
-            "e.g. --device MI300X (`hipmem devices` lists them)"
+            f"no AMD GPU here ({reason}); name a virtual one, e.g. MI300X "
+            "(`hipmem devices` lists them)",
+            parameter="device",
         )
     return found[0]
