@@ -205,3 +205,12 @@ def test_progress_is_one_line_in_iec_units_and_pulses_before_progress(width: int
     bar.update(task, completed=3 << 30, total=10 << 30)
     (after,) = shown()
     assert "3.0 GiB/10.0 GiB" in after and "30%" in after and "GB" not in after
+
+
+def test_help_pages_go_through_the_choke_point(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hipmem_cli import main
+
+    shown: list[str] = []
+    monkeypatch.setattr(output, "block", lambda text, err=False: shown.append(text))
+    assert main._run(["size", "-h"]) == 0
+    assert len(shown) == 1 and shown[0].startswith("Usage: hipmem size")
