@@ -154,7 +154,6 @@ def _with_option(text: str, name: str, value: int) -> str:
     return f"{kind}:{','.join(pairs)}"
 
 
-
 def parse_spec(text: str) -> ResourceSpec:
     """Parse `KIND[:key=value,...]`; raise ReplayUsageError naming the spec and its bad part."""
     raw = text.strip()
