@@ -21,6 +21,7 @@ from replay.plot_files import byte_unit, check_plot_path, plain_text, save_atomi
 from replay.pyplot import pyplot
 
 MAX_POINTS = 4000  # envelope columns per line: about one per pixel of a wide figure
+_READABLE = {"boxstyle": "round", "fc": "white", "ec": "none", "alpha": 0.85}  # text over data
 
 
 def envelope(
@@ -72,7 +73,7 @@ def plot_timeline(
         for axes, peak_x in zip((by_event, by_time), peak_xs, strict=True):
             axes.plot([peak_x], [peak_y], "o", color="red", markersize=7, zorder=5, label="peak")
             axes.annotate(text, (peak_x, peak_y), textcoords="offset points", xytext=(10, -28),
-                          color="red", fontsize=9)  # fmt: skip
+                          color="red", fontsize=9, zorder=6, bbox=_READABLE)  # fmt: skip
     names = ", ".join(Path(s).name for s in log.sources[:3])
     names += " ..." if len(log.sources) > 3 else ""
     by_event.set_title(plain_text(f"Live bytes of {names} ({summary.events:,} events)"))
@@ -96,7 +97,8 @@ def _draw_recorded(
     times, levels = np.append(times, max(end_ns, int(times[-1]))), np.append(levels, levels[-1])
     rows = np.searchsorted(log.events["time_ns"].to_numpy(), times)
     label = plain_text(f"reserved by PyTorch ({Path(recording.source).name})")
-    style = {"where": "post", "linewidth": 1.0, "color": "tab:orange", "label": label}
+    # dashed purple: apart from the stream colours and the black total
+    style = {"where": "post", "linewidth": 1.2, "color": "tab:purple", "ls": "--", "label": label}
     by_event.step(rows, levels, **style)
     by_time.step((times - t0_ns) / 1e9, levels, **style)
 
