@@ -44,7 +44,7 @@ class AllocationRefused(Exception):
 class Backend:
     """A resolved backend: its name and the device it replays on."""
 
-    name: str  # cuda, hip or host
+    name: str  # cuda, hip, host, or torch (PyTorch's own allocator)
     device: int = 0
 
 
@@ -106,6 +106,11 @@ def resolve_backend(requested: str, spec: ResourceSpec, device: int = 0) -> Back
         )
     if is_host_spec(spec):
         return Backend("host")
+    if spec.kind == "torch":  # PyTorch finds its own GPU, in its own process
+        from replay.torch_resource import require_torch
+
+        require_torch()
+        return Backend("torch", device)
     if requested == "host":
         raise ReplayUsageError(
             f"replays only host memory, not {spec.label!r}", parameter="backend", value="host"

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from replay import native
+from replay import native, torch_resource
 from replay.backends import (
     AllocationRefused,
     Allocator,
@@ -106,6 +106,8 @@ def replay(
     if options.streams == "default":
         program = on_default_stream(program)
     backend = resolve_backend(options.backend, spec, options.device)
+    if spec.kind == "torch":
+        return _replay_torch(log, program, spec, backend, options)
     if _use_native(backend, options):
         return _replay_native(log, program, spec, backend, options)
     return _replay_python(log, program, spec, backend, options)
@@ -248,6 +250,50 @@ def _replay_native(
         returned=int(result.held_at_end_bytes),
         unreturned=int(result.unreturned_bytes),
         samples=samples,
+    )
+
+
+def _replay_torch(
+    log: AllocationLog,
+    program: ReplayProgram,
+    spec: ResourceSpec,
+    backend: Backend,
+    options: ReplayOptions,
+) -> ReplayReport:
+    # One thread, in the log's order: PyTorch's allocator is driven as one process drives it.
+    single = dataclasses.replace(options, threads="single")
+    run = torch_resource.run_torch(
+        _program_arrays(program),
+        program.slot_count,
+        torch_resource.alloc_conf(spec, log),
+        limit_bytes=spec.limit_bytes,
+        stop_on_failure=options.on_failure == "stop",
+        time_calls=options.time_calls,
+        repeats=options.repeats,
+        device=backend.device,
+    )
+    failures = [
+        _failure(log, program, int(op), int(live), -1)
+        for op, live in zip(run.failure_op[:FAILURES_IN_FULL], run.failure_live_bytes, strict=False)
+    ]
+    stopped = options.on_failure == "stop" and run.failure_count > 0
+    return _report(
+        spec,
+        dataclasses.replace(backend, name=f"torch ({run.gpu})"),
+        f"torch {run.torch_version}",
+        single,
+        program,
+        run.latency_ns,
+        wall_ns=run.wall_ns,
+        ops_done=run.ops_done,
+        peak_reserved=run.peak_reserved_bytes,
+        reserved_source=torch_resource.RESERVED_FROM_TORCH,
+        failures=failures,
+        failure_count=run.failure_count,
+        outcome="stopped at first failure" if stopped else "completed",
+        returned=run.held_at_end_bytes,
+        unreturned=0,  # the worker process has ended: the driver took back all it held
+        samples=None,
     )
 
 

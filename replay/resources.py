@@ -73,6 +73,17 @@ def _size(value: str, what: str) -> int:
     return parse_bytes(value, name=what)
 
 
+def _parse_fraction(value: str, what: str) -> str:
+    # Kept as the text the user wrote: it goes into PYTORCH_CUDA_ALLOC_CONF as is.
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not 0.0 < number < 1.0:
+        raise ReplayUsageError("expected a fraction between 0 and 1", parameter=what, value=value)
+    return value.strip()
+
+
 _Parser = Callable[[str, str], OptionValue]
 
 # kind -> option -> (parser, default). `limit` is accepted by every kind.
@@ -104,6 +115,16 @@ _OPTIONS: dict[str, dict[str, tuple[_Parser, OptionValue]]] = {
         "block": (_size, 1 << 20),
         "prealloc": (_parse_int, 128),
         "upstream": (_choice(UPSTREAMS), "cuda"),
+    },
+    # PyTorch's caching allocator (replay.torch_resource): its PYTORCH_CUDA_ALLOC_CONF keys,
+    # unset unless given; `settings=recorded` takes them from the snapshot being replayed.
+    "torch": {
+        "expandable_segments": (_parse_bool, None),
+        "max_split_size": (_size, None),
+        "garbage_collection_threshold": (_parse_fraction, None),
+        "roundup_power2_divisions": (_parse_int, None),
+        "backend": (_choice(("native", "cudaMallocAsync")), None),
+        "settings": (_choice(("recorded",)), None),
     },
 }
 KINDS = tuple(_OPTIONS)
@@ -206,6 +227,11 @@ def _validate(spec: ResourceSpec) -> None:
         initial = spec.option_bytes("initial") or 0
         if maximum is not None and maximum < initial:
             raise ReplayUsageError(f"maximum ({maximum}) is below initial ({initial})")
+    if spec.kind == "torch" and spec.options["settings"] == "recorded":
+        given = [name for name, value in spec.options.items() if name != "settings" and value]
+        if given:
+            raise ReplayUsageError(f"settings=recorded takes every setting from the snapshot; "
+                                   f"drop {', '.join(given)}")  # fmt: skip
     if spec.kind == "fixed":
         block = spec.option_bytes("block")
         prealloc = spec.options["prealloc"]

@@ -1,7 +1,7 @@
 """Records the PyTorch memory snapshots in tests/data/snapshots/ on a machine with a CUDA GPU
 and PyTorch (the lent H200); the tests read them with no GPU and no torch.
 
-    python -m tests.snapshot_recorder OUT_DIR        # one subprocess per scenario
+    python -m tests.snapshot_recorder OUT_DIR [NAME ...]   # one subprocess per scenario
 
 Each scenario runs in its own process, because PyTorch reads PYTORCH_CUDA_ALLOC_CONF once, at
 the first CUDA allocation. Beside each `<name>.pickle.gz` it writes `<name>.stats.json`: the
@@ -22,9 +22,11 @@ from typing import Any
 
 # name -> (PYTORCH_CUDA_ALLOC_CONF, record_memory_history keyword arguments)
 SCENARIOS: dict[str, tuple[str, dict[str, Any]]] = {
-    # Trained with varying shapes; the model exists before recording starts (a partial trace).
+    # Trained with varying shapes, recorded from the process's first allocation.
     "train-default": ("", {"context": "all", "stacks": "python"}),
     "train-expandable": ("expandable_segments:True", {"context": None}),
+    # The same, recording started once the weights exist: a partial trace.
+    "train-late": ("", {"context": None}),
     # Inference with a ring buffer smaller than the run: max_entries is reached.
     "infer-default": ("", {"context": None, "max_entries": 4000}),
     # Three streams working at once.
@@ -34,14 +36,17 @@ SCENARIOS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
-def _train(torch: Any, steps: int = 24) -> None:
+def _train(torch: Any, steps: int = 24, *, late: bool = False) -> None:
+    if not late:
+        torch.cuda.memory._record_memory_history(**_RECORD)
     vocab, hidden = 5000, 512
     embed = torch.nn.Embedding(vocab, hidden).cuda()
     lstm = torch.nn.LSTM(hidden, hidden, num_layers=2, batch_first=True).cuda()
     head = torch.nn.Linear(hidden, vocab).cuda()
     params = [*embed.parameters(), *lstm.parameters(), *head.parameters()]
     optimizer = torch.optim.Adam(params, lr=1e-3)
-    torch.cuda.memory._record_memory_history(**_RECORD)  # after the weights exist
+    if late:
+        torch.cuda.memory._record_memory_history(**_RECORD)  # after the weights exist
     generator = torch.Generator().manual_seed(0)
     for _ in range(steps):
         batch = int(torch.randint(4, 33, (1,), generator=generator))
@@ -102,6 +107,7 @@ _RECORD: dict[str, Any] = {}
 _WORK = {
     "train-default": _train,
     "train-expandable": _train,
+    "train-late": lambda torch: _train(torch, late=True),
     "infer-default": _infer,
     "multistream": _multistream,
     "oom": _oom,
@@ -135,13 +141,13 @@ def _record_one(name: str, out_dir: Path) -> None:
 def main() -> None:
     out_dir = Path(sys.argv[1])
     out_dir.mkdir(parents=True, exist_ok=True)
-    if len(sys.argv) > 2:
-        _record_one(sys.argv[2], out_dir)
+    if len(sys.argv) > 3 and sys.argv[2] == "--one":
+        _record_one(sys.argv[3], out_dir)
         return
-    for name, (conf, _) in SCENARIOS.items():
-        env = {**os.environ, "PYTORCH_CUDA_ALLOC_CONF": conf}
+    for name in sys.argv[2:] or list(SCENARIOS):
+        env = {**os.environ, "PYTORCH_CUDA_ALLOC_CONF": SCENARIOS[name][0]}
         done = subprocess.run(
-            [sys.executable, "-m", "tests.snapshot_recorder", str(out_dir), name], env=env
+            [sys.executable, "-m", "tests.snapshot_recorder", str(out_dir), "--one", name], env=env
         )
         size = (out_dir / f"{name}.pickle.gz").stat().st_size if done.returncode == 0 else 0
         print(f"{name}: exit {done.returncode}, {size:,} bytes", flush=True)

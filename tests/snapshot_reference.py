@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 SNAPSHOTS = Path(__file__).parent / "data" / "snapshots"
-NAMES = ("train-default", "train-expandable", "infer-default", "multistream", "oom")
+NAMES = ("train-default", "train-expandable", "train-late", "infer-default", "multistream", "oom")
+# Recorded from the process's first allocation: every allocation and segment is in the trace.
+COMPLETE = ("train-default", "train-expandable", "multistream", "oom")
 
 
 def load(path: Path) -> dict[str, Any]:
