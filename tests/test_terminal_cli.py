@@ -273,3 +273,27 @@ def test_on_a_terminal_the_table_is_boxed_when_it_fits(rocm: Path) -> None:
         and "rocsolver_dgetrf:m=1024,n=1024" in (seen.stdout)
     )
     assert shutil.which(str(HIPMEM))
+
+
+# -- floods and wording -----------------------------------------------------------------------
+
+
+def test_failed_calls_are_summarised_and_the_footer_says_what_it_covers(rocm: Path) -> None:
+    calls = [f"dgetrf:m=8,n=8,lda={lda}" for lda in range(1, 8)]  # lda < m: rejected by rocSOLVER
+    seen = piped("size", "-d", "MI210", "dgetrf:m=8,n=8", *calls)
+    assert seen.returncode == 1
+    errors = seen.stderr.splitlines()
+    assert len(errors) == 6 and errors[-1] == "Error: 2 more calls failed (--json lists every one)"
+    assert "the most any one of the 1 answered calls needs (7 could not be sized)" in seen.stdout
+
+
+def test_many_skipped_lines_are_counted_in_plain_words(rocm: Path, tmp_path: Path) -> None:
+    log = tmp_path / "noisy.log"
+    sample = (REPO / "samples" / "rocblas-bench.log").read_text()
+    log.write_text(sample + "".join(f"noise line {i}\n" for i in range(12)))
+    seen = piped("size", "-d", "MI210", "--from-log", str(log))
+    assert seen.returncode == 0, seen.stderr
+    warnings = [line for line in seen.stderr.splitlines() if line.startswith("Warning:")]
+    assert len(warnings) == 6 and "not a call: not a call" not in seen.stderr
+    assert re.search(r"7 more skipped lines, the first at line \d+ \(--json lists them all\)$",
+                     warnings[-1]), warnings[-1]  # fmt: skip
