@@ -21,6 +21,7 @@ TiB = 1 << 40
 # wrapped value rather than a size.
 MAX_BYTES = (1 << 63) - 1
 
+_MAX_DIGITS = 40
 _IEC_UNITS = {"": 1, "b": 1, "kib": KiB, "mib": MiB, "gib": GiB, "tib": TiB, "pib": 1 << 50}
 # ASCII digits only: `str.isdigit` and `\d` accept fullwidth and other scripts' digits.
 _SIZE = re.compile(r"[ \t]*([0-9]+(?:\.[0-9]+)?)[ \t]*([A-Za-z]*)[ \t]*")
@@ -44,6 +45,9 @@ def parse_bytes(text: str | int, *, name: str = "size") -> int:
     unit = match.group(2).lower() if match else ""
     if match is None or unit not in _IEC_UNITS:
         raise BadSize(f"not a size{_hint(match, unit)}", parameter=name, value=text)
+    if len(match.group(1)) > _MAX_DIGITS:  # Python refuses int() of thousands of digits
+        digits = len(match.group(1))
+        raise BadSize(f"{digits} digits, more than {MAX_BYTES:,} bytes", parameter=name)
     value = Fraction(match.group(1)) * _IEC_UNITS[unit]
     if value.denominator != 1:
         raise BadSize("not a whole number of bytes", parameter=name, value=text)

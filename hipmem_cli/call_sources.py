@@ -29,24 +29,22 @@ class CallSources:
     logs: list[CallLog] = field(default_factory=list)
 
 
-def gather_calls(sources: CallSources) -> list[Call]:
-    """Every call the user named, parsed and checked before any worker starts.
+def gather_calls(sources: CallSources) -> list[tuple[Call, int]]:
+    """Every call the user named with how often, parsed and checked before any worker starts.
 
-    A call that appears N times in a log or workload appears N times in the list (the same
-    Call object), so sizing counts it; identical calls are sized once.
+    Counts stay integers (a log may say a call ran 10**12 times); identical calls are sized
+    once and their counts added.
     """
     catalog = load_catalog()
-    calls = [parse_call(text, catalog) for text in sources.call_texts]
+    calls = [(parse_call(text, catalog), 1) for text in sources.call_texts]
     for path in sources.workloads:
-        for call, count in read_workload(path, catalog):
-            calls.extend([call] * count)
+        calls.extend(read_workload(path, catalog))
     for path in sources.from_logs:
         with output.progress(f"reading {path.name}", transfer=True) as report:
             log = read_call_log(path, catalog, progress=report)
         sources.logs.append(log)
         _report(log, sources.strict)
-        for call, count in log.calls:
-            calls.extend([call] * count)
+        calls.extend(log.calls)
     if not calls:
         raise UsageError(
             "no calls to size: give CALL arguments, e.g. rocsolver_dgetrf:m=1024,n=1024"
@@ -59,7 +57,7 @@ def _report(log: CallLog, strict: bool) -> None:
     """One line on stderr for the file, and one per kind of line that was not a call."""
     if strict and log.problems:
         raise CallLogError(log.problems[0].where(log.path) + " (--strict)")
-    skipped = sum(problem.count for problem in log.problems)
+    skipped = log.skipped_line_count
     no_workspace = sum(log.no_workspace.values())
     summary = (
         f"{log.path}: {log.format}, {log.line_count:,} lines, {log.call_count:,} calls "

@@ -11,6 +11,7 @@ from hipmem_cli import output
 from hipmem_cli.options import JsonOption, PlotOption, check_plot_option
 from replay.analysis import LogSummary, analyze, live_trace
 from replay.errors import ReplayUsageError
+from replay.events import AllocationLog
 from replay.log_loader import load_log
 
 log_app = typer.Typer(
@@ -64,19 +65,34 @@ def inspect(
         with output.progress("plotting") as progress:
             progress(0, None)
             plot_timeline(log, live_trace(log.events), summary, plot, per_stream=per_stream)
-    if summary.skipped_count:
-        first = summary.skipped[0]
-        output.warning(
-            f"skipped {summary.skipped_count:,} row(s) that could not be read; first "
-            f"{first.source}:{first.line}: {summary.skipped_reasons[0]} "
-            "(--strict makes this an error)"
-        )
+    warn_skipped_rows(log)
     if json:
         output.print_json(summary.as_dict())
         return
     _print_summary(summary)
     if plot is not None:
         output.written("plot", plot)
+
+
+def warn_skipped_rows(log: AllocationLog) -> None:
+    """One warning for the rows that could not be read (`log inspect` and `replay` alike)."""
+    if log.skipped_count:
+        first = log.skipped[0]
+        output.warning(
+            f"skipped {log.skipped_count:,} row(s) that could not be read; first "
+            f"{first.source}:{first.line}: {first.reason} (--strict makes this an error)"
+        )
+    for damaged in log.skipped[1:]:  # where a damaged file ends is never left unsaid
+        if damaged.reason.startswith("gzip data"):
+            output.warning(f"{damaged.source}:{damaged.line}: {damaged.reason}")
+
+
+def skipped_rows_json(log: AllocationLog) -> dict[str, object]:
+    """The same `skipped_rows` object as `log inspect --json` prints."""
+    return {
+        "count": log.skipped_count,
+        "first": [{"source": s.source, "line": s.line, "reason": s.reason} for s in log.skipped],
+    }
 
 
 def _time_of_day(time_ns: int | None) -> str:

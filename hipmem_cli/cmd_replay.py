@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from hipmem_cli import output
+from hipmem_cli.cmd_log import skipped_rows_json, warn_skipped_rows
 from hipmem_cli.options import JsonOption, PlotOption, check_plot_option
 from replay.backends import resolve_backend
 from replay.capacity import CapacityResult, NoCapacityFound, find_capacity
@@ -116,6 +117,9 @@ def replay_command(
         ),
     ] = None,
     json_out: JsonOption = False,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Any row that cannot be read is an error (exit 1).")
+    ] = False,
 ) -> None:
     """Replay allocation logs through real GPU memory resources, side by side."""
     if confirm_runs is not None and not capacity:
@@ -136,7 +140,8 @@ def replay_command(
     for spec in specs:  # a missing GPU or library is said before the log is read
         resolve_backend(options.backend, spec, options.device)
     with output.progress("loading", transfer=True) as bar:
-        log = load_log(logs, progress=bar)
+        log = load_log(logs, strict=strict, progress=bar)
+    warn_skipped_rows(log)
     program = build_program(log)
     if capacity:
         confirm = 2 if confirm_runs is None else confirm_runs
@@ -154,6 +159,7 @@ def replay_command(
     recorded = recorded_figures(log, program.peak_requested_bytes)
     if json_out:
         payload: dict[str, object] = {"sources": log.sources}
+        payload["skipped_rows"] = skipped_rows_json(log)
         if recorded is not None:
             payload["recorded"] = recorded.as_dict()
         payload["resources"] = [r.as_dict() for r in reports]
@@ -189,7 +195,10 @@ def _find_capacities(
             results.append(found)
     if json_out:
         output.print_json(
-            {"capacities": [_capacity_json(s, r) for s, r in zip(specs, results, strict=True)]}
+            {
+                "skipped_rows": skipped_rows_json(log),
+                "capacities": [_capacity_json(s, r) for s, r in zip(specs, results, strict=True)],
+            }
         )
     else:
         _print_capacities(program, specs, results, options, confirm_runs)

@@ -58,6 +58,11 @@ def size(
         output.print_json(payload)
     else:
         render(result, top)
+    for big in (r for r in result.calls if not r.fits_device):
+        output.warning(
+            f"{big.call.label} needs {big.bytes:,} bytes, more than the {result.device.name}'s "
+            f"{result.device.memory_bytes:,}: unsatisfiable on that device"
+        )
     output.summarised_errors([str(failed.error) for failed in result.failed])
     if result.failed:
         raise typer.Exit(1)

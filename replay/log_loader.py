@@ -37,6 +37,7 @@ import difflib
 import io
 import os
 import re
+import stat
 import threading
 import zlib
 from collections.abc import Callable, Iterable, Sequence
@@ -71,6 +72,14 @@ KNOWN_HEADERS = (HEADER_WITH_THREAD, HEADER_WITHOUT_THREAD)
 
 #: Skipped rows kept in full in `AllocationLog.skipped`; the rest are only counted.
 MAX_KEPT_SKIPS = 100
+#: Longer lines are skipped as unreadable (pyarrow cannot read a row longer than its block).
+MAX_LINE_BYTES = 1 << 20
+#: No device holds a petabyte: a larger size is a damaged row, skipped and reported. With
+#: every size below this, sums of sizes fit int64 unless the log allocates 2**62 bytes in
+#: all, which `load_log` refuses; so live bytes, totals and peaks never wrap.
+MAX_PLAUSIBLE_BYTES = 1 << 50
+MAX_TOTAL_BYTES = 1 << 62
+_ENDLESS_LINE_BYTES = 64 << 20
 
 DAY_NS = 86_400 * 1_000_000_000
 _HALF_DAY_NS = DAY_NS // 2
@@ -117,11 +126,22 @@ def find_log_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
         if path.is_file():
             found.append(path)
             continue
+        if path.exists():  # a FIFO or a device (/dev/zero): say what it is
+            raise LogFileNotFoundError(f"{given}: {_not_a_file(path)}")
         siblings = _device_siblings(path)
         if not siblings:
             raise LogFileNotFoundError(f"log file '{given}' does not exist")
         found.extend(siblings)
     return found
+
+
+def _not_a_file(path: Path) -> str:
+    mode = path.stat().st_mode
+    if stat.S_ISFIFO(mode):
+        return "is a FIFO; allocation logs are read twice when damaged, save it to a file first"
+    kinds = {stat.S_ISDIR: "a directory", stat.S_ISCHR: "a character device"}
+    what = next((name for test, name in kinds.items() if test(mode)), "not a regular file")
+    return f"is {what}, not a log file" if what.startswith("a ") else f"is {what}"
 
 
 def _device_siblings(path: Path) -> list[Path]:
@@ -153,6 +173,7 @@ class _SalvagingGzip(io.RawIOBase):
         self._pending = b""
         self.damage: str | None = None
         self._done = False
+        self._compressed_bytes = 0  # read from the file so far
 
     def readable(self) -> bool:
         return True
@@ -168,25 +189,49 @@ class _SalvagingGzip(io.RawIOBase):
 
     def _fill(self) -> None:
         compressed = self._file.read(1 << 20)
+        start = self._compressed_bytes
+        self._compressed_bytes += len(compressed)
+        saved = self._inflate.copy()
         try:
             if compressed:
-                self._pending = self._inflate.decompress(compressed)
-                if self._inflate.eof and self._inflate.unused_data:
-                    # Concatenated gzip members are valid gzip: start the next member.
-                    rest = self._inflate.unused_data
-                    self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
-                    self._pending += self._inflate.decompress(rest)
+                self._pending = self._inflate_member(compressed)
                 return
             self._pending = self._inflate.flush()
             if not self._inflate.eof:
                 self.damage = "gzip data ends early (truncated file)"
         except zlib.error as err:
-            self.damage = f"gzip data is corrupt ({err})"
+            # The whole block is lost with the exception: inflate it again in small steps
+            # from before it, keeping what came out before the damage.
+            self._pending, where = _inflate_until_damage(saved, compressed)
+            self.damage = f"gzip data is corrupt near compressed byte {start + where:,} ({err})"
         self._done = True
+
+    def _inflate_member(self, compressed: bytes) -> bytes:
+        out = self._inflate.decompress(compressed)
+        if self._inflate.eof and self._inflate.unused_data:
+            # Concatenated gzip members are valid gzip: start the next member.
+            rest = self._inflate.unused_data
+            self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            out += self._inflate.decompress(rest)
+        return out
 
     def close(self) -> None:
         self._file.close()
         super().close()
+
+
+def _inflate_until_damage(inflate: Any, compressed: bytes, step: int = 256) -> tuple[bytes, int]:
+    """What `inflate` gives for `compressed` before the damage, and the damage's offset in
+    it (to within `step` bytes)."""
+    out = []
+    for offset in range(0, len(compressed), step):
+        try:
+            out.append(inflate.decompress(compressed[offset : offset + step]))
+        except zlib.error:
+            return b"".join(out), offset
+        if inflate.eof:
+            break
+    return b"".join(out), len(compressed)
 
 
 def _is_gzip(path: Path) -> bool:
@@ -300,6 +345,7 @@ class _Lines:
     bad: list[tuple[int, str]] = field(default_factory=list)
     bad_count: int = 0
     lines_seen: int = 1  # the header
+    damage: tuple[int, str] | None = None  # where a damaged gzip ends the file, and why
 
     def add_block(self, block: bytes, fields: int) -> None:
         """Split one block of whole lines (ending in \\n), vectorised."""
@@ -310,12 +356,15 @@ class _Lines:
         found = np.searchsorted(commas, ends) - np.searchsorted(commas, starts) + 1
         numbers = self.lines_seen + 1 + np.arange(len(ends))
         self.lines_seen += len(ends)
-        good = found == fields
+        too_long = ends - starts > MAX_LINE_BYTES
+        good = (found == fields) & ~too_long
         for k in np.flatnonzero(~good):
             self.bad_count += 1
             if len(self.bad) < MAX_KEPT_SKIPS:
                 empty = not block[starts[k] : ends[k]].strip()
                 why = "empty line" if empty else f"expected {fields} fields, found {found[k]}"
+                if too_long[k]:
+                    why = f"line longer than {MAX_LINE_BYTES:,} bytes"
                 self.bad.append((int(numbers[k]), why))
         kept = buf if good.all() else buf[np.repeat(good, ends - starts + 1)]
         # pyarrow ends a row at a lone \r too; make it an ordinary (invalid) byte instead.
@@ -332,7 +381,7 @@ def _split_lines(path: Path, fields: int, *, block_bytes: int = 1 << 26) -> _Lin
     """Read the file in blocks of whole lines (after the header) and split them."""
     lines = _Lines()
     with _open(path) as stream:
-        stream.readline()  # the header, checked already
+        stream.readline(1 << 16)  # the header, checked already
         carry = b""
         while True:
             chunk = stream.read(block_bytes)
@@ -340,6 +389,12 @@ def _split_lines(path: Path, fields: int, *, block_bytes: int = 1 << 26) -> _Lin
             if chunk:
                 cut = data.rfind(b"\n") + 1
                 block, carry = data[:cut], data[cut:]
+                if len(carry) > _ENDLESS_LINE_BYTES:  # no line end in sight: not a log
+                    line = lines.lines_seen + block.count(b"\n") + 1
+                    raise LogFormatError(
+                        f"{path}:{line}: a line with no end after "
+                        f"{_ENDLESS_LINE_BYTES >> 20} MiB: not an allocation log"
+                    )
             else:
                 block, carry = (data + b"\n" if data else b""), b""
             if block:
@@ -349,7 +404,9 @@ def _split_lines(path: Path, fields: int, *, block_bytes: int = 1 << 26) -> _Lin
         damage = getattr(getattr(stream, "raw", None), "damage", None)
     if damage is not None:
         lines.bad_count += 1
-        lines.bad.append((lines.lines_seen + 1, damage))
+        read = f"read up to line {lines.lines_seen:,}" if lines.lines_seen > 1 else "no row read"
+        lines.damage = (lines.lines_seen + 1, f"{damage}; {read}, the rest is lost")
+        lines.bad.append(lines.damage)
     return lines
 
 
@@ -555,6 +612,10 @@ def _integers(arr: pa.Array, out: np.ndarray) -> BoolArray | None:
     return _any_bad(bad)
 
 
+# A superset of what arrow's integer conversion accepts (after trimming spaces and tabs).
+_ARROW_INTEGER = r"^[+-]?(?:0[xX][0-9a-fA-F]+|[0-9]+)$"
+
+
 def parse_integers_like_arrow(arr: pa.Array) -> tuple[Int64Array, BoolArray]:
     """Bytes -> int64 as arrow's CSV reader converts them, plus a bad-value mask (negative
     values are bad: no thread id or size is)."""
@@ -562,9 +623,14 @@ def parse_integers_like_arrow(arr: pa.Array) -> tuple[Int64Array, BoolArray]:
     with contextlib.suppress(pa.ArrowException):
         values = pc.cast(text, pa.int64()).to_numpy(zero_copy_only=False)
         return values, (values < 0) | non_ascii
-    # Some value does not convert: plain digits the vectorised way, the rest one by one.
+    # Some value does not convert: plain digits the vectorised way, the rest one by one,
+    # but only those that look like a number at all (a damaged file can have millions).
     values, bad = parse_decimal(text)
-    for row in np.flatnonzero(bad & ~non_ascii):
+    rest = np.flatnonzero(bad & ~non_ascii)
+    if len(rest):
+        numeric = pc.match_substring_regex(text.take(pa.array(rest)), _ARROW_INTEGER)
+        rest = rest[numeric.to_numpy(zero_copy_only=False)]
+    for row in rest:
         with contextlib.suppress(pa.ArrowException):
             values[row] = pa.array([text[int(row)].as_py()]).cast(pa.int64())[0].as_py()
             bad[row] = values[row] < 0
@@ -736,12 +802,19 @@ def load_log_file(path: Path, file_index: int, *, source: str | None = None) -> 
     except _NeedsTolerantRead:
         table, numbers, lines = _read_tolerant(path, layout)
     events, bad, bad_by_column = _convert(table, layout, numbers, file_index)
+    implausible = (events["size_bytes"] > MAX_PLAUSIBLE_BYTES) & ~bad
+    bad |= implausible
 
     skipped = [SkippedRow(name, line, reason) for line, reason in lines.bad]
     bad_rows = np.flatnonzero(bad)
     for row in bad_rows[:MAX_KEPT_SKIPS]:
         line = int(events["line"][row])
-        skipped.append(SkippedRow(name, line, _why_bad(table, int(row), bad_by_column)))
+        if implausible[row]:
+            size = int(events["size_bytes"][row])
+            why = f"size {size:,} is more than any device holds (over {MAX_PLAUSIBLE_BYTES:,})"
+        else:
+            why = _why_bad(table, int(row), bad_by_column)
+        skipped.append(SkippedRow(name, line, why))
     skipped.sort(key=lambda s: s.line)
     del table
 
@@ -749,7 +822,10 @@ def load_log_file(path: Path, file_index: int, *, source: str | None = None) -> 
         keep = ~bad
         events = {key: values[keep] for key, values in events.items()}
     unwrap_midnight(events["time_ns"])
-    return _FileEvents(events, skipped[:MAX_KEPT_SKIPS], lines.bad_count + len(bad_rows))
+    kept = skipped[:MAX_KEPT_SKIPS]
+    if lines.damage is not None and kept[-1].line != lines.damage[0]:  # always said
+        kept[-1] = SkippedRow(name, *lines.damage)
+    return _FileEvents(events, kept, lines.bad_count + len(bad_rows))
 
 
 # --------------------------------------------------------------------------- many files
@@ -798,6 +874,7 @@ def load_log(
         done_bytes += path.stat().st_size
     if progress:
         progress(total_bytes, total_bytes, "")
+    _check_total(parts, sources)
     log = _join(parts, sources)
     log.recordings = recordings
     return log
@@ -810,6 +887,19 @@ def _checked_strict(part: _FileEvents, strict: bool) -> _FileEvents:
         tail = f" (and {more} more bad rows)" if more else ""
         raise BadLogRowError(f"{first.source}:{first.line}: {first.reason}{tail}")
     return part
+
+
+def _check_total(parts: list[_FileEvents], sources: list[str]) -> None:
+    """Every sum of sizes fits int64 when all allocations together do (sizes are >= 0)."""
+    total = sum(
+        float(part.columns["size_bytes"][part.columns["action"] == ALLOCATE].sum(dtype=np.float64))
+        for part in parts
+    )
+    if total >= MAX_TOTAL_BYTES:
+        names = ", ".join(sources)
+        raise LogFormatError(
+            f"{names}: the allocations add up to more than 2**62 bytes; not a log of a real device"
+        )
 
 
 def _join(parts: list[_FileEvents], sources: list[str]) -> AllocationLog:

@@ -7,9 +7,9 @@ file is written atomically: a temporary file beside it, then a rename.
 
 from __future__ import annotations
 
-import os
+import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from hipmem.atomic_write import atomic_output
 from replay.errors import ReplayUsageError
@@ -24,21 +24,27 @@ class PlotPathError(ReplayUsageError):
 
 
 def check_plot_path(path: Path) -> None:
-    """Reject a missing matplotlib, an unsupported suffix, a missing or unwritable folder, or a
-    folder given as the file."""
+    """Reject, before any work starts, what the plot could not be written to: a suffix we
+    do not render, a directory, a missing folder, a folder where no file can be created
+    (read-only, or /proc and /sys: a temporary file is created there and removed), or a
+    missing matplotlib."""
     require_matplotlib()
     if path.suffix.lower() not in PLOT_SUFFIXES:
         _refuse(path, "must end in .png or .svg (the suffix picks it)")
-    folder = path.parent
-    if not folder.is_dir():
-        _refuse(path, f"folder '{folder}' does not exist")
     if path.is_dir():
-        _refuse(path, "is a folder; give a file name")
-    if not os.access(folder, os.W_OK):
-        _refuse(path, f"folder '{folder}' is not writable")
+        _refuse(path, "is a directory")
+    if path.exists() and not path.is_file():
+        _refuse(path, "is not a regular file")
+    if not path.parent.is_dir():
+        _refuse(path, f"folder '{path.parent}' does not exist")
+    try:
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".hipmem-plot-check-"):
+            pass
+    except OSError as err:
+        _refuse(path, f"cannot write in folder '{path.parent}': {err.strerror or err}")
 
 
-def _refuse(path: Path, why: str) -> None:
+def _refuse(path: Path, why: str) -> NoReturn:
     raise PlotPathError(why, parameter="plot", value=str(path))
 
 

@@ -192,11 +192,15 @@ def _parse_spec(raw: str) -> ResourceSpec:
     schema = _OPTIONS[kind]
     options: dict[str, OptionValue] = {name: default for name, (_, default) in schema.items()}
     limit_bytes: int | None = None
+    seen: set[str] = set()
     for pair in (p.strip() for p in rest.split(",") if p.strip()):
         name, sep, value = pair.partition("=")
         name = name.strip().lower()
         if not sep or not value.strip():
             raise ReplayUsageError(f"expected key=value, got {pair!r}")
+        if name in seen:  # as everywhere in hipmem: a repeated key is refused, not overridden
+            raise ReplayUsageError(f"{name} given twice")
+        seen.add(name)
         if name == "limit":
             limit_bytes = parse_bytes(value, name="limit")
             continue

@@ -17,18 +17,21 @@ Lines that are not calls are never dropped silently: each kind is counted with l
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import stat
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import Any, BinaryIO
 
 from hipmem.progress import ProgressCallback
 from sizing.call_spec import Call, Value, make_call
 from sizing.catalog import Catalog, Routine, load_catalog
-from sizing.errors import CallLogError, SizingError
+from sizing.errors import CallLogError, CallLogRefused, SizingError
+from sizing.input_files import UnreadableInput, open_input
+from sizing.strict_yaml import StrictYamlError, load_strict
 
 # Kinds of line that are not calls (Problem.kind).
 NOT_A_CALL = "not a call"
@@ -36,6 +39,18 @@ TRUNCATED = "truncated"
 UNKNOWN_FUNCTION = "unknown function"
 BAD_ARGUMENT = "bad argument"
 NEWER_LIBRARY = "newer library"
+TOO_LONG = "too long"
+
+# Bounds that keep memory and time proportional to what a real log holds, whatever a file
+# holds: one line (the longest real ones, gemm_ex traces, are under 1 KiB), the calls kept,
+# the problems listed (the rest are counted), and the distinct lines held before parsing.
+MAX_LINE_BYTES = 64 << 10
+MAX_DISTINCT_CALLS = 100_000
+MAX_LISTED_PROBLEMS = 1_000
+MAX_COUNT = 2**63 - 1
+_DISTINCT_LINES_HELD = 100_000
+_BLOCK_BYTES = 1 << 20
+_ENDLESS_LINE_BYTES = 64 << 20
 
 ROCBLAS_BENCH = "rocBLAS bench log"
 ROCBLAS_TRACE = "rocBLAS trace log"
@@ -91,7 +106,6 @@ _ATOMICS = ("atomics_allowed", "atomics_not_allowed")
 _SHELL_OPERATORS = frozenset({">", ">>", "|", "||", "&&", ";", "&", "2>&1", "1>&2", "<"})
 _VERSION_LINE = re.compile(r"^(rocSOLVER|rocBLAS) Version: ([\d.]+?)\.?$")
 _NUMBER = re.compile(r"^-?\d+(\.\d*)?([eE][-+]?\d+)?$")
-_TRACE_FIELDS = re.compile(r",(?![^(]*\))")  # commas outside "(re,im)" complex scalars
 
 
 @dataclass
@@ -120,10 +134,15 @@ class CallLog:
     no_workspace: dict[str, int] = field(default_factory=dict)  # API calls that need none
     ignored_line_count: int = 0  # blank lines, comments, log headers
     versions: dict[str, str] = field(default_factory=dict)  # from a rocSOLVER log header
+    unlisted_problem_lines: int = 0  # lines that are not calls, past MAX_LISTED_PROBLEMS
 
     @property
     def call_count(self) -> int:
         return sum(count for _, count in self.calls)
+
+    @property
+    def skipped_line_count(self) -> int:
+        return sum(problem.count for problem in self.problems) + self.unlisted_problem_lines
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -137,6 +156,7 @@ class CallLog:
                 {"line": p.line_number, "kind": p.kind, "message": p.message, "count": p.count}
                 for p in self.problems
             ],
+            "unlisted_problem_lines": self.unlisted_problem_lines,
         }
 
 
@@ -154,37 +174,80 @@ def read_call_log(
     path: Path, catalog: Catalog | None = None, progress: ProgressCallback | None = None
 ) -> CallLog:
     """Stream one log file; every distinct line parsed once. Raises CallLogError when the
-    file is a rocSOLVER trace/profile log (they record no arguments) or cannot be read."""
+    file is a rocSOLVER trace/profile log (they record no arguments), cannot be read, or
+    goes past a bound (`MAX_DISTINCT_CALLS`, a line with no end); CallLogRefused (usage)
+    for a YAML alias in a profile line."""
     catalog = catalog or load_catalog()
-    distinct, line_count = _count_lines(path, progress)
     reader = _LogReader(path, catalog)
-    for text, (first_line, count) in distinct.items():
-        reader.add(text.decode("utf-8", "replace").strip(), first_line, count)
-    return reader.finish(line_count)
-
-
-def _count_lines(
-    path: Path, progress: ProgressCallback | None
-) -> tuple[dict[bytes, list[int]], int]:
-    """Identical lines counted while streaming: {line: [first line number, count]}."""
-    distinct: dict[bytes, list[int]] = {}
+    distinct: dict[bytes, list[int]] = {}  # line -> [first line number, count]
+    number = 0
     try:
-        total_bytes = path.stat().st_size
-        with path.open("rb") as stream:
-            number = 0
-            for number, raw in enumerate(stream, start=1):
+        with open_input(path) as stream:
+            for number, raw in enumerate(_bounded_lines(path, stream, progress), start=1):
+                if raw is None:
+                    reader.too_long(number)
+                    continue
                 entry = distinct.get(raw)
                 if entry is None:
                     distinct[raw] = [number, 1]
+                    if len(distinct) >= _DISTINCT_LINES_HELD:  # parse them, let them go
+                        _parse_lines(reader, distinct)
                 else:
                     entry[1] += 1
-                if progress is not None and number % _PROGRESS_EVERY_LINES == 0:
-                    progress(stream.tell(), total_bytes, "")
+    except UnreadableInput as err:
+        raise CallLogError(str(err)) from None
     except OSError as err:
         raise CallLogError(f"{path}: cannot read: {err.strerror or err}") from None
-    if progress is not None:
-        progress(total_bytes, total_bytes, "")
-    return distinct, number
+    _parse_lines(reader, distinct)
+    return reader.finish(number)
+
+
+def _parse_lines(reader: _LogReader, distinct: dict[bytes, list[int]]) -> None:
+    for text, (first_line, count) in distinct.items():
+        reader.add(text.decode("utf-8", "replace").strip(), first_line, count)
+    distinct.clear()
+
+
+def _bounded_lines(
+    path: Path, stream: BinaryIO, progress: ProgressCallback | None
+) -> Iterator[bytes | None]:
+    """The file's lines (without their \\n), read in blocks; None for a line longer than
+    MAX_LINE_BYTES (the rest of it is read past). Memory stays within a block and a line
+    whatever the file holds; a "line" with no end in `_ENDLESS_LINE_BYTES` (a stream of
+    zeros) ends the read with CallLogError."""
+    total_bytes = _size_if_regular(stream)
+    done_bytes = 0
+    carry = b""
+    skipped_bytes = -1  # >= 0 while reading past an over-long line
+    while chunk := stream.read(_BLOCK_BYTES):
+        done_bytes += len(chunk)
+        if skipped_bytes >= 0:
+            end = chunk.find(b"\n")
+            if end < 0:
+                skipped_bytes += len(chunk)
+                if skipped_bytes > _ENDLESS_LINE_BYTES:
+                    raise CallLogError(
+                        f"{path}: a line with no end after {_ENDLESS_LINE_BYTES >> 20} MiB: "
+                        "not a call log, reading stopped"
+                    )
+                continue
+            chunk, skipped_bytes = chunk[end + 1 :], -1
+        lines = (carry + chunk).split(b"\n")
+        carry = lines.pop()
+        for line in lines:
+            yield line if len(line) <= MAX_LINE_BYTES else None
+        if len(carry) > MAX_LINE_BYTES:
+            yield None
+            carry, skipped_bytes = b"", len(carry)
+        if progress is not None:
+            progress(done_bytes, total_bytes, "")
+    if carry:
+        yield carry
+
+
+def _size_if_regular(stream: BinaryIO) -> int | None:
+    info = os.fstat(stream.fileno())
+    return info.st_size if stat.S_ISREG(info.st_mode) else None
 
 
 class _LogReader:
@@ -194,7 +257,9 @@ class _LogReader:
         self.path = path
         self.catalog = catalog
         self.calls: dict[tuple[Any, ...], list[Any]] = {}  # key -> [Call, count]
-        self.problems: list[Problem] = []
+        # (kind, message) -> Problem: a line met again in a later batch adds to its count.
+        self.problems: dict[tuple[str, str], Problem] = {}
+        self.unlisted_problem_lines = 0  # past MAX_LISTED_PROBLEMS: counted only
         self.no_workspace: dict[str, int] = {}
         self.formats: dict[str, int] = {}
         self.ignored = 0
@@ -223,15 +288,43 @@ class _LogReader:
             self.no_workspace[str(named)] = self.no_workspace.get(str(named), 0) + count
             return
         except _LineError as err:
-            self.problems.append(Problem(line_number, err.kind, str(err), count))
+            self.problem(Problem(line_number, err.kind, str(err), count))
             return
+        except StrictYamlError as err:  # an alias: a hostile file, never a rocBLAS log
+            raise CallLogRefused(f"{self.path}:{line_number}: {err}") from None
         except SizingError as err:  # make_call: an argument the catalog rejects
-            self.problems.append(Problem(line_number, BAD_ARGUMENT, str(err), count))
+            self.problem(Problem(line_number, BAD_ARGUMENT, str(err), count))
             return
         self.formats[format_name] = self.formats.get(format_name, 0) + count
         for call, times in calls:
-            entry = self.calls.setdefault(call.key(), [call, 0])
-            entry[1] += times * count
+            self._count(call, times * count, line_number)
+
+    def _count(self, call: Call, times: int, line_number: int) -> None:
+        entry = self.calls.get(call.key())
+        if entry is None:
+            if len(self.calls) >= MAX_DISTINCT_CALLS:
+                raise CallLogError(
+                    f"{self.path}:{line_number}: more than {MAX_DISTINCT_CALLS:,} distinct "
+                    "calls; hipmem stops there (split the log, or size its largest calls)"
+                )
+            entry = self.calls[call.key()] = [call, 0]
+        entry[1] += times
+
+    def problem(self, found: Problem) -> None:
+        """Record a line that is not a call; identical ones add to the first one's count."""
+        key = (found.kind, found.message)
+        known = self.problems.get(key)
+        if known is not None:
+            known.count += found.count
+            known.line_number = min(known.line_number, found.line_number)
+        elif len(self.problems) < MAX_LISTED_PROBLEMS:
+            self.problems[key] = found
+        else:
+            self.unlisted_problem_lines += found.count
+
+    def too_long(self, line_number: int) -> None:
+        message = f"longer than {MAX_LINE_BYTES:,} bytes, skipped unread"
+        self.problem(Problem(line_number, TOO_LONG, message))
 
     def _version(self, library: str, version: str, line_number: int, count: int) -> None:
         self.versions[library] = version
@@ -242,7 +335,7 @@ class _LogReader:
                 f"written by {library} {version}, newer than the {known} whose headers hipmem's "
                 "catalog comes from: its routines or arguments may differ"
             )
-            self.problems.append(Problem(line_number, NEWER_LIBRARY, message, count))
+            self.problem(Problem(line_number, NEWER_LIBRARY, message, count))
 
     def _parse(self, text: str) -> tuple[str, list[tuple[Call, int]]]:
         if text.startswith("- {") or text.startswith("- rocblas_function"):
@@ -308,23 +401,29 @@ class _LogReader:
     # -- profile entries --------------------------------------------------------------------
     def _profile_entry(self, text: str) -> tuple[Call, int]:
         try:
-            loaded = yaml.load(text, Loader=_YAML_LOADER)
-        except yaml.YAMLError as err:
-            problem = getattr(err, "problem", None) or err
-            raise _LineError(TRUNCATED, f"not a complete YAML entry ({problem})") from None
+            # Aliases are refused before they are expanded, repeated keys refused.
+            loaded = load_strict(text)
+        except StrictYamlError as err:
+            if "alias" in str(err):
+                raise
+            if "given twice" in str(err):
+                raise _LineError(BAD_ARGUMENT, str(err)) from None
+            raise _LineError(TRUNCATED, f"not a complete YAML entry ({err})") from None
         entry = loaded[0] if isinstance(loaded, list) and loaded else None
         if not isinstance(entry, dict) or "rocblas_function" not in entry:
             raise _LineError(NOT_A_CALL, f"a YAML entry without rocblas_function: {_clip(text)}")
         routine = self._routine(_rocblas_name(str(entry["rocblas_function"])))
         count = entry.get("call_count", 1)
-        if not isinstance(count, int) or count < 1:
-            raise _LineError(BAD_ARGUMENT, f"call_count {count!r} is not a positive integer")
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_COUNT:
+            raise _LineError(
+                BAD_ARGUMENT, f"call_count {_clip(repr(count))} is not a whole number 1..2**63-1"
+            )
         options = {str(k): _yaml_text(v) for k, v in entry.items()}
         return self._named_call(routine, options), count
 
     # -- trace lines ------------------------------------------------------------------------
     def _trace_line(self, text: str) -> Call:
-        fields = [f.strip() for f in _TRACE_FIELDS.split(text)]
+        fields = [f.strip() for f in split_trace_fields(text)]
         routine = self._routine(_rocblas_name(fields[0]))
         values = fields[1:]
         while values and values[-1] in _ATOMICS:
@@ -367,6 +466,8 @@ class _LogReader:
             ) or by_folded.get(_fold(key))
             if name is None:
                 raise _LineError(BAD_ARGUMENT, f"{routine.name} has no argument '{key}'")
+            if name in given:
+                raise _LineError(BAD_ARGUMENT, f"{routine.name}: argument {name} given twice")
             given[name] = self._value(routine, name, value)
         return make_call(routine, given, self.catalog)
 
@@ -390,7 +491,7 @@ class _LogReader:
                 "log with ROCSOLVER_LAYER=2 (bench) to size its calls"
             )
         if self.rocsolver_unsizable:
-            self.problems.append(
+            self.problem(
                 Problem(
                     self.rocsolver_unsizable_first,
                     NOT_A_CALL,
@@ -398,7 +499,7 @@ class _LogReader:
                     self.rocsolver_unsizable,
                 )
             )
-        self.problems.sort(key=lambda p: p.line_number)
+        problems = sorted(self.problems.values(), key=lambda p: p.line_number)
         if BENCH_COMMANDS in self.formats:  # pasted commands, some of them `./rocblas-bench`
             for logged in (ROCBLAS_BENCH, ROCSOLVER_BENCH):
                 self.formats[BENCH_COMMANDS] += self.formats.pop(logged, 0)
@@ -408,7 +509,8 @@ class _LogReader:
             format=" + ".join(formats) if formats else "no calls",
             line_count=line_count,
             calls=[(call, count) for call, count in self.calls.values()],
-            problems=self.problems,
+            problems=problems,
+            unlisted_problem_lines=self.unlisted_problem_lines,
             no_workspace=self.no_workspace,
             ignored_line_count=self.ignored,
             versions=self.versions,
@@ -429,6 +531,8 @@ def _bench_options(tokens: list[str], text: str) -> dict[str, str]:
         if (not token.startswith("-") and not bare_name) or _NUMBER.match(token):
             raise _LineError(BAD_ARGUMENT, f"unexpected '{token}' in: {_clip(text)}")
         name = token.lstrip("-")
+        if name in options:  # as on the command line: a repeated option is an error
+            raise _LineError(BAD_ARGUMENT, f"option {token} given twice")
         following = tokens[index + 1] if index + 1 < len(tokens) else None
         if following is not None and (not following.startswith("-") or _NUMBER.match(following)):
             options[name] = following
@@ -437,6 +541,27 @@ def _bench_options(tokens: list[str], text: str) -> dict[str, str]:
             options[name] = ""
             index += 1
     return options
+
+
+def split_trace_fields(text: str) -> list[str]:
+    """Split a trace line at its commas, except those inside a "(re,im)" complex scalar.
+
+    One pass over the pieces (a regular expression with a look-ahead to the next paren took
+    quadratic time on a line of many commas)."""
+    fields: list[str] = []
+    pending: list[str] = []  # the pieces of an open "(re,im" so far
+    for piece in text.split(","):
+        if pending:
+            pending.append(piece)
+            if ")" in piece:
+                fields.append(",".join(pending))
+                pending = []
+        elif piece.lstrip().startswith("(") and ")" not in piece:
+            pending = [piece]
+        else:
+            fields.append(piece)
+    fields.extend(pending)  # a paren never closed: its commas were separators after all
+    return fields
 
 
 def _rocblas_name(name: str) -> str:
@@ -492,6 +617,3 @@ def _clip(text: str, limit: int = 80) -> str:
 
 def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split(".") if part.isdigit())
-
-
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -3,6 +3,7 @@ keyword arguments, checked against the catalog, with every unspecified argument 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,28 @@ ENUM_ALIASES: dict[str, dict[str, str]] = {
 
 _INT_RANGES = {"i32": (-(2**31), 2**31 - 1), "i64": (-(2**63), 2**63 - 1), "u32": (0, 2**32 - 1)}
 _INT_RANGES["i8"] = (-128, 127)
+_DECIMAL = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_MAX_DIGITS = 40
+_MAX_SHOWN_CHARS = 80  # far past any int64; keeps int() of a huge string out of reach
+_DIMENSIONS = frozenset(
+    {"m", "n", "k", "nrhs", "kl", "ku", "batch_count", "nb", "nblocks", "nu", "nv", "nc"}
+)
+# rocblas_gemm_ex's supported (a/b type, c/d type, compute type) triples, from its docs.
+GEMM_EX_TYPES = frozenset(
+    {
+        ("f16_r", "f16_r", "f16_r"),
+        ("f16_r", "f16_r", "f32_r"),
+        ("f16_r", "f32_r", "f32_r"),
+        ("bf16_r", "bf16_r", "f32_r"),
+        ("bf16_r", "f32_r", "f32_r"),
+        ("f32_r", "f32_r", "f32_r"),
+        ("f64_r", "f64_r", "f64_r"),
+        ("f32_c", "f32_c", "f32_c"),
+        ("f64_c", "f64_c", "f64_c"),
+        ("i8_r", "i32_r", "i32_r"),
+    }
+)
+TRSM_EX_TYPES = frozenset({"f32_r", "f64_r", "f32_c", "f64_c"})
 
 # The element type a `const void*` scalar has, from the routine's compute/execution type.
 _SCALAR_OF_DATATYPE = {
@@ -121,10 +144,38 @@ def make_call(
     for name in given:
         if name not in settable:
             raise BadArgument(_unknown_argument(routine, name, settable))
-    values = {name: _convert(routine, settable[name], raw, catalog) for name, raw in given.items()}
+    values = {
+        name: _convert(routine, settable[name], raw, catalog, given=True)
+        for name, raw in given.items()
+    }
     _apply_defaults(routine, settable, values, catalog)
     ordered = {name: values[name] for name in settable}
+    _check_types(routine, ordered)
     return Call(routine=routine, args=ordered, given=frozenset(given))
+
+
+def _check_types(routine: Routine, args: Mapping[str, Value]) -> None:
+    """The data types must be a combination the routine implements: rocBLAS answers a size
+    query for any combination (0 bytes), and only fails when the call is made."""
+    for name, value in args.items():
+        if value == "invalid":
+            raise BadArgument(f"{routine.name}: {name}=invalid is not a data type")
+    if routine.family == "gemm_ex":
+        triple = (str(args["a_type"]), str(args["c_type"]), str(args["compute_type"]))
+        pairs_match = args["b_type"] == args["a_type"] and args["d_type"] == args["c_type"]
+        if triple not in GEMM_EX_TYPES or not pairs_match:
+            supported = "; ".join(f"{a}/{c}/{t}" for a, c, t in sorted(GEMM_EX_TYPES))
+            raise BadArgument(
+                f"{routine.name}: a_type={args['a_type']}, b_type={args['b_type']}, "
+                f"c_type={args['c_type']}, d_type={args['d_type']}, "
+                f"compute_type={args['compute_type']} is not a type combination rocBLAS "
+                f"implements (a=b / c=d / compute: {supported})"
+            )
+    if routine.family == "trsm_ex" and str(args.get("compute_type")) not in TRSM_EX_TYPES:
+        raise BadArgument(
+            f"{routine.name}: compute_type={args.get('compute_type')} is not one of "
+            f"{', '.join(sorted(TRSM_EX_TYPES))}"
+        )
 
 
 def _unknown_argument(routine: Routine, name: str, settable: Mapping[str, Param]) -> str:
@@ -135,8 +186,13 @@ def _unknown_argument(routine: Routine, name: str, settable: Mapping[str, Param]
     return f"{routine.name} has no argument '{name}'{hint} (it takes {', '.join(settable)})"
 
 
-def _convert(routine: Routine, param: Param, raw: Value, catalog: Catalog) -> Value:
+def _convert(
+    routine: Routine, param: Param, raw: Value, catalog: Catalog, *, given: bool = False
+) -> Value:
+    """`given`: the user's value (a float is no whole number); else a default rule's."""
     where = f"{routine.name}: {param.name}={raw}"
+    if isinstance(raw, str) and len(raw) > _MAX_SHOWN_CHARS:  # say how long, not all of it
+        where = f"{routine.name}: {param.name} (a value of {len(raw):,} characters)"
     if param.kind == "enum":
         assert param.enum is not None
         return _enum_value(where, param.enum, str(raw), catalog)
@@ -145,20 +201,34 @@ def _convert(routine: Routine, param: Param, raw: Value, catalog: Catalog) -> Va
             return float(raw)
         except ValueError:
             raise BadArgument(f"{where}: expected a number") from None
-    return _integer(where, param.kind, raw)
+    if given and isinstance(raw, float):
+        raise BadArgument(f"{where}: expected a whole number, not a decimal")
+    return _integer(where, param.name, param.kind, raw)
 
 
-def _integer(where: str, kind: str, raw: Value) -> int:
-    if isinstance(raw, float) and not raw.is_integer():
+def _integer(where: str, name: str, kind: str, raw: Value) -> int:
+    """Plain ASCII decimal only: Python's int() would also take '４０', '4_000' and (base 0)
+    '0x10', none of which rocsolver-bench or a C header's reader would."""
+    if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
         raise BadArgument(f"{where}: expected a whole number")
-    try:
-        value = int(raw, 0) if isinstance(raw, str) else int(raw)
-    except ValueError:
-        raise BadArgument(f"{where}: expected a whole number") from None
+    if isinstance(raw, str):
+        if not _DECIMAL.fullmatch(raw) or len(raw) > _MAX_DIGITS:
+            raise BadArgument(f"{where}: expected a whole number in plain decimal digits")
+        value = int(raw)
+    else:
+        value = int(raw)
     low, high = _INT_RANGES.get(kind, (-(2**63), 2**63 - 1))
     if not low <= value <= high:
         raise BadArgument(f"{where}: out of range for {kind} ({low}..{high})")
+    if value < 0 and is_dimension(name):
+        # rocBLAS does not check sizes in query mode: it would answer 0 bytes.
+        raise BadArgument(f"{where}: a dimension cannot be negative")
     return value
+
+
+def is_dimension(name: str) -> bool:
+    """Sizes, leading dimensions and counts: never negative (increments and strides may be)."""
+    return name in _DIMENSIONS or name.startswith(("ld", "nnz"))
 
 
 def _enum_value(where: str, enum: str, raw: str, catalog: Catalog) -> str:

@@ -102,18 +102,26 @@ def write_github(
     """Append NAME=VALUE lines to $GITHUB_ENV and $GITHUB_OUTPUT, where set.
 
     Returns the files written (none when neither variable is set: print the lines instead).
-    Every file is opened before any is written, and each gets its text in one write, so a
-    failure leaves no file half-written.
+    Both or neither: every file is opened before any is written, each gets its text in one
+    write, and when a later file cannot be written the earlier ones are truncated back to
+    their length before, so a failure leaves every file as it was.
     """
     environ = os.environ if environ is None else environ
     text = render("github", variables)
     targets = [(name, Path(environ[name])) for name in GITHUB_FILES if environ.get(name)]
     opened: list[tuple[str, Path, int]] = []
+    written: list[tuple[int, int]] = []  # (fd, its size before)
     try:
         for name, path in targets:
             opened.append((name, path, _open_for_append(name, path)))
         for name, path, fd in opened:
+            size_before = os.fstat(fd).st_size
             _append_whole(name, path, fd, text)
+            written.append((fd, size_before))
+    except GithubFileError:
+        for fd, size_before in written:
+            _truncate(fd, size_before)
+        raise
     finally:
         for _, _, fd in opened:
             os.close(fd)

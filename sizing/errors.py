@@ -43,8 +43,16 @@ class VendorStatus(SizingError):
     """The vendor library answered with a status that is not a size."""
 
 
+class ImplausibleSize(SizingError):
+    """The library answered a size of 2**63 bytes or more: its arithmetic wrapped."""
+
+
 class WorkerCrashed(SizingError):
     """The vendor library aborted or crashed the worker process."""
+
+
+class WorkerTimedOut(SizingError):
+    """The worker did not answer a call within the deadline; it was killed and restarted."""
 
 
 class FetchError(SizingError):
@@ -57,6 +65,10 @@ class ShimBuildError(SizingError):
 
 class CallLogError(SizingError):
     """A call log cannot be read, or (with --strict) holds a line that is not a call."""
+
+
+class CallLogRefused(UsageError):
+    """A call log holds something no real log does and that is refused outright (an alias)."""
 
 
 class WorkloadError(UsageError):

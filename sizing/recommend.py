@@ -23,11 +23,19 @@ from typing import Any
 
 from hipmem.byte_sizes import BadSize, KiB, MiB, parse_bytes
 from sizing.call_spec import Call
+from sizing.errors import SizingError
 from sizing.session import CallResult, SessionResult
 from sizing.virtual_device import Arch
 
 DEFAULT_HANDLE_BYTES = 32 * MiB
 LARGE_DEFAULT_HANDLE_BYTES = 128 * MiB  # gfx94x (MI300) and gfx950 (MI350)
+
+
+class Unsatisfiable(SizingError):
+    """The recommended value would be more than the device's memory."""
+
+
+MAX_PERCENT = 10_000  # --headroom: past this a percentage is a typo
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,8 @@ def parse_headroom(text: str) -> Headroom:
                 parameter="headroom",
                 value=text,
             )
+        if len(match.group(1)) > 30 or Fraction(match.group(1)) > MAX_PERCENT:
+            raise BadSize(f"more than {MAX_PERCENT:,}%", parameter="headroom")
         return Headroom(percent=Fraction(match.group(1)))
     bare = text.strip()
     if bare.isdigit() and int(bare) != 0:  # 10 could be 10% or 10 bytes: ask, never guess
@@ -69,7 +79,9 @@ def parse_headroom(text: str) -> Headroom:
         )
     try:
         return Headroom(fixed_bytes=parse_bytes(text, name="headroom"))
-    except BadSize:
+    except BadSize as err:
+        if "more than" in str(err):  # a size too large: its own message
+            raise
         raise BadSize(
             "expected a non-negative percentage (10%) or size (1048576B, 64MiB)",
             parameter="headroom",
@@ -228,6 +240,13 @@ def recommend(
     environ = os.environ if environ is None else environ
     headroom_bytes = headroom.bytes_for(result.session_bytes)
     value_bytes = round_up(result.session_bytes + headroom_bytes, align_bytes)
+    memory = result.device.memory_bytes
+    if value_bytes > memory:  # never emitted: a handle with it could not be created
+        raise Unsatisfiable(
+            f"the recommendation ({result.session_bytes:,} bytes needed + headroom, rounded "
+            f"up to {align_bytes:,}) is {value_bytes:,} bytes, more than the "
+            f"{result.device.name}'s {memory:,} bytes of memory; nothing emitted"
+        )
     default_bytes, source = _default_bytes(result)
     sized = [r for r in result.calls if r.bytes is not None]
     largest = max(sized, key=lambda r: r.bytes or 0, default=None)
@@ -291,8 +310,6 @@ def _memory_warnings(advice: Recommendation, result: SessionResult) -> list[str]
     memory = result.device.memory_bytes
     value = advice.rocblas_device_memory_size_bytes
     name = result.device.name
-    if value > memory:
-        return [f"{value:,} bytes is more than the {name}'s {memory:,} bytes of memory"]
     if value * advice.handles > memory:
         return [
             f"{advice.handles} handles × {value:,} bytes is more than the {name}'s "

@@ -22,12 +22,25 @@ from typing import Any
 from hipmem.progress import ProgressCallback
 from sizing.call_spec import Call, Value, make_call, parse_call
 from sizing.catalog import Catalog, load_catalog
-from sizing.errors import MissingSymbol, NoGpu, SizingError, VendorStatus, WorkerCrashed
+from sizing.errors import (
+    ImplausibleSize,
+    MissingSymbol,
+    NoGpu,
+    SizingError,
+    UsageError,
+    VendorStatus,
+    WorkerCrashed,
+    WorkerTimedOut,
+)
 from sizing.library_locator import Libraries, locate
 from sizing.virtual_device import Device, resolve
 from sizing.worker_process import Crash, WorkerInfo, WorkerProcess
 
 SIZE_STATUSES = ("size_increased", "size_unchanged", "success")
+# A size_t the library computed of 2**63 or more has wrapped (no device is near it).
+WRAPPED_BYTES = 2**63
+MAX_COUNT = 2**63 - 1  # how often one call may be counted (an int64, as JSON readers hold it)
+Counted = tuple[Call | str, int]
 
 
 @dataclass
@@ -39,6 +52,7 @@ class CallResult:
     status: str  # the library's status by name, or "crashed" / "missing_symbol"
     error: SizingError | None = None
     count: int = 1  # how many times the request contained this call
+    fits_device: bool = True  # False: more than the device's memory (unsatisfiable there)
 
     def as_dict(self) -> dict[str, Any]:
         payload: dict[str, Any] = {
@@ -47,6 +61,7 @@ class CallResult:
             "bytes": self.bytes,
             "status": self.status,
             "count": self.count,
+            "fits_device": self.fits_device,
         }
         if self.error is not None:
             payload["error"] = str(self.error)
@@ -93,11 +108,14 @@ class SizingSession:
         compute_units: int | None = None,
         rocm_dir: Path | None = None,
         catalog: Catalog | None = None,
+        call_deadline_s: float | None = None,
     ) -> None:
+        """`call_deadline_s`: how long one call may take before the worker is killed and
+        the call reported as timed out (default: HIPMEM_CALL_DEADLINE_S, else 60 s)."""
         self.catalog = catalog or load_catalog()
         self.device = _choose_device(device, compute_units)
         self.libraries: Libraries = locate(rocm_dir)
-        self._worker = WorkerProcess(self.libraries, self.device)
+        self._worker = WorkerProcess(self.libraries, self.device, call_deadline_s=call_deadline_s)
         self._results: dict[tuple[Any, ...], CallResult] = {}
 
     # -- context management -----------------------------------------------------------------
@@ -123,23 +141,26 @@ class SizingSession:
         return self.size_many([call])[0]
 
     def size_many(
-        self, calls: Iterable[Call | str], progress: ProgressCallback | None = None
+        self, calls: Iterable[Call | str | Counted], progress: ProgressCallback | None = None
     ) -> list[CallResult]:
-        """Size calls in order; identical calls are sized once (their count goes up)."""
-        parsed = [parse_call(c, self.catalog) if isinstance(c, str) else c for c in calls]
+        """Size calls in order; identical calls are sized once (their count goes up).
+
+        An item may be `(call, count)`: a call made `count` times, counted as an integer (a
+        log of a long run says 30,000,000 times; nothing is repeated that often here)."""
+        pairs = [_counted(item, self.catalog) for item in calls]
         fresh: dict[tuple[Any, ...], Call] = {}
         fresh_counts: dict[tuple[Any, ...], int] = {}
-        for call in parsed:
+        for call, count in pairs:
             key = call.key()
             if key in self._results:
-                self._results[key].count += 1
+                self._results[key].count = _add_counts(self._results[key].count, count, call)
             else:
                 fresh.setdefault(key, call)
-                fresh_counts[key] = fresh_counts.get(key, 0) + 1
+                fresh_counts[key] = _add_counts(fresh_counts.get(key, 0), count, call)
         self._size_fresh(list(fresh.values()), progress)
         for key, count in fresh_counts.items():
             self._results[key].count = count
-        return [self._results[call.key()] for call in parsed]
+        return [self._results[call.key()] for call, _ in pairs]
 
     def _size_fresh(self, calls: list[Call], progress: ProgressCallback | None) -> None:
         encoded = [self._encode(call) for call in calls]
@@ -160,6 +181,8 @@ class SizingSession:
         if isinstance(answer, Crash):
             message = f"{call.label}: the vendor library {answer.how}"
             message += f": {answer.last_words}" if answer.last_words else ""
+            if answer.timed_out:
+                return CallResult(call, None, "timed_out", WorkerTimedOut(message))
             return CallResult(call, None, "crashed", WorkerCrashed(message + self._hint(call)))
         if "missing_symbol" in answer:
             missing = MissingSymbol(
@@ -174,7 +197,15 @@ class SizingSession:
                 f"rocblas_status_{status} ({answer['status']})"
             )
             return CallResult(call, None, status, error)
-        return CallResult(call, answer["bytes"], status)
+        size_bytes = int(answer["bytes"])
+        if size_bytes >= WRAPPED_BYTES:
+            return CallResult(call, None, "implausible", ImplausibleSize(
+                f"{call.label}: {call.routine.library} answered {size_bytes:,} bytes, a size "
+                "that wrapped around inside the library (2**63 or more): no answer"
+            ))  # fmt: skip
+        return CallResult(
+            call, size_bytes, status, fits_device=size_bytes <= self.device.memory_bytes
+        )
 
     def _hint(self, call: Call) -> str:
         tensile = self.libraries.tensile_dir
@@ -232,7 +263,7 @@ class SizingSession:
 
 
 def size_calls(
-    calls: Iterable[Call | str],
+    calls: Iterable[Call | str | Counted],
     device: str | Device | None = None,
     *,
     compute_units: int | None = None,
@@ -240,9 +271,29 @@ def size_calls(
     progress: ProgressCallback | None = None,
 ) -> SessionResult:
     """Open a session, size every call, and return the result."""
+    catalog = load_catalog()
+    pairs = [_counted(item, catalog) for item in calls]
+    totals: dict[tuple[Any, ...], int] = {}
+    for call, count in pairs:  # a count overflow is said before any library is loaded
+        totals[call.key()] = _add_counts(totals.get(call.key(), 0), count, call)
     with SizingSession(device, compute_units=compute_units, rocm_dir=rocm_dir) as session:
-        session.size_many(calls, progress)
+        session.size_many(pairs, progress)
         return session.result()
+
+
+def _counted(item: Call | str | Counted, catalog: Catalog) -> tuple[Call, int]:
+    call, count = item if isinstance(item, tuple) else (item, 1)
+    if isinstance(call, str):
+        call = parse_call(call, catalog)
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_COUNT:
+        raise UsageError(f"{call.label}: count {count!r} is not a whole number 1..{MAX_COUNT}")
+    return call, count
+
+
+def _add_counts(total: int, count: int, call: Call) -> int:
+    if total + count > MAX_COUNT:
+        raise UsageError(f"{call.label}: counted more than {MAX_COUNT:,} times in all (2**63 - 1)")
+    return total + count
 
 
 def _choose_device(device: str | Device | None, compute_units: int | None) -> Device:

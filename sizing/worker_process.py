@@ -4,27 +4,39 @@ The worker is started with the virtual device's stand-in HIP runtime first on it
 path (unless the device is real), and through the offline libraries' own dynamic loader when
 they need a newer glibc than the host's. When a vendor library aborts or segfaults, the
 worker dies; `size()` reports that call as crashed and starts a fresh worker for the rest.
+
+Every answer has a deadline (`call_deadline_s`, default `DEFAULT_CALL_DEADLINE_S`, or
+`HIPMEM_CALL_DEADLINE_S`): a worker that does not answer in time (a vendor deadlock, a
+stopped process) is killed and restarted, and that call is reported as timed out, naming
+it, while the other calls are still answered. The default is far above the slowest real
+call (a first hipBLASLt heuristic takes about 1 s on a loaded 2-core machine).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from sizing.errors import SizingError, WorkerCrashed
+from sizing.errors import SizingError, UsageError, WorkerCrashed
 from sizing.library_locator import Libraries
 from sizing.shim_build import build_shim
 from sizing.virtual_device import Device
 
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")
+DEFAULT_CALL_DEADLINE_S = 60.0
+DEADLINE_ENV = "HIPMEM_CALL_DEADLINE_S"
+_START_DEADLINES = 5  # loading the libraries may take several call deadlines
+_MAX_ANSWER_BYTES = 64 << 20  # a line from the worker longer than this is not an answer
 _USER_WORKSPACE_VARIABLES = ("ROCBLAS_DEVICE_MEMORY_SIZE", "ROCBLAS_STREAM_ORDER_ALLOC")
 
 
@@ -34,6 +46,7 @@ class Crash:
 
     how: str  # e.g. "aborted (SIGABRT)"
     last_words: str  # the last line the vendor library printed, if any
+    timed_out: bool = False  # no answer within the deadline: killed, not crashed
 
 
 @dataclass(frozen=True)
@@ -43,15 +56,37 @@ class WorkerInfo:
     handle_default_bytes: int
 
 
+class _NoAnswer(Exception):
+    """The worker did not answer within the deadline."""
+
+
+def deadline_from_environment() -> float:
+    """HIPMEM_CALL_DEADLINE_S when set (a positive number of seconds), else the default."""
+    text = os.environ.get(DEADLINE_ENV, "").strip()
+    if not text:
+        return DEFAULT_CALL_DEADLINE_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < float("inf"):
+        raise UsageError(f"{DEADLINE_ENV}={text!r}: expected a positive number of seconds")
+    return seconds
+
+
 class WorkerProcess:
     """One running worker; `size()` transparently restarts it after a crash."""
 
-    def __init__(self, libraries: Libraries, device: Device) -> None:
+    def __init__(
+        self, libraries: Libraries, device: Device, *, call_deadline_s: float | None = None
+    ) -> None:
         self.libraries = libraries
         self.device = device
+        self.call_deadline_s = call_deadline_s or deadline_from_environment()
         self._command, self._env = self._launch_spec()
         self._proc: subprocess.Popen[str] | None = None
         self._stderr: IO[str] | None = None
+        self._unread = b""  # bytes from the worker after the last full line
         self.info = self._start()
 
     def _launch_spec(self) -> tuple[list[str], dict[str, str]]:
@@ -96,7 +131,15 @@ class WorkerProcess:
             text=True,
             bufsize=1,
         )
-        hello = self._read()
+        self._unread = b""
+        try:
+            hello = self._read(self.call_deadline_s * _START_DEADLINES)
+        except _NoAnswer:
+            self._kill()
+            raise WorkerCrashed(
+                "the vendor libraries did not load within "
+                f"{self.call_deadline_s * _START_DEADLINES:g} s ({DEADLINE_ENV} sets the deadline)"
+            ) from None
         if hello is None or not hello.get("ready"):
             crash = self._crash()
             detail = hello.get("error") if hello else f"{crash.how}: {crash.last_words}"
@@ -105,10 +148,39 @@ class WorkerProcess:
             hello["versions"], hello["optional_symbols"], hello["handle_default_bytes"]
         )
 
-    def _read(self) -> dict[str, Any] | None:
+    def _read(self, deadline_s: float | None = None) -> dict[str, Any] | None:
+        """The next answer, None when the worker died; _NoAnswer past the deadline.
+
+        Reads the pipe's bytes itself (select, then os.read) so that waiting has a deadline."""
         assert self._proc is not None and self._proc.stdout is not None
-        line = self._proc.stdout.readline()
-        return json.loads(line) if line else None
+        fd = self._proc.stdout.fileno()
+        give_up = time.monotonic() + (deadline_s or self.call_deadline_s)
+        while b"\n" not in self._unread:
+            remaining = give_up - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                raise _NoAnswer
+            data = os.read(fd, 1 << 16)
+            if not data:
+                return None
+            self._unread += data
+            if len(self._unread) > _MAX_ANSWER_BYTES:
+                return None  # not the worker's protocol: treat it as dead
+        line, _, self._unread = self._unread.partition(b"\n")
+        return json.loads(line)
+
+    def _kill(self) -> None:
+        """Kill a worker that stopped answering (SIGKILL works on a stopped one too)."""
+        assert self._proc is not None
+        self._proc.kill()
+        self._proc.wait()
+
+    def _timed_out(self, what: str) -> Crash:
+        self._kill()
+        self.info = self._start()
+        how = f"did not answer within {self.call_deadline_s:g} s and was killed"
+        return Crash(
+            how=how, last_words=f"{DEADLINE_ENV} sets the deadline ({what})", timed_out=True
+        )
 
     def _send(self, request: dict[str, Any]) -> bool:
         assert self._proc is not None and self._proc.stdin is not None
@@ -142,7 +214,12 @@ class WorkerProcess:
         while index < len(calls):
             self._send({"op": "size", "calls": calls[index:]})
             while index < len(calls):
-                answer = self._read()
+                try:
+                    answer = self._read()
+                except _NoAnswer:
+                    index += 1
+                    yield self._timed_out("per call")
+                    break
                 if answer is None:
                     crash = self._crash()
                     self.info = self._start()  # before yielding: the caller may stop reading
@@ -157,7 +234,11 @@ class WorkerProcess:
         answers: list[dict[str, Any] | Crash] = []
         for call in calls:
             self._send({"op": "run", "calls": [call]})
-            answer = self._read()
+            try:
+                answer = self._read()
+            except _NoAnswer:
+                answers.append(self._timed_out("per call"))
+                continue
             if answer is None:
                 answers.append(self._crash())
                 self.info = self._start()
@@ -168,7 +249,12 @@ class WorkerProcess:
     def rocsolver_log(self, action: str) -> int:
         """rocsolver_log_begin() / _end() in the worker ("begin" or "end"): its status."""
         self._send({"op": "rocsolver_log", "action": action})
-        answer = self._read()
+        try:
+            answer = self._read()
+        except _NoAnswer:
+            raise WorkerCrashed(
+                f"rocsolver_log_{action}: {self._timed_out('per call').how}"
+            ) from None
         if answer is None:
             raise WorkerCrashed(f"the vendor library {self._crash().how} in rocsolver_log_{action}")
         return int(answer["status"])
@@ -176,7 +262,10 @@ class WorkerProcess:
     def session(self, calls: list[dict[str, Any]]) -> dict[str, Any] | Crash:
         """All calls inside one library size query: the library's own running maximum."""
         self._send({"op": "session", "calls": calls})
-        answer = self._read()
+        try:  # every call again: a deadline for each
+            answer = self._read(self.call_deadline_s * max(1, len(calls)))
+        except _NoAnswer:
+            return self._timed_out("the session query")
         if answer is None:
             crash = self._crash()
             self.info = self._start()

@@ -9,7 +9,8 @@
         args: {m: 4096, n: 4096, k: 4096, a_type: f16_r}
 
 The file is checked against `SCHEMA` (JSON Schema) before any call is built; every error
-names the file and line.
+names the file and line. It is untrusted input: at most `MAX_WORKLOAD_BYTES`, UTF-8, YAML
+without aliases or repeated keys (`sizing/strict_yaml.py`), counts up to 2**63 - 1.
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ import yaml
 from sizing.call_spec import Call, make_call, parse_call
 from sizing.catalog import Catalog, load_catalog
 from sizing.errors import SizingError, WorkloadError
+from sizing.input_files import UnreadableInput, read_capped
+from sizing.strict_yaml import StrictYamlError, compose_strict, load_strict
+
+MAX_WORKLOAD_BYTES = 16 << 20  # written by hand: far more than any real one
+MAX_COUNT = 2**63 - 1
+_MESSAGE_CHARS = 300
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -45,7 +52,7 @@ SCHEMA: dict[str, Any] = {
                         "type": "object",
                         "additionalProperties": {"type": ["integer", "number", "string"]},
                     },
-                    "count": {"type": "integer", "minimum": 1},
+                    "count": {"type": "integer", "minimum": 1, "maximum": MAX_COUNT},
                     "note": {"type": "string"},
                 },
                 "dependentSchemas": {"call": {"not": {"required": ["args"]}}},
@@ -58,25 +65,25 @@ SCHEMA: dict[str, Any] = {
 def read_workload(path: Path, catalog: Catalog | None = None) -> list[tuple[Call, int]]:
     """The calls of a workload file with their counts. Raises WorkloadError (file:line)."""
     catalog = catalog or load_catalog()
+    text = _read_text(path)
     try:
-        text = path.read_text()
-    except OSError as err:
-        raise WorkloadError(f"{path}: cannot read: {err.strerror or err}") from None
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(err, "problem", None) or err
-        raise WorkloadError(f"{path}{line}: not valid YAML: {problem}") from None
+        root = compose_strict(text)
+        data = load_strict(text)
+    except StrictYamlError as err:
+        raise WorkloadError(f"{path}:{err.line}: {err}") from None
+    except RecursionError:
+        raise WorkloadError(f"{path}: nested too deeply to be a workload") from None
+    _check_argument_names(path, root, data)
     error = jsonschema.exceptions.best_match(
         jsonschema.Draft202012Validator(SCHEMA).iter_errors(data)
     )
     if error is not None:
         where = _line_of(root, list(error.absolute_path))
         field = "/".join(str(part) for part in error.absolute_path) or "(top level)"
-        raise WorkloadError(f"{path}:{where}: {field}: {error.message}")
+        message = error.message
+        if len(message) > _MESSAGE_CHARS:  # the message quotes the value: say the rule instead
+            message = f"fails the schema's {error.validator!r} rule ({error.validator_value!r})"
+        raise WorkloadError(f"{path}:{where}: {field}: {message}")
     calls = []
     for index, entry in enumerate(data["calls"]):
         try:
@@ -88,6 +95,33 @@ def read_workload(path: Path, catalog: Catalog | None = None) -> list[tuple[Call
             raise WorkloadError(f"{path}:{_line_of(root, ['calls', index])}: {err}") from None
         calls.append((call, int(entry.get("count", 1))))
     return calls
+
+
+def _read_text(path: Path) -> str:
+    try:
+        raw = read_capped(path, MAX_WORKLOAD_BYTES)
+    except UnreadableInput as err:
+        raise WorkloadError(str(err)) from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise WorkloadError(
+            f"{path}:{line}: not UTF-8 text (byte 0x{raw[err.start]:02x} at offset {err.start})"
+        ) from None
+
+
+def _check_argument_names(path: Path, root: yaml.Node | None, data: Any) -> None:
+    """`args: {5: 3}`: YAML allows any key, an argument name is text."""
+    calls = data.get("calls") if isinstance(data, dict) else None
+    for index, entry in enumerate(calls if isinstance(calls, list) else []):
+        args = entry.get("args") if isinstance(entry, dict) else None
+        for key in args if isinstance(args, dict) else ():
+            if not isinstance(key, str):
+                where = _line_of(root, ["calls", index, "args"])
+                raise WorkloadError(
+                    f"{path}:{where}: calls/{index}/args: {key!r} is not an argument name"
+                )
 
 
 def _line_of(node: yaml.Node | None, path: list[Any]) -> int:

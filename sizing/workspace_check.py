@@ -192,7 +192,8 @@ def check(setting: WorkspaceSetting, result: SessionResult) -> CheckOutcome:
     if setting.bytes > memory:
         reason = (
             f"{shown} ({setting.bytes:,} bytes) is more than the {result.device.name}'s "
-            f"{memory:,} bytes of memory: creating a handle would fail"
+            f"{memory:,} bytes of memory: rocBLAS would try to allocate that much when a "
+            "handle is created, and fail"
         )
         return CheckOutcome(setting, False, needed, reason, [])
     misfits = sorted(

@@ -201,10 +201,10 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None
 
 
 def test_a_call_that_cannot_be_sized_exits_1(rocm: object) -> None:
-    done = hipmem("recommend", "--device", "MI210", "rocsolver_dgetrf:m=-1,n=4")
+    done = hipmem("recommend", "--device", "MI210", "rocsolver_dgetrf:m=8,n=4,lda=4")
     assert done.returncode == 1
     assert done.stdout == ""
-    assert done.stderr.startswith("Error: rocsolver_dgetrf:m=-1,n=4: ")
+    assert done.stderr.startswith("Error: rocsolver_dgetrf:m=8,n=4,lda=4: ")
 
 
 def test_readme_ci_step_is_valid_and_needs_no_gpu() -> None:

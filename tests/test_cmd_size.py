@@ -60,8 +60,9 @@ def test_terminal_table_shows_human_units_beside_exact_bytes(rocm: Path) -> None
         (["dgetrf:m=abc,n=1"], 2, "Error: rocsolver_dgetrf: m=abc: expected a whole number"),
         (["dpotrf:n=3,uplo=middle"], 2, "Error: rocsolver_dpotrf: uplo=middle: not a rocblas_fill"),
         (["dgetrf:m=1"], 2, "Error: rocsolver_dgetrf: missing argument n (no default for it)"),
-        (["dgetrf:m=-1,n=4"], 1, "Error: rocsolver_dgetrf:m=-1,n=4: rocsolver rejected the call: "
-                                 "rocblas_status_invalid_size (4)"),
+        (["dgetrf:m=-1,n=4"], 2, "Error: rocsolver_dgetrf: m=-1: a dimension cannot be negative"),
+        (["dgetrf:m=8,n=8,lda=4"], 1, "Error: rocsolver_dgetrf:m=8,n=8,lda=4: rocsolver rejected "
+                                      "the call: rocblas_status_invalid_size (4)"),
     ],
 )  # fmt: skip
 def test_bad_calls_give_one_line_and_the_exit_code(

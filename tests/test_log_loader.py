@@ -272,7 +272,10 @@ def test_truncated_gzip_keeps_what_was_written(tmp_path: Path) -> None:
     # Every row kept is the real row at that line.
     kept = log.events["size_bytes"].tolist()
     assert kept == [r.size for r in rows[: len(kept)]]
-    assert log.skipped[-1].reason == "gzip data ends early (truncated file)"
+    assert log.skipped[-1].reason == (
+        f"gzip data ends early (truncated file); read up to line {len(kept) + 2:,}, the rest is "
+        "lost"
+    )
     with pytest.raises(LogFormatError, match=r"cut\.csv\.gz:\d+: "):
         load_log([path], strict=True)
 

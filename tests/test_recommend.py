@@ -13,6 +13,7 @@ from sizing.call_spec import parse_call
 from sizing.recommend import (
     BadSize,
     Headroom,
+    Unsatisfiable,
     arch_default_bytes,
     parse_alignment,
     parse_headroom,
@@ -158,9 +159,12 @@ def test_warnings(mi210: SessionResult) -> None:
     assert missing.startswith(f"rocBLAS {version} has no rocblas_set_device_memory_size")
 
     memory = mi210.device.memory_bytes
-    [too_big] = recommend(mi210, headroom=Headroom(fixed_bytes=memory), environ={}).warnings
+    with pytest.raises(Unsatisfiable) as too_big:  # never emitted
+        recommend(mi210, headroom=Headroom(fixed_bytes=memory), environ={})
     value = mi210.session_bytes + memory
-    assert too_big == f"{value:,} bytes is more than the MI210's {memory:,} bytes of memory"
+    assert f"is {value:,} bytes, more than the MI210's {memory:,} bytes of memory" in str(
+        too_big.value
+    )
     quarter = memory // 4
     [too_many] = recommend(
         mi210, headroom=Headroom(fixed_bytes=quarter), handles=4, environ={}

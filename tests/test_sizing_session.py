@@ -116,7 +116,7 @@ def test_hpa_gemm_on_an_arch_with_data_is_answered(session: SizingSession) -> No
 
 
 def test_sizes_the_library_rejects_are_named(session: SizingSession) -> None:
-    result = session.size("dgetrf:m=-1,n=5")
+    result = session.size("dgetrf:m=8,n=5,lda=4")
     assert result.status == "invalid_size"
     assert "rocblas_status_invalid_size (4)" in str(result.error)
 
