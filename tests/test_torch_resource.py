@@ -123,3 +123,17 @@ def test_a_limit_refuses_like_an_oom_and_names_the_line() -> None:
     assert report.failure_count > 0
     first = report.failures[0]
     assert first.where.source.endswith("train-default.pickle.gz#dev0") and first.where.line > 0
+
+
+@pytest.mark.gpu
+@needs_torch_gpu
+def test_find_capacity_gives_the_smallest_cap_that_replays() -> None:
+    log = hipmem.load_log(SNAPSHOTS / "multistream.pickle.gz")
+    spec = parse_spec("torch")
+    step = 16 << 20  # a coarse resolution: each probe is a process of its own
+    found = hipmem.find_capacity(log, spec, resolution_bytes=step, confirm_runs=1)
+    assert found.sized_option == "limit"
+    assert found.capacity_bytes >= found.peak_requested_bytes
+    assert hipmem.replay(log, parse_spec(found.sized_spec)).failure_count == 0
+    below = parse_spec(f"torch:limit={found.capacity_bytes - step}")
+    assert hipmem.replay(log, below).failure_count > 0
