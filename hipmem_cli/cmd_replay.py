@@ -33,6 +33,7 @@ any takes limit=BYTES):
   binning[:min_exp=18,max_exp=22]
   fixed[:block=1MiB]
   host[:pinned=1]
+  torch[:settings=recorded,expandable_segments=1]
 
 \b
 Examples:

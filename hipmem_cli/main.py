@@ -6,8 +6,9 @@ Exit codes, the same in every command (also in each command's --help and the REA
 refused allocations, a check that does not pass, a missing GPU or library); 2 the command
 line or an input file is wrong (usage); 130 interrupted (Ctrl-C).
 
-Only the standard library is imported at module level: a Ctrl-C while typer, rich and the
-libraries load must still end as the one "interrupted" line.
+Only the standard library and the output module (which loads rich only when it draws) are
+imported at module level: a Ctrl-C while typer, rich and the libraries load must still end as
+the one "interrupted" line, so the module that prints it is in place before the handler is.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import signal
 import sys
 from typing import Any
+
+from hipmem_cli import output
 
 # Accepted anywhere on the command line (before a `--`), not only before the subcommand.
 GLOBAL_FLAGS = ("--debug", "--version")
@@ -87,8 +90,6 @@ def main() -> None:
     except KeyboardInterrupt:
         code = 130
     if _interrupted:
-        from hipmem_cli import output
-
         output.interrupted()
     sys.exit(code)
 
@@ -101,16 +102,12 @@ def _on_ctrl_c(signum: int, frame: object) -> None:
     Another one while unwinding: the line at once."""
     global _interrupted
     if _interrupted:
-        from hipmem_cli import output
-
         output.interrupted()
     _interrupted = True
     raise KeyboardInterrupt
 
 
 def _run(argv: list[str]) -> int:
-    from hipmem_cli import output
-
     flags, argv = split_global_flags(argv)
     output.state.debug = "--debug" in flags
     if "--version" in flags:

@@ -249,7 +249,7 @@ def test_a_log_name_with_mathtext_plots(tmp_path: Path) -> None:
 # -- Ctrl-C -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("wait_s", [0.3, 2.5])
+@pytest.mark.parametrize("wait_s", [0.15, 0.3, 0.5, 0.8, 1.2, 2.5])
 def test_ctrl_c_is_one_line_and_exit_130(wait_s: float) -> None:
     """At start-up (imports) and mid-replay, three quick Ctrl-Cs: one line, exit 130."""
     process = subprocess.Popen(
