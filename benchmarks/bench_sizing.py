@@ -1,9 +1,9 @@
-"""Sizing speed, against the targets of the sizing issue:
+"""Sizing speed, against the targets of the sizing issue, for every ROCm release in the cache:
 
-1. one-call `hipmem size` end to end from a warm cache (a new process each time): <= 1 s;
+1. one-call `hipmem size --rocm R` end to end from a warm cache (a new process each time): <= 1 s;
 2. 10,000 distinct calls sized through the Python API in one session: <= 2 s.
 
-Run after `hipmem rocm fetch`:  python benchmarks/bench_sizing.py
+Run after `hipmem rocm fetch --rocm 6.4,7.2`:  python benchmarks/bench_sizing.py [RELEASE ...]
 """
 
 from __future__ import annotations
@@ -15,15 +15,16 @@ import time
 
 from sizing.call_spec import Call, make_call
 from sizing.catalog import load_catalog
+from sizing.rocm_fetch import cached_releases
 from sizing.session import SizingSession
 
 RUNS = 7
 DISTINCT_CALLS = 10_000
 
 
-def one_call_end_to_end_s() -> list[float]:
+def one_call_end_to_end_s(release: str) -> list[float]:
     command = [sys.executable, "-m", "hipmem_cli.main", "size", "-d", "MI210", "--json",
-               "rocsolver_dgetrf:m=1024,n=1024"]  # fmt: skip
+               "--rocm", release, "rocsolver_dgetrf:m=1024,n=1024"]  # fmt: skip
     subprocess.run(command, check=True, capture_output=True)  # warm the page cache
     times = []
     for _ in range(RUNS):
@@ -33,9 +34,9 @@ def one_call_end_to_end_s() -> list[float]:
     return times
 
 
-def distinct_calls(count: int) -> list[Call]:
+def distinct_calls(count: int, release: str) -> list[Call]:
     """A mix of routines with distinct sizes, built before timing starts."""
-    catalog = load_catalog()
+    catalog = load_catalog(release)
     makers = [
         lambda i: make_call("rocsolver_dgetrf", {"m": 64 + i, "n": 64 + i}, catalog),
         lambda i: make_call("rocsolver_sgeqrf", {"m": 64 + i, "n": 32 + i}, catalog),
@@ -45,8 +46,8 @@ def distinct_calls(count: int) -> list[Call]:
     return [makers[i % len(makers)](i) for i in range(count)]
 
 
-def session_of_distinct_calls_s(calls: list[Call]) -> tuple[float, int]:
-    with SizingSession("MI210") as session:
+def session_of_distinct_calls_s(calls: list[Call], release: str) -> tuple[float, int]:
+    with SizingSession("MI210", rocm=release) as session:
         start = time.perf_counter()
         results = session.size_many(calls)
         session_bytes = session.session_bytes
@@ -57,18 +58,21 @@ def session_of_distinct_calls_s(calls: list[Call]) -> tuple[float, int]:
 
 
 def main() -> None:
-    end_to_end = one_call_end_to_end_s()
-    calls = distinct_calls(DISTINCT_CALLS)
-    many_s, session_bytes = session_of_distinct_calls_s(calls)
+    releases = sys.argv[1:] or cached_releases()
     print(f"{'measure':52} {'value':>10} {'target':>8}")
-    print(
-        f"{'one-call hipmem size, end to end (median of 7)':52} "
-        f"{statistics.median(end_to_end):9.3f}s {'<= 1 s':>8}"
-    )
-    print(f"{'  (fastest of 7)':52} {min(end_to_end):9.3f}s")
-    print(f"{f'{DISTINCT_CALLS:,} distinct calls, one session, Python API':52} "
-          f"{many_s:9.3f}s {'<= 2 s':>8}")  # fmt: skip
-    print(f"  session size of those calls: {session_bytes:,} bytes")
+    for release in releases:
+        end_to_end = one_call_end_to_end_s(release)
+        calls = distinct_calls(DISTINCT_CALLS, release)
+        many_s, session_bytes = session_of_distinct_calls_s(calls, release)
+        print(f"ROCm {release}")
+        print(
+            f"{'  one-call hipmem size, end to end (median of 7)':52} "
+            f"{statistics.median(end_to_end):9.3f}s {'<= 1 s':>8}"
+        )
+        print(f"{'    (fastest of 7)':52} {min(end_to_end):9.3f}s")
+        print(f"{f'  {DISTINCT_CALLS:,} distinct calls, one session, Python API':52} "
+              f"{many_s:9.3f}s {'<= 2 s':>8}")  # fmt: skip
+        print(f"    session size of those calls: {session_bytes:,} bytes")
 
 
 if __name__ == "__main__":

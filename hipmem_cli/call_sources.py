@@ -12,7 +12,7 @@ from pathlib import Path
 from hipmem_cli import output
 from sizing.call_logs import CallLog, read_call_log
 from sizing.call_spec import Call, parse_call
-from sizing.catalog import load_catalog
+from sizing.catalog import Catalog, load_catalog
 from sizing.errors import CallLogError, UsageError
 from sizing.workload_file import read_workload
 
@@ -29,13 +29,13 @@ class CallSources:
     logs: list[CallLog] = field(default_factory=list)
 
 
-def gather_calls(sources: CallSources) -> list[tuple[Call, int]]:
+def gather_calls(sources: CallSources, catalog: Catalog | None = None) -> list[tuple[Call, int]]:
     """Every call the user named with how often, parsed and checked before any worker starts.
 
     Counts stay integers (a log may say a call ran 10**12 times); identical calls are sized
     once and their counts added.
     """
-    catalog = load_catalog()
+    catalog = catalog or load_catalog()
     calls = [(parse_call(text, catalog), 1) for text in sources.call_texts]
     for path in sources.workloads:
         calls.extend(read_workload(path, catalog))

@@ -7,7 +7,25 @@ import typer
 from hipmem_cli import output
 from hipmem_cli.options import JsonOption
 from sizing.real_devices import real_devices
+from sizing.rocm_fetch import cached_archs
+from sizing.rocm_releases import RELEASES
 from sizing.virtual_device import ARCHS, PRODUCTS
+
+
+def gemm_data() -> dict[str, dict[str, list[str] | None]]:
+    """Per release: the archs it has gemm (Tensile) data for, and those fetched (None when
+    the release is not in the cache). f16/bf16 gemm_ex cannot be sized on the others."""
+    return {
+        release.name: {"archs": list(release.gemm_archs), "fetched": cached_archs(release.name)}
+        for release in RELEASES
+    }
+
+
+def _gemm_mark(arch: str, data: dict[str, list[str] | None]) -> str:
+    if arch not in (data["archs"] or []):
+        return "none"
+    fetched = data["fetched"]
+    return "fetched" if fetched is not None and arch in fetched else "not fetched"
 
 
 def devices(json: JsonOption = False) -> None:
@@ -21,12 +39,14 @@ def devices(json: JsonOption = False) -> None:
                 "real_unavailable_reason": reason or None,
                 "virtual": [device.as_dict() for device in virtual],
                 "archs": sorted(ARCHS),
+                "gemm_data": gemm_data(),
             }
         )
         return
+    data = gemm_data()
     table = output.Table(
         "Devices (--device NAME)",
-        ["name", "arch", "CUs", "memory", "kind"],
+        ["name", "arch", "CUs", "memory", "kind", *(f"gemm data {name}" for name in data)],
         right=("CUs", "memory"),
     )
     for device in [*real, *virtual]:
@@ -36,8 +56,13 @@ def devices(json: JsonOption = False) -> None:
             str(device.compute_units),
             output.human_bytes(device.memory_bytes),
             "virtual" if device.virtual else "real",
+            *(_gemm_mark(device.arch.name, per_release) for per_release in data.values()),
         )
     output.print_table(table)
+    output.line(
+        "gemm data: whether the ROCm release has tuned gemm data for the arch (needed to size "
+        "f16/bf16 gemm_ex) and whether `hipmem rocm fetch --rocm R --arch A` fetched it"
+    )
     output.line(f"archs: {', '.join(sorted(ARCHS))} (with --cus to set the CU count)")
     if not real:
         output.note(f"no real AMD GPU: {reason}")

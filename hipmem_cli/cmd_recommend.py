@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 from enum import Enum
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -18,11 +17,15 @@ from hipmem_cli.options import (
     FromLogOption,
     JsonOption,
     RocmDirOption,
+    RocmOption,
     StrictOption,
     WorkloadOption,
 )
+from hipmem_cli.rocm_choice import one_release, release_line, several_cached_warning
 from sizing import env_formats
+from sizing.catalog import load_catalog
 from sizing.errors import UsageError
+from sizing.library_locator import Libraries
 from sizing.recommend import (
     PYTORCH_VARIABLE,
     PYTORCH_WHY,
@@ -113,6 +116,7 @@ def recommend_command(
     device: DeviceOption = None,
     cus: CusOption = None,
     rocm_dir: RocmDirOption = None,
+    rocm: RocmOption = None,
 ) -> None:
     """Recommend ROCBLAS_DEVICE_MEMORY_SIZE (and PyTorch's equivalent) for a workload."""
     # Every option is checked before any library is loaded.
@@ -123,21 +127,25 @@ def recommend_command(
     if json and fmt not in (None, Format.json):
         raise UsageError(f"--json is --format json; it cannot go with --format {fmt.value}")
     chosen = "json" if json else (fmt.value if fmt is not None else None)
+    libraries = one_release(rocm, rocm_dir, "recommend")
     result = _size(
-        CallSources(calls or [], from_log or [], workload or [], strict), device, cus, rocm_dir
+        CallSources(calls or [], from_log or [], workload or [], strict), device, cus, libraries
     )
     advice = recommend(result, headroom=headroom_value, align_bytes=align_bytes, handles=handles)
     for warning in advice.warnings:
         output.warning(warning)
     variables = advice.variables(pytorch=pytorch)
+    comment = f"for {release_line(libraries, result.library.versions)}, {_device_text(result)}"
     if chosen is None:
         if output.stdout_is_terminal():
             _render_summary(advice, result, pytorch)
-        output.write_exact(env_formats.render("shell", variables))
+        output.write_exact(env_formats.render("shell", variables, comment=comment))
     elif chosen == "github":
         _emit_github(variables)
     else:
-        output.write_exact(env_formats.render(chosen, variables, details=advice.as_dict()))
+        output.write_exact(
+            env_formats.render(chosen, variables, details=advice.as_dict(), comment=comment)
+        )
 
 
 def check_command(
@@ -156,6 +164,7 @@ def check_command(
     device: DeviceOption = None,
     cus: CusOption = None,
     rocm_dir: RocmDirOption = None,
+    rocm: RocmOption = None,
     json: JsonOption = False,
 ) -> None:
     """Exit 0 when ROCBLAS_DEVICE_MEMORY_SIZE covers the workload, 1 (with the reason) if not."""
@@ -163,40 +172,54 @@ def check_command(
         setting = read_setting(value, source="--value")
     else:
         setting = read_setting(os.environ.get(VARIABLE), source=f"${VARIABLE}")
+    libraries = one_release(rocm, rocm_dir, "check")
     result = _size(
-        CallSources(calls or [], from_log or [], workload or [], strict), device, cus, rocm_dir
+        CallSources(calls or [], from_log or [], workload or [], strict), device, cus, libraries
     )
     outcome = check(setting, result)
     if json:
-        output.print_json(outcome.as_dict())
+        output.print_json(outcome.as_dict() | {"library": result.library.as_dict()})
     else:
         for note in setting.notes:
             output.warning(note)
+        # The verdict, then which release gave the sizes it rests on, on the same stream.
+        sized_with = release_line(libraries, result.library.versions)
+        release = f"sized with {sized_with}"
         if outcome.passed:
             output.ok(outcome.reason)
+            output.note(release)
         else:
             output.fail(outcome.reason)
+            output.note(release, err=True)
     if not outcome.passed:
         raise typer.Exit(1)
 
 
 def _size(
-    sources: CallSources, device: str | None, cus: int | None, rocm_dir: Path | None
+    sources: CallSources, device: str | None, cus: int | None, libraries: Libraries
 ) -> SessionResult:
     """Size the calls; a call that cannot be sized ends the command (exit 1)."""
-    parsed = gather_calls(sources)
+    several = several_cached_warning(libraries)
+    if several:
+        output.warning(several)
+    parsed = gather_calls(sources, load_catalog(libraries.rocm))
     with output.progress("sizing") as report:
         result = size_calls(
             parsed,
             device,
             compute_units=cus,
-            rocm_dir=rocm_dir,
             progress=report,
+            libraries=libraries,
         )
     output.summarised_errors([str(failed.error) for failed in result.failed])
     if result.failed:
         raise typer.Exit(1)
     return result
+
+
+def _device_text(result: SessionResult) -> str:
+    device = result.device
+    return f"{'virtual ' if device.virtual else ''}{device.name} ({device.arch.name})"
 
 
 def _emit_github(variables: list[tuple[str, str]]) -> None:
@@ -214,7 +237,8 @@ def _render_summary(advice: Recommendation, result: SessionResult, pytorch: bool
     versions = ", ".join(f"{name} {v}" for name, v in result.library.versions.items())
     kind = "virtual " if device.virtual else ""
     table = output.Table(
-        f"{VARIABLE} for {kind}{device.name} ({device.arch.name}; {versions})",
+        f"{VARIABLE} for {kind}{device.name} ({device.arch.name}; "
+        f"ROCm {result.library.rocm}: {versions})",
         ["what", "size", "bytes", "note"],
         right=("size", "bytes"),
         boxed=False,

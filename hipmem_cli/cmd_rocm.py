@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from hipmem_cli import output
 from hipmem_cli.command_help import FETCH_EPILOG, WHERE_EPILOG
 from hipmem_cli.options import JsonOption, RocmDirOption
+from hipmem_cli.rocm_choice import requested
 from sizing import rocm_fetch
-from sizing.library_locator import locate
+from sizing.errors import PinnedVersionGone, SizingError
+from sizing.library_locator import Libraries, available, locate
+from sizing.rocm_releases import NEWEST, RELEASES, find_release
 from sizing.shim_build import build_shim
 
 rocm_app = typer.Typer(help="Get rocBLAS/rocSOLVER for size queries, and show which are used.")
@@ -18,50 +21,104 @@ rocm_app = typer.Typer(help="Get rocBLAS/rocSOLVER for size queries, and show wh
 
 @rocm_app.command("fetch", epilog=FETCH_EPILOG)
 def fetch(
+    rocm: Annotated[
+        str | None,
+        typer.Option(
+            "--rocm",
+            help=f"Release(s) to fetch: {', '.join(r.name for r in RELEASES)}, or several "
+            f"(6.4,7.2). Default: $HIPMEM_ROCM, else the newest ({NEWEST.name}).",
+            show_default=False,
+        ),
+    ] = None,
     arch: Annotated[
         list[str] | None,
         typer.Option(
             "--arch",
-            help="Keep gemm data for these archs only (default: all Debian ships).",
+            help="Keep gemm data for these archs only (default: all the release has).",
             metavar="ARCH",
         ),
     ] = None,
-    suite: Annotated[
-        str, typer.Option(help="Debian suite to take the builds from.", metavar="SUITE")
-    ] = rocm_fetch.DEFAULT_SUITE,
     mirror: Annotated[
         str, typer.Option(help="Debian mirror URL.", metavar="URL")
     ] = rocm_fetch.DEFAULT_MIRROR,
 ) -> None:
-    """Download Debian's rocBLAS and rocSOLVER into the user cache (resumable, idempotent)."""
-    with output.progress("fetching ROCm", transfer=True) as report:
-        result = rocm_fetch.fetch(arch or rocm_fetch.SHIPPED_ARCHS, suite, mirror, report)
-        shim_dir = build_shim(result.include_dir)
-    packages = ", ".join(f"{name} {version}" for name, version in result.packages.items())
-    output.info(f"ROCm libraries ready in {result.root}")
-    output.note(
-        f"{packages}; gemm data for {', '.join(result.archs)}; virtual device {shim_dir}", err=True
-    )
+    """Download Debian's rocBLAS and rocSOLVER into the user cache (resumable, idempotent).
+
+    With several releases, one whose pinned packages have left the archive is reported and
+    skipped; the command fails when none could be fetched."""
+    names = requested(rocm)[0] or [NEWEST.name]
+    releases = [find_release(name) for name in names]  # every name checked before any download
+    gone: list[PinnedVersionGone] = []
+    for release in releases:
+        with output.progress(f"fetching ROCm {release.name}", transfer=True) as report:
+            try:
+                result = rocm_fetch.fetch(release.name, arch, mirror, report, output.warning)
+            except PinnedVersionGone as err:
+                if len(releases) == 1:
+                    raise
+                output.warning(str(err))
+                gone.append(err)
+                continue
+            shim_dir = build_shim(result.include_dir, release.hip_soname)
+        packages = ", ".join(f"{name} {version}" for name, version in result.packages.items())
+        output.info(
+            f"ROCm {release.name} ready in {result.root} "
+            f"({output.human_bytes(result.disk_bytes())} on disk)"
+        )
+        output.note(
+            f"{packages}; gemm data for {', '.join(result.archs)}; virtual device {shim_dir}",
+            err=True,
+        )
+    for legacy in rocm_fetch.legacy_dirs():
+        output.warning(f"{legacy} is hipmem's earlier cache layout, no longer read: delete it")
+    if len(gone) == len(releases):
+        raise PinnedVersionGone(f"none of ROCm {', '.join(names)} can be fetched (see above)")
 
 
 @rocm_app.command("where", epilog=WHERE_EPILOG)
 def where(rocm_dir: RocmDirOption = None, json: JsonOption = False) -> None:
-    """Show which rocBLAS/rocSOLVER a size query would load, and where they were found."""
-    found = locate(rocm_dir)
-    info = {
-        "found_in": found.found_in,
-        "rocblas": str(found.rocblas),
-        "rocsolver": str(found.rocsolver) if found.rocsolver else None,
-        "loader": str(found.loader) if found.loader else None,
-        "tensile_dir": str(found.tensile_dir) if found.tensile_dir else None,
-    }
+    """List every ROCm release found (installs and cache), and which one answers by default."""
+    found = available(rocm_dir)
+    try:
+        default: Libraries | None = locate(rocm_dir)
+    except SizingError:
+        default = None
+    entries = [_describe(libraries, default) for libraries in found]
     if json:
-        output.print_json(info)
+        output.print_json({"releases": entries})
         return
-    table = output.Table(None, ["what", "where"], boxed=False, header=False)
-    for key, value in info.items():
-        table.add_row(key, str(value))
-    output.print_table(table)
+    if not entries:
+        output.line("no ROCm found: run `hipmem rocm fetch`")
+    for entry in entries:
+        mark = "*" if entry["default"] else " "
+        output.line(f"{mark} ROCm {entry['rocm'] or '?':5} {entry['found_in']}")
+        table = output.Table(None, ["what", "where"], boxed=False, header=False)
+        for key in ("rocblas", "rocsolver", "loader", "tensile_dir", "gemm_archs", "disk_bytes"):
+            if entry.get(key) is not None:
+                table.add_row(f"   {key}", str(entry[key]))
+        output.print_table(table)
+    if default is not None:
+        output.line(f"* answers without --rocm ({default.why})")
+
+
+def _describe(libraries: Libraries, default: Libraries | None) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "rocm": libraries.rocm,
+        "found_in": libraries.found_in,
+        "default": default is not None and default.lib_dir == libraries.lib_dir,
+        "rocblas": str(libraries.rocblas),
+        "rocsolver": str(libraries.rocsolver) if libraries.rocsolver else None,
+        "loader": str(libraries.loader) if libraries.loader else None,
+        "tensile_dir": str(libraries.tensile_dir) if libraries.tensile_dir else None,
+        "hip_runtime": libraries.hip_soname,
+    }
+    if libraries.found_in == "offline cache (hipmem rocm fetch)" and libraries.rocm:
+        offline = rocm_fetch.load_offline(libraries.rocm)
+        if offline is not None:
+            entry["gemm_archs"] = ", ".join(offline.archs)
+            entry["disk_bytes"] = offline.disk_bytes()
+            entry["packages"] = offline.packages
+    return entry
 
 
 def register(app: typer.Typer) -> None:

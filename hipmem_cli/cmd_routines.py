@@ -8,8 +8,9 @@ from typing import Annotated, Any, Optional
 import typer
 
 from hipmem_cli import output
-from hipmem_cli.options import JsonOption
-from sizing.catalog import Catalog, Routine, load_catalog
+from hipmem_cli.options import JsonOption, RocmOption
+from hipmem_cli.rocm_choice import requested
+from sizing.catalog import Catalog, Routine, catalog_releases, load_catalog
 from sizing.defaults import rules_for
 from sizing.errors import UsageError
 
@@ -20,24 +21,48 @@ def routines(
         typer.Argument(
             help="Substring or glob (*, ?) of routine names, e.g. getrf or 'rocblas_?gemm*'.",
             show_default=False,
+            metavar="PATTERN",
         ),
     ] = None,
+    rocm: RocmOption = None,
     json: JsonOption = False,
 ) -> None:
     """List the routines hipmem can size, with their arguments and default rules."""
-    catalog = load_catalog()
+    catalog = load_catalog(_release(rocm))
     found = matching(catalog, pattern)
     if not found:
         raise UsageError(f"no routine matches '{pattern}' (try a shorter pattern, e.g. getrf)")
     if json:
-        output.print_json([describe(routine, catalog) for routine in found])
+        output.print_json(
+            [describe(routine, catalog) | {"rocm": catalog.release} for routine in found]
+        )
         return
-    table = output.Table(
-        f"{len(found):,} routines", ["routine", "arguments (default rule; * = required)"]
-    )
+    versions = ", ".join(f"{name} {version}" for name, version in catalog.versions.items())
+    title = f"{len(found):,} routines in ROCm {catalog.release} ({versions})"
+    table = output.Table(title, ["routine", "arguments (default rule; * = required)"])
     for routine in found:
         table.add_row(routine.name, _argument_text(describe(routine, catalog)))
     output.print_table(table)
+
+
+def _release(option: str | None) -> str | None:
+    """The release whose headers the catalog comes from: the one asked for, else the one that
+    would answer a size query here, else the newest catalog."""
+    names, asked_as = requested(option)
+    if len(names) > 1:
+        raise UsageError(f"{asked_as} {','.join(names)}: routines takes one release")
+    if names:
+        if names[0] not in catalog_releases():
+            known = ", ".join(catalog_releases())
+            raise UsageError(f"{asked_as} '{names[0]}': hipmem has catalogs of ROCm {known}")
+        return names[0]
+    from sizing.errors import SizingError
+    from sizing.library_locator import locate
+
+    try:
+        return locate().rocm
+    except SizingError:
+        return None
 
 
 def matching(catalog: Catalog, pattern: str | None) -> list[Routine]:

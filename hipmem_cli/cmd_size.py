@@ -17,6 +17,8 @@ from hipmem_cli.options import (
     StrictOption,
     WorkloadOption,
 )
+from hipmem_cli.rocm_choice import in_release, releases
+from sizing.catalog import load_catalog
 from sizing.session import CallResult, SessionResult, size_calls
 
 
@@ -35,6 +37,16 @@ def size(
     device: DeviceOption = None,
     cus: CusOption = None,
     rocm_dir: RocmDirOption = None,
+    rocm: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            "--rocm",
+            help="ROCm release(s) to answer with: 7.2, or 6.4,7.2 to compare them side by side. "
+            "Default: $HIPMEM_ROCM, else the local install, else the newest in the cache.",
+            show_default=False,
+            metavar="RELEASES",
+        ),
+    ] = None,
     json: JsonOption = False,
     top: Annotated[
         Optional[int],  # noqa: UP045
@@ -44,10 +56,25 @@ def size(
     ] = None,
 ) -> None:
     """Size rocBLAS/rocSOLVER calls with the real libraries, on a real or virtual GPU."""
+    chosen = releases(rocm, rocm_dir)
     sources = CallSources(calls or [], from_log or [], workload or [], strict)
-    parsed = gather_calls(sources)
-    with output.progress("sizing") as report:
-        result = size_calls(parsed, device, compute_units=cus, rocm_dir=rocm_dir, progress=report)
+    parsed = gather_calls(sources, load_catalog(chosen[0].rocm))
+    results = []
+    for libraries in chosen:
+        with output.progress(f"sizing with ROCm {libraries.rocm}") as report:
+            results.append(
+                size_calls(
+                    in_release(parsed, libraries),
+                    device,
+                    compute_units=cus,
+                    progress=report,
+                    libraries=libraries,
+                )
+            )
+    if len(results) > 1:
+        _compare(results, sources, json, top)
+        return
+    result = results[0]
     if json:
         payload = result.as_dict()
         if top is not None:  # the N largest, largest first; else every call in given order
@@ -100,11 +127,112 @@ def render(result: SessionResult, top: int | None = None) -> None:
         )
     else:
         output.line(f"session {session}: the most any one call needs, as the library reports it")
-    versions = ", ".join(f"{name} {version}" for name, version in result.library.versions.items())
-    output.note(f"{versions} from {result.library.found_in}")
+    output.note(_release_text(result))
 
 
 RIGHT = ("workspace", "bytes", "count")
+
+
+def _release_text(result: SessionResult) -> str:
+    library = result.library
+    versions = ", ".join(f"{name} {version}" for name, version in library.versions.items())
+    return f"ROCm {library.rocm or '(release not recognised)'}: {versions} from {library.found_in}"
+
+
+def _compare(
+    results: list[SessionResult], sources: CallSources, json: bool, top: int | None
+) -> None:
+    """The same calls sized with several releases: side by side, with the change per call."""
+    names = [result.library.rocm or "?" for result in results]
+    rows = list(zip(*(result.calls for result in results), strict=True))
+    if json:
+        payload: dict[str, object] = {
+            "rocm": names,
+            "calls": [_compared_call(row, names) for row in rows],
+            "session_bytes": {n: r.session_bytes for n, r in zip(names, results, strict=True)},
+            "distinct_calls": len(rows),
+            "versions": [result.as_dict() for result in results],
+        }
+        if sources.logs:
+            payload["logs"] = [log.as_dict() for log in sources.logs]
+        output.print_json(payload)
+    else:
+        _render_compared(results, names, rows, top)
+    failed = [r for result in results for r in result.failed]
+    output.summarised_errors(
+        [
+            f"ROCm {result.library.rocm}: {call.error}"
+            for result in results
+            for call in result.failed
+        ]
+    )
+    if failed:
+        raise typer.Exit(1)
+
+
+def _compared_call(row: tuple[CallResult, ...], names: list[str]) -> dict[str, object]:
+    sizes = [call.bytes for call in row]
+    entry: dict[str, object] = {
+        "routine": row[0].call.routine.name,
+        "args": row[0].call.args,
+        "count": row[0].count,
+        "bytes": dict(zip(names, sizes, strict=True)),
+        "status": {n: call.status for n, call in zip(names, row, strict=True)},
+        "difference_bytes": _difference(sizes),
+    }
+    return entry
+
+
+def _difference(sizes: list[int | None]) -> int | None:
+    """Last release minus first; None when either could not be sized."""
+    return None if sizes[0] is None or sizes[-1] is None else sizes[-1] - sizes[0]
+
+
+def _render_compared(
+    results: list[SessionResult],
+    names: list[str],
+    rows: list[tuple[CallResult, ...]],
+    top: int | None,
+) -> None:
+    ordered = sorted(rows, key=lambda row: -(row[-1].bytes if row[-1].bytes is not None else -1))
+    shown = ordered[:top]
+    title = f"Workspace on {_device_line(results[0])}, by ROCm release"
+    if len(shown) < len(rows):
+        title += f": the {len(shown)} largest of {len(rows):,} distinct calls"
+    releases_ = [f"ROCm {name}" for name in names]
+    change = f"{names[-1]} − {names[0]}"
+    # The call last: when it is longer than the width, it runs on past it, whole.
+    table = output.Table(
+        title, [*releases_, change, "count", "call"], right=(*releases_, change, "count")
+    )
+    for row in shown:
+        cells: list[output.Cell] = [
+            f"{c.bytes:,}" if c.bytes is not None else output.Styled(c.status, "red") for c in row
+        ]
+        sizes = [call.bytes for call in row]
+        table.add_row(
+            *cells, _change_text(_difference(sizes)), f"{row[0].count:,}", row[0].call.label
+        )
+    sessions = [result.session_bytes for result in results]
+    table.add_row(
+        *(f"{size:,}" for size in sessions),
+        _change_text(_difference(list(sessions))),
+        "",
+        output.Styled("session", "bold"),
+    )
+    output.print_table(table)
+    output.note("bytes; session: the most any one call needs, per release")
+    for result in results:
+        output.note(_release_text(result))
+
+
+def _change_text(change: int | None) -> str:
+    if change is None:
+        return ""
+    if change == 0:
+        return "same"
+    sign = "+" if change > 0 else "−"
+    return f"{sign}{abs(change):,} ({sign}{output.human_bytes(abs(change))})"
 
 
 def _device_line(result: SessionResult) -> str:

@@ -30,6 +30,15 @@ RocmDirOption = Annotated[
         "/opt/rocm, the loader path, then the offline cache).",
     ),
 ]
+RocmOption = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option(
+        "--rocm",
+        help="ROCm release to answer with (6.4, 7.2). Default: $HIPMEM_ROCM, else the local "
+        "install, else the newest release in the cache.",
+        show_default=False,
+    ),
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON only.")]
 
 # One rule for every --plot (replay and log inspect): see replay/plot_files.py.

@@ -1,5 +1,6 @@
-"""The routine catalog: every sizable routine with its parameters, read from
-`sizing/data/catalog.json` (generated from the vendor headers by `sizing.catalog_build`)."""
+"""The routine catalog: every sizable routine with its parameters, one per ROCm release, read
+from `sizing/data/catalog-<release>.json` (generated from that release's headers by
+`sizing.catalog_build`)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from sizing.errors import UnknownRoutine
+from sizing.rocm_releases import sort_key
 
-CATALOG_PATH = Path(__file__).parent / "data" / "catalog.json"
+DATA_DIR = Path(__file__).parent / "data"
 
 # Parameters the user never gives: the handle, and device pointers (null in query mode).
 HIDDEN_KINDS = ("handle", "pointer")
@@ -62,6 +64,7 @@ class Catalog:
     # Every other rocblas_*/rocsolver_* API function (handles, streams, routines that need no
     # workspace): a call log naming one is not naming an unknown function.
     other_functions: frozenset[str] = frozenset()
+    release: str = ""  # the ROCm release whose headers it was generated from
 
     def lookup(self, name: str) -> Routine:
         """A routine by C name (`rocsolver_dgetrf`) or short form (`dgetrf`)."""
@@ -76,22 +79,60 @@ class Catalog:
         raise UnknownRoutine(self._unknown_message(name))
 
     def _unknown_message(self, name: str) -> str:
+        elsewhere = [
+            release
+            for release in catalog_releases()
+            if release != self.release and _knows(load_catalog(release), name)
+        ]
+        if elsewhere:
+            return (
+                f"'{name}' is not in ROCm {self.release}; ROCm {', '.join(elsewhere)} "
+                f"{'has' if len(elsewhere) == 1 else 'have'} it (--rocm {elsewhere[-1]})"
+            )
         candidates = [*self.routines, *(r.short_name for r in self.routines.values())]
         close = closest(name, candidates, n=3, cutoff=0.6)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         return f"unknown routine '{name}'{hint} (`hipmem routines` lists them)"
 
 
+def catalog_releases() -> list[str]:
+    """Releases with a catalog, oldest first."""
+    names = [path.stem.removeprefix("catalog-") for path in DATA_DIR.glob("catalog-*.json")]
+    return sorted(names, key=sort_key)
+
+
+def catalog_path(rocm: str | None) -> Path:
+    """The catalog of a release; for one without its own (a local ROCm 6.3, say), the newest
+    catalog not newer than it; by default the newest."""
+    releases = catalog_releases()
+    chosen = releases[-1]
+    if rocm is not None:
+        older = [name for name in releases if sort_key(name) <= sort_key(rocm)]
+        chosen = older[-1] if older else releases[0]
+    return DATA_DIR / f"catalog-{chosen}.json"
+
+
 @cache
-def load_catalog(path: Path = CATALOG_PATH) -> Catalog:
+def load_catalog(rocm: str | None = None) -> Catalog:
+    """The routines of one ROCm release (`rocm="7.2"`); the newest by default."""
+    return _load(catalog_path(rocm))
+
+
+@cache
+def _load(path: Path) -> Catalog:
     data = json.loads(path.read_text())
     routines = {name: _routine(name, entry) for name, entry in data["routines"].items()}
     return Catalog(
+        release=path.stem.removeprefix("catalog-"),
         routines=routines,
         enums=data["enums"],
         versions=data.get("versions", {}),
         other_functions=frozenset(data.get("other_functions", ())),
     )
+
+
+def _knows(catalog: Catalog, name: str) -> bool:
+    return name in catalog.routines or any(r.short_name == name for r in catalog.routines.values())
 
 
 def _routine(name: str, entry: dict[str, Any]) -> Routine:

@@ -1,4 +1,4 @@
-"""Generate `sizing/data/catalog.json` from the real rocBLAS/rocSOLVER headers.
+"""Generate `sizing/data/catalog-<release>.json` from each ROCm release's real headers.
 
 The catalog is data: every routine's parameters exactly as the vendor headers declare them
 (names, C types, which enum), plus the enums' values. It is parsed with libclang, so macros
@@ -6,7 +6,9 @@ and typedefs resolve as the compiler sees them. Which routines are included is t
 below (every rocSOLVER routine; the rocBLAS families in `ROCBLAS_FAMILIES`); adding routines
 means widening it, not writing code.
 
-Run after `hipmem rocm fetch`:  python -m sizing.catalog_build [--check]
+One catalog per release, because routines and arguments may change between releases.
+Run after `hipmem rocm fetch`:  python -m sizing.catalog_build [--rocm 7.2] [--check]
+(without --rocm: every release in the cache).
 """
 
 from __future__ import annotations
@@ -18,7 +20,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-CATALOG_PATH = Path(__file__).parent / "data" / "catalog.json"
+DATA_DIR = Path(__file__).parent / "data"
+
+
+def catalog_file(release: str) -> Path:
+    return DATA_DIR / f"catalog-{release}.json"
+
 
 # rocBLAS: the routine families that can use workspace (names without precision prefix and
 # batch suffix). Every precision and batch form the header declares comes with each family.
@@ -229,26 +236,39 @@ def _system_includes() -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--include-dir", type=Path, help="default: the offline fetch's headers")
-    parser.add_argument("--check", action="store_true", help="fail if the file would change")
+    parser.add_argument("--rocm", action="append", help="release (default: all in the cache)")
+    parser.add_argument("--include-dir", type=Path, help="headers (with a single --rocm)")
+    parser.add_argument("--check", action="store_true", help="fail if a file would change")
     options = parser.parse_args(argv)
-    include_dir = options.include_dir
-    if include_dir is None:
-        from sizing.rocm_fetch import load_offline
+    from sizing.rocm_fetch import cached_releases, load_offline
 
-        offline = load_offline()
-        if offline is None:
-            parser.error("no headers: run `hipmem rocm fetch` or pass --include-dir")
-        include_dir = offline.include_dir
-    catalog = parse_headers(include_dir)
+    releases = options.rocm or cached_releases()
+    if not releases:
+        parser.error("no headers: run `hipmem rocm fetch` or pass --rocm and --include-dir")
+    if options.include_dir is not None and len(releases) != 1:
+        parser.error("--include-dir goes with one --rocm")
+    status = 0
+    for release in releases:
+        include_dir = options.include_dir
+        if include_dir is None:
+            offline = load_offline(release)
+            if offline is None:
+                parser.error(f"no headers of ROCm {release}: hipmem rocm fetch --rocm {release}")
+            include_dir = offline.include_dir
+        status |= _write_or_check(release, parse_headers(include_dir), options.check)
+    return status
+
+
+def _write_or_check(release: str, catalog: dict[str, Any], check: bool) -> int:
+    path = catalog_file(release)
     text = json.dumps(catalog, indent=1, sort_keys=False) + "\n"
-    if options.check:
-        same = CATALOG_PATH.is_file() and CATALOG_PATH.read_text() == text
-        print("catalog is up to date" if same else "catalog differs from the headers")
+    if check:
+        same = path.is_file() and path.read_text() == text
+        print(f"ROCm {release}: " + ("catalog is up to date" if same else "catalog differs"))
         return 0 if same else 1
-    CATALOG_PATH.parent.mkdir(exist_ok=True)
-    CATALOG_PATH.write_text(text)
-    print(f"wrote {len(catalog['routines'])} routines to {CATALOG_PATH}")
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(text)
+    print(f"wrote {len(catalog['routines'])} routines to {path}")
     return 0
 
 

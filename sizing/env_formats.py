@@ -61,16 +61,26 @@ def check_format(name: str) -> str:
     return name
 
 
+_COMMENT = re.compile(r"[A-Za-z0-9 .,;:()_+-]*")
+
+
 def render(
-    fmt: str, variables: Iterable[tuple[str, str]], details: Mapping[str, Any] | None = None
+    fmt: str,
+    variables: Iterable[tuple[str, str]],
+    details: Mapping[str, Any] | None = None,
+    comment: str | None = None,
 ) -> str:
-    """The text for one format, ending in a newline; `details` go into `json` only."""
+    """The text for one format, ending in a newline; `details` go into `json` only, and
+    `comment` (which release the figure is for) into `shell` and `dotenv` as a `#` line."""
     env = [EnvVar(name, value) for name, value in variables]
     check_format(fmt)
+    if comment is not None and not _COMMENT.fullmatch(comment):
+        raise UnsafeVariable(f"refusing to emit the comment {comment!r}")
+    header = f"# {comment}\n" if comment and fmt in ("shell", "dotenv") else ""
     if fmt == "shell":
-        return "".join(f"export {v.name}={v.value}\n" for v in env)
+        return header + "".join(f"export {v.name}={v.value}\n" for v in env)
     if fmt in ("dotenv", "github"):  # both are NAME=VALUE lines
-        return "".join(f"{v.name}={v.value}\n" for v in env)
+        return header + "".join(f"{v.name}={v.value}\n" for v in env)
     if fmt == "json":
         payload = {"env": {v.name: v.value for v in env}, **(details or {})}
         return json.dumps(payload, indent=2) + "\n"

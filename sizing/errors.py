@@ -59,6 +59,10 @@ class FetchError(SizingError):
     """Downloading or unpacking the offline ROCm libraries failed."""
 
 
+class PinnedVersionGone(FetchError):
+    """The archive no longer offers a version a release pins."""
+
+
 class ShimBuildError(SizingError):
     """The stand-in HIP runtime could not be compiled."""
 

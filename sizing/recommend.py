@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -24,6 +24,7 @@ from typing import Any
 from hipmem.byte_sizes import BadSize, KiB, MiB, parse_bytes
 from sizing.call_spec import Call
 from sizing.errors import SizingError
+from sizing.rocm_releases import rocm_of_rocblas
 from sizing.session import CallResult, SessionResult
 from sizing.virtual_device import Arch
 
@@ -172,6 +173,8 @@ class Recommendation:
     handles: int
     largest_call: str | None
     pytorch_workspace_config: str  # ':SIZE_KiB:1' for HIPBLAS_/ROCBLAS_WORKSPACE_CONFIG
+    rocm: str | None = None  # the ROCm release the figure is for
+    library_versions: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -197,6 +200,8 @@ class Recommendation:
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "rocm": self.rocm,
+            "library_versions": self.library_versions,
             "rocblas_device_memory_size_bytes": self.rocblas_device_memory_size_bytes,
             "session_bytes": self.session_bytes,
             "headroom_bytes": self.headroom_bytes,
@@ -261,6 +266,8 @@ def recommend(
         handles=handles,
         largest_call=largest.call.label if largest else None,
         pytorch_workspace_config=pytorch_workspace_config(value_bytes),
+        rocm=result.library.rocm,
+        library_versions=dict(result.library.versions),
     )
     advice.warnings.extend(warnings_for(advice, result, environ))
     return advice
@@ -279,19 +286,9 @@ def warnings_for(
 ) -> list[str]:
     """Everything about this recommendation a user must know before setting it."""
     found: list[str] = []
-    stream_order = environ.get("ROCBLAS_STREAM_ORDER_ALLOC", "").strip()
-    if stream_order not in ("", "0"):
-        found.append(
-            f"ROCBLAS_STREAM_ORDER_ALLOC={stream_order} is set: rocBLAS 6.x does not combine it "
-            "safely with ROCBLAS_DEVICE_MEMORY_SIZE > 0; unset one of the two"
-        )
-    if not result.library.optional_symbols.get("rocblas_set_device_memory_size", True):
-        version = result.library.versions.get("rocblas", "?")
-        found.append(
-            f"rocBLAS {version} has no rocblas_set_device_memory_size (removed in 5.0.0, "
-            "ROCm 7.0): programs cannot size handles through the API, and this version's "
-            "handling of ROCBLAS_DEVICE_MEMORY_SIZE was not verified"
-        )
+    found.extend(
+        version_warnings(result.library.versions, result.library.optional_symbols, environ)
+    )
     found.extend(_memory_warnings(advice, result))
     found.extend(_optimal_warnings(result.calls))
     if advice.rocblas_device_memory_size_bytes == 0:
@@ -304,6 +301,90 @@ def warnings_for(
             "CUBLAS_WORKSPACE_CONFIG is set: PyTorch reads it before HIPBLAS_WORKSPACE_CONFIG"
         )
     return found
+
+
+@dataclass(frozen=True)
+class VersionWarning:
+    """A warning about rocBLAS's memory API or ROCBLAS_STREAM_ORDER_ALLOC that holds for some
+    rocBLAS versions only: it fires for those, and says which they are."""
+
+    first: tuple[int, int, int]  # the first rocBLAS version it applies to
+    last: tuple[int, int, int]  # the last one (inclusive)
+    applies_to: str  # the versions in words, part of the message
+    when: Callable[[Mapping[str, str], Mapping[str, bool]], bool]
+    text: str  # with {version} and {rocm}
+
+    def fires(self, version: str, environ: Mapping[str, str], symbols: Mapping[str, bool]) -> bool:
+        parsed = _version_tuple(version)
+        return (
+            parsed is not None and self.first <= parsed <= self.last and self.when(environ, symbols)
+        )
+
+
+def _stream_order(environ: Mapping[str, str]) -> str:
+    return environ.get("ROCBLAS_STREAM_ORDER_ALLOC", "").strip()
+
+
+# Facts from the vendor's release notes and the libraries themselves (see README).
+VERSION_WARNINGS = (
+    VersionWarning(
+        (4, 4, 0),
+        (5, 2, 99),
+        "rocBLAS 4.4-5.2, ROCm 6.4-7.2, the releases that read it and hipmem checked",
+        lambda environ, _: _stream_order(environ) not in ("", "0"),
+        "ROCBLAS_STREAM_ORDER_ALLOC is set: rocBLAS {version} (ROCm {rocm}) then allocates "
+        "the workspace stream-ordered, which does not combine safely with "
+        "ROCBLAS_DEVICE_MEMORY_SIZE > 0 ({applies_to}); unset one of the two",
+    ),
+    VersionWarning(
+        (5, 1, 0),
+        (5, 1, 0),
+        "rocBLAS 5.1.0, ROCm 7.1.0 only",
+        lambda environ, _: _stream_order(environ) == "",
+        "rocBLAS {version} (ROCm {rocm}) allocates the workspace stream-ordered by default "
+        "({applies_to}; 7.1.1 made it opt-in again): set ROCBLAS_STREAM_ORDER_ALLOC=0 "
+        "beside ROCBLAS_DEVICE_MEMORY_SIZE",
+    ),
+    VersionWarning(
+        (5, 1, 0),
+        (5, 1, 0),
+        "rocBLAS 5.1.0, ROCm 7.1.0 only",
+        lambda _, symbols: symbols.get("rocblas_set_device_memory_size", False),
+        "rocBLAS {version} (ROCm {rocm}) ships rocblas_set_device_memory_size and "
+        "rocblas_is_user_managing_device_memory as no-op stubs ({applies_to}): programs that "
+        "size handles through the API get rocBLAS-managed memory",
+    ),
+    VersionWarning(
+        (0, 0, 0),
+        (99, 0, 0),
+        "any version without the symbol; rocBLAS 5.x deprecates it, 5.2 still exports it",
+        lambda _, symbols: not symbols.get("rocblas_set_device_memory_size", True),
+        "rocBLAS {version} (ROCm {rocm}) has no rocblas_set_device_memory_size ({applies_to}): "
+        "programs cannot size handles through the API, and this version's handling of "
+        "ROCBLAS_DEVICE_MEMORY_SIZE was not verified",
+    ),
+)
+
+
+def version_warnings(
+    versions: Mapping[str, str], symbols: Mapping[str, bool], environ: Mapping[str, str]
+) -> list[str]:
+    """The version-keyed warnings that fire for this rocBLAS in this environment."""
+    version = versions.get("rocblas", "")
+    rocm = rocm_of_rocblas(version) or "?"
+    return [
+        rule.text.format(version=version, rocm=rocm, applies_to=rule.applies_to)
+        for rule in VERSION_WARNINGS
+        if rule.fires(version, environ, symbols)
+    ]
+
+
+def _version_tuple(version: str) -> tuple[int, int, int] | None:
+    parts = version.split(".")[:3]
+    if len(parts) < 2 or not all(part.isdigit() for part in parts):
+        return None
+    numbers = [int(part) for part in parts] + [0] * (3 - len(parts))
+    return numbers[0], numbers[1], numbers[2]
 
 
 def _memory_warnings(advice: Recommendation, result: SessionResult) -> list[str]:

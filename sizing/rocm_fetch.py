@@ -1,71 +1,60 @@
 """Offline ROCm: fetch Debian's builds of rocBLAS and rocSOLVER into the user cache.
 
 Size queries need the vendor libraries but no GPU. Debian ships rocBLAS/rocSOLVER as ordinary
-packages, so this module resolves them by package name with apt (a private configuration:
-the machine's own apt state is never touched), downloads them itself (resumable, verified
-against the SHA256 from the signed archive index, with a progress callback), and unpacks only
-what queries read: shared libraries, headers, and the gemm (Tensile) `.dat` metadata of the
-archs asked for. GPU code objects (`.co`, `.hsaco`) are never unpacked.
+packages, so this module resolves them by package name and pinned version with apt (a private
+configuration: the machine's own apt state is never touched), downloads them itself
+(resumable, verified against the SHA256 from the signed archive index, with a progress
+callback), and unpacks only what queries read: shared libraries, headers, and the gemm
+(Tensile) `.dat` metadata of the archs asked for. GPU code objects are never unpacked.
 
-Debian sid's builds need a newer glibc than older hosts have, so sid's own libc, libstdc++ and
+Each ROCm release (`sizing.rocm_releases`) has its own part of the cache, so several can sit
+side by side:
+
+    <cache>/rocm/apt/              the private apt configuration and index (sid + experimental)
+    <cache>/rocm/fetch.lock        held by a running fetch: a second one waits for it
+    <cache>/rocm/<release>/root/   the unpacked tree (usr/lib/x86_64-linux-gnu, usr/include)
+    <cache>/rocm/<release>/debs/   downloads in progress; a .deb is deleted once unpacked
+    <cache>/rocm/<release>/manifest.json   what was unpacked: packages, archs, and every
+                                   file with its size and SHA256, so a damaged tree is found
+
+Debian's builds need a newer glibc than older hosts have, so sid's own libc, libstdc++ and
 dynamic loader are unpacked too; `sizing.worker_process` starts the query worker through that
-loader. Everything is idempotent: a second fetch with the same archs does nothing.
+loader. A fetch that is already complete does nothing but check the tree, offline.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import fcntl
 import fnmatch
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import tarfile
+import time
 import urllib.request
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hipmem.atomic_write import write_text_atomically
 from hipmem.cache_root import cache_dir
 from hipmem.progress import ProgressCallback, no_progress
-from sizing.errors import FetchError
+from sizing.elf_file import section_range
+from sizing.errors import FetchError, LibraryNotFound, PinnedVersionGone
+from sizing.rocm_releases import BASE_SUITE, NEWEST, RELEASES, Release, find_release, sort_key
 
-DEFAULT_SUITE = "sid"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 DEBIAN_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
-
-# Runtime packages a size query loads, and the -dev packages whose headers the catalog and the
-# virtual device are built from. libc6/libstdc++6/libgcc-s1 come from the same suite because
-# the vendor builds need their newer symbol versions.
-PACKAGES = (
-    "librocblas4",
-    "librocsolver0",
-    "libroctx64-4",
-    "libfmt11",
-    "libc6",
-    "libstdc++6",
-    "libgcc-s1",
-    "librocblas-dev",
-    "librocsolver-dev",
-    "libamdhip64-dev",
-)
-
-# Archs whose gemm metadata Debian ships (see `hipmem rocm fetch --arch`).
-SHIPPED_ARCHS = (
-    "gfx803",
-    "gfx900",
-    "gfx906",
-    "gfx908",
-    "gfx90a",
-    "gfx1010",
-    "gfx1030",
-    "gfx1100",
-    "gfx1101",
-    "gfx1102",
-)
+SUITES = ("sid", "experimental")
 
 LIB_SUBDIR = "usr/lib/x86_64-linux-gnu"
 MANIFEST_NAME = "manifest.json"
+MANIFEST_FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -80,17 +69,21 @@ class PackageFile:
 
     @property
     def version(self) -> str:
-        return self.filename.split("_")[1]
+        # Debian file names escape the epoch colon as %3a.
+        return self.filename.split("_")[1].replace("%3a", ":")
 
 
 @dataclass
 class OfflineRocm:
-    """What a completed fetch left in the cache."""
+    """What a completed fetch of one release left in the cache."""
 
     root: Path
-    suite: str
+    release: str
     archs: list[str]
-    packages: dict[str, str] = field(default_factory=dict)  # name -> version
+    packages: dict[str, str] = field(default_factory=dict)  # name -> Debian version
+    # relative path -> [size_bytes, sha256, package] (+ [start, end] of the GPU code dropped
+    # from a library, which the hash leaves out): every regular file the fetch unpacked
+    files: dict[str, list[Any]] = field(default_factory=dict)
 
     @property
     def lib_dir(self) -> Path:
@@ -109,62 +102,217 @@ class OfflineRocm:
         found = sorted(self.lib_dir.glob("rocblas/*/library"))
         return found[-1] if found else None
 
+    @property
+    def unpacked_bytes(self) -> int:
+        """The files' sizes (the GPU code dropped from the libraries still counts here)."""
+        return sum(int(entry[0]) for entry in self.files.values())
 
-def offline_dir(suite: str = DEFAULT_SUITE) -> Path:
-    return cache_dir() / "rocm" / f"debian-{suite}"
+    def disk_bytes(self) -> int:
+        """What the tree takes on disk (the dropped GPU code takes none)."""
+        total = 0
+        for relative in self.files:
+            with contextlib.suppress(OSError):
+                total += (self.root / relative).stat().st_blocks * 512
+        return total
+
+    def damaged_files(self, *, hashes: bool = False) -> list[str]:
+        """Files missing or changed since the fetch: by size (cheap), or also by SHA256."""
+        damaged = []
+        for relative, entry in self.files.items():
+            path = self.root / relative
+            size, digest, skip = entry[0], entry[1], entry[3:5]
+            try:
+                if path.stat().st_size != size or (hashes and _sha256(path, skip) != digest):
+                    damaged.append(relative)
+            except OSError:
+                damaged.append(relative)
+        return damaged
 
 
-def load_offline(suite: str = DEFAULT_SUITE) -> OfflineRocm | None:
-    """The cached libraries of a completed fetch, or None when there is none."""
-    manifest = offline_dir(suite) / MANIFEST_NAME
+def rocm_dir() -> Path:
+    return cache_dir() / "rocm"
+
+
+def offline_dir(release: str) -> Path:
+    return rocm_dir() / release
+
+
+def load_offline(release: str) -> OfflineRocm | None:
+    """The cached libraries of a completed fetch of `release`, or None when there is none.
+
+    A damaged cache (a manifest cut short, a library truncated) is an error that says to
+    run the fetch again, which repairs it."""
+    manifest = offline_dir(release) / MANIFEST_NAME
     if not manifest.is_file():
         return None
-    data = json.loads(manifest.read_text())
-    found = OfflineRocm(
-        root=Path(data["root"]),
-        suite=data["suite"],
-        archs=data["archs"],
-        packages=data["packages"],
-    )
-    return found if found.loader.is_file() else None
+    found = _read_manifest(manifest)
+    if found is None or not _is_complete(found, find_release(release)):
+        raise LibraryNotFound(
+            f"the cached ROCm {release} in {manifest.parent} is incomplete or damaged; "
+            f"run `hipmem rocm fetch --rocm {release}` to repair it"
+        )
+    damaged = found.damaged_files()
+    if damaged:
+        raise LibraryNotFound(
+            f"the cached ROCm {release} is damaged ({damaged[0]} changed since it was fetched); "
+            f"run `hipmem rocm fetch --rocm {release}` to repair it"
+        )
+    return found
+
+
+def cached_releases() -> list[str]:
+    """Releases with a manifest in the cache, oldest first (complete or not)."""
+    base = rocm_dir()
+    names = [r.name for r in RELEASES if (base / r.name / MANIFEST_NAME).is_file()]
+    return sorted(names, key=sort_key)
+
+
+def cached_archs(release: str) -> list[str] | None:
+    """The archs whose gemm data the cache holds for `release`; None when it holds none of it."""
+    found = _read_manifest(offline_dir(release) / MANIFEST_NAME)
+    return found.archs if found is not None else None
+
+
+def legacy_dirs() -> list[Path]:
+    """Trees of hipmem's earlier cache layout (`rocm/debian-sid`), which nothing reads now."""
+    return sorted(path for path in rocm_dir().glob("debian-*") if path.is_dir())
+
+
+def _read_manifest(path: Path) -> OfflineRocm | None:
+    try:
+        data = json.loads(path.read_text())
+        if data.get("format") != MANIFEST_FORMAT:
+            return None
+        return OfflineRocm(
+            root=path.parent / "root",
+            release=str(data["release"]),
+            archs=list(data["archs"]),
+            packages=dict(data["packages"]),
+            files={str(k): list(v) for k, v in data["files"].items()},
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None  # cut short or edited: the fetch rebuilds it
+
+
+def _is_complete(found: OfflineRocm, release: Release) -> bool:
+    pins = release.pins
+    has_all = all(name in found.packages for name in release.packages)
+    pinned = all(found.packages.get(name) == version for name, version in pins.items())
+    return has_all and pinned and found.loader.is_file()
+
+
+def _write_manifest(found: OfflineRocm) -> None:
+    payload = {
+        "format": MANIFEST_FORMAT,
+        "release": found.release,
+        "archs": found.archs,
+        "packages": found.packages,
+        "unpacked_bytes": found.unpacked_bytes,
+        "files": found.files,
+    }
+    write_text_atomically(offline_dir(found.release) / MANIFEST_NAME, json.dumps(payload, indent=1))
+
+
+# ---- the fetch -----------------------------------------------------------------------------
 
 
 def fetch(
-    archs: Iterable[str] = SHIPPED_ARCHS,
-    suite: str = DEFAULT_SUITE,
+    release: str = NEWEST.name,
+    archs: Iterable[str] | None = None,
     mirror: str = DEFAULT_MIRROR,
     progress: ProgressCallback | None = None,
+    notice: Callable[[str], None] | None = None,
 ) -> OfflineRocm:
-    """Download and unpack the libraries; returns the result. Safe to run again: a complete
-    fetch that covers `archs` returns at once, an interrupted one resumes."""
-    archs = sorted(set(archs))
-    unknown = [arch for arch in archs if arch not in SHIPPED_ARCHS]
+    """Download and unpack one release; returns the result. Safe to run again: a complete
+    fetch that covers `archs` only checks the tree (offline), an interrupted one resumes, a
+    damaged one is repaired. Two fetches on one cache take turns (a lock file)."""
+    wanted = find_release(release, parameter="release")
+    chosen = sorted(set(archs) if archs is not None else set(wanted.gemm_archs))
+    unknown = [arch for arch in chosen if arch not in wanted.gemm_archs]
     if unknown:
         raise FetchError(
-            f"Debian ships no gemm data for {', '.join(unknown)}; "
-            f"choose from {', '.join(SHIPPED_ARCHS)}"
+            f"ROCm {wanted.name} as Debian builds it has no gemm data for {', '.join(unknown)}; "
+            f"choose from {', '.join(wanted.gemm_archs)}"
         )
     report: ProgressCallback = progress or no_progress
-    done = load_offline(suite)
-    if done is not None and set(archs) <= set(done.archs):
-        return done  # already complete: no network needed
-    if done is not None:
-        archs = sorted(set(archs) | set(done.archs))  # adding archs keeps the ones there
-    base = offline_dir(suite)
-    files = resolve_packages(base / "apt", suite, mirror)
-    debs = download_all(files, base / "debs", report)
-    root = base / "root"
-    for package, deb in zip(files, debs, strict=True):
-        unpack(deb, root, _wanted_members(package.name, archs), report)
-    result = OfflineRocm(
-        root=root,
-        suite=suite,
-        archs=archs,
-        packages={package.name: package.version for package in files},
-    )
-    manifest = asdict(result) | {"root": str(root)}
-    write_text_atomically(base / MANIFEST_NAME, json.dumps(manifest, indent=2))
-    return result
+    with _fetch_lock(notice or (lambda message: None)):
+        return _fetch_locked(wanted, chosen, mirror, report)
+
+
+def _fetch_locked(
+    release: Release, archs: list[str], mirror: str, report: ProgressCallback
+) -> OfflineRocm:
+    base = offline_dir(release.name)
+    before = _read_manifest(base / MANIFEST_NAME)
+    if before is not None and before.release != release.name:
+        before = None
+    if before is not None:
+        archs = sorted(set(archs) | set(before.archs))  # adding archs keeps the ones there
+        report(0, None, "checking the cached files")
+        damaged = before.damaged_files(hashes=True)
+        if damaged:  # unpack the packages that own a damaged file again
+            owners = {before.files[relative][2] for relative in damaged}
+            before.packages = {k: v for k, v in before.packages.items() if k not in owners}
+        if _is_complete(before, release) and set(archs) == set(before.archs):
+            return before  # complete and intact: no network needed
+    state = before or OfflineRocm(root=base / "root", release=release.name, archs=[])
+    files = resolve_packages(rocm_dir() / "apt", release, mirror)
+    todo = [f for f in files if not _unpacked(state, f, archs, release)]
+    debs = base / "debs"
+    total_bytes = sum(f.size_bytes for f in todo)
+    done_bytes = 0
+    for package in todo:
+        deb = debs / package.filename
+
+        def on_bytes(received: int, start: int = done_bytes, name: str = package.name) -> None:
+            report(start + received, total_bytes, name)
+
+        _download(package, deb, on_bytes)
+        done_bytes += package.size_bytes
+        report(done_bytes, total_bytes, f"unpacking {package.name}")
+        patterns = _wanted_members(package.name, archs, release)
+        unpacked = unpack(deb, state.root, patterns, package.name)
+        state.files.update(unpacked)
+        state.packages[package.name] = package.version
+        _write_manifest(state)  # progress survives an interruption
+        deb.unlink()  # verified and unpacked: the tree and the manifest are what stays
+    shutil.rmtree(debs, ignore_errors=True)
+    state.archs = archs  # only now: an interrupted fetch must not look as if it had them all
+    _write_manifest(state)
+    if not _is_complete(state, release):
+        raise FetchError(f"ROCm {release.name} unpacked without a dynamic loader; run again")
+    return state
+
+
+def _unpacked(state: OfflineRocm, package: PackageFile, archs: list[str], release: Release) -> bool:
+    """Already unpacked at this version, with the gemm data of every arch asked for."""
+    if state.packages.get(package.name) != package.version:
+        return False
+    if package.name == release.rocblas_package:
+        return set(archs) <= set(_archs_present(state))
+    return True
+
+
+def _archs_present(state: OfflineRocm) -> list[str]:
+    tensile = [path for path in state.files if "/library/" in path and path.endswith(".dat")]
+    return sorted({path.rsplit("_", 1)[-1].removesuffix(".dat") for path in tensile})
+
+
+@contextlib.contextmanager
+def _fetch_lock(notice: Callable[[str], None]) -> Iterator[None]:
+    """One fetch at a time per cache: downloads, apt's index and the tree are shared."""
+    rocm_dir().mkdir(parents=True, exist_ok=True)
+    path = rocm_dir() / "fetch.lock"
+    with path.open("a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            notice(f"another hipmem rocm fetch is using {rocm_dir()}; waiting for it to finish")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 # ---- resolving package names to files ------------------------------------------------------
@@ -183,8 +331,8 @@ def _apt_options(apt_dir: Path) -> list[str]:
     ]
 
 
-def resolve_packages(apt_dir: Path, suite: str, mirror: str) -> list[PackageFile]:
-    """Ask apt, in a private configuration, which files the package names are today."""
+def resolve_packages(apt_dir: Path, release: Release, mirror: str) -> list[PackageFile]:
+    """Ask apt, in a private configuration, which files the pinned packages are today."""
     if shutil.which("apt-get") is None:
         raise FetchError(
             "hipmem rocm fetch needs apt-get (Debian or Ubuntu); elsewhere install ROCm "
@@ -194,14 +342,57 @@ def resolve_packages(apt_dir: Path, suite: str, mirror: str) -> list[PackageFile
         (apt_dir / sub).mkdir(parents=True, exist_ok=True)
     # The archive index is checked against Debian's signing key when the keyring is here.
     trust = f"signed-by={DEBIAN_KEYRING}" if DEBIAN_KEYRING.is_file() else "trusted=yes"
-    (apt_dir / "sources.list").write_text(f"deb [{trust}] {mirror} {suite} main\n")
+    sources = "".join(f"deb [{trust}] {mirror} {suite} main\n" for suite in SUITES)
+    write_text_atomically(apt_dir / "sources.list", sources)
     options = _apt_options(apt_dir)
+    _update_index(apt_dir, options, sources)
+    offered = _offered_versions(options, [name for name, _ in release.pinned])
+    _check_pins(release, offered)
+    wanted = [f"{name}={version}" for name, version in release.pinned]
+    wanted += [f"{name}/{BASE_SUITE}" for name in release.packages if name not in release.pins]
+    listing = _run(["apt-get", *options, "--print-uris", "download", *wanted], "apt-get")
+    return _parse_print_uris(listing, release.packages)
+
+
+_INDEX_FRESH_S = 600  # one `hipmem rocm fetch --rocm 6.4,7.2` updates the index once
+
+
+def _update_index(apt_dir: Path, options: list[str], sources: str) -> None:
+    """`apt-get update`, unless this configuration's index was updated minutes ago."""
+    marker = apt_dir / "updated"
+    with contextlib.suppress(OSError):
+        fresh = time.time() - marker.stat().st_mtime < _INDEX_FRESH_S
+        if fresh and marker.read_text() == sources:
+            return
     _run(["apt-get", *options, "update"], "apt-get update")
-    listing = _run(["apt-get", *options, "--print-uris", "download", *PACKAGES], "apt-get")
-    return _parse_print_uris(listing)
+    write_text_atomically(marker, sources)
 
 
-def _parse_print_uris(listing: str) -> list[PackageFile]:
+def _offered_versions(options: list[str], names: list[str]) -> dict[str, list[str]]:
+    """Package -> the versions the archive offers now (`apt-cache madison`)."""
+    listing = _run(["apt-cache", *options, "madison", *names], "apt-cache madison")
+    offered: dict[str, list[str]] = {name: [] for name in names}
+    for line in listing.splitlines():
+        parts = [part.strip() for part in line.split("|")]
+        if len(parts) >= 3 and parts[0] in offered:
+            suite = parts[2].split()[-3].rsplit("/", 1)[0] if len(parts[2].split()) >= 3 else ""
+            offered[parts[0]].append(f"{parts[1]} ({suite})" if suite else parts[1])
+    return offered
+
+
+def _check_pins(release: Release, offered: dict[str, list[str]]) -> None:
+    """A pinned version that left the archive is one line naming what is there now."""
+    for name, version in release.pinned:
+        versions = offered.get(name, [])
+        if not any(entry.split(" ")[0] == version for entry in versions):
+            now = ", ".join(versions) if versions else "nothing"
+            raise PinnedVersionGone(
+                f"ROCm {release.name}: Debian's archive no longer offers {name} {version} "
+                f"(it offers {now}); hipmem pins that version and fetches no other"
+            )
+
+
+def _parse_print_uris(listing: str, packages: tuple[str, ...]) -> list[PackageFile]:
     """Lines look like `'URL' FILENAME SIZE SHA256:HEX`."""
     files = []
     for line in listing.splitlines():
@@ -218,10 +409,10 @@ def _parse_print_uris(listing: str) -> list[PackageFile]:
                 sha256=parts[3].removeprefix("SHA256:"),
             )
         )
-    missing = set(PACKAGES) - {file.name for file in files}
+    missing = set(packages) - {file.name for file in files}
     if missing:
         raise FetchError(f"the archive has no package {', '.join(sorted(missing))}")
-    return sorted(files, key=lambda file: PACKAGES.index(file.name))
+    return sorted(files, key=lambda file: packages.index(file.name))
 
 
 def _run(command: list[str], what: str) -> str:
@@ -240,29 +431,14 @@ def _run(command: list[str], what: str) -> str:
 _CHUNK_BYTES = 1 << 20
 
 
-def download_all(files: list[PackageFile], deb_dir: Path, report: ProgressCallback) -> list[Path]:
-    """Download every file not already complete; one progress total over all of them."""
-    deb_dir.mkdir(parents=True, exist_ok=True)
-    total_bytes = sum(file.size_bytes for file in files)
-    done_bytes = 0
-    paths = []
-    for file in files:
-        target = deb_dir / file.filename
-
-        def on_bytes(received: int, base: int = done_bytes, name: str = file.name) -> None:
-            report(base + received, total_bytes, name)
-
-        _download(file, target, on_bytes)
-        done_bytes += file.size_bytes
-        report(done_bytes, total_bytes, file.name)
-        paths.append(target)
-    return paths
-
-
 def _download(file: PackageFile, target: Path, on_bytes: Callable[[int], None]) -> None:
-    """Resume a `.part` file with an HTTP range request; verify the hash before renaming."""
-    if target.is_file() and target.stat().st_size == file.size_bytes:
-        return  # verified when it was renamed into place
+    """Resume a `.part` file with an HTTP range request; verify the hash before renaming.
+    A complete file left by an interrupted fetch is checked against the hash again."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.is_file():
+        if target.stat().st_size == file.size_bytes and _sha256(target) == file.sha256:
+            return
+        target.unlink()  # damaged since it was verified: fetch it again
     partial = target.with_name(target.name + ".part")
     have = partial.stat().st_size if partial.exists() else 0
     if have >= file.size_bytes:
@@ -287,47 +463,88 @@ def _download(file: PackageFile, target: Path, on_bytes: Callable[[int], None]) 
     partial.replace(target)
 
 
-def _sha256(path: Path) -> str:
+def _sha256(path: Path, skip: list[int] | None = None) -> str:
+    """SHA256 of the file, leaving out the byte range `skip` ([start, end]) when given."""
     digest = hashlib.sha256()
     with path.open("rb") as stream:
         while chunk := stream.read(_CHUNK_BYTES):
-            digest.update(chunk)
+            if skip and stream.tell() > skip[0]:
+                digest.update(chunk[: len(chunk) - (stream.tell() - skip[0])])
+                stream.seek(skip[1])
+                skip = None
+            else:
+                digest.update(chunk)
     return digest.hexdigest()
 
 
 # ---- unpacking -----------------------------------------------------------------------------
 
 
-def _wanted_members(package: str, archs: list[str]) -> list[str]:
+def _wanted_members(package: str, archs: list[str], release: Release) -> list[str]:
     """Glob patterns of the members a size query can read, per package."""
     if package.endswith("-dev"):
         return ["./usr/include/**"]
     patterns = ["./usr/lib/x86_64-linux-gnu/*.so*"]
-    if package == "librocblas4":
+    if package == release.rocblas_package:
         library = "./usr/lib/x86_64-linux-gnu/rocblas/*/library/"
         patterns += [f"{library}*_fallback.dat", f"{library}TensileManifest.txt"]
         patterns += [f"{library}*_{arch}.dat" for arch in archs]
     return patterns
 
 
-def unpack(deb: Path, root: Path, patterns: list[str], report: ProgressCallback) -> None:
-    """Extract the members matching `patterns`; skipped when done with the same patterns."""
-    marker = root / ".unpacked" / (deb.name + ".json")
-    if marker.is_file() and json.loads(marker.read_text()) == patterns:
-        return
-    report(0, None, f"unpacking {deb.name.split('_')[0]}")
+def unpack(deb: Path, root: Path, patterns: list[str], package: str) -> dict[str, list[Any]]:
+    """Extract the members matching `patterns`; returns each regular file's size and hash."""
     root.mkdir(parents=True, exist_ok=True)
     if shutil.which("dpkg-deb") is None:
         raise FetchError("unpacking needs dpkg-deb (package dpkg)")
+    extracted: dict[str, list[Any]] = {}
     with subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE) as proc:
         assert proc.stdout is not None
         with tarfile.open(fileobj=proc.stdout, mode="r|") as archive:
             for member in archive:
                 if any(_matches(member.name, pattern) for pattern in patterns):
+                    target = root / member.name
+                    if member.issym() and target.is_symlink():
+                        target.unlink()  # re-unpacking over an earlier tree
                     archive.extract(member, root, filter=_keep_links)
+                    if member.isfile():
+                        dropped = drop_gpu_code(target) if ".so" in target.name else None
+                        relative = os.path.normpath(member.name)
+                        entry = [member.size, _sha256(target, dropped), package]
+                        extracted[relative] = entry + (dropped or [])
     if proc.returncode != 0:
         raise FetchError(f"dpkg-deb could not read {deb} (delete it and run again)")
-    write_text_atomically(marker, json.dumps(patterns))
+    return extracted
+
+
+_FALLOC_FL_KEEP_SIZE = 1
+_FALLOC_FL_PUNCH_HOLE = 2
+_GPU_CODE_SECTION = ".hip_fatbin"
+
+
+def drop_gpu_code(library: Path) -> list[int] | None:
+    """Punch the GPU code (the `.hip_fatbin` section: 90% of rocBLAS, 97% of rocSOLVER) out of
+    a library's disk blocks; returns the [start, end) byte range dropped, or None.
+
+    Size queries never read it (the stand-in runtime registers code objects as no-ops), and
+    the file keeps its size and layout, so the loader maps it as before: the dropped range
+    reads as zeros and takes no disk. Where the filesystem cannot punch holes, nothing changes.
+    """
+    found = section_range(library, _GPU_CODE_SECTION)
+    if found is None:
+        return None
+    page = 4096
+    start = -(-found[0] // page) * page  # whole pages inside the section only
+    end = (found[0] + found[1]) // page * page
+    if end <= start:
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    with library.open("r+b") as stream:
+        mode = _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE
+        if libc.fallocate(stream.fileno(), mode, start, end - start) != 0:
+            return None  # e.g. EOPNOTSUPP: the library stays whole, which is only bigger
+    return [start, end]
 
 
 def _matches(name: str, pattern: str) -> bool:
@@ -342,7 +559,8 @@ def _matches(name: str, pattern: str) -> bool:
 
 def _keep_links(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
     """tarfile's 'data' filter (nothing lands outside `dest`), dropping absolute symlinks,
-    which would point into the host's own system; the libraries' own links are relative."""
+    which would point into the host's own system; the libraries' own links are relative.
+    Files keep the umask's permissions (a cache shared by a team stays readable)."""
     if member.issym() and member.linkname.startswith("/"):
         return None
     return tarfile.data_filter(member, dest)

@@ -32,7 +32,8 @@ from sizing.errors import (
     WorkerCrashed,
     WorkerTimedOut,
 )
-from sizing.library_locator import Libraries, locate
+from sizing.library_locator import Libraries, MixedReleases, locate
+from sizing.rocm_releases import RELEASES, rocm_of_rocblas, rocm_of_rocsolver
 from sizing.virtual_device import Device, resolve
 from sizing.worker_process import Crash, WorkerInfo, WorkerProcess
 
@@ -70,6 +71,7 @@ class CallResult:
 
 @dataclass
 class LibraryInfo:
+    rocm: str | None  # the ROCm release that answered, e.g. "7.2"
     rocblas_path: str
     rocsolver_path: str | None
     found_in: str
@@ -109,14 +111,23 @@ class SizingSession:
         rocm_dir: Path | None = None,
         catalog: Catalog | None = None,
         call_deadline_s: float | None = None,
+        rocm: str | None = None,
+        libraries: Libraries | None = None,
     ) -> None:
-        """`call_deadline_s`: how long one call may take before the worker is killed and
-        the call reported as timed out (default: HIPMEM_CALL_DEADLINE_S, else 60 s)."""
-        self.catalog = catalog or load_catalog()
+        """`rocm="7.2"` asks for that release; without it the local install answers, else
+        the newest release in the cache (see sizing.library_locator). `call_deadline_s`: how
+        long one call may take before the worker is killed and the call reported as timed out
+        (default: HIPMEM_CALL_DEADLINE_S, else 60 s)."""
         self.device = _choose_device(device, compute_units)
-        self.libraries: Libraries = locate(rocm_dir)
+        self.libraries: Libraries = libraries or locate(rocm_dir, rocm)
+        self.catalog = catalog or load_catalog(self.libraries.rocm)
         self._worker = WorkerProcess(self.libraries, self.device, call_deadline_s=call_deadline_s)
         self._results: dict[tuple[Any, ...], CallResult] = {}
+        try:
+            _check_one_release(self.libraries, self._worker.info.versions)
+        except SizingError:
+            self.close()
+            raise
 
     # -- context management -----------------------------------------------------------------
     def __enter__(self) -> SizingSession:
@@ -212,7 +223,7 @@ class SizingSession:
         if call.routine.family.startswith("gemm") and tensile is not None:
             arch = self.device.arch.name
             if not any(tensile.glob(f"*_{arch}.dat")):
-                return f" (this rocBLAS has no gemm data for {arch} in {tensile})"
+                return f" (this rocBLAS has no gemm data for {arch} in {tensile}{_fix(arch)}"
         return ""
 
     def status_name(self, status: int) -> str:
@@ -242,6 +253,7 @@ class SizingSession:
     def library_info(self) -> LibraryInfo:
         info: WorkerInfo = self._worker.info
         return LibraryInfo(
+            rocm=self.libraries.rocm,
             rocblas_path=str(self.libraries.rocblas),
             rocsolver_path=str(self.libraries.rocsolver) if self.libraries.rocsolver else None,
             found_in=self.libraries.found_in,
@@ -269,14 +281,17 @@ def size_calls(
     compute_units: int | None = None,
     rocm_dir: Path | None = None,
     progress: ProgressCallback | None = None,
+    rocm: str | None = None,
+    libraries: Libraries | None = None,
 ) -> SessionResult:
-    """Open a session, size every call, and return the result."""
-    catalog = load_catalog()
+    """Open a session, size every call, and return the result (`rocm="7.2"`: that release)."""
+    libraries = libraries or locate(rocm_dir, rocm)
+    catalog = load_catalog(libraries.rocm)
     pairs = [_counted(item, catalog) for item in calls]
     totals: dict[tuple[Any, ...], int] = {}
     for call, count in pairs:  # a count overflow is said before any library is loaded
         totals[call.key()] = _add_counts(totals.get(call.key(), 0), count, call)
-    with SizingSession(device, compute_units=compute_units, rocm_dir=rocm_dir) as session:
+    with SizingSession(device, compute_units=compute_units, libraries=libraries) as session:
         session.size_many(pairs, progress)
         return session.result()
 
@@ -294,6 +309,26 @@ def _add_counts(total: int, count: int, call: Call) -> int:
     if total + count > MAX_COUNT:
         raise UsageError(f"{call.label}: counted more than {MAX_COUNT:,} times in all (2**63 - 1)")
     return total + count
+
+
+def _fix(arch: str) -> str:
+    """How to get gemm data for `arch`: the releases whose Debian build has it."""
+    having = [release.name for release in RELEASES if arch in release.gemm_archs]
+    if not having:
+        return "; no ROCm release Debian builds has it)"
+    return f"; `hipmem rocm fetch --rocm {having[-1]} --arch {arch}` brings it)"
+
+
+def _check_one_release(libraries: Libraries, versions: dict[str, str]) -> None:
+    """What the loaded libraries report of themselves must be one release (belt and braces
+    beside the locator's check of the files)."""
+    rocblas = rocm_of_rocblas(versions.get("rocblas", ""))
+    rocsolver = rocm_of_rocsolver(versions.get("rocsolver", ""))
+    if rocblas and rocsolver and rocblas != rocsolver:
+        raise MixedReleases(
+            f"{libraries.lib_dir}: rocBLAS {versions['rocblas']} is ROCm {rocblas} but rocSOLVER "
+            f"{versions['rocsolver']} is ROCm {rocsolver}; one release per directory"
+        )
 
 
 def _choose_device(device: str | Device | None, compute_units: int | None) -> Device:

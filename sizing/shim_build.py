@@ -1,8 +1,10 @@
 """Build the stand-in HIP runtime (`sizing/shim/virtual_hip.c`) into the user cache.
 
-It is compiled on first use with the system C compiler against the real HIP headers (from
-the offline ROCm fetch or a ROCm install), so `hipDeviceProp_t` has the vendor's layout. The
-output directory is keyed by a hash of the sources and headers: an edit rebuilds it.
+It is compiled on first use with the system C compiler against the real HIP headers of the
+release it stands in for (from the offline ROCm fetch or a ROCm install), so `hipDeviceProp_t`
+has the vendor's layout, and named like the runtime those libraries link (`libamdhip64.so.6`
+for ROCm 6.x, `.so.7` for ROCm 7.x) with that soname's version script. The output directory
+is keyed by a hash of the soname, sources and headers: an edit rebuilds it.
 """
 
 from __future__ import annotations
@@ -18,23 +20,32 @@ from hipmem.cache_root import cache_dir
 from sizing.errors import ShimBuildError
 
 SHIM_SOURCES = Path(__file__).parent / "shim"
-SONAME = "libamdhip64.so.6"
+DEFAULT_SONAME = "libamdhip64.so.6"
 
 
-def build_shim(hip_include_dir: Path) -> Path:
-    """Return the directory holding `libamdhip64.so.6` (and a `libamdhip64.so` link)."""
+def supported_sonames() -> list[str]:
+    return sorted(path.name.removesuffix(".map") for path in SHIM_SOURCES.glob("*.map"))
+
+
+def build_shim(hip_include_dir: Path, soname: str = DEFAULT_SONAME) -> Path:
+    """Return the directory holding the stand-in as `soname` (and a `libamdhip64.so` link)."""
     header = hip_include_dir / "hip" / "hip_runtime_api.h"
     if not header.is_file():
         raise ShimBuildError(
             f"no HIP headers at {hip_include_dir} (run `hipmem rocm fetch`, which brings them)"
         )
     source = SHIM_SOURCES / "virtual_hip.c"
-    version_script = SHIM_SOURCES / "libamdhip64.map"
-    digest = hashlib.sha256()
-    for path in (source, version_script, header):
+    version_script = SHIM_SOURCES / f"{soname}.map"
+    if not version_script.is_file():
+        raise ShimBuildError(
+            f"these libraries link {soname}; the virtual device stands in for "
+            f"{', '.join(supported_sonames())} only"
+        )
+    digest = hashlib.sha256(soname.encode())
+    for path in (source, version_script, *_headers(hip_include_dir)):
         digest.update(path.read_bytes())
     out_dir = cache_dir() / "shim" / digest.hexdigest()[:16]
-    if (out_dir / SONAME).is_file():
+    if (out_dir / soname).is_file():
         return out_dir
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if not compiler:
@@ -51,9 +62,9 @@ def build_shim(hip_include_dir: Path) -> Path:
         "-D__HIP_PLATFORM_AMD__",
         f"-I{hip_include_dir}",
         f"-Wl,--version-script={version_script}",
-        f"-Wl,-soname,{SONAME}",
+        f"-Wl,-soname,{soname}",
         "-o",
-        str(build_dir / SONAME),
+        str(build_dir / soname),
         str(source),
         "-lpthread",
     ]
@@ -62,9 +73,21 @@ def build_shim(hip_include_dir: Path) -> Path:
         shutil.rmtree(build_dir, ignore_errors=True)
         first = (done.stderr.strip().splitlines() or ["no output"])[0]
         raise ShimBuildError(f"compiling the virtual device failed: {first}")
-    (build_dir / "libamdhip64.so").symlink_to(SONAME)  # the name hip-python dlopens
+    (build_dir / "libamdhip64.so").symlink_to(soname)  # the name hip-python dlopens
+    build_dir.chmod(0o777 & ~_umask())  # mkdtemp makes 0700: a shared cache follows the umask
     try:
         build_dir.rename(out_dir)
     except OSError:
         shutil.rmtree(build_dir, ignore_errors=True)  # another process finished first
     return out_dir
+
+
+def _headers(hip_include_dir: Path) -> list[Path]:
+    """The HIP headers the stand-in compiles against (a release's own: its hash keys the build)."""
+    return sorted((hip_include_dir / "hip").rglob("*.h"))
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current

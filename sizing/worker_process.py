@@ -99,7 +99,8 @@ class WorkerProcess:
                 raise SizingError(
                     "no HIP headers to build the virtual device with; run `hipmem rocm fetch`"
                 )
-            search.insert(0, str(build_shim(self.libraries.include_dir)))
+            shim = build_shim(self.libraries.include_dir, self.libraries.hip_soname)
+            search.insert(0, str(shim))
             env |= self.device.environment()
         script = [
             str(WORKER_SCRIPT),

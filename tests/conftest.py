@@ -1,6 +1,10 @@
 """Shared fixtures. Sizing tests run the real rocBLAS/rocSOLVER through the virtual device:
-the `rocm` fixture makes sure the offline libraries are in the cache (the same
-`hipmem rocm fetch` path users take; a no-op when the README's set-up already ran it)."""
+the `rocm` fixture makes sure every ROCm release hipmem knows is in the cache (the same
+`hipmem rocm fetch` path users take; a no-op when the README's set-up already ran it).
+
+A release whose pinned packages have left Debian's archive cannot be fetched: the tests of
+that release (`rocm_release("6.4")`) skip with the fetch's own reason, and the suite fails
+only when no release at all can be fetched."""
 
 from __future__ import annotations
 
@@ -14,13 +18,61 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
 
-@pytest.fixture(scope="session")
-def rocm() -> Iterator[Path]:
-    """The offline ROCm root, fetched on first use."""
-    from sizing import rocm_fetch
+_UNAVAILABLE: dict[str, str] = {}  # release -> why it could not be fetched
 
-    offline = rocm_fetch.load_offline() or rocm_fetch.fetch()
-    yield offline.root
+
+def _releases() -> dict[str, Path]:
+    """Every release's root, fetched on first use (once per test session)."""
+    from sizing import rocm_fetch
+    from sizing.errors import LibraryNotFound, PinnedVersionGone
+    from sizing.rocm_releases import RELEASES
+
+    roots: dict[str, Path] = {}
+    for release in RELEASES:
+        if release.name in _UNAVAILABLE:
+            continue
+        try:
+            try:
+                offline = rocm_fetch.load_offline(release.name)
+            except LibraryNotFound:  # damaged: the fetch repairs it
+                offline = None
+            offline = offline or rocm_fetch.fetch(release.name)
+        except PinnedVersionGone as err:
+            _UNAVAILABLE[release.name] = str(err)
+            continue
+        roots[release.name] = offline.root
+    return roots
+
+
+@pytest.fixture(scope="session")
+def rocm_roots() -> dict[str, Path]:
+    roots = _releases()
+    if not roots:
+        pytest.fail("no ROCm release can be fetched: " + "; ".join(_UNAVAILABLE.values()))
+    return roots
+
+
+@pytest.fixture(scope="session")
+def rocm(rocm_roots: dict[str, Path]) -> Iterator[Path]:
+    """The newest offline ROCm root (what answers when no release is asked for)."""
+    yield rocm_roots[max(rocm_roots, key=lambda name: tuple(map(int, name.split("."))))]
+
+
+def rocm_release(roots: dict[str, Path], name: str) -> Path:
+    """The root of one release, or a skip naming why the archive no longer has it."""
+    if name not in roots:
+        pytest.skip(f"ROCm {name} cannot be fetched: {_UNAVAILABLE.get(name, 'not fetched')}")
+    return roots[name]
+
+
+@pytest.fixture(scope="session")
+def rocm64(rocm_roots: dict[str, Path]) -> Path:
+    return rocm_release(rocm_roots, "6.4")
+
+
+@pytest.fixture(scope="session")
+def rocm72(rocm_roots: dict[str, Path]) -> Path:
+    return rocm_release(rocm_roots, "7.2")
 
 
 @pytest.fixture(scope="session")

@@ -21,6 +21,8 @@ MiB = 1 << 20
 
 
 def hipmem(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run hipmem with the release pinned (HIPMEM_ROCM), as the CI recipe does: the release
+    the module's session answered with."""
     environ = {
         k: v
         for k, v in os.environ.items()
@@ -31,7 +33,22 @@ def hipmem(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
         [sys.executable, "-m", "hipmem_cli.main", *args],
         capture_output=True,
         text=True,
-        env={**environ, "COLUMNS": "200", **(env or {})},
+        env={**environ, "COLUMNS": "200", "HIPMEM_ROCM": _release(), **(env or {})},
+    )
+
+
+def _release() -> str:
+    from sizing.library_locator import locate
+
+    return locate().rocm or ""
+
+
+def _comment(session: SessionResult) -> str:
+    """The first line of shell and dotenv output: which release the figure is for."""
+    versions = ", ".join(f"{name} {v}" for name, v in session.library.versions.items())
+    return (
+        f"# for ROCm {session.library.rocm} ({versions}) from {session.library.found_in}, "
+        "virtual MI210 (gfx90a)\n"
     )
 
 
@@ -47,7 +64,9 @@ def test_default_output_off_a_terminal_is_a_sourceable_export_line(
 ) -> None:
     done = hipmem("recommend", "--device", "MI210", *CALLS)
     assert (done.returncode, done.stderr) == (0, "")
-    assert done.stdout == f"export ROCBLAS_DEVICE_MEMORY_SIZE={session.session_bytes}\n"
+    assert done.stdout == (
+        _comment(session) + f"export ROCBLAS_DEVICE_MEMORY_SIZE={session.session_bytes}\n"
+    )
     script = tmp_path / "env.sh"
     script.write_text(done.stdout)
     sourced = subprocess.run(
@@ -65,7 +84,8 @@ def test_headroom_and_alignment(session: SessionResult) -> None:
         "--format", "dotenv",
     )  # fmt: skip
     wanted = math.ceil((session.session_bytes + math.ceil(session.session_bytes / 10)) / (2 * MiB))
-    assert (done.returncode, done.stdout) == (0, f"ROCBLAS_DEVICE_MEMORY_SIZE={wanted * 2 * MiB}\n")
+    expected = _comment(session) + f"ROCBLAS_DEVICE_MEMORY_SIZE={wanted * 2 * MiB}\n"
+    assert (done.returncode, done.stdout) == (0, expected)
 
 
 def test_yaml_and_json_formats(session: SessionResult) -> None:
@@ -154,6 +174,7 @@ def test_check_fails_one_byte_short_naming_the_largest_call(session: SessionResu
     assert done.stderr == (
         f"FAIL ROCBLAS_DEVICE_MEMORY_SIZE={value} is too small: {largest.call.label} needs "
         f"{largest.bytes:,} bytes ({largest.bytes - value:,} more)\n"
+        f"sized with {_comment(session)[len('# for '):].rsplit(', virtual', 1)[0]}\n"
     )
 
 

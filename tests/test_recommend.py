@@ -141,7 +141,8 @@ def test_the_library_default_is_used_and_the_arch_rule_kept_beside_it(rocm: obje
 
 def test_warnings(mi210: SessionResult) -> None:
     advice = recommend(mi210, environ={"ROCBLAS_STREAM_ORDER_ALLOC": "1"})
-    assert advice.warnings[0].startswith("ROCBLAS_STREAM_ORDER_ALLOC=1 is set")
+    release = f"rocBLAS {mi210.library.versions['rocblas']} (ROCm {mi210.library.rocm})"
+    assert advice.warnings[0].startswith(f"ROCBLAS_STREAM_ORDER_ALLOC is set: {release}")
     assert recommend(mi210, environ={"ROCBLAS_STREAM_ORDER_ALLOC": "0"}).warnings == []
 
     old = dataclasses.replace(
@@ -156,7 +157,8 @@ def test_warnings(mi210: SessionResult) -> None:
     )
     version = mi210.library.versions["rocblas"]
     [missing] = recommend(old, environ={}).warnings
-    assert missing.startswith(f"rocBLAS {version} has no rocblas_set_device_memory_size")
+    rocm = mi210.library.rocm
+    assert missing.startswith(f"rocBLAS {version} (ROCm {rocm}) has no rocblas_set_device_memory")
 
     memory = mi210.device.memory_bytes
     with pytest.raises(Unsatisfiable) as too_big:  # never emitted

@@ -1,5 +1,5 @@
 /*
- * A stand-in HIP runtime (libamdhip64.so.6) that reports one virtual AMD GPU.
+ * A stand-in HIP runtime (libamdhip64.so.6 or .so.7) that reports one virtual AMD GPU.
  *
  * rocBLAS and rocSOLVER compute workspace sizes on the host in size-query mode and return
  * before launching any kernel. This library gives them what they ask of the runtime on the
@@ -11,7 +11,9 @@
  *   HIPMEM_VDEV_NAME, HIPMEM_VDEV_ARCH (full gcnArchName, e.g. gfx90a:sramecc+:xnack-),
  *   HIPMEM_VDEV_MAJOR, HIPMEM_VDEV_MINOR, HIPMEM_VDEV_CUS, HIPMEM_VDEV_MEM_BYTES,
  *   HIPMEM_VDEV_WARP.
- * Built against the real hip_runtime_api.h so that hipDeviceProp_t has the real layout.
+ * Built against the real hip_runtime_api.h of the release it stands in for (HIP 6 or 7),
+ * so that hipDeviceProp_t has the real layout; the version script of that soname
+ * (libamdhip64.so.N.map) gives the symbols the version nodes the vendor libraries import.
  */
 #include <hip/hip_runtime_api.h>
 
@@ -136,6 +138,9 @@ EXPORT hipError_t hipGetLastError(void) {
 }
 
 EXPORT hipError_t hipPeekAtLastError(void) { return g_last_error; }
+
+/* HIP 6.0+: rocBLAS 5.x checks launches with this instead of hipPeekAtLastError. */
+EXPORT hipError_t hipExtGetLastError(void) { return hipGetLastError(); }
 
 EXPORT const char* hipGetErrorName(hipError_t err) {
   switch (err) {
@@ -369,6 +374,24 @@ EXPORT int hipGetStreamDeviceId(hipStream_t stream) {
 EXPORT hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream) {
   (void)event;
   (void)stream;
+  return hipSuccess;
+}
+/* rocSOLVER 3.32 creates events (for its timing logs); none is ever waited on here. */
+static char g_event_storage;
+EXPORT hipError_t hipEventCreate(hipEvent_t* event) {
+  if (!event) return fail(hipErrorInvalidValue);
+  *event = (hipEvent_t)&g_event_storage;
+  return hipSuccess;
+}
+EXPORT hipError_t hipEventDestroy(hipEvent_t event) {
+  (void)event;
+  return hipSuccess;
+}
+EXPORT hipError_t hipEventElapsedTime(float* ms, hipEvent_t start, hipEvent_t stop) {
+  (void)start;
+  (void)stop;
+  if (!ms) return fail(hipErrorInvalidValue);
+  *ms = 0.0f;
   return hipSuccess;
 }
 

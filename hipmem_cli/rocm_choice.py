@@ -1,0 +1,92 @@
+"""`--rocm VERSION` (or `HIPMEM_ROCM`): which ROCm release answers, for size, recommend,
+check and routines. The rules themselves live in sizing.library_locator."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sizing.call_spec import Call, make_call
+from sizing.catalog import load_catalog
+from sizing.errors import UsageError
+from sizing.library_locator import Libraries, locate
+from sizing.rocm_releases import normalise, sort_key
+
+ROCM_ENV = "HIPMEM_ROCM"
+
+
+def requested(option: str | None) -> tuple[list[str], str]:
+    """The releases asked for (none: the default rule) and how they were asked."""
+    if option is not None:
+        text, asked_as = option, "--rocm"
+    else:
+        text, asked_as = os.environ.get(ROCM_ENV, ""), ROCM_ENV
+    names: list[str] = []
+    for part in filter(None, (piece.strip() for piece in text.split(","))):
+        with _from_environment(asked_as):
+            name = normalise(part)
+        if name not in names:
+            names.append(name)
+    return names, asked_as
+
+
+@contextmanager
+def _from_environment(asked_as: str) -> Iterator[None]:
+    """An error about the `rocm` parameter names HIPMEM_ROCM when that is where it came from
+    (the CLI's error line names --rocm otherwise)."""
+    try:
+        yield
+    except UsageError as err:
+        if asked_as != ROCM_ENV or err.parameter != "rocm":
+            raise
+        raise UsageError(f"{ROCM_ENV}={err.value!r}: {err.detail}") from None
+
+
+def one_release(option: str | None, rocm_dir: Path | None, command: str) -> Libraries:
+    """The libraries of the single release recommend/check/routines answer with."""
+    names, asked_as = requested(option)
+    if len(names) > 1:
+        raise UsageError(
+            f"{asked_as} {','.join(names)}: {command} takes one release "
+            f"(`hipmem size --rocm {','.join(names)}` compares them)"
+        )
+    with _from_environment(asked_as):
+        return locate(rocm_dir, names[0] if names else None)
+
+
+def releases(option: str | None, rocm_dir: Path | None) -> list[Libraries]:
+    """The libraries of every release asked for (one when none was)."""
+    names, asked_as = requested(option)
+    with _from_environment(asked_as):
+        wanted: list[str | None] = [*names] if names else [None]
+        return [locate(rocm_dir, name) for name in wanted]
+
+
+def in_release(calls: list[tuple[Call, int]], libraries: Libraries) -> list[tuple[Call, int]]:
+    """The same calls checked against another release's catalog (its routines and enums);
+    a routine that release lacks is a usage error naming the releases that have it."""
+    catalog = load_catalog(libraries.rocm)
+    remade = []
+    for call, count in calls:
+        given = {name: call.args[name] for name in call.args if name in call.given}
+        remade.append((make_call(call.routine.name, given, catalog), count))
+    return remade
+
+
+def several_cached_warning(libraries: Libraries) -> str | None:
+    """recommend/check warn when the cache holds several releases and none was chosen."""
+    if not (libraries.other_cached and libraries.why.startswith("the newest")):
+        return None
+    held = ", ".join(sorted([*libraries.other_cached, libraries.rocm or "?"], key=sort_key))
+    return (
+        f"the cache holds ROCm {held} and none was chosen: this answer is for ROCm "
+        f"{libraries.rocm}; pin the release you deploy with --rocm or {ROCM_ENV}"
+    )
+
+
+def release_line(libraries: Libraries, versions: dict[str, str]) -> str:
+    """`ROCm 7.2 (rocblas 5.2.0, rocsolver 3.32.0) from the offline cache ...`"""
+    named = ", ".join(f"{name} {version}" for name, version in versions.items())
+    return f"ROCm {libraries.rocm or '(unknown release)'} ({named}) from {libraries.found_in}"
