@@ -34,10 +34,14 @@ LONG_CALLS = (
 
 @pytest.mark.parametrize("columns", WIDTHS)
 def test_long_call_table_keeps_every_call_whole(rocm: Path, columns: int) -> None:
+    as_json = json.loads(piped("size", "-d", "MI210", *CALL_LOGS, "--json").stdout)
+    session = as_json["session_bytes"]
+    versions = [f"{name} {v}" for name, v in as_json["library"]["versions"].items()]
     for seen in both("size", "-d", "MI210", *CALL_LOGS, "--top", "8", columns=columns):
         assert seen.returncode == 0, seen.stderr
-        for value in (*LONG_CALLS, "8.8 MiB", "9,219,648", "rocsolver 3.28.2", "rocblas 4.4.1"):
+        for value in (*LONG_CALLS, f"{session:,} bytes", *versions):
             assert whole_on_a_line(value, seen.stdout), (value, seen.stdout)
+        assert re.search(r"session \d+\.\d (KiB|MiB) \(", seen.stdout)  # number and unit together
         assert "…" not in seen.stdout
     for line in seen.stdout.splitlines():  # on a terminal, only a long value runs past
         assert len(line) <= columns or re.search(r"(rocblas|rocsolver)_\w+:", line), line
