@@ -232,7 +232,7 @@ def _change_text(change: int | None) -> str:
     if change == 0:
         return "same"
     sign = "+" if change > 0 else "−"
-    return f"{sign}{abs(change):,} ({sign}{output.human_bytes(abs(change))})"
+    return output.whole(f"{sign}{abs(change):,} ({sign}{output.human_bytes(abs(change))})")
 
 
 def _device_line(result: SessionResult) -> str:
