@@ -174,7 +174,7 @@ def test_check_fails_one_byte_short_naming_the_largest_call(session: SessionResu
     assert done.stderr == (
         f"FAIL ROCBLAS_DEVICE_MEMORY_SIZE={value} is too small: {largest.call.label} needs "
         f"{largest.bytes:,} bytes ({largest.bytes - value:,} more)\n"
-        f"sized with {_comment(session)[len('# for '):].rsplit(', virtual', 1)[0]}\n"
+        f"sized with {_comment(session)[len('# for ') :].rsplit(', virtual', 1)[0]}\n"
     )
 
 
