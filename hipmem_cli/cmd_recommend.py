@@ -117,6 +117,14 @@ def recommend_command(
     cus: CusOption = None,
     rocm_dir: RocmDirOption = None,
     rocm: RocmOption = None,
+    minimum: Annotated[
+        bool,
+        typer.Option(
+            "--minimum",
+            help="Measure each call's minimum workspace (by executing it on the virtual "
+            "device) and use it: calls between their minimum and optimal run degraded.",
+        ),
+    ] = False,
 ) -> None:
     """Recommend ROCBLAS_DEVICE_MEMORY_SIZE (and PyTorch's equivalent) for a workload."""
     # Every option is checked before any library is loaded.
@@ -129,9 +137,19 @@ def recommend_command(
     chosen = "json" if json else (fmt.value if fmt is not None else None)
     libraries = one_release(rocm, rocm_dir, "recommend")
     result = _size(
-        CallSources(calls or [], from_log or [], workload or [], strict), device, cus, libraries
+        CallSources(calls or [], from_log or [], workload or [], strict),
+        device,
+        cus,
+        libraries,
+        minimum=minimum,
     )
-    advice = recommend(result, headroom=headroom_value, align_bytes=align_bytes, handles=handles)
+    advice = recommend(
+        result,
+        headroom=headroom_value,
+        align_bytes=align_bytes,
+        handles=handles,
+        minimum=minimum,
+    )
     for warning in advice.warnings:
         output.warning(warning)
     variables = advice.variables(pytorch=pytorch)
@@ -166,6 +184,14 @@ def check_command(
     rocm_dir: RocmDirOption = None,
     rocm: RocmOption = None,
     json: JsonOption = False,
+    minimum: Annotated[
+        bool,
+        typer.Option(
+            "--minimum",
+            help="Measure each call's minimum workspace (by executing it on the virtual "
+            "device) and use it: calls between their minimum and optimal run degraded.",
+        ),
+    ] = False,
 ) -> None:
     """Exit 0 when ROCBLAS_DEVICE_MEMORY_SIZE covers the workload, 1 (with the reason) if not."""
     if value is not None:
@@ -174,7 +200,11 @@ def check_command(
         setting = read_setting(os.environ.get(VARIABLE), source=f"${VARIABLE}")
     libraries = one_release(rocm, rocm_dir, "check")
     result = _size(
-        CallSources(calls or [], from_log or [], workload or [], strict), device, cus, libraries
+        CallSources(calls or [], from_log or [], workload or [], strict),
+        device,
+        cus,
+        libraries,
+        minimum=minimum,
     )
     outcome = check(setting, result)
     if json:
@@ -182,6 +212,8 @@ def check_command(
     else:
         for note in setting.notes:
             output.warning(note)
+        for call in outcome.degraded:
+            output.warning(f"runs degraded: {call}")
         # The verdict, then which release gave the sizes it rests on, on the same stream.
         sized_with = release_line(libraries, result.library.versions)
         release = f"sized with {sized_with}"
@@ -196,7 +228,12 @@ def check_command(
 
 
 def _size(
-    sources: CallSources, device: str | None, cus: int | None, libraries: Libraries
+    sources: CallSources,
+    device: str | None,
+    cus: int | None,
+    libraries: Libraries,
+    *,
+    minimum: bool = False,
 ) -> SessionResult:
     """Size the calls; a call that cannot be sized ends the command (exit 1)."""
     several = several_cached_warning(libraries)
@@ -210,6 +247,7 @@ def _size(
             compute_units=cus,
             progress=report,
             libraries=libraries,
+            minimum=minimum,
         )
     output.summarised_errors([str(failed.error) for failed in result.failed])
     if result.failed:
@@ -244,7 +282,12 @@ def _render_summary(advice: Recommendation, result: SessionResult, pytorch: bool
         boxed=False,
         header=False,
     )
-    table.add_row(output.Styled("workload needs", "bold"), *_sizes(advice.session_bytes), "")
+    needs_note = "the largest measured minimum" if advice.basis == "minimum" else ""
+    table.add_row(
+        output.Styled("workload needs", "bold"),
+        *_sizes(advice.session_bytes),
+        output.Styled(needs_note, "dim"),
+    )
     table.add_row(output.Styled("+ headroom", "bold"), *_sizes(advice.headroom_bytes), "")
     aligned = f"rounded up to {output.human_bytes(advice.align_bytes)}"
     table.add_row(

@@ -54,6 +54,14 @@ def size(
             "--top", min=1, metavar="N", help="Show only the N distinct calls that need the most."
         ),
     ] = None,
+    minimum: Annotated[
+        bool,
+        typer.Option(
+            "--minimum",
+            help="Also measure each call's minimum workspace (the least it runs with) and its "
+            "optimal (the least with its best kernels), by executing it on the virtual device.",
+        ),
+    ] = False,
 ) -> None:
     """Size rocBLAS/rocSOLVER calls with the real libraries, on a real or virtual GPU."""
     chosen = releases(rocm, rocm_dir)
@@ -69,6 +77,7 @@ def size(
                     compute_units=cus,
                     progress=report,
                     libraries=libraries,
+                    minimum=minimum,
                 )
             )
     if len(results) > 1:
@@ -85,6 +94,7 @@ def size(
         output.print_json(payload)
     else:
         render(result, top)
+    warn_unknown_minimums(result)
     for big in (r for r in result.calls if not r.fits_device):
         output.warning(
             f"{big.call.label} needs {big.bytes:,} bytes, more than the {result.device.name}'s "
@@ -106,8 +116,14 @@ def render(result: SessionResult, top: int | None = None) -> None:
     title = f"Workspace on {_device_line(result)}"
     if len(shown) < len(result.calls):
         title += f": the {len(shown)} largest of {len(result.calls):,} distinct calls"
+    measured = result.session_minimum_bytes is not None
+    extra = ["minimum", "optimal", "between"] if measured else []
     # The call last: when it is longer than the width, it runs on past it, whole.
-    table = output.Table(title, ["workspace", "bytes", "count", "call"], right=RIGHT)
+    table = output.Table(
+        title,
+        ["workspace", "bytes", "count", *extra, "call"],
+        right=(*RIGHT, "minimum", "optimal"),
+    )
     for call in shown:
         table.add_row(
             output.human_bytes(call.bytes)
@@ -115,6 +131,7 @@ def render(result: SessionResult, top: int | None = None) -> None:
             else output.Styled(call.status, "red"),
             "" if call.bytes is None else f"{call.bytes:,}",
             f"{call.count:,}",
+            *(_minimum_cells(call) if measured else ()),
             call.call.label,
         )
     output.print_table(table)
@@ -127,10 +144,37 @@ def render(result: SessionResult, top: int | None = None) -> None:
         )
     else:
         output.line(f"session {session}: the most any one call needs, as the library reports it")
+    if result.session_minimum_bytes is not None:
+        output.line(
+            f"session minimum {output.human_bytes(result.session_minimum_bytes)} "
+            f"({result.session_minimum_bytes:,} bytes): the largest minimum; between a call's "
+            "minimum and optimal it runs degraded"
+        )
     output.note(_release_text(result))
 
 
 RIGHT = ("workspace", "bytes", "count")
+
+
+def _minimum_cells(call: CallResult) -> tuple[output.Cell, output.Cell, output.Cell]:
+    """minimum, optimal, and how the call runs between them (or how they were found)."""
+    found = call.minimum
+    if found is None:
+        return ("", "", "")
+    if found.method == "unknown" or found.minimum_bytes is None or found.optimal_bytes is None:
+        return (output.Styled("unknown", "red"), "", "see below")
+    between = found.between_status or ("= query" if found.method == "query" else "same")
+    return (f"{found.minimum_bytes:,}", f"{found.optimal_bytes:,}", between)
+
+
+def warn_unknown_minimums(result: SessionResult) -> None:
+    """One line per call whose minimum could not be measured, with the reason."""
+    for call in result.calls:
+        if call.minimum is not None and call.minimum.method == "unknown":
+            output.warning(
+                f"{call.call.label}: minimum unknown ({call.minimum.reason}); "
+                "counted with its query size"
+            )
 
 
 def _release_text(result: SessionResult) -> str:
