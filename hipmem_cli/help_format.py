@@ -20,12 +20,15 @@ def plain_argument_names() -> None:
         return
     from typer.core import TyperArgument
 
-    typed = TyperArgument.display_type_rich
+    # A typer internal: where a typer release lacks it, help keeps typer's own wording rather
+    # than hipmem failing to start (seen with the typer on the lent GPU machine).
+    typed = getattr(TyperArgument, "display_type_rich", None)
+    if typed is not None:
 
-    def display_type(self: Any, ctx: Any) -> str | None:
-        return None if self.metavar is not None else typed(self, ctx)
+        def display_type(self: Any, ctx: Any) -> str | None:
+            return None if self.metavar is not None else typed(self, ctx)
 
-    TyperArgument.display_type_rich = display_type  # type: ignore[method-assign]
+        TyperArgument.display_type_rich = display_type  # type: ignore[method-assign]
     _route_help_pages()
     _done = True
 
