@@ -77,7 +77,9 @@ def test_every_resource_replays_gpt_and_returns_every_byte(gpt, text):
     assert report.failure_count == 0
     assert report.peak_requested_bytes == reference_peak_bytes(log)
     assert report.unreturned_bytes < 64 << 20  # device memory back after teardown
-    assert report.alloc_latency is not None and report.alloc_latency.count == 21803
+    # every allocate row is one timed call (a replaced live pointer adds a free, not an alloc)
+    allocates = int((log.events["action"] == 0).sum())
+    assert report.alloc_latency is not None and report.alloc_latency.count == allocates
     if text.startswith(("pool", "binning", "arena", "async")):
         assert (report.peak_reserved_bytes or 0) >= report.peak_requested_bytes
 
