@@ -9,7 +9,6 @@ the file is written atomically (a temporary file in the same folder, then os.rep
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -17,48 +16,19 @@ import numpy as np
 import numpy.typing as npt
 
 from hipmem.atomic_write import atomic_output
+from hipmem.pyplot import PLOT_SUFFIXES, PlotPathError, byte_unit, check_plot_path, pyplot
 from replay.analysis import LiveTrace, LogSummary, owner_traces
-from replay.errors import ReplayUsageError
 from replay.events import AllocationLog, Recording
-from replay.pyplot import pyplot, require_matplotlib
 
-PLOT_SUFFIXES = (".png", ".svg")
+__all__ = [
+    "PLOT_SUFFIXES",
+    "PlotPathError",
+    "byte_unit",
+    "check_plot_path",
+    "envelope",
+    "plot_timeline",
+]
 MAX_POINTS = 4000  # envelope columns per line: about one per pixel of a wide figure
-_UNITS = ((1024**4, "TiB"), (1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB"))
-
-
-class PlotPathError(ReplayUsageError):
-    """The plot file name has a suffix we cannot render, or its folder is missing."""
-
-
-def check_plot_path(path: Path, *, suffixes: tuple[str, ...] = PLOT_SUFFIXES) -> None:
-    """Reject, before any work starts, what the plot could not be written to: a suffix we
-    cannot render, a missing folder, a directory, a folder where no file can be created
-    (read-only, or /proc and /sys: a temporary file is created there and removed), or a
-    missing matplotlib."""
-    require_matplotlib()
-    if path.suffix.lower() not in suffixes:
-        names = " or ".join(suffix for suffix in suffixes if suffix)
-        raise PlotPathError(
-            f"must end in {names} (the suffix picks it)", parameter="plot", value=str(path)
-        )
-    if path.is_dir():
-        raise PlotPathError("is a directory", parameter="plot", value=str(path))
-    if path.exists() and not path.is_file():
-        raise PlotPathError("is not a regular file", parameter="plot", value=str(path))
-    if not path.parent.is_dir():
-        raise PlotPathError(
-            f"folder '{path.parent}' does not exist", parameter="plot", value=str(path)
-        )
-    try:
-        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".hipmem-plot-check-"):
-            pass
-    except OSError as err:
-        raise PlotPathError(
-            f"cannot write in folder '{path.parent}': {err.strerror or err}",
-            parameter="plot",
-            value=str(path),
-        ) from None
 
 
 def envelope(
@@ -73,14 +43,6 @@ def envelope(
     ys[0::2] = np.minimum.reduceat(y, edges)
     ys[1::2] = np.maximum.reduceat(y, edges)
     return xs, ys
-
-
-def byte_unit(peak_bytes: int) -> tuple[int, str]:
-    """The unit the axis is labelled in: the largest one the peak holds at least twice."""
-    for scale, name in _UNITS:
-        if peak_bytes >= 2 * scale:
-            return scale, name
-    return 1, "B"
 
 
 def plot_timeline(

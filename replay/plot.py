@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 
 from hipmem.atomic_write import atomic_output
+from hipmem.pyplot import pyplot
 from replay.program import ReplayProgram
-from replay.pyplot import pyplot
 from replay.report import ReplayReport
 
 _POINTS = 4000  # the requested curve is thinned to about this many points

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import product
 
-from hipmem.errors import UsageError
+from sizing.errors import UsageError
 
 DEFAULT_MAX_POINTS = 1_000_000
 # Past this, one sweep's points no longer fit a machine's memory comfortably (each point
@@ -161,6 +161,19 @@ def check_grid(
             parameter="max_points",
         )
     return count
+
+
+def parse_max_points(text: str, *, parameter: str = "max_points") -> int:
+    """A point limit as typed: plain ASCII decimal, 1..MAX_POINTS_LIMIT."""
+    stripped = text.strip()
+    if not _DECIMAL.fullmatch(stripped) or len(stripped) > _MAX_DIGITS:
+        shown = text if len(text) <= _MAX_SHOWN_CHARS else f"({len(text):,} characters)"
+        raise BadSweep(
+            "expected a whole number in plain decimal digits", parameter=parameter, value=shown
+        )
+    value = int(stripped)
+    check_max_points(value)
+    return value
 
 
 def check_max_points(max_points: int) -> None:

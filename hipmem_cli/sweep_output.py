@@ -1,0 +1,79 @@
+"""The terminal view of sweeps (`hipmem size --sweep`): per swept call, the largest need,
+where it occurs, and a compact table of where the need changes."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from rich.table import Table
+
+from hipmem_cli import output
+from sizing.sweep import Step, SweepResult
+
+STEP_ROWS = 30  # more steps than this: the first and last ones, and those around the maximum
+_HEAD_ROWS, _TAIL_ROWS, _MAX_RUNS_SHOWN = 12, 5, 5
+
+
+def render_sweeps(sweeps: list[SweepResult]) -> None:
+    for swept in sweeps:
+        render_sweep(swept)
+
+
+def render_sweep(swept: SweepResult) -> None:
+    plan = swept.plan
+    asked = f", {swept.asked_count:,} asked" if swept.asked_count != swept.point_count else ""
+    output.stdout.print(
+        f"\n[bold]Sweep[/bold] {escape(plan.label)}: {swept.point_count:,} points{asked}",
+        highlight=False,
+    )
+    largest = swept.max_bytes
+    if largest is None:
+        output.stdout.print("[red]no point could be sized[/red]")
+    else:
+        output.stdout.print(
+            f"largest need {output.human_bytes(largest)} ({largest:,} bytes) at "
+            f"{escape(swept.max_text())}",
+            highlight=False,
+        )
+    if swept.failed_count:
+        output.stdout.print(
+            f"[red]{swept.failed_count:,} points could not be sized[/red]", highlight=False
+        )
+    steps = swept.steps()
+    table = Table(
+        title=f"where the need changes: {len(steps):,} steps", title_justify="left", box=None
+    )
+    table.add_column("points", overflow="fold")
+    table.add_column("workspace", justify="right")
+    table.add_column("bytes", justify="right")
+    table.add_column("", style="bold")
+    previous = -1
+    for index in _rows_shown(swept, steps):
+        if index != previous + 1:
+            table.add_row(f"[dim]… {index - previous - 1:,} more steps[/dim]", "", "", "")
+        step = steps[index]
+        table.add_row(*_step_cells(swept, step))
+        previous = index
+    if previous != len(steps) - 1:
+        table.add_row(f"[dim]… {len(steps) - previous - 1:,} more steps[/dim]", "", "", "")
+    output.stdout.print(table)
+
+
+def _step_cells(swept: SweepResult, step: Step) -> tuple[str, str, str, str]:
+    where = escape(swept.step_text(step))
+    if step.bytes is None:
+        return where, f"[red]{escape(step.status)}[/red]", "", ""
+    mark = "◀ largest" if step.bytes == swept.max_bytes else ""
+    return where, output.human_bytes(step.bytes), f"{step.bytes:,}", mark
+
+
+def _rows_shown(swept: SweepResult, steps: list[Step]) -> list[int]:
+    """Every step when they are few; else the first and last ones and each run of the
+    largest need with its neighbours (a gap row says how many are left out)."""
+    if len(steps) <= STEP_ROWS:
+        return list(range(len(steps)))
+    shown = set(range(_HEAD_ROWS)) | set(range(len(steps) - _TAIL_ROWS, len(steps)))
+    largest = swept.max_bytes
+    runs = [index for index, step in enumerate(steps) if step.bytes == largest]
+    for index in runs[:_MAX_RUNS_SHOWN]:
+        shown |= {index - 1, index, index + 1}
+    return sorted(index for index in shown if 0 <= index < len(steps))
