@@ -16,7 +16,7 @@ from sizing.catalog import Catalog, load_catalog
 from sizing.errors import CallLogError, UsageError
 from sizing.sweep import SweptCall, plan_sweep
 from sizing.sweep_range import DEFAULT_MAX_POINTS, BadSweep, parse_sweep
-from sizing.workload_file import read_workload
+from sizing.workload_file import read_workload_entries
 
 _PROBLEMS_SHOWN = 5  # per log file; the rest are counted
 
@@ -47,7 +47,7 @@ def gather_calls(
     calls: list[tuple[Call, int] | SweptCall] = []
     calls.extend(_command_line_calls(sources, catalog))
     for path in sources.workloads:
-        calls.extend(read_workload(path, catalog, max_points=sources.max_points))
+        calls.extend(read_workload_entries(path, catalog, max_points=sources.max_points))
     for path in sources.from_logs:
         with output.progress(f"reading {path.name}", transfer=True) as report:
             log = read_call_log(path, catalog, progress=report)

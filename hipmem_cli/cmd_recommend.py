@@ -13,13 +13,16 @@ from rich.table import Table
 from hipmem_cli import output
 from hipmem_cli.call_sources import CallSources, gather_calls
 from hipmem_cli.options import (
+    MAX_POINTS_DEFAULT_TEXT,
     CusOption,
     DeviceOption,
     FromLogOption,
     JsonOption,
+    MaxPointsOption,
     RocmDirOption,
     RocmOption,
     StrictOption,
+    SweepOption,
     WorkloadOption,
 )
 from hipmem_cli.rocm_choice import one_release, release_line, several_cached_warning
@@ -36,6 +39,7 @@ from sizing.recommend import (
     recommend,
 )
 from sizing.session import SessionResult, size_calls
+from sizing.sweep_range import parse_max_points
 from sizing.workspace_check import VARIABLE, check, read_setting
 
 CallsArgument = Annotated[
@@ -76,6 +80,8 @@ def recommend_command(
     cus: CusOption = None,
     rocm_dir: RocmDirOption = None,
     rocm: RocmOption = None,
+    sweep: SweepOption = None,
+    max_points: MaxPointsOption = MAX_POINTS_DEFAULT_TEXT,
 ) -> None:
     """Recommend ROCBLAS_DEVICE_MEMORY_SIZE (and PyTorch's equivalent) for a workload."""
     # Every option is checked before any library is loaded.
@@ -85,10 +91,10 @@ def recommend_command(
         raise BadSize("must be at least 1", parameter="handles", value=handles)
     if fmt is not None:
         env_formats.check_format(fmt)
+    sources = CallSources(calls or [], from_log or [], workload or [], strict)
+    sources.sweeps, sources.max_points = sweep or [], parse_max_points(max_points)
     libraries = one_release(rocm, rocm_dir, "recommend")
-    result = _size(
-        CallSources(calls or [], from_log or [], workload or [], strict), device, cus, libraries
-    )
+    result = _size(sources, device, cus, libraries)
     advice = recommend(result, headroom=headroom_value, align_bytes=align_bytes, handles=handles)
     for warning in advice.warnings:
         output.warning(warning)
@@ -122,16 +128,18 @@ def check_command(
     rocm_dir: RocmDirOption = None,
     rocm: RocmOption = None,
     json: JsonOption = False,
+    sweep: SweepOption = None,
+    max_points: MaxPointsOption = MAX_POINTS_DEFAULT_TEXT,
 ) -> None:
     """Exit 0 when ROCBLAS_DEVICE_MEMORY_SIZE covers the workload, 1 (with the reason) if not."""
     if value is not None:
         setting = read_setting(value, source="--value")
     else:
         setting = read_setting(os.environ.get(VARIABLE), source=f"${VARIABLE}")
+    sources = CallSources(calls or [], from_log or [], workload or [], strict)
+    sources.sweeps, sources.max_points = sweep or [], parse_max_points(max_points)
     libraries = one_release(rocm, rocm_dir, "check")
-    result = _size(
-        CallSources(calls or [], from_log or [], workload or [], strict), device, cus, libraries
-    )
+    result = _size(sources, device, cus, libraries)
     outcome = check(setting, result)
     if json:
         output.print_json(outcome.as_dict() | {"library": result.library.as_dict()})
@@ -141,14 +149,16 @@ def check_command(
         # The verdict, then which release gave the sizes it rests on, on the same stream.
         sized_with = release_line(libraries, result.library.versions)
         release = f"[dim]sized with {escape(sized_with)}[/dim]"
+        stream = output.stdout if outcome.passed else output.stderr
         if outcome.passed:
             output.stdout.print(f"[green]ok[/green] {escape(outcome.reason)}", highlight=False)
-            output.stdout.print(release, highlight=False)
         else:
             output.stderr.print(
                 f"[bold red]FAIL[/bold red] {escape(outcome.reason)}", highlight=False
             )
-            output.stderr.print(release, highlight=False)
+        for note in outcome.sweep_notes:
+            stream.print(f"sweep {escape(note)}", highlight=False)
+        stream.print(release, highlight=False)
     if not outcome.passed:
         raise typer.Exit(1)
 
@@ -223,6 +233,8 @@ def _render_summary(advice: Recommendation, result: SessionResult, pytorch: bool
         table.add_row(*_saving_row(f"× {advice.handles} handles", advice.saved_bytes_total))
     output.stdout.print(table)
     output.stdout.print(f"[dim]largest call: {escape(str(advice.largest_call))}[/dim]")
+    for swept in result.sweeps:
+        output.stdout.print(f"[dim]sweep {escape(swept.summary_line())}[/dim]", highlight=False)
     if advice.default_bytes != advice.arch_rule_bytes:
         output.stdout.print(
             f"[dim]This rocBLAS allocates {output.human_bytes(advice.default_bytes)} by default "

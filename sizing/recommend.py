@@ -168,6 +168,8 @@ class Recommendation:
     rocm: str | None = None  # the ROCm release the figure is for
     library_versions: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # Swept calls: each one's largest need and where it occurs (SweepResult.summary()).
+    sweeps: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def saved_bytes_per_handle(self) -> int:
@@ -211,6 +213,7 @@ class Recommendation:
                 "why": PYTORCH_WHY,
             },
             "warnings": self.warnings,
+            "sweeps": self.sweeps,
         }
 
 
@@ -260,6 +263,7 @@ def recommend(
         pytorch_workspace_config=pytorch_workspace_config(value_bytes),
         rocm=result.library.rocm,
         library_versions=dict(result.library.versions),
+        sweeps=[swept.summary() for swept in result.sweeps],
     )
     advice.warnings.extend(warnings_for(advice, result, environ))
     return advice

@@ -357,6 +357,32 @@ class SweepResult:
             parts.append(f"{sweep.arg}={low}" if low == high else f"{sweep.arg}={low}..{high}")
         return ",".join(parts)
 
+    # -- summaries (recommend, check) ---------------------------------------------------------
+    def summary(self) -> dict[str, Any]:
+        """The sweep in brief: its largest need and where it occurs."""
+        first_max = next(self.max_indices(), None)
+        return {
+            "call": self.plan.label,
+            "point_count": self.point_count,
+            "max_bytes": self.max_bytes,
+            "max_at": None if first_max is None else self.point_args(first_max),
+            "max_runs": [self._step_dict(step) for step in self.max_steps()],
+        }
+
+    def summary_line(self) -> str:
+        largest = self.max_bytes
+        if largest is None:
+            return f"{self.plan.label}: no point of {self.point_count:,} could be sized"
+        return (
+            f"{self.plan.label}: the largest need, {largest:,} bytes, is at {self.max_text()} "
+            f"({self.point_count:,} points)"
+        )
+
+    def points_above(self, limit_bytes: int) -> tuple[int, int | None]:
+        """How many points need more than `limit_bytes`, and the first such point's index."""
+        above = [index for index, value in enumerate(self.bytes_at) if value > limit_bytes]
+        return len(above), (above[0] if above else None)
+
     # -- JSON ---------------------------------------------------------------------------------
     def point_args(self, index: int) -> dict[str, int]:
         pairs = zip(self.plan.sweeps, self.values_at(index), strict=True)

@@ -82,7 +82,20 @@ SCHEMA: dict[str, Any] = {
 }
 
 
-def read_workload(
+def read_workload(path: Path, catalog: Catalog | None = None) -> list[tuple[Call, int]]:
+    """The calls of a workload file with their counts. Raises WorkloadError (file:line); a
+    call with a `sweep` is one too (`read_workload_entries` reads those)."""
+    calls: list[tuple[Call, int]] = []
+    for entry in read_workload_entries(path, catalog):
+        if isinstance(entry, SweptCall):
+            raise WorkloadError(
+                f"{path}: {entry.label} is swept: read the file with read_workload_entries"
+            )
+        calls.append(entry)
+    return calls
+
+
+def read_workload_entries(
     path: Path, catalog: Catalog | None = None, *, max_points: int = DEFAULT_MAX_POINTS
 ) -> list[tuple[Call, int] | SweptCall]:
     """The calls of a workload file with their counts, and a SweptCall for each call with a

@@ -11,11 +11,16 @@ will, and says so when the library would see something other than what was meant
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sizing.errors import SizingError, UsageError
 from sizing.recommend import query_kind
 from sizing.session import CallResult, SessionResult
+
+if TYPE_CHECKING:
+    from sizing.sweep import SweepResult
 
 VARIABLE = "ROCBLAS_DEVICE_MEMORY_SIZE"
 ULONG_MAX = 2**64 - 1  # unsigned long on the 64-bit Linux targets ROCm supports
@@ -159,6 +164,8 @@ class CheckOutcome:
     needed_bytes: int  # the session size: what one handle needs for the whole workload
     reason: str
     misfits: list[CallResult]  # calls needing more than the setting, largest first
+    # Swept calls: where each one's need is largest, and how many points the setting misses.
+    sweep_notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -172,11 +179,30 @@ class CheckOutcome:
                 {"call": r.call.label, "bytes": r.bytes, "count": r.count} for r in self.misfits
             ],
             "notes": self.setting.notes,
+            "sweeps": self.sweep_notes,
         }
 
 
 def check(setting: WorkspaceSetting, result: SessionResult) -> CheckOutcome:
-    """Pass when a handle created with `setting` can run every call of `result`."""
+    """Pass when a handle created with `setting` can run every call of `result` (of a swept
+    call, every point: its largest need is among the calls)."""
+    outcome = _check(setting, result)
+    notes = [_sweep_note(setting, swept) for swept in result.sweeps]
+    return dataclasses.replace(outcome, sweep_notes=notes)
+
+
+def _sweep_note(setting: WorkspaceSetting, swept: SweepResult) -> str:
+    note = swept.summary_line()
+    if setting.managed or swept.max_bytes is None:
+        return note
+    count, first = swept.points_above(setting.bytes)
+    if first is not None:
+        note += f"; {count:,} points need more than {setting.bytes:,} bytes, the first at "
+        note += swept.point_text(first)
+    return note
+
+
+def _check(setting: WorkspaceSetting, result: SessionResult) -> CheckOutcome:
     if result.failed:
         labels = ", ".join(r.call.label for r in result.failed)
         raise IncompleteSizing(f"cannot check: these calls could not be sized: {labels}")
