@@ -316,6 +316,8 @@ class SweepResult:
 
     def first_failure(self) -> CallResult | None:
         """The first failed point, its error saying how many more failed."""
+        from sizing.session import CallResult
+
         if not self.failures:
             return None
         index = min(self.failures)

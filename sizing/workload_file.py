@@ -122,10 +122,10 @@ def read_workload_entries(
         raise WorkloadError(f"{path}:{where}: {field}: {message}")
     calls: list[tuple[Call, int] | SweptCall] = []
     for index, entry in enumerate(data["calls"]):
+        if "sweep" in entry:
+            calls.append(_swept(path, root, index, entry, catalog, max_points))
+            continue
         try:
-            if "sweep" in entry:
-                calls.append(_swept(entry, catalog, max_points))
-                continue
             if "call" in entry:
                 call = parse_call(entry["call"], catalog)
             else:
@@ -136,19 +136,33 @@ def read_workload_entries(
     return calls
 
 
-def _swept(entry: dict[str, Any], catalog: Catalog, max_points: int) -> SweptCall:
-    """A call with `sweep: {ARG: RANGE or [values]}`: the same rules as `--sweep ARG=RANGE`."""
-    sweeps = [
-        parse_sweep(f"{arg}={','.join(map(str, spec)) if isinstance(spec, list) else spec}")
-        for arg, spec in entry["sweep"].items()
-    ]
+def _swept(
+    path: Path,
+    root: yaml.Node | None,
+    index: int,
+    entry: dict[str, Any],
+    catalog: Catalog,
+    max_points: int,
+) -> SweptCall:
+    """A call with `sweep: {ARG: RANGE or [values]}`: the same rules as `--sweep ARG=RANGE`.
+    A bad range names the line of its sweep; a bad call, the line of its entry."""
+    sweeps = []
+    for arg, spec in entry["sweep"].items():
+        text = ",".join(map(str, spec)) if isinstance(spec, list) else spec
+        try:
+            sweeps.append(parse_sweep(f"{arg}={text}"))
+        except SizingError as err:
+            where = _line_of(root, ["calls", index, "sweep", arg])
+            raise WorkloadError(f"{path}:{where}: {err}") from None
     count = int(entry.get("count", 1))
-    if "call" in entry:
-        return plan_sweep(entry["call"], sweeps, catalog, count=count, max_points=max_points)
-    routine = catalog.lookup(entry["routine"])
-    return plan_sweep(
-        routine, sweeps, catalog, given=entry.get("args", {}), count=count, max_points=max_points
-    )
+    try:
+        if "call" in entry:
+            return plan_sweep(entry["call"], sweeps, catalog, count=count, max_points=max_points)
+        given = entry.get("args", {})
+        routine = catalog.lookup(entry["routine"])
+        return plan_sweep(routine, sweeps, catalog, given=given, count=count, max_points=max_points)
+    except SizingError as err:
+        raise WorkloadError(f"{path}:{_line_of(root, ['calls', index])}: {err}") from None
 
 
 def _read_text(path: Path) -> str:
