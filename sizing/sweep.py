@@ -245,6 +245,7 @@ class SweepResult:
     asked_count: int = 0  # points the worker was asked (the rest were known)
     gave_up: bool = False  # the library crashed MAX_CRASHES times: the rest was not asked
     _maker: _PointMaker | None = field(default=None, repr=False)
+    _steps: list[Step] | None = field(default=None, repr=False)
 
     # -- points ---------------------------------------------------------------------------
     @property
@@ -253,6 +254,8 @@ class SweepResult:
 
     def values_at(self, index: int) -> tuple[int, ...]:
         """The swept arguments' values at a point."""
+        if len(self.plan.sweeps) == 1:
+            return (self.plan.sweeps[0].values[index],)
         values: list[int] = []
         for sweep in reversed(self.plan.sweeps):
             index, position = divmod(index, len(sweep.values))
@@ -337,6 +340,11 @@ class SweepResult:
     def steps(self) -> list[Step]:
         """Runs of equal answers along the last swept argument (a new run starts with each
         value of the others): the compact table of where the need changes."""
+        if self._steps is None:  # answers do not change once sized
+            self._steps = self._find_steps()
+        return self._steps
+
+    def _find_steps(self) -> list[Step]:
         row = len(self.plan.sweeps[-1].values)
         found: list[Step] = []
         start = 0
@@ -387,8 +395,8 @@ class SweepResult:
 
     # -- JSON ---------------------------------------------------------------------------------
     def point_args(self, index: int) -> dict[str, int]:
-        pairs = zip(self.plan.sweeps, self.values_at(index), strict=True)
-        return {sweep.arg: value for sweep, value in pairs}
+        names = [sweep.arg for sweep in self.plan.sweeps]
+        return dict(zip(names, self.values_at(index), strict=True))
 
     def as_dict(self) -> dict[str, Any]:
         largest = self.max_bytes
@@ -410,7 +418,7 @@ class SweepResult:
             "fits_device": largest is None or largest <= self.device_memory_bytes,
             "failed_points": self.failed_count,
             "steps": [self._step_dict(step) for step in self.steps()],
-            "points": [self._point_dict(index) for index in range(self.point_count)],
+            "points": self._point_dicts(),
         }
 
     def _step_dict(self, step: Step) -> dict[str, Any]:
@@ -421,16 +429,23 @@ class SweepResult:
             "status": step.status,
         }
 
-    def _point_dict(self, index: int) -> dict[str, Any]:
-        entry: dict[str, Any] = {
-            "args": self.point_args(index),
-            "bytes": self.bytes_of(index),
-            "status": self.status_of(index),
-        }
-        failure = self.failures.get(index)
-        if failure is not None and failure.error is not None:
-            entry["error"] = str(failure.error)
-        return entry
+    def _point_dicts(self) -> list[dict[str, Any]]:
+        """Every point in grid order (walked with the grid, not rebuilt point by point)."""
+        names = [sweep.arg for sweep in self.plan.sweeps]
+        statuses = self.statuses
+        found: list[dict[str, Any]] = []
+        rows = zip(grid_points(self.plan.sweeps), self.bytes_at, self.status_at, strict=True)
+        for index, (values, n_bytes, status) in enumerate(rows):
+            entry: dict[str, Any] = {
+                "args": dict(zip(names, values, strict=True)),
+                "bytes": None if n_bytes == _NOT_SIZED else n_bytes,
+                "status": statuses[status],
+            }
+            failure = self.failures.get(index) if self.failures else None
+            if failure is not None and failure.error is not None:
+                entry["error"] = str(failure.error)
+            found.append(entry)
+        return found
 
 
 # -- sizing ---------------------------------------------------------------------------------------
