@@ -42,8 +42,11 @@ def _draw(axes: Any, swept: SweepResult) -> None:
     row = len(last.values)
     rows = swept.point_count // row
     scale, unit = byte_unit(swept.max_bytes or 0)
-    xs = list(last.values)
+    powers = len(last.values) > 2 and last.text.count("*") == 1
+    # One more x, so that the last point's step has a width of its own, as the others do.
+    xs = [*last.values, _next_x(list(last.values), powers)]
     lines = [_row(swept, start * row, row, scale) for start in range(rows)]
+    lines = [[*ys, ys[-1]] for ys in lines]
     if rows > _MAX_LINES:  # too many to tell apart: the largest need over the others
         columns = zip(*lines, strict=True)
         envelope = [max((y for y in ys if not math.isnan(y)), default=math.nan) for ys in columns]
@@ -54,7 +57,7 @@ def _draw(axes: Any, swept: SweepResult) -> None:
             label = _others_text(swept, start * row) or None
             axes.step(xs, ys, where="post", lw=1.2, label=label)
     _mark_maximum(axes, swept, scale, unit)
-    if len(last.values) > 2 and last.text.count("*") == 1:  # powers: a log axis spaces them
+    if powers:  # a log axis spaces them evenly
         axes.set_xscale("log", base=last.values[1] // last.values[0])
     axes.set_xlabel(last.arg)
     axes.set_ylabel(f"workspace ({unit})")
@@ -62,6 +65,14 @@ def _draw(axes: Any, swept: SweepResult) -> None:
     axes.grid(True, alpha=0.3)
     if axes.get_legend_handles_labels()[0]:
         axes.legend(loc="best", fontsize="small")
+
+
+def _next_x(values: list[int], powers: bool) -> float:
+    if len(values) < 2:
+        return values[0] + 1
+    if powers:
+        return values[-1] * values[-1] / values[-2]
+    return 2 * values[-1] - values[-2]
 
 
 def _row(swept: SweepResult, start: int, length: int, scale: int) -> list[float]:
