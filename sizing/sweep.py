@@ -40,6 +40,7 @@ from sizing.call_spec import (
 from sizing.catalog import Catalog, Param, Routine
 from sizing.defaults import FUNCTIONS, rules_for
 from sizing.errors import BadArgument, SizingError
+from sizing.rule_closures import closure_of
 from sizing.sweep_range import (
     DEFAULT_MAX_POINTS,
     BadSweep,
@@ -159,6 +160,11 @@ class _PointMaker:
         self.slots = [positions[name] for name in self.varying]
         self.enums = [self.settable[name].enum for name in self.varying]
         self.evaluator = simpleeval.EvalWithCompoundTypes(functions=FUNCTIONS)
+        # Each depending default: its parameter, and its rule as a closure (or None: simpleeval).
+        self.rules_to_run = [
+            (name, self.settable[name], self.rules[name], closure_of(self.rules[name]))
+            for name in self.affected
+        ]
 
     def _depending(self, defaulted: list[str]) -> list[str]:
         """The defaulted arguments whose rule reads a swept one, directly or not."""
@@ -189,10 +195,12 @@ class _PointMaker:
         if not self.affected:
             return values
         self.evaluator.names = values
-        for name in self.affected:
-            rule = self.rules[name]
-            result = self.evaluator.eval(rule, previously_parsed=parsed_rule(rule))
-            values[name] = _convert(self.routine, self.settable[name], result, self.catalog)
+        for name, param, rule, closure in self.rules_to_run:
+            if closure is not None:
+                result = closure(values)
+            else:
+                result = self.evaluator.eval(rule, previously_parsed=parsed_rule(rule))
+            values[name] = _convert(self.routine, param, result, self.catalog)
         return values
 
     def key(self, values: Mapping[str, Value]) -> tuple[Any, ...]:

@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -275,3 +276,41 @@ def test_cli_errors_are_one_line(rocm72: Path, args: list[str], message: str) ->
     assert done.returncode == 2, done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith(message), line
+
+
+def test_rule_closures_compute_what_simpleeval_computes() -> None:
+    """Every default rule of every family, on sample arguments: the sweep's fast closures
+    and simpleeval (which make_call uses) agree, or the closure is not used (None)."""
+    import simpleeval
+
+    from sizing.defaults import COMMON, FAMILY, FUNCTIONS
+    from sizing.rule_closures import closure_of
+
+    samples = [
+        {"m": 7, "n": 300, "k": 12, "nrhs": 3, "nb": 4, "nblocks": 5, "batch_count": 9},
+        {"m": 1, "n": 0, "k": 4096, "nrhs": 0, "nb": 1, "nblocks": 1, "batch_count": 1},
+    ]
+    enums = {
+        "transA": "none", "transB": "transpose", "side": "right", "left_svect": "all",
+        "right_svect": "singular", "a_type": "f16_r", "trans": "none", "uplo": "upper",
+    }  # fmt: skip
+    rules = {rule for table in [COMMON, *FAMILY.values()] for rule in table.values()}
+    compiled = 0
+    for rule in sorted(rules):
+        closure = closure_of(rule)
+        if closure is None:
+            continue
+        compiled += 1
+        for sample in samples:
+            names: dict[str, Any] = dict.fromkeys(
+                ["lda", "ldb", "ldc", "ldd", "ldz", "ldu", "ldv", "ldx"], 5
+            )
+            names |= {name: 3 for name in ("inca", "incb", "incc", "incx", "incy")}
+            names |= sample | enums
+            evaluator = simpleeval.EvalWithCompoundTypes(functions=FUNCTIONS, names=names)
+            try:
+                expected = evaluator.eval(rule)
+            except simpleeval.NameNotDefined:
+                continue
+            assert closure(names) == expected, rule
+    assert compiled >= 0.9 * len(rules)
