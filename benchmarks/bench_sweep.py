@@ -12,6 +12,7 @@ Run after `hipmem rocm fetch --rocm 7.2`:  python benchmarks/bench_sweep.py [REL
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -62,6 +63,10 @@ def main() -> None:
         again = session.sweep(call, sweep)
         elapsed = time.perf_counter() - start
         print(f"  API, the same again      {elapsed:6.2f} s  ({again.asked_count} points asked)")
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(
+        f"  peak resident memory of this process after {len(SWEEPS) + 1} sweeps: {peak_mib:.0f} MiB"
+    )
     name, call, sweep = SWEEPS[0]
     command = [sys.executable, "-m", "hipmem_cli.main", "size", "-d", "MI210", "--rocm",
                release, "--json", "--sweep", sweep, call]  # fmt: skip

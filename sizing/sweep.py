@@ -59,6 +59,7 @@ _WHOLE_NUMBER_KINDS = ("i8", "i32", "i64", "u32")
 _CHUNK_POINTS = 8192  # points per worker request: bounded memory, and progress to show
 MAX_CRASHES = 3  # a library that crashes at this many points of one sweep is asked no more
 KEPT_FAILURES = 1000  # failed points kept with their error; the rest are counted
+KEPT_ANSWERS = 2_000_000  # point answers a session keeps to avoid asking twice
 _UNSETTLED = ("crashed", "timed_out")  # answers never kept: asking again may succeed
 
 
@@ -581,7 +582,7 @@ def _collect(
             n_bytes = answer["bytes"]
             if n_bytes < WRAPPED_BYTES:
                 recorder.sized(index, n_bytes, "success")
-                session._point_answers[key] = n_bytes
+                _remember(session, key, n_bytes)
                 continue
         failure = session._result(maker.call(values), answer)  # the session's own wording
         recorder.failed(index, failure)
@@ -590,8 +591,15 @@ def _collect(
             if crashes >= crashes_allowed:
                 break  # the worker was restarted with nothing pending: safe to stop here
         else:
-            session._point_answers[key] = failure
+            _remember(session, key, failure)
     return crashes
+
+
+def _remember(session: SizingSession, key: tuple[Any, ...], answer: int | CallResult) -> None:
+    """Keep a point's answer for the session, up to KEPT_ANSWERS points (about 200 bytes
+    each); past that, a point asked again is asked again rather than memory growing."""
+    if len(session._point_answers) < KEPT_ANSWERS:
+        session._point_answers[key] = answer
 
 
 def _status_codes(session: SizingSession) -> list[int]:

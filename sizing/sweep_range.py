@@ -23,9 +23,10 @@ from itertools import product
 from sizing.errors import UsageError
 
 DEFAULT_MAX_POINTS = 1_000_000
-# Past this, one sweep's points no longer fit a machine's memory comfortably (each point
-# keeps its answer; a workload of sweeps is sized in one worker session).
-MAX_POINTS_LIMIT = 100_000_000
+# Past this, one request's points no longer fit a machine's memory comfortably: each point
+# keeps its answer (10 bytes), the session remembers up to 2,000,000 of them by their
+# arguments (about 200 bytes each), and --json lists every one (about 90 bytes each).
+MAX_POINTS_LIMIT = 10_000_000
 _INT64 = (-(2**63), 2**63 - 1)
 _MAX_DIGITS = 40
 _MAX_SHOWN_CHARS = 80

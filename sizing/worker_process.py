@@ -39,6 +39,7 @@ DEFAULT_CALL_DEADLINE_S = 60.0
 DEADLINE_ENV = "HIPMEM_CALL_DEADLINE_S"
 _START_DEADLINES = 5  # loading the libraries may take several call deadlines
 _PIPE_BYTES = 1 << 20
+_FEW_ANSWERS, _GATHER_S = 256, 0.002  # sweeps: read answers in batches, not one by one
 _MAX_ANSWER_BYTES = 64 << 20  # a line from the worker longer than this is not an answer
 _USER_WORKSPACE_VARIABLES = ("ROCBLAS_DEVICE_MEMORY_SIZE", "ROCBLAS_STREAM_ORDER_ALLOC")
 
@@ -279,6 +280,11 @@ class WorkerProcess:
                     break
                 index += len(answers)
                 yield from answers
+                if len(answers) < _FEW_ANSWERS and index < len(points):
+                    # The worker is slower than reading (gemm_ex looks up its kernels):
+                    # let answers gather instead of spinning on one at a time, which costs
+                    # the CPU the worker could use.
+                    time.sleep(_GATHER_S)
 
     def _read_available(self) -> list[dict[str, Any]] | None:
         """Every answer the worker has written so far (at least one; each had the per-call
