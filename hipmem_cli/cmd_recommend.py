@@ -82,6 +82,14 @@ def recommend_command(
     rocm: RocmOption = None,
     sweep: SweepOption = None,
     max_points: MaxPointsOption = MAX_POINTS_DEFAULT_TEXT,
+    minimum: Annotated[
+        bool,
+        typer.Option(
+            "--minimum",
+            help="Measure each call's minimum workspace (by executing it on the virtual "
+            "device) and use it: calls between their minimum and optimal run degraded.",
+        ),
+    ] = False,
 ) -> None:
     """Recommend ROCBLAS_DEVICE_MEMORY_SIZE (and PyTorch's equivalent) for a workload."""
     # Every option is checked before any library is loaded.
@@ -94,8 +102,14 @@ def recommend_command(
     sources = CallSources(calls or [], from_log or [], workload or [], strict)
     sources.sweeps, sources.max_points = sweep or [], parse_max_points(max_points)
     libraries = one_release(rocm, rocm_dir, "recommend")
-    result = _size(sources, device, cus, libraries)
-    advice = recommend(result, headroom=headroom_value, align_bytes=align_bytes, handles=handles)
+    result = _size(sources, device, cus, libraries, minimum=minimum)
+    advice = recommend(
+        result,
+        headroom=headroom_value,
+        align_bytes=align_bytes,
+        handles=handles,
+        minimum=minimum,
+    )
     for warning in advice.warnings:
         output.warning(warning)
     variables = advice.variables(pytorch=pytorch)
@@ -130,6 +144,14 @@ def check_command(
     json: JsonOption = False,
     sweep: SweepOption = None,
     max_points: MaxPointsOption = MAX_POINTS_DEFAULT_TEXT,
+    minimum: Annotated[
+        bool,
+        typer.Option(
+            "--minimum",
+            help="Measure each call's minimum workspace (by executing it on the virtual "
+            "device) and use it: calls between their minimum and optimal run degraded.",
+        ),
+    ] = False,
 ) -> None:
     """Exit 0 when ROCBLAS_DEVICE_MEMORY_SIZE covers the workload, 1 (with the reason) if not."""
     if value is not None:
@@ -139,13 +161,15 @@ def check_command(
     sources = CallSources(calls or [], from_log or [], workload or [], strict)
     sources.sweeps, sources.max_points = sweep or [], parse_max_points(max_points)
     libraries = one_release(rocm, rocm_dir, "check")
-    result = _size(sources, device, cus, libraries)
+    result = _size(sources, device, cus, libraries, minimum=minimum)
     outcome = check(setting, result)
     if json:
         output.print_json(outcome.as_dict() | {"library": result.library.as_dict()})
     else:
         for note in setting.notes:
             output.warning(note)
+        for call in outcome.degraded:
+            output.warning(f"runs degraded: {call}")
         # The verdict, then which release gave the sizes it rests on, on the same stream.
         sized_with = release_line(libraries, result.library.versions)
         release = f"[dim]sized with {escape(sized_with)}[/dim]"
@@ -164,7 +188,12 @@ def check_command(
 
 
 def _size(
-    sources: CallSources, device: str | None, cus: int | None, libraries: Libraries
+    sources: CallSources,
+    device: str | None,
+    cus: int | None,
+    libraries: Libraries,
+    *,
+    minimum: bool = False,
 ) -> SessionResult:
     """Size the calls; a call that cannot be sized ends the command (exit 1)."""
     several = several_cached_warning(libraries)
@@ -178,6 +207,7 @@ def _size(
             compute_units=cus,
             progress=report,
             libraries=libraries,
+            minimum=minimum,
         )
     for failed in result.failed:
         output.error(str(failed.error))
@@ -222,7 +252,8 @@ def _render_summary(advice: Recommendation, result: SessionResult, pytorch: bool
     table.add_column("size", justify="right")
     table.add_column("bytes", justify="right")
     table.add_column("note", style="dim")
-    table.add_row("workload needs", *_sizes(advice.session_bytes), "")
+    needs_note = "the largest measured minimum" if advice.basis == "minimum" else ""
+    table.add_row("workload needs", *_sizes(advice.session_bytes), needs_note)
     table.add_row("+ headroom", *_sizes(advice.headroom_bytes), "")
     aligned = f"rounded up to {output.human_bytes(advice.align_bytes)}"
     table.add_row("recommended", *_sizes(advice.rocblas_device_memory_size_bytes), aligned)

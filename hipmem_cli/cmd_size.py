@@ -76,6 +76,14 @@ def size(
             show_default=False,
         ),
     ] = None,
+    minimum: Annotated[
+        bool,
+        typer.Option(
+            "--minimum",
+            help="Also measure each call's minimum workspace (the least it runs with) and its "
+            "optimal (the least with its best kernels), by executing it on the virtual device.",
+        ),
+    ] = False,
 ) -> None:
     """Size rocBLAS/rocSOLVER calls with the real libraries, on a real or virtual GPU."""
     if plot is not None:
@@ -85,7 +93,7 @@ def size(
     sources.sweeps, sources.max_points = sweep or [], parse_max_points(max_points)
     parsed = gather_calls(sources, load_catalog(chosen[0].rocm))
     if any(isinstance(item, SweptCall) for item in parsed) or plot is not None:
-        _size_sweeps(parsed, chosen, device, cus, json, top, plot)
+        _size_sweeps(parsed, chosen, device, cus, json, top, plot, minimum)
         return
     results = []
     for libraries in chosen:
@@ -97,6 +105,7 @@ def size(
                     compute_units=cus,
                     progress=report,
                     libraries=libraries,
+                    minimum=minimum,
                 )
             )
     if len(results) > 1:
@@ -113,6 +122,7 @@ def size(
         output.print_json(payload)
     else:
         render(result, top)
+    warn_unknown_minimums(result)
     for big in (r for r in result.calls if not r.fits_device):
         output.warning(
             f"{big.call.label} needs {big.bytes:,} bytes, more than the {result.device.name}'s "
@@ -132,6 +142,7 @@ def _size_sweeps(
     json: bool,
     top: int | None,
     plot: Path | None,
+    minimum: bool,
 ) -> None:
     """Calls with sweeps: the calls' table (each sweep by its largest point), then per sweep
     where the need peaks and changes; `--json` lists every point."""
@@ -146,7 +157,10 @@ def _size_sweeps(
         )
     libraries = chosen[0]
     with output.progress(f"sizing with ROCm {libraries.rocm}") as report:
-        result = size_calls(parsed, device, compute_units=cus, progress=report, libraries=libraries)
+        result = size_calls(
+            parsed, device, compute_units=cus, progress=report, libraries=libraries,
+            minimum=minimum,
+        )  # fmt: skip
     if json:
         payload = result.as_dict()
         payload["distinct_calls"] = len(result.calls)
@@ -163,6 +177,7 @@ def _size_sweeps(
         write_sweep_plot(plot, result.sweeps, f"Workspace on {_device_line(result)}")
         if not json:
             output.stdout.print(f"plot written to {plot}", highlight=False, markup=False)
+    warn_unknown_minimums(result)
     for big in (r for r in result.calls if not r.fits_device):
         output.warning(
             f"{big.call.label} needs {big.bytes:,} bytes, more than the {result.device.name}'s "
@@ -190,6 +205,10 @@ def render(result: SessionResult, top: int | None = None) -> None:
     table.add_column("workspace", justify="right")
     table.add_column("bytes", justify="right")
     table.add_column("count", justify="right")
+    measured = result.session_minimum_bytes is not None
+    if measured:
+        for name in ("minimum", "optimal", "between"):
+            table.add_column(name, justify="left" if name == "between" else "right")
     for call in shown:
         size_text = (
             output.human_bytes(call.bytes)
@@ -201,13 +220,56 @@ def render(result: SessionResult, top: int | None = None) -> None:
             size_text,
             "" if call.bytes is None else f"{call.bytes:,}",
             str(call.count),
+            *(_minimum_cells(call) if measured else ()),
         )
-    output.stdout.print(table)
+    if measured:
+        _print_unfolded(table)
+    else:
+        output.stdout.print(table)
     output.stdout.print(
         f"[bold]session[/bold] {output.human_bytes(result.session_bytes)} "
         f"({result.session_bytes:,} bytes): the most any one call needs, as the library reports it"
     )
+    if result.session_minimum_bytes is not None:
+        output.stdout.print(
+            f"[bold]session minimum[/bold] {output.human_bytes(result.session_minimum_bytes)} "
+            f"({result.session_minimum_bytes:,} bytes): the largest minimum; between a call's "
+            "minimum and optimal it runs degraded"
+        )
     output.stdout.print(f"[dim]{_release_text(result)}[/dim]", highlight=False)
+
+
+def _print_unfolded(table: Table) -> None:
+    """As wide as the cells need: a call spec or a number is never folded or cut."""
+    unbounded = output.stdout.options.update(max_width=1 << 16)
+    needed = Measurement.get(output.stdout, unbounded, table).maximum
+    width = output.stdout.width
+    output.stdout.width = max(needed, width)
+    try:
+        output.stdout.print(table)
+    finally:
+        output.stdout.width = width
+
+
+def _minimum_cells(call: CallResult) -> tuple[str, str, str]:
+    """minimum, optimal, and how the call runs between them (or how they were found)."""
+    found = call.minimum
+    if found is None:
+        return ("", "", "")
+    if found.method == "unknown" or found.minimum_bytes is None or found.optimal_bytes is None:
+        return ("[red]unknown[/red]", "", "see below")
+    between = found.between_status or ("= query" if found.method == "query" else "same")
+    return (f"{found.minimum_bytes:,}", f"{found.optimal_bytes:,}", between)
+
+
+def warn_unknown_minimums(result: SessionResult) -> None:
+    """One line per call whose minimum could not be measured, with the reason."""
+    for call in result.calls:
+        if call.minimum is not None and call.minimum.method == "unknown":
+            output.warning(
+                f"{call.call.label}: minimum unknown ({call.minimum.reason}); "
+                "counted with its query size"
+            )
 
 
 def _release_text(result: SessionResult) -> str:
