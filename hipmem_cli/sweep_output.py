@@ -3,9 +3,6 @@ where it occurs, and a compact table of where the need changes."""
 
 from __future__ import annotations
 
-from rich.markup import escape
-from rich.table import Table
-
 from hipmem_cli import output
 from sizing.sweep import Step, SweepResult
 
@@ -21,47 +18,43 @@ def render_sweeps(sweeps: list[SweepResult]) -> None:
 def render_sweep(swept: SweepResult) -> None:
     plan = swept.plan
     asked = f", {swept.asked_count:,} asked" if swept.asked_count != swept.point_count else ""
-    output.stdout.print(
-        f"\n[bold]Sweep[/bold] {escape(plan.label)}: {swept.point_count:,} points{asked}",
-        highlight=False,
-    )
+    output.line("")
+    output.heading(f"Sweep {plan.label}: {swept.point_count:,} points{asked}")
     largest = swept.max_bytes
     if largest is None:
-        output.stdout.print("[red]no point could be sized[/red]")
+        output.line("no point could be sized", style="red")
     else:
-        output.stdout.print(
-            f"largest need {output.human_bytes(largest)} ({largest:,} bytes) at "
-            f"{escape(swept.max_text())}",
-            highlight=False,
+        output.line(
+            f"largest need {output.human_bytes(largest)} ({largest:,} bytes) at {swept.max_text()}"
         )
     if swept.failed_count:
-        output.stdout.print(
-            f"[red]{swept.failed_count:,} points could not be sized[/red]", highlight=False
-        )
+        output.line(f"{swept.failed_count:,} points could not be sized", style="red")
     steps = swept.steps()
-    table = Table(
-        title=f"where the need changes: {len(steps):,} steps", title_justify="left", box=None
+    table = output.Table(
+        title=f"where the need changes: {len(steps):,} steps",
+        columns=["points", "workspace", "bytes", ""],
+        right=["workspace", "bytes"],
+        boxed=False,
     )
-    table.add_column("points", overflow="fold")
-    table.add_column("workspace", justify="right")
-    table.add_column("bytes", justify="right")
-    table.add_column("", style="bold")
     previous = -1
     for index in _rows_shown(swept, steps):
         if index != previous + 1:
-            table.add_row(f"[dim]… {index - previous - 1:,} more steps[/dim]", "", "", "")
-        step = steps[index]
-        table.add_row(*_step_cells(swept, step))
+            table.add_row(_gap(index - previous - 1), "", "", "")
+        table.add_row(*_step_cells(swept, steps[index]))
         previous = index
     if previous != len(steps) - 1:
-        table.add_row(f"[dim]… {len(steps) - previous - 1:,} more steps[/dim]", "", "", "")
-    output.stdout.print(table)
+        table.add_row(_gap(len(steps) - previous - 1), "", "", "")
+    output.print_table(table)
 
 
-def _step_cells(swept: SweepResult, step: Step) -> tuple[str, str, str, str]:
-    where = escape(swept.step_text(step))
+def _gap(count: int) -> output.Cell:
+    return output.Styled(f"… {count:,} more steps", "dim")
+
+
+def _step_cells(swept: SweepResult, step: Step) -> tuple[output.Cell, ...]:
+    where = swept.step_text(step)
     if step.bytes is None:
-        return where, f"[red]{escape(step.status)}[/red]", "", ""
+        return where, output.Styled(step.status, "red"), "", ""
     mark = "◀ largest" if step.bytes == swept.max_bytes else ""
     return where, output.human_bytes(step.bytes), f"{step.bytes:,}", mark
 

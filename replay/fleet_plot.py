@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from hipmem.atomic_write import atomic_output
-from hipmem.pyplot import pyplot
 from replay.fleet_results import STATUS_OK
+from replay.pyplot import pyplot
 
 _STYLES = ("-", "--", ":", "-.")
 

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hipmem.atomic_write import atomic_output
-from hipmem.pyplot import byte_unit, check_plot_path, pyplot
+from replay.plot_files import byte_unit, check_plot_path, plain_text, save_atomically
+from replay.pyplot import pyplot
 from sizing.sweep import SweepResult
 
 _MAX_LINES = 8
@@ -28,11 +28,10 @@ def write_sweep_plot(path: Path, sweeps: Sequence[SweepResult], title: str) -> N
     )
     for swept, axes in zip(sweeps, axes_list[:, 0], strict=True):
         _draw(axes, swept)
-    figure.suptitle(title, fontsize="medium")
+    figure.suptitle(plain_text(title), fontsize="medium")
     figure.tight_layout()
     try:
-        with atomic_output(path) as temp:
-            figure.savefig(temp, format=path.suffix.lower().lstrip("."))
+        save_atomically(figure, path)
     finally:
         plt.close(figure)
 
