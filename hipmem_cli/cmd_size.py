@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json as json_text
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -167,8 +166,7 @@ def _size_sweeps(
         payload["distinct_calls"] = len(result.calls)
         # One line: a sweep lists every point (100,000 points: 8 MiB), and only the C
         # encoder, which json uses without indentation, writes that in well under a second.
-        sys.stdout.write(json_text.dumps(payload) + "\n")
-        sys.stdout.flush()
+        output.write_exact(json_text.dumps(payload) + "\n")
     else:
         render(result, top)
         render_sweeps(result.sweeps)

@@ -90,6 +90,7 @@ SweepOption = Annotated[
     Optional[list[str]],  # noqa: UP045
     typer.Option(
         "--sweep",
+        metavar="ARG=RANGE",
         help="ARG=RANGE: size each CALL at every value: 1..64, 1..4096:64 (step), 1..65536*2 "
         "(powers) or 1,8,20,64; repeat for a grid. Reports the largest need and where.",
         show_default=False,
@@ -98,5 +99,5 @@ SweepOption = Annotated[
 MAX_POINTS_DEFAULT_TEXT = "1000000"  # sizing.sweep_range.DEFAULT_MAX_POINTS
 MaxPointsOption = Annotated[
     str,
-    typer.Option("--max-points", help="The most sweep points sized in one request."),
+    typer.Option("--max-points", metavar="N", help="The most sweep points sized in one request."),
 ]
