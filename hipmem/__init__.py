@@ -32,6 +32,11 @@ _API = {
     "Minimum": ("sizing.minimum", "Minimum"),
     "parse_call": ("sizing.call_spec", "parse_call"),
     "read_workload": ("sizing.workload_file", "read_workload"),
+    "read_workload_entries": ("sizing.workload_file", "read_workload_entries"),
+    "SweepResult": ("sizing.sweep", "SweepResult"),
+    "SweptCall": ("sizing.sweep", "SweptCall"),
+    "plan_sweep": ("sizing.sweep", "plan_sweep"),
+    "parse_sweep": ("sizing.sweep_range", "parse_sweep"),
     "read_call_log": ("sizing.call_logs", "read_call_log"),
     "record_call_logs": ("sizing.call_log_recorder", "record_call_logs"),
     "recommend": ("sizing.recommend", "recommend"),
@@ -68,6 +73,8 @@ __all__ = [
     "ReplayOptions",
     "SessionResult",
     "SizingSession",
+    "SweepResult",
+    "SweptCall",
     "UsageError",
     "__version__",
     "analyze",
@@ -79,9 +86,12 @@ __all__ = [
     "parse_bytes",
     "parse_call",
     "parse_spec",
+    "parse_sweep",
+    "plan_sweep",
     "read_call_log",
     "read_setting",
     "read_workload",
+    "read_workload_entries",
     "recommend",
     "record_call_logs",
     "replay",
@@ -110,7 +120,9 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time __getattr__ impo
     from sizing.minimum import Minimum
     from sizing.recommend import Recommendation, recommend
     from sizing.session import CallResult, SessionResult, SizingSession, size_calls
-    from sizing.workload_file import read_workload
+    from sizing.sweep import SweepResult, SweptCall, plan_sweep
+    from sizing.sweep_range import parse_sweep
+    from sizing.workload_file import read_workload, read_workload_entries
     from sizing.workspace_check import check, read_setting
 
 

@@ -14,7 +14,9 @@ from sizing.call_logs import CallLog, read_call_log
 from sizing.call_spec import Call, parse_call
 from sizing.catalog import Catalog, load_catalog
 from sizing.errors import CallLogError, UsageError
-from sizing.workload_file import read_workload
+from sizing.sweep import SweptCall, plan_sweep
+from sizing.sweep_range import DEFAULT_MAX_POINTS, BadSweep, parse_sweep
+from sizing.workload_file import read_workload_entries
 
 _PROBLEMS_SHOWN = 5  # per log file; the rest are counted
 
@@ -27,18 +29,25 @@ class CallSources:
     strict: bool = False
     # Filled by gather_calls: what each call log held (for reports and --json).
     logs: list[CallLog] = field(default_factory=list)
+    # `--sweep ARG=RANGE`: every CALL argument is sized at every point (sizing/sweep.py).
+    sweeps: list[str] = field(default_factory=list)
+    max_points: int = DEFAULT_MAX_POINTS
 
 
-def gather_calls(sources: CallSources, catalog: Catalog | None = None) -> list[tuple[Call, int]]:
+def gather_calls(
+    sources: CallSources, catalog: Catalog | None = None
+) -> list[tuple[Call, int] | SweptCall]:
     """Every call the user named with how often, parsed and checked before any worker starts.
 
     Counts stay integers (a log may say a call ran 10**12 times); identical calls are sized
-    once and their counts added.
+    once and their counts added. Swept calls (`--sweep`, or `sweep:` in a workload) come as
+    SweptCall, with at most `max_points` points in all.
     """
     catalog = catalog or load_catalog()
-    calls = [(parse_call(text, catalog), 1) for text in sources.call_texts]
+    calls: list[tuple[Call, int] | SweptCall] = []
+    calls.extend(_command_line_calls(sources, catalog))
     for path in sources.workloads:
-        calls.extend(read_workload(path, catalog))
+        calls.extend(read_workload_entries(path, catalog, max_points=sources.max_points))
     for path in sources.from_logs:
         with output.progress(f"reading {path.name}", transfer=True) as report:
             log = read_call_log(path, catalog, progress=report)
@@ -50,7 +59,36 @@ def gather_calls(sources: CallSources, catalog: Catalog | None = None) -> list[t
             "no calls to size: give CALL arguments, e.g. rocsolver_dgetrf:m=1024,n=1024"
             + (", or a log with calls in it" if sources.from_logs else "")
         )
+    _check_total_points(calls, sources.max_points)
     return calls
+
+
+def _command_line_calls(
+    sources: CallSources, catalog: Catalog
+) -> list[tuple[Call, int] | SweptCall]:
+    if not sources.sweeps:
+        return [(parse_call(text, catalog), 1) for text in sources.call_texts]
+    if not sources.call_texts:
+        raise UsageError(
+            "--sweep sweeps the CALL arguments, and none was given (a workload file gives "
+            "each call its own `sweep:`)"
+        )
+    sweeps = [parse_sweep(text) for text in sources.sweeps]
+    return [
+        plan_sweep(text, sweeps, catalog, max_points=sources.max_points)
+        for text in sources.call_texts
+    ]
+
+
+def _check_total_points(calls: list[tuple[Call, int] | SweptCall], max_points: int) -> None:
+    swept = [item for item in calls if isinstance(item, SweptCall)]
+    total = sum(item.point_count for item in swept)
+    if total > max_points:
+        raise BadSweep(
+            f"{total:,} points in {len(swept)} sweeps, more than the limit of {max_points:,}: "
+            "raise the limit to size them all, or sweep with a step",
+            parameter="max_points",
+        )
 
 
 def _report(log: CallLog, strict: bool) -> None:

@@ -12,13 +12,16 @@ import typer
 from hipmem_cli import output
 from hipmem_cli.call_sources import CallSources, gather_calls
 from hipmem_cli.options import (
+    MAX_POINTS_DEFAULT_TEXT,
     CusOption,
     DeviceOption,
     FromLogOption,
     JsonOption,
+    MaxPointsOption,
     RocmDirOption,
     RocmOption,
     StrictOption,
+    SweepOption,
     WorkloadOption,
 )
 from hipmem_cli.rocm_choice import one_release, release_line, several_cached_warning
@@ -36,6 +39,7 @@ from sizing.recommend import (
     recommend,
 )
 from sizing.session import SessionResult, size_calls
+from sizing.sweep_range import parse_max_points
 from sizing.workspace_check import VARIABLE, check, read_setting
 
 
@@ -117,6 +121,8 @@ def recommend_command(
     cus: CusOption = None,
     rocm_dir: RocmDirOption = None,
     rocm: RocmOption = None,
+    sweep: SweepOption = None,
+    max_points: MaxPointsOption = MAX_POINTS_DEFAULT_TEXT,
     minimum: Annotated[
         bool,
         typer.Option(
@@ -135,14 +141,10 @@ def recommend_command(
     if json and fmt not in (None, Format.json):
         raise UsageError(f"--json is --format json; it cannot go with --format {fmt.value}")
     chosen = "json" if json else (fmt.value if fmt is not None else None)
+    sources = CallSources(calls or [], from_log or [], workload or [], strict)
+    sources.sweeps, sources.max_points = sweep or [], parse_max_points(max_points)
     libraries = one_release(rocm, rocm_dir, "recommend")
-    result = _size(
-        CallSources(calls or [], from_log or [], workload or [], strict),
-        device,
-        cus,
-        libraries,
-        minimum=minimum,
-    )
+    result = _size(sources, device, cus, libraries, minimum=minimum)
     advice = recommend(
         result,
         headroom=headroom_value,
@@ -184,6 +186,8 @@ def check_command(
     rocm_dir: RocmDirOption = None,
     rocm: RocmOption = None,
     json: JsonOption = False,
+    sweep: SweepOption = None,
+    max_points: MaxPointsOption = MAX_POINTS_DEFAULT_TEXT,
     minimum: Annotated[
         bool,
         typer.Option(
@@ -198,14 +202,10 @@ def check_command(
         setting = read_setting(value, source="--value")
     else:
         setting = read_setting(os.environ.get(VARIABLE), source=f"${VARIABLE}")
+    sources = CallSources(calls or [], from_log or [], workload or [], strict)
+    sources.sweeps, sources.max_points = sweep or [], parse_max_points(max_points)
     libraries = one_release(rocm, rocm_dir, "check")
-    result = _size(
-        CallSources(calls or [], from_log or [], workload or [], strict),
-        device,
-        cus,
-        libraries,
-        minimum=minimum,
-    )
+    result = _size(sources, device, cus, libraries, minimum=minimum)
     outcome = check(setting, result)
     if json:
         output.print_json(outcome.as_dict() | {"library": result.library.as_dict()})
@@ -219,10 +219,11 @@ def check_command(
         release = f"sized with {sized_with}"
         if outcome.passed:
             output.ok(outcome.reason)
-            output.note(release)
         else:
             output.fail(outcome.reason)
-            output.note(release, err=True)
+        for note in outcome.sweep_notes:
+            output.note(f"sweep {note}", err=not outcome.passed)
+        output.note(release, err=not outcome.passed)
     if not outcome.passed:
         raise typer.Exit(1)
 
@@ -306,6 +307,8 @@ def _render_summary(advice: Recommendation, result: SessionResult, pytorch: bool
         table.add_row(*_saving_row(f"× {advice.handles} handles", advice.saved_bytes_total))
     output.print_table(table)
     output.note(f"largest call: {advice.largest_call}")
+    for swept in result.sweeps:
+        output.note(f"sweep {swept.summary_line()}")
     if advice.default_bytes != advice.arch_rule_bytes:
         output.note(
             f"This rocBLAS allocates {output.human_bytes(advice.default_bytes)} by default "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json as json_text
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -9,17 +11,27 @@ import typer
 from hipmem_cli import output
 from hipmem_cli.call_sources import CallSources, gather_calls
 from hipmem_cli.options import (
+    MAX_POINTS_DEFAULT_TEXT,
     CusOption,
     DeviceOption,
     FromLogOption,
     JsonOption,
+    MaxPointsOption,
     RocmDirOption,
     StrictOption,
+    SweepOption,
     WorkloadOption,
 )
 from hipmem_cli.rocm_choice import in_release, releases
+from hipmem_cli.sweep_output import render_sweeps
+from replay.plot_files import check_plot_path
+from sizing.call_spec import Call
 from sizing.catalog import load_catalog
+from sizing.errors import UsageError
+from sizing.library_locator import Libraries
 from sizing.session import CallResult, SessionResult, size_calls
+from sizing.sweep import SweptCall
+from sizing.sweep_range import parse_max_points
 
 
 def size(
@@ -54,6 +66,17 @@ def size(
             "--top", min=1, metavar="N", help="Show only the N distinct calls that need the most."
         ),
     ] = None,
+    sweep: SweepOption = None,
+    max_points: MaxPointsOption = MAX_POINTS_DEFAULT_TEXT,
+    plot: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(
+            "--plot",
+            help="With sweeps: draw the need against the swept argument to FILE (.png, .svg).",
+            metavar="FILE",
+            show_default=False,
+        ),
+    ] = None,
     minimum: Annotated[
         bool,
         typer.Option(
@@ -64,9 +87,15 @@ def size(
     ] = False,
 ) -> None:
     """Size rocBLAS/rocSOLVER calls with the real libraries, on a real or virtual GPU."""
+    if plot is not None:
+        check_plot_path(plot)  # before any work: a typo should not cost a sweep
     chosen = releases(rocm, rocm_dir)
     sources = CallSources(calls or [], from_log or [], workload or [], strict)
+    sources.sweeps, sources.max_points = sweep or [], parse_max_points(max_points)
     parsed = gather_calls(sources, load_catalog(chosen[0].rocm))
+    if any(isinstance(item, SweptCall) for item in parsed) or plot is not None:
+        _size_sweeps(parsed, chosen, device, cus, json, top, plot, minimum)
+        return
     results = []
     for libraries in chosen:
         with output.progress(f"sizing with ROCm {libraries.rocm}") as report:
@@ -101,6 +130,60 @@ def size(
             f"{result.device.memory_bytes:,}: unsatisfiable on that device"
         )
     output.summarised_errors([str(failed.error) for failed in result.failed])
+    if result.failed:
+        raise typer.Exit(1)
+
+
+def _size_sweeps(
+    parsed: list[tuple[Call, int] | SweptCall],
+    chosen: list[Libraries],
+    device: str | None,
+    cus: int | None,
+    json: bool,
+    top: int | None,
+    plot: Path | None,
+    minimum: bool,
+) -> None:
+    """Calls with sweeps: the calls' table (each sweep by its largest point), then per sweep
+    where the need peaks and changes; `--json` lists every point."""
+    if not any(isinstance(item, SweptCall) for item in parsed):
+        raise UsageError(
+            "--plot draws sweeps: give --sweep ARG=RANGE, or a workload whose calls have `sweep:`",
+            parameter="plot",
+        )
+    if len(chosen) > 1:
+        raise UsageError(
+            "sweeps are sized with one ROCm release at a time: give --rocm R", parameter="rocm"
+        )
+    libraries = chosen[0]
+    with output.progress(f"sizing with ROCm {libraries.rocm}") as report:
+        result = size_calls(
+            parsed, device, compute_units=cus, progress=report, libraries=libraries,
+            minimum=minimum,
+        )  # fmt: skip
+    if json:
+        payload = result.as_dict()
+        payload["distinct_calls"] = len(result.calls)
+        # One line: a sweep lists every point (100,000 points: 8 MiB), and only the C
+        # encoder, which json uses without indentation, writes that in well under a second.
+        output.write_exact(json_text.dumps(payload) + "\n")
+    else:
+        render(result, top)
+        render_sweeps(result.sweeps)
+    if plot is not None:
+        from sizing.sweep_plot import write_sweep_plot  # matplotlib: only when asked for
+
+        write_sweep_plot(plot, result.sweeps, f"Workspace on {_device_line(result)}")
+        if not json:
+            output.written("plot", plot)
+    warn_unknown_minimums(result)
+    for big in (r for r in result.calls if not r.fits_device):
+        output.warning(
+            f"{big.call.label} needs {big.bytes:,} bytes, more than the {result.device.name}'s "
+            f"{result.device.memory_bytes:,}: unsatisfiable on that device"
+        )
+    for failed in result.failed:
+        output.error(str(failed.error))
     if result.failed:
         raise typer.Exit(1)
 

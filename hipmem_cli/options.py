@@ -84,3 +84,20 @@ WorkloadOption = Annotated[
 StrictOption = Annotated[
     bool, typer.Option("--strict", help="Make the first unreadable log line an error.")
 ]
+
+# Sweeps (`size`, `recommend`, `check`; see sizing/sweep.py).
+SweepOption = Annotated[
+    Optional[list[str]],  # noqa: UP045
+    typer.Option(
+        "--sweep",
+        metavar="ARG=RANGE",
+        help="ARG=RANGE: size each CALL at every value: 1..64, 1..4096:64 (step), 1..65536*2 "
+        "(powers) or 1,8,20,64; repeat for a grid. Reports the largest need and where.",
+        show_default=False,
+    ),
+]
+MAX_POINTS_DEFAULT_TEXT = "1000000"  # sizing.sweep_range.DEFAULT_MAX_POINTS
+MaxPointsOption = Annotated[
+    str,
+    typer.Option("--max-points", metavar="N", help="The most sweep points sized in one request."),
+]

@@ -13,6 +13,7 @@ from sizing.catalog import load_catalog
 from sizing.errors import UsageError
 from sizing.library_locator import Libraries, locate
 from sizing.rocm_releases import normalise, sort_key
+from sizing.sweep import SweptCall, plan_sweep
 
 ROCM_ENV = "HIPMEM_ROCM"
 
@@ -64,12 +65,21 @@ def releases(option: str | None, rocm_dir: Path | None) -> list[Libraries]:
         return [locate(rocm_dir, name) for name in wanted]
 
 
-def in_release(calls: list[tuple[Call, int]], libraries: Libraries) -> list[tuple[Call, int]]:
+def in_release(
+    calls: list[tuple[Call, int] | SweptCall], libraries: Libraries
+) -> list[tuple[Call, int] | SweptCall]:
     """The same calls checked against another release's catalog (its routines and enums);
     a routine that release lacks is a usage error naming the releases that have it."""
     catalog = load_catalog(libraries.rocm)
-    remade = []
-    for call, count in calls:
+    remade: list[tuple[Call, int] | SweptCall] = []
+    for item in calls:
+        if isinstance(item, SweptCall):
+            limit = item.point_count  # already checked against the user's limit
+            name, sweeps, given, count = item.routine.name, item.sweeps, item.given, item.count
+            remade.append(plan_sweep(name, sweeps, catalog, given=given, count=count,
+                                     max_points=limit))  # fmt: skip
+            continue
+        call, count = item
         given = {name: call.args[name] for name in call.args if name in call.given}
         remade.append((make_call(call.routine.name, given, catalog), count))
     return remade

@@ -3,6 +3,8 @@ keyword arguments, checked against the catalog, with every unspecified argument 
 
 from __future__ import annotations
 
+import ast
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -120,6 +122,13 @@ class Call:
 def parse_call(text: str, catalog: Catalog | None = None) -> Call:
     """`rocsolver_dgetrf:m=1024,n=1024` -> Call. Raises BadArgument / UnknownRoutine."""
     catalog = catalog or load_catalog()
+    routine, given = split_call(text, catalog)
+    return make_call(routine, given, catalog)
+
+
+def split_call(text: str, catalog: Catalog) -> tuple[Routine, dict[str, str]]:
+    """`ROUTINE:ARG=VALUE,...` -> the routine and its arguments as given, not yet checked
+    (a sweep fills in the swept ones before the call is made)."""
     name, _, arg_text = text.strip().partition(":")
     routine = catalog.lookup(name.strip())
     given: dict[str, str] = {}
@@ -130,7 +139,7 @@ def parse_call(text: str, catalog: Catalog | None = None) -> Call:
         if key.strip() in given:
             raise BadArgument(f"{routine.name}: argument '{key.strip()}' given twice")
         given[key.strip()] = value.strip()
-    return make_call(routine, given, catalog)
+    return routine, given
 
 
 def make_call(
@@ -241,6 +250,21 @@ def _enum_value(where: str, enum: str, raw: str, catalog: Catalog) -> str:
     return canonical
 
 
+@functools.cache
+def parsed_rule(rule: str) -> Any:
+    """A default rule parsed once (rules are the project's own data, a few hundred of them):
+    a sweep evaluates the same rules at every point."""
+    return simpleeval.SimpleEval().parse(rule)
+
+
+@functools.cache
+def rule_names(rule: str) -> frozenset[str]:
+    """The argument names a default rule reads (`max(1, m)` -> {m})."""
+    return frozenset(
+        node.id for node in ast.walk(parsed_rule(rule)) if isinstance(node, ast.Name)
+    ) - set(FUNCTIONS)
+
+
 def _apply_defaults(
     routine: Routine, settable: Mapping[str, Param], values: dict[str, Value], catalog: Catalog
 ) -> None:
@@ -255,7 +279,7 @@ def _apply_defaults(
                 continue
             evaluator.names = dict(values)
             try:
-                result = evaluator.eval(rules[name])
+                result = evaluator.eval(rules[name], previously_parsed=parsed_rule(rules[name]))
             except simpleeval.NameNotDefined:
                 continue  # depends on an argument not known yet
             values[name] = _convert(routine, settable[name], result, catalog)

@@ -178,6 +178,8 @@ class Recommendation:
     warnings: list[str] = field(default_factory=list)
     basis: str = "query"  # "query" (the library's sizes) or "minimum" (measured minimums)
     degraded_calls: list[str] = field(default_factory=list)  # run below their optimal with it
+    # Swept calls: each one's largest need and where it occurs (SweepResult.summary()).
+    sweeps: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def saved_bytes_per_handle(self) -> int:
@@ -223,6 +225,7 @@ class Recommendation:
             "warnings": self.warnings,
             "basis": self.basis,
             "degraded_calls": self.degraded_calls,
+            "sweeps": self.sweeps,
         }
 
 
@@ -285,6 +288,7 @@ def recommend(
         library_versions=dict(result.library.versions),
         basis="minimum" if minimum else "query",
         degraded_calls=degraded_calls(result.calls, value_bytes),
+        sweeps=[swept.summary() for swept in result.sweeps],
     )
     advice.warnings.extend(warnings_for(advice, result, environ))
     return advice

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hipmem.progress import ProgressCallback
 from sizing.call_spec import Call, Value, make_call, parse_call
@@ -35,8 +35,12 @@ from sizing.errors import (
 from sizing.library_locator import Libraries, MixedReleases, locate
 from sizing.minimum import Minimum, MinimumFinder
 from sizing.rocm_releases import RELEASES, rocm_of_rocblas, rocm_of_rocsolver
+from sizing.sweep_range import DEFAULT_MAX_POINTS, Sweep
 from sizing.virtual_device import Device, resolve
 from sizing.worker_process import Crash, WorkerInfo, WorkerProcess
+
+if TYPE_CHECKING:
+    from sizing.sweep import SweepResult, SweptCall
 
 SIZE_STATUSES = ("size_increased", "size_unchanged", "success")
 # A size_t the library computed of 2**63 or more has wrapped (no device is near it).
@@ -101,6 +105,7 @@ class SessionResult:
     device: Device
     library: LibraryInfo
     failed: list[CallResult] = field(default_factory=list)
+    sweeps: list[SweepResult] = field(default_factory=list)  # each one's maximum is in calls
 
     @property
     def session_minimum_bytes(self) -> int | None:
@@ -118,6 +123,8 @@ class SessionResult:
             "library": self.library.as_dict(),
             "device": self.device.as_dict(),
         }
+        if self.sweeps:
+            payload["sweeps"] = [swept.as_dict() for swept in self.sweeps]
         if self.session_minimum_bytes is not None:
             payload["session_minimum_bytes"] = self.session_minimum_bytes
         return payload
@@ -146,6 +153,10 @@ class SizingSession:
         self.catalog = catalog or load_catalog(self.libraries.rocm)
         self._worker = WorkerProcess(self.libraries, self.device, call_deadline_s=call_deadline_s)
         self._results: dict[tuple[Any, ...], CallResult] = {}
+        # Sweeps (sizing.sweep): every point's answer by its full argument values (bytes, or
+        # the failed CallResult), and each sweep's result in the order sized.
+        self._point_answers: dict[tuple[Any, ...], int | CallResult] = {}
+        self._sweeps: list[SweepResult] = []
         self._minimum_finder: MinimumFinder | None = None
         try:
             _check_one_release(self.libraries, self._worker.info.versions)
@@ -273,6 +284,50 @@ class SizingSession:
         names = {value: name for name, value in self.catalog.enums["rocblas_status"].items()}
         return names.get(status, f"unknown_{status}")
 
+    # -- sweeps -----------------------------------------------------------------------------
+    def sweep(
+        self,
+        call: str,
+        *sweeps: str | Sweep,
+        count: int = 1,
+        max_points: int = DEFAULT_MAX_POINTS,
+        progress: ProgressCallback | None = None,
+        **args: Value,
+    ) -> SweepResult:
+        """Size a call at every point of a grid: `sweep("dtrsm_batched:m=64,n=64",
+        "batch_count=1..64")`, or `sweep("dgetrf", "n=1..4096:64", m=4096)`. Sweeps are
+        `ARG=RANGE` (`1..64`, `1..4096:64`, `1..65536*2`, `1,8,20,64`); several form a grid
+        of at most `max_points` points. The point of the largest need joins the session's
+        calls (so `result()`, `recommend` and `check` cover it)."""
+        from sizing.sweep import plan_sweep
+
+        plan = plan_sweep(
+            call, sweeps, self.catalog, given=args, count=count, max_points=max_points
+        )
+        return self.size_sweep(plan, progress)
+
+    def size_sweep(self, plan: SweptCall, progress: ProgressCallback | None = None) -> SweepResult:
+        """Size an already checked sweep (`sizing.sweep.plan_sweep`)."""
+        from sizing.sweep import run_sweep
+
+        swept = run_sweep(self, plan, progress)
+        for joined in (swept.max_result(), swept.first_failure()):
+            if joined is None:
+                continue
+            key = joined.call.key()
+            if key in self._results:
+                self._results[key].count = _add_counts(
+                    self._results[key].count, joined.count, joined.call
+                )
+            else:
+                self._results[key] = joined
+        self._sweeps.append(swept)
+        return swept
+
+    @property
+    def sweeps(self) -> list[SweepResult]:
+        return list(self._sweeps)
+
     # -- results ----------------------------------------------------------------------------
     @property
     def results(self) -> list[CallResult]:
@@ -314,11 +369,12 @@ class SizingSession:
             device=self.device,
             library=self.library_info(),
             failed=[r for r in results if r.error is not None],
+            sweeps=self.sweeps,
         )
 
 
 def size_calls(
-    calls: Iterable[Call | str | Counted],
+    calls: Iterable[Call | str | Counted | SweptCall],
     device: str | Device | None = None,
     *,
     compute_units: int | None = None,
@@ -328,16 +384,23 @@ def size_calls(
     libraries: Libraries | None = None,
     minimum: bool = False,
 ) -> SessionResult:
-    """Open a session, size every call, and return the result (`rocm="7.2"`: that release).
-    `minimum=True` also measures each call's minimum and optimal workspace."""
+    """Open a session, size every call (and every point of each SweptCall), and return the
+    result (`rocm="7.2"`: that release). `minimum=True` also measures each call's minimum
+    and optimal workspace (of a sweep, at its largest point)."""
+    from sizing.sweep import SweptCall
+
     libraries = libraries or locate(rocm_dir, rocm)
     catalog = load_catalog(libraries.rocm)
-    pairs = [_counted(item, catalog) for item in calls]
+    items = list(calls)
+    swept = [item for item in items if isinstance(item, SweptCall)]
+    pairs = [_counted(item, catalog) for item in items if not isinstance(item, SweptCall)]
     totals: dict[tuple[Any, ...], int] = {}
     for call, count in pairs:  # a count overflow is said before any library is loaded
         totals[call.key()] = _add_counts(totals.get(call.key(), 0), count, call)
     with SizingSession(device, compute_units=compute_units, libraries=libraries) as session:
         session.size_many(pairs, progress)
+        for plan in swept:  # after the plain calls: points equal to one of them are not asked
+            session.size_sweep(plan, progress)
         if minimum:
             session.measure_minimum(progress=progress)
         return session.result()

@@ -8,6 +8,9 @@ Protocol: JSON lines. The worker first writes a `ready` object (library versions
 symbols). Then, per request line:
   {"op": "size", "calls": [CALL, ...]}    -> one line per call, in order, flushed each:
       {"status": INT, "bytes": INT} or {"missing_symbol": NAME}
+  {"op": "size_points", "call": CALL, "slots": [INDEX, ...], "points": [[VALUE, ...], ...]}
+      -> one line per point, as "size" answers: CALL with the argument at each slot replaced
+      by the point's value (a sweep: the call is sent once, then only what changes).
   {"op": "session", "calls": [CALL, ...]} -> {"status": INT, "bytes": INT}: all calls inside
       one size query on one handle: the running maximum the library itself keeps.
   {"op": "run", "calls": [CALL, ...]}     -> one {"status": INT} line per call: each call made
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
 import struct
 import sys
 from typing import Any
@@ -193,6 +197,33 @@ class Worker:
         self.keep_alive.clear()
         return {"status": status, "bytes": size.value}
 
+    def size_points(self, call: dict[str, Any], slots: list[int], points: list[list[Any]]) -> None:
+        """Size `call` at every point, writing each answer as it comes (see the protocol)."""
+        try:
+            function = self._function(call)
+        except AttributeError:
+            for _ in points:
+                _write({"missing_symbol": call["function"]})
+            return
+        arguments = self._arguments(call)
+        size = ctypes.c_size_t()
+        size_pointer = ctypes.byref(size)
+        start = self.rocblas.rocblas_start_device_memory_size_query
+        stop = self.rocblas.rocblas_stop_device_memory_size_query
+        handle = self.handle
+        sys.stdout.flush()
+        out = sys.stdout.fileno()
+        for point in points:
+            for slot, value in zip(slots, point, strict=True):
+                arguments[slot] = value
+            start(handle)
+            status = function(*arguments)
+            stop(handle, size_pointer)
+            # Each answer written at once (not buffered): after a crash, the parent knows
+            # which point was running. The same JSON as _write, formatted directly.
+            os.write(out, b'{"status": %d, "bytes": %d}\n' % (status, size.value))
+        self.keep_alive.clear()
+
     def run(self, call: dict[str, Any]) -> dict[str, Any]:
         try:
             function = self._function(call)
@@ -286,6 +317,8 @@ def main(argv: list[str]) -> int:
         if request["op"] == "size":
             for call in request["calls"]:
                 _write(worker.size_one(call))
+        elif request["op"] == "size_points":
+            worker.size_points(request["call"], request["slots"], request["points"])
         elif request["op"] == "run":
             for call in request["calls"]:
                 _write(worker.run(call))

@@ -14,6 +14,8 @@ call (a first hipBLASLt heuristic takes about 1 s on a loaded 2-core machine).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import select
@@ -36,6 +38,8 @@ WORKER_SCRIPT = Path(__file__).with_name("worker.py")
 DEFAULT_CALL_DEADLINE_S = 60.0
 DEADLINE_ENV = "HIPMEM_CALL_DEADLINE_S"
 _START_DEADLINES = 5  # loading the libraries may take several call deadlines
+_PIPE_BYTES = 1 << 20
+_FEW_ANSWERS, _GATHER_S = 256, 0.002  # sweeps: read answers in batches, not one by one
 _MAX_ANSWER_BYTES = 64 << 20  # a line from the worker longer than this is not an answer
 _USER_WORKSPACE_VARIABLES = ("ROCBLAS_DEVICE_MEMORY_SIZE", "ROCBLAS_STREAM_ORDER_ALLOC")
 
@@ -72,6 +76,17 @@ def deadline_from_environment() -> float:
     if not 0 < seconds < float("inf"):
         raise UsageError(f"{DEADLINE_ENV}={text!r}: expected a positive number of seconds")
     return seconds
+
+
+def _widen_pipe(pipe: IO[str] | None) -> None:
+    """Let the worker write a whole sweep chunk's answers (~300 KB) while the parent builds
+    the next chunk: 1 MiB, the most an unprivileged Linux process may ask. Elsewhere, or
+    refused, the pipe keeps its size (the worker then waits for the parent sooner)."""
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if pipe is None or set_size is None:
+        return
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(pipe.fileno(), set_size, _PIPE_BYTES)
 
 
 class WorkerProcess:
@@ -140,6 +155,7 @@ class WorkerProcess:
             bufsize=1,
         )
         self._unread = b""
+        _widen_pipe(self._proc.stdout)
         try:
             hello = self._read(self.call_deadline_s * _START_DEADLINES)
         except _NoAnswer:
@@ -236,6 +252,66 @@ class WorkerProcess:
                     break
                 yield answer
                 index += 1
+
+    def size_points(
+        self, call: dict[str, Any], slots: list[int], points: list[list[Any]]
+    ) -> Iterator[dict[str, Any] | Crash]:
+        """`size` for one call at many points (a sweep): the call is sent once with the
+        values that change at each point, and the answers are read in bulk. The request goes
+        out now, so the caller can prepare the next one while the worker answers; then one
+        answer per point, in order; a Crash for the point during which the worker died.
+        Read every answer (or stop right after a Crash) before the next request."""
+        self._send({"op": "size_points", "call": call, "slots": slots, "points": points})
+        return self._point_answers(call, slots, points)
+
+    def _point_answers(
+        self, call: dict[str, Any], slots: list[int], points: list[list[Any]]
+    ) -> Iterator[dict[str, Any] | Crash]:
+        index = 0
+        while index < len(points):
+            if index > 0:  # the worker died: a fresh one gets the points not answered
+                rest = points[index:]
+                self._send({"op": "size_points", "call": call, "slots": slots, "points": rest})
+            while index < len(points):
+                try:
+                    answers = self._read_available()
+                except _NoAnswer:
+                    index += 1
+                    yield self._timed_out("per call")
+                    break
+                if answers is None:
+                    crash = self._crash()
+                    self.info = self._start()  # before yielding: the caller may stop reading
+                    index += 1
+                    yield crash
+                    break
+                index += len(answers)
+                yield from answers
+                if len(answers) < _FEW_ANSWERS and index < len(points):
+                    # The worker is slower than reading (gemm_ex looks up its kernels):
+                    # let answers gather instead of spinning on one at a time, which costs
+                    # the CPU the worker could use.
+                    time.sleep(_GATHER_S)
+
+    def _read_available(self) -> list[dict[str, Any]] | None:
+        """Every answer the worker has written so far (at least one; each had the per-call
+        deadline), or None when it died before writing another."""
+        assert self._proc is not None and self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        give_up = time.monotonic() + self.call_deadline_s
+        while b"\n" not in self._unread:
+            remaining = give_up - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                raise _NoAnswer
+            data = os.read(fd, 1 << 20)
+            if not data:
+                return None
+            self._unread += data
+            if len(self._unread) > _MAX_ANSWER_BYTES:
+                return None  # not the worker's protocol: treat it as dead
+        complete, _, self._unread = self._unread.rpartition(b"\n")
+        answers: list[dict[str, Any]] = json.loads(b"[" + complete.replace(b"\n", b",") + b"]")
+        return answers
 
     def run(self, calls: list[dict[str, Any]]) -> list[dict[str, Any] | Crash]:
         """Make each call for real, outside a size query (so rocBLAS logs it); its status."""

@@ -7,6 +7,8 @@
         count: 10                                # optional, default 1
       - routine: rocblas_gemm_ex                 # or a routine and its arguments as a mapping
         args: {m: 4096, n: 4096, k: 4096, a_type: f16_r}
+      - call: rocblas_dtrsm_batched:m=512,n=512  # sized at every point of a sweep (a grid
+        sweep: {batch_count: 1..64}              # when several); a range or a list [1, 8]
 
 The file is checked against `SCHEMA` (JSON Schema) before any call is built; every error
 names the file and line. It is untrusted input: at most `MAX_WORKLOAD_BYTES`, UTF-8, YAML
@@ -26,6 +28,8 @@ from sizing.catalog import Catalog, load_catalog
 from sizing.errors import SizingError, WorkloadError
 from sizing.input_files import UnreadableInput, read_capped
 from sizing.strict_yaml import StrictYamlError, compose_strict, load_strict
+from sizing.sweep import SweptCall, plan_sweep
+from sizing.sweep_range import DEFAULT_MAX_POINTS, parse_sweep
 
 MAX_WORKLOAD_BYTES = 16 << 20  # written by hand: far more than any real one
 MAX_COUNT = 2**63 - 1
@@ -54,6 +58,22 @@ SCHEMA: dict[str, Any] = {
                     },
                     "count": {"type": "integer", "minimum": 1, "maximum": MAX_COUNT},
                     "note": {"type": "string"},
+                    # ARG: RANGE (`1..64`, `1..4096:64`, `1..65536*2`, `1,8,20,64`) or a list
+                    "sweep": {
+                        "type": "object",
+                        "minProperties": 1,
+                        "additionalProperties": {
+                            "oneOf": [
+                                {"type": "string", "minLength": 1, "maxLength": 1000},
+                                {
+                                    "type": "array",
+                                    "minItems": 1,
+                                    "maxItems": 100_000,
+                                    "items": {"type": "integer"},
+                                },
+                            ]
+                        },
+                    },
                 },
                 "dependentSchemas": {"call": {"not": {"required": ["args"]}}},
             },
@@ -63,7 +83,23 @@ SCHEMA: dict[str, Any] = {
 
 
 def read_workload(path: Path, catalog: Catalog | None = None) -> list[tuple[Call, int]]:
-    """The calls of a workload file with their counts. Raises WorkloadError (file:line)."""
+    """The calls of a workload file with their counts. Raises WorkloadError (file:line); a
+    call with a `sweep` is one too (`read_workload_entries` reads those)."""
+    calls: list[tuple[Call, int]] = []
+    for entry in read_workload_entries(path, catalog):
+        if isinstance(entry, SweptCall):
+            raise WorkloadError(
+                f"{path}: {entry.label} is swept: read the file with read_workload_entries"
+            )
+        calls.append(entry)
+    return calls
+
+
+def read_workload_entries(
+    path: Path, catalog: Catalog | None = None, *, max_points: int = DEFAULT_MAX_POINTS
+) -> list[tuple[Call, int] | SweptCall]:
+    """The calls of a workload file with their counts, and a SweptCall for each call with a
+    `sweep` (of at most `max_points` points). Raises WorkloadError (file:line)."""
     catalog = catalog or load_catalog()
     text = _read_text(path)
     try:
@@ -84,8 +120,11 @@ def read_workload(path: Path, catalog: Catalog | None = None) -> list[tuple[Call
         if len(message) > _MESSAGE_CHARS:  # the message quotes the value: say the rule instead
             message = f"fails the schema's {error.validator!r} rule ({error.validator_value!r})"
         raise WorkloadError(f"{path}:{where}: {field}: {message}")
-    calls = []
+    calls: list[tuple[Call, int] | SweptCall] = []
     for index, entry in enumerate(data["calls"]):
+        if "sweep" in entry:
+            calls.append(_swept(path, root, index, entry, catalog, max_points))
+            continue
         try:
             if "call" in entry:
                 call = parse_call(entry["call"], catalog)
@@ -95,6 +134,35 @@ def read_workload(path: Path, catalog: Catalog | None = None) -> list[tuple[Call
             raise WorkloadError(f"{path}:{_line_of(root, ['calls', index])}: {err}") from None
         calls.append((call, int(entry.get("count", 1))))
     return calls
+
+
+def _swept(
+    path: Path,
+    root: yaml.Node | None,
+    index: int,
+    entry: dict[str, Any],
+    catalog: Catalog,
+    max_points: int,
+) -> SweptCall:
+    """A call with `sweep: {ARG: RANGE or [values]}`: the same rules as `--sweep ARG=RANGE`.
+    A bad range names the line of its sweep; a bad call, the line of its entry."""
+    sweeps = []
+    for arg, spec in entry["sweep"].items():
+        text = ",".join(map(str, spec)) if isinstance(spec, list) else spec
+        try:
+            sweeps.append(parse_sweep(f"{arg}={text}"))
+        except SizingError as err:
+            where = _line_of(root, ["calls", index, "sweep", arg])
+            raise WorkloadError(f"{path}:{where}: {err}") from None
+    count = int(entry.get("count", 1))
+    try:
+        if "call" in entry:
+            return plan_sweep(entry["call"], sweeps, catalog, count=count, max_points=max_points)
+        given = entry.get("args", {})
+        routine = catalog.lookup(entry["routine"])
+        return plan_sweep(routine, sweeps, catalog, given=given, count=count, max_points=max_points)
+    except SizingError as err:
+        raise WorkloadError(f"{path}:{_line_of(root, ['calls', index])}: {err}") from None
 
 
 def _read_text(path: Path) -> str:

@@ -11,11 +11,16 @@ will, and says so when the library would see something other than what was meant
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sizing.errors import SizingError, UsageError
 from sizing.recommend import degraded_calls, query_kind
 from sizing.session import CallResult, SessionResult
+
+if TYPE_CHECKING:
+    from sizing.sweep import SweepResult
 
 VARIABLE = "ROCBLAS_DEVICE_MEMORY_SIZE"
 ULONG_MAX = 2**64 - 1  # unsigned long on the 64-bit Linux targets ROCm supports
@@ -160,6 +165,8 @@ class CheckOutcome:
     reason: str
     misfits: list[CallResult]  # calls needing more than the setting, largest first
     degraded: list[str] = field(default_factory=list)  # calls that run degraded with it
+    # Swept calls: where each one's need is largest, and how many points the setting misses.
+    sweep_notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -174,15 +181,34 @@ class CheckOutcome:
             ],
             "notes": self.setting.notes,
             "degraded_calls": self.degraded,
+            "sweeps": self.sweep_notes,
         }
 
 
 def check(setting: WorkspaceSetting, result: SessionResult) -> CheckOutcome:
-    """Pass when a handle created with `setting` can run every call of `result`.
+    """Pass when a handle created with `setting` can run every call of `result` (of a swept
+    call, every point: its largest need is among the calls).
 
     Where minimums were measured (`SizingSession.measure_minimum`), a call fits from its
     minimum up; between its minimum and optimal it runs degraded, which passes with the call
     named in `degraded` (a warning)."""
+    outcome = _check(setting, result)
+    notes = [_sweep_note(setting, swept) for swept in result.sweeps]
+    return dataclasses.replace(outcome, sweep_notes=notes)
+
+
+def _sweep_note(setting: WorkspaceSetting, swept: SweepResult) -> str:
+    note = swept.summary_line()
+    if setting.managed or swept.max_bytes is None:
+        return note
+    count, first = swept.points_above(setting.bytes)
+    if first is not None:
+        note += f"; {count:,} points need more than {setting.bytes:,} bytes, the first at "
+        note += swept.point_text(first)
+    return note
+
+
+def _check(setting: WorkspaceSetting, result: SessionResult) -> CheckOutcome:
     if result.failed:
         labels = ", ".join(r.call.label for r in result.failed)
         raise IncompleteSizing(f"cannot check: these calls could not be sized: {labels}")
