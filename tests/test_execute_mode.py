@@ -27,6 +27,9 @@ class Dim3(ctypes.Structure):
 
 
 ONE = Dim3(1, 1, 1)
+# Registered stubs stay alive for the whole module: a freed one's address could come back as
+# the "never registered" buffer of a later test, which would then launch (a flaky test).
+_REGISTERED: list[ctypes.Array[ctypes.c_char]] = []
 
 
 def _end(hip: ctypes.CDLL) -> tuple[int, int, str, list[str]]:
@@ -40,6 +43,7 @@ def _end(hip: ctypes.CDLL) -> tuple[int, int, str, list[str]]:
 
 def test_launches_are_recorded_by_kernel_name(hip: ctypes.CDLL) -> None:
     stub = ctypes.create_string_buffer(8)  # a host stub's address, registered by name
+    _REGISTERED.append(stub)
     hip.__hipRegisterFunction(None, stub, None, b"my_kernel", 0, None, None, None, None, None)
     function = ctypes.c_void_p()
     assert hip.hipModuleGetFunction(ctypes.byref(function), None, b"tensile_kernel") == 0
