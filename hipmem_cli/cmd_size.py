@@ -8,7 +8,7 @@ import typer
 from rich.measure import Measurement
 from rich.table import Table
 
-from hipmem_cli import output
+from hipmem_cli import hipblaslt_calls, output
 from hipmem_cli.call_sources import CallSources, gather_calls
 from hipmem_cli.options import (
     CusOption,
@@ -55,6 +55,19 @@ def size(
 ) -> None:
     """Size rocBLAS/rocSOLVER calls with the real libraries, on a real or virtual GPU."""
     chosen = releases(rocm, rocm_dir)
+    calls, matmul_specs = hipblaslt_calls.split_specs(calls or [])
+    if matmul_specs:
+        matmuls = hipblaslt_calls.size_specs(matmul_specs, chosen, device, cus)
+        if not (calls or from_log or workload):  # hipBLASLt calls only
+            if json:
+                output.print_json({"hipblaslt": hipblaslt_calls.as_json(matmuls)})
+            else:
+                hipblaslt_calls.render(matmuls, top)
+            if hipblaslt_calls.report_failures(matmuls):
+                raise typer.Exit(1)
+            return
+        if not json:
+            hipblaslt_calls.render(matmuls, top)
     sources = CallSources(calls or [], from_log or [], workload or [], strict)
     parsed = gather_calls(sources, load_catalog(chosen[0].rocm))
     results = []
@@ -78,6 +91,8 @@ def size(
         if top is not None:  # the N largest, largest first; else every call in given order
             payload["calls"] = [r.as_dict() for r in _largest_first(result)[:top]]
         payload["distinct_calls"] = len(result.calls)
+        if matmul_specs:
+            payload["hipblaslt"] = hipblaslt_calls.as_json(matmuls)
         if sources.logs:
             payload["logs"] = [log.as_dict() for log in sources.logs]
         output.print_json(payload)
@@ -90,7 +105,8 @@ def size(
         )
     for failed in result.failed:
         output.error(str(failed.error))
-    if result.failed:
+    matmuls_failed = bool(matmul_specs) and hipblaslt_calls.report_failures(matmuls)
+    if result.failed or matmuls_failed:
         raise typer.Exit(1)
 
 

@@ -91,7 +91,9 @@ def load_hipblaslt(version: str) -> OfflineHipblaslt | None:
 
 def cached_hipblaslt() -> list[str]:
     return [
-        r.version for r in HIPBLASLT_RELEASES if (hipblaslt_dir() / r.version / MANIFEST_NAME).is_file()
+        r.version
+        for r in HIPBLASLT_RELEASES
+        if (hipblaslt_dir() / r.version / MANIFEST_NAME).is_file()
     ]
 
 

@@ -170,7 +170,6 @@ class Worker:
         return {"status": worst, "bytes": size.value}
 
 
-
 class _HeuristicResult(ctypes.Structure):
     """hipblasLtMatmulHeuristicResult_t (hipblaslt.h): the algo (16 opaque bytes and a size_t),
     then workspaceSize, state, wavesCount and int reserved[4]."""
@@ -212,7 +211,11 @@ class Hipblaslt:
         layout = ctypes.c_void_p()
         create = self.lib.hipblasLtMatrixLayoutCreate
         create.argtypes = [
-            ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int64
+            ctypes.c_void_p,
+            ctypes.c_int,
+            ctypes.c_uint64,
+            ctypes.c_uint64,
+            ctypes.c_int64,
         ]
         status = create(ctypes.byref(layout), data_type, rows, cols, max(rows, 1))
         if status != 0:
