@@ -12,6 +12,8 @@ from hipmem_cli.options import JsonOption, RocmDirOption
 from hipmem_cli.rocm_choice import requested
 from sizing import rocm_fetch
 from sizing.errors import PinnedVersionGone, SizingError
+from sizing.hipblaslt_fetch import fetch_hipblaslt
+from sizing.hipblaslt_releases import for_rocm
 from sizing.library_locator import Libraries, available, locate
 from sizing.rocm_releases import NEWEST, RELEASES, find_release
 from sizing.shim_build import build_shim
@@ -37,6 +39,14 @@ def fetch(
         ),
     ] = None,
     mirror: Annotated[str, typer.Option(help="Debian mirror URL.")] = rocm_fetch.DEFAULT_MIRROR,
+    hipblaslt: Annotated[
+        bool,
+        typer.Option(
+            "--hipblaslt/--no-hipblaslt",
+            help="Also fetch the hipBLASLt build that runs on each release (7.1.1 on 6.4, "
+            "7.2.4 on 7.2) with the solution data of the archs asked for.",
+        ),
+    ] = True,
 ) -> None:
     """Download Debian's rocBLAS and rocSOLVER into the user cache (resumable, idempotent).
 
@@ -67,6 +77,8 @@ def fetch(
             f"virtual device {escape(str(shim_dir))}[/dim]",
             highlight=False,
         )
+        if hipblaslt:
+            _fetch_hipblaslt(release.name, arch, mirror)
     for legacy in rocm_fetch.legacy_dirs():
         output.warning(f"{legacy} is hipmem's earlier cache layout, no longer read: delete it")
     if len(gone) == len(releases):
@@ -121,3 +133,19 @@ def _describe(libraries: Libraries, default: Libraries | None) -> dict[str, Any]
 
 def register(app: typer.Typer) -> None:
     app.add_typer(rocm_app, name="rocm")
+
+
+def _fetch_hipblaslt(rocm: str, arch: list[str] | None, mirror: str) -> None:
+    """The hipBLASLt build that runs on release `rocm`, with its solution data."""
+    build = for_rocm(rocm)
+    if build is None:
+        return
+    with output.progress(f"fetching hipBLASLt {build.version}", transfer=True) as report:
+        found = fetch_hipblaslt(build.version, arch, mirror, report, output.warning)
+    without = [a for a in (arch or []) if a not in build.solution_archs]
+    note = f"; Debian's build has none for {', '.join(without)}" if without else ""
+    output.stderr.print(
+        f"hipBLASLt {build.version} ready in {escape(str(found.root))} "
+        f"(solution data for {', '.join(found.archs) or 'no arch'}{note})",
+        highlight=False,
+    )

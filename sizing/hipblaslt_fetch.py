@@ -138,13 +138,8 @@ def fetch_hipblaslt(
     again: a complete fetch covering `archs` does nothing."""
     release = find_hipblaslt(version, parameter="hipblaslt")
     chosen = sorted(set(archs) if archs is not None else set(release.solution_archs))
-    unknown = [arch for arch in chosen if arch not in release.solution_archs]
+    # Archs the build has no data for are left out (a call for one says so when asked).
     chosen = [arch for arch in chosen if arch in release.solution_archs]
-    if unknown and not chosen and archs is not None:
-        raise FetchError(
-            f"hipBLASLt {release.version} as Debian builds it has no solution data for "
-            f"{', '.join(unknown)}; it has {', '.join(release.solution_archs)}"
-        )
     rocm_fetch.fetch(release.host_rocm, archs=[], mirror=mirror, progress=progress, notice=notice)
     report: ProgressCallback = progress or no_progress
     with rocm_fetch._fetch_lock(notice or (lambda message: None)):

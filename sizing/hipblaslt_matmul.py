@@ -389,3 +389,35 @@ def _result(
         algorithms,
         uncapped[0] if uncapped else None,
     )
+
+
+# ---- PyTorch's HIPBLASLT_WORKSPACE_SIZE ---------------------------------------------------
+# PyTorch reads CUBLASLT_WORKSPACE_SIZE, else HIPBLASLT_WORKSPACE_SIZE (ROCm builds too), an
+# integer in KiB, and passes it to the heuristic as HIPBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES
+# (aten/src/ATen/cuda/CublasHandlePool.cpp). A smaller value never fails a GEMM: the heuristic
+# picks another algorithm (often slower). So "covers" means: every call's first choice is the
+# one it gets with no cap.
+HIPBLASLT_VARIABLES = ("CUBLASLT_WORKSPACE_SIZE", "HIPBLASLT_WORKSPACE_SIZE")  # PyTorch's order
+
+
+def recommended_kib(report: MatmulReport) -> int:
+    """The smallest HIPBLASLT_WORKSPACE_SIZE (KiB) that leaves every first choice unchanged:
+    the largest workspace of an uncapped first choice, rounded up to whole KiB."""
+    needed = [r.uncapped.workspace_bytes for r in report.results if r.uncapped is not None]
+    return -(-max(needed, default=0) // 1024)
+
+
+def with_cap(calls: list[MatmulCall], cap_bytes: int) -> list[MatmulCall]:
+    from dataclasses import replace
+
+    return [replace(call, max_workspace_bytes=cap_bytes) for call in calls]
+
+
+def changed_by_cap(report: MatmulReport) -> list[MatmulResult]:
+    """The calls whose first choice under their cap is not the uncapped one (or that got no
+    algorithm at all under it)."""
+    return [
+        r
+        for r in report.results
+        if r.uncapped is not None and (not r.algorithms or r.algorithms[0].id != r.uncapped.id)
+    ]

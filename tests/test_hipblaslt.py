@@ -1,0 +1,140 @@
+"""hipBLASLt through the virtual device: the real libhipblaslt 7.1.1 (sid, HIP 6) and 7.2.4
+(experimental, HIP 7), fetched by `hipmem rocm fetch`, answering
+hipblasLtMatmulAlgoGetHeuristic on a virtual gfx90a (MI210) and gfx1100 (RX 7900 XTX).
+Known answers are keyed by hipBLASLt version, arch and CU count."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sizing.hipblaslt_matmul import (
+    PYTORCH_DEFAULT_CAP_BYTES,
+    changed_by_cap,
+    parse_matmul,
+    recommended_kib,
+    size_matmuls,
+    with_cap,
+)
+from sizing.hipblaslt_releases import HIPBLASLT_RELEASES
+from sizing.library_locator import locate
+from sizing.virtual_device import resolve
+from tests.conftest import cli_env
+
+DECODE = "hipblaslt_matmul:m=8192,n=16,k=8192,transA=T,a_type=bf16_r"
+GEMV = "hipblaslt_matmul:m=4096,n=1,k=14336,transA=T,a_type=bf16_r"
+SQUARE = "hipblaslt_matmul:m=4096,n=4096,k=4096,a_type=f16_r"
+LONG_K = "hipblaslt_matmul:m=1024,n=16,k=65536,transA=T,a_type=f16_r"
+
+# (hipBLASLt, ROCm tree, device, CUs) -> bytes of the first algorithm under PyTorch's cap
+KNOWN = {
+    ("7.1.1", "6.4", "gfx90a", 104): {DECODE: 7864320, GEMV: 7987200, SQUARE: 0, LONG_K: 7864320},
+    ("7.2.4", "7.2", "gfx90a", 104): {DECODE: 7864320, GEMV: 7987200, SQUARE: 0, LONG_K: 7864320},
+    ("7.1.1", "6.4", "gfx90a", 64): {DECODE: 7864320, LONG_K: 1966080},
+    ("7.1.1", "6.4", "gfx1100", 96): {DECODE: 0, GEMV: 0, SQUARE: 0, LONG_K: 1622016},
+    ("7.2.4", "7.2", "gfx1100", 96): {DECODE: 0, GEMV: 0, SQUARE: 0, LONG_K: 1622016},
+}
+
+
+@pytest.fixture(scope="session")
+def hipblaslt(rocm_roots: dict[str, Path]) -> dict[str, Path]:
+    """Every hipBLASLt build in the cache (fetched with gfx90a and gfx1100 data if not)."""
+    from sizing.hipblaslt_fetch import fetch_hipblaslt
+
+    return {
+        r.version: fetch_hipblaslt(r.version, ["gfx90a", "gfx1100"]).root
+        for r in HIPBLASLT_RELEASES
+        if r.host_rocm in rocm_roots
+    }
+
+
+def hipmem(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hipmem_cli.main", *args],
+        capture_output=True, text=True, env=cli_env(), timeout=300,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("key", list(KNOWN), ids=lambda k: "-".join(map(str, k)))
+def test_known_answers(hipblaslt: dict[str, Path], key: tuple[str, str, str, int]) -> None:
+    version, rocm, arch, cus = key
+    if version not in hipblaslt:
+        pytest.skip(f"hipBLASLt {version} could not be fetched")
+    specs = list(KNOWN[key])
+    report = size_matmuls([parse_matmul(s) for s in specs], resolve(arch, cus), locate(rocm=rocm))
+    assert report.hipblaslt_version == version
+    got = {spec: result.bytes for spec, result in zip(specs, report.results, strict=True)}
+    assert got == KNOWN[key]
+    assert all(r.cap_changed_choice is False for r in report.results)
+
+
+def test_cap_below_first_choice_changes_it(hipblaslt: dict[str, Path]) -> None:
+    calls = [parse_matmul(DECODE), parse_matmul(DECODE + ",max_workspace=0")]
+    report = size_matmuls(calls, resolve("MI210"), locate(rocm="6.4"))
+    full, capped = report.results
+    assert (full.bytes, full.cap_changed_choice) == (7864320, False)
+    assert (capped.bytes, capped.cap_changed_choice) == (0, True)
+    assert capped.uncapped is not None and capped.uncapped.workspace_bytes == 7864320
+
+
+def test_recommend_check_round_trip(hipblaslt: dict[str, Path]) -> None:
+    """The recommended KiB leaves every first choice unchanged; one KiB less changes the
+    call that needs it, and only that one."""
+    calls = [parse_matmul(s) for s in (DECODE, GEMV, SQUARE)]
+    device, libraries = resolve("MI210"), locate(rocm="7.2")
+    kib = recommended_kib(size_matmuls(calls, device, libraries))
+    assert kib == -(-7987200 // 1024)
+    assert changed_by_cap(size_matmuls(with_cap(calls, kib * 1024), device, libraries)) == []
+    worse = changed_by_cap(size_matmuls(with_cap(calls, (kib - 1) * 1024), device, libraries))
+    assert [r.call.shape_label() for r in worse] == [parse_matmul(GEMV).shape_label()]
+
+
+def test_cli_json_every_algorithm_and_version(hipblaslt: dict[str, Path]) -> None:
+    done = hipmem("size", "--rocm", "7.2", "--device", "MI210", "--json", DECODE + ",algorithms=4")
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)["hipblaslt"]
+    assert payload["hipblaslt"] == "7.2.4"
+    (call,) = payload["calls"]
+    assert call["args"]["max_workspace"] == PYTORCH_DEFAULT_CAP_BYTES
+    assert 1 <= len(call["algorithms"]) <= 4
+    assert call["bytes"] == call["algorithms"][0]["workspace_bytes"] == 7864320
+    assert call["cap_changed_first_choice"] is False
+
+
+def test_gfx942_has_no_data_one_line_others_answered(hipblaslt: dict[str, Path]) -> None:
+    done = hipmem(
+        "size", "--rocm", "7.2", "--device", "MI300X", DECODE, "rocsolver_dgetrf:m=1024,n=1024"
+    )
+    assert done.returncode == 1
+    errors = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1, done.stderr
+    assert "hipBLASLt 7.2.4 (Debian) has no solution data for gfx942" in errors[0]
+    assert "TensileLibrary_lazy_gfx942.dat" in errors[0]
+    assert "4,732,160" in done.stdout  # the rocSOLVER call is still answered
+
+
+def test_side_by_side_names_both_versions(hipblaslt: dict[str, Path]) -> None:
+    done = hipmem("size", "--rocm", "6.4,7.2", "--device", "gfx1100", LONG_K)
+    assert done.returncode == 0, done.stderr
+    assert "hipBLASLt 7.1.1" in done.stdout and "hipBLASLt 7.2.4" in done.stdout
+    assert done.stdout.count("1,622,016") == 2
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("hipblaslt_matmul:m=4,n=4", "k required"),
+        ("hipblaslt_matmul:m=4,n=4,k=4,transA=X", "transA='X': expected N, T or C"),
+        ("hipblaslt_matmul:m=4,n=4,k=4,a_type=f99_r", "a_type='f99_r'"),
+        ("hipblaslt_matmul:m=4,n=4,k=4,m=8", "m= given twice"),
+        ("hipblaslt_matmul:m=-4,n=4,k=4", "m='-4' is not a whole number"),
+    ],
+)
+def test_bad_specs_exit_2(spec: str, message: str) -> None:
+    done = hipmem("size", "--device", "MI210", spec)
+    assert done.returncode == 2
+    assert message in done.stderr
