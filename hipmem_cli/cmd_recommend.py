@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from hipmem_cli import output
+from hipmem_cli import hipblaslt_calls, output
 from hipmem_cli.call_sources import CallSources, gather_calls
 from hipmem_cli.options import (
     CusOption,
@@ -86,6 +86,14 @@ def recommend_command(
     if fmt is not None:
         env_formats.check_format(fmt)
     libraries = one_release(rocm, rocm_dir, "recommend")
+    calls, matmul_specs = hipblaslt_calls.split_specs(calls or [])
+    if matmul_specs:
+        hipblaslt_calls.warn_cuda_variables()
+        line = hipblaslt_calls.recommend_line(matmul_specs, libraries, device, cus)
+        if not (calls or from_log or workload):
+            _write(line + "\n")
+            return
+        matmul_line = line
     result = _size(
         CallSources(calls or [], from_log or [], workload or [], strict), device, cus, libraries
     )
@@ -98,6 +106,8 @@ def recommend_command(
         if output.stdout.is_terminal:
             _render_summary(advice, result, pytorch)
         _write(env_formats.render("shell", variables, comment=comment))
+        if matmul_specs:
+            _write(matmul_line + "\n")
     elif fmt == "github":
         _emit_github(variables)
     else:
@@ -122,6 +132,15 @@ def check_command(
     rocm_dir: RocmDirOption = None,
     rocm: RocmOption = None,
     json: JsonOption = False,
+    hipblaslt_value: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            "--hipblaslt-value",
+            help="HIPBLASLT_WORKSPACE_SIZE to check (KiB) for hipblaslt_matmul calls. Default: "
+            "$CUBLASLT_WORKSPACE_SIZE, else $HIPBLASLT_WORKSPACE_SIZE, else PyTorch's default.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Exit 0 when ROCBLAS_DEVICE_MEMORY_SIZE covers the workload, 1 (with the reason) if not."""
     if value is not None:
@@ -129,6 +148,17 @@ def check_command(
     else:
         setting = read_setting(os.environ.get(VARIABLE), source=f"${VARIABLE}")
     libraries = one_release(rocm, rocm_dir, "check")
+    calls, matmul_specs = hipblaslt_calls.split_specs(calls or [])
+    if matmul_specs:
+        matmuls_ok = hipblaslt_calls.check_specs(
+            matmul_specs, hipblaslt_value, libraries, device, cus
+        )
+        if not (calls or from_log or workload):
+            if not matmuls_ok:
+                raise typer.Exit(1)
+            return
+        if not matmuls_ok:
+            raise typer.Exit(1)
     result = _size(
         CallSources(calls or [], from_log or [], workload or [], strict), device, cus, libraries
     )

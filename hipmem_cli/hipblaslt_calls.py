@@ -98,3 +98,98 @@ def report_failures(reports: list[MatmulReport]) -> bool:
             output.error(str(result.error))
             failed = True
     return failed
+
+
+# ---- recommend --pytorch / check: HIPBLASLT_WORKSPACE_SIZE ------------------------------
+
+
+def warn_cuda_variables() -> None:
+    """PyTorch on ROCm reads the CUDA-era names first: set, they silently win."""
+    import os
+
+    for name, wins_over in (
+        ("CUBLAS_WORKSPACE_CONFIG", "HIPBLAS_WORKSPACE_CONFIG"),
+        ("CUBLASLT_WORKSPACE_SIZE", "HIPBLASLT_WORKSPACE_SIZE"),
+    ):
+        if os.environ.get(name):
+            output.warning(
+                f"{name} is set: PyTorch reads it before {wins_over}, on ROCm too; unset it"
+            )
+
+
+def recommend_line(
+    specs: list[str], libraries: Libraries, device: str | None, cus: int | None
+) -> str:
+    """`export HIPBLASLT_WORKSPACE_SIZE=KiB`: the smallest cap keeping every first choice."""
+    from sizing.hipblaslt_matmul import recommended_kib
+
+    (report,) = size_specs(specs, [libraries], device, cus)
+    if report_failures([report]):
+        import typer
+
+        raise typer.Exit(1)
+    kib = recommended_kib(report)
+    output.stderr.print(
+        f"[dim]HIPBLASLT_WORKSPACE_SIZE (KiB): the largest workspace of an uncapped first "
+        f"choice among {len(report.results)} hipBLASLt call(s), hipBLASLt "
+        f"{report.hipblaslt_version}[/dim]",
+        highlight=False,
+    )
+    return f"export HIPBLASLT_WORKSPACE_SIZE={kib}"
+
+
+def read_kib(value: str | None) -> tuple[int | None, str]:
+    """The cap PyTorch uses, in bytes, and where it came from: --hipblaslt-value, else
+    CUBLASLT_WORKSPACE_SIZE, else HIPBLASLT_WORKSPACE_SIZE (KiB); None: PyTorch's default."""
+    import os
+
+    from sizing.call_spec import _DECIMAL
+    from sizing.errors import BadArgument
+
+    source = "--hipblaslt-value"
+    if value is None:
+        for name in ("CUBLASLT_WORKSPACE_SIZE", "HIPBLASLT_WORKSPACE_SIZE"):
+            if os.environ.get(name):
+                value, source = os.environ[name], f"${name}"
+                break
+    if value is None:
+        return None, "PyTorch's default"
+    text = value.strip()
+    if not _DECIMAL.fullmatch(text) or len(text) > 15 or int(text) < 0:
+        raise BadArgument(f"{source}={value[:40]!r}: expected a whole number of KiB")
+    return int(text) * 1024, f"{source}={text}"
+
+
+def check_specs(
+    specs: list[str], value: str | None, libraries: Libraries, device: str | None, cus: int | None
+) -> bool:
+    """Re-ask each call's heuristic with the value as its cap; False (and one line per call)
+    when a first choice changes."""
+    from sizing.hipblaslt_matmul import (
+        PYTORCH_DEFAULT_CAP_BYTES,
+        changed_by_cap,
+        size_matmuls,
+        with_cap,
+    )
+
+    cap_bytes, source = read_kib(value)
+    calls = with_cap([parse_matmul(s) for s in specs], cap_bytes or PYTORCH_DEFAULT_CAP_BYTES)
+    report = size_matmuls(calls, _choose_device(device, cus), libraries)
+    if report_failures([report]):
+        return False
+    changed = changed_by_cap(report)
+    for result in changed:
+        assert result.uncapped is not None
+        got = f"{result.algorithms[0].workspace_bytes:,}" if result.algorithms else "no algorithm"
+        output.error(
+            f"HIPBLASLT_WORKSPACE_SIZE ({source}) changes the first choice of "
+            f"{result.call.shape_label()}: it needs {result.uncapped.workspace_bytes:,} bytes "
+            f"(gets {got} bytes' algorithm instead; hipBLASLt {report.hipblaslt_version})"
+        )
+    if not changed:
+        output.stdout.print(
+            f"ok HIPBLASLT_WORKSPACE_SIZE ({source}) keeps the first choice of all "
+            f"{len(report.results)} hipBLASLt call(s) (hipBLASLt {report.hipblaslt_version})",
+            highlight=False,
+        )
+    return not changed

@@ -138,3 +138,23 @@ def test_bad_specs_exit_2(spec: str, message: str) -> None:
     done = hipmem("size", "--device", "MI210", spec)
     assert done.returncode == 2
     assert message in done.stderr
+
+
+def test_cli_recommend_then_check_round_trip(hipblaslt: dict[str, Path]) -> None:
+    calls = ("rocsolver_dgetrf:m=1024,n=1024", DECODE, GEMV)
+    base = ("--rocm", "7.2", "--device", "MI210")
+    done = hipmem("recommend", "--pytorch", *base, *calls)
+    assert done.returncode == 0, done.stderr
+    exports = dict(
+        line.removeprefix("export ").split("=", 1)
+        for line in done.stdout.splitlines()
+        if line.startswith("export ")
+    )
+    kib = int(exports["HIPBLASLT_WORKSPACE_SIZE"])
+    assert kib == 7800
+    ok = hipmem("check", *base, DECODE, GEMV, "--hipblaslt-value", str(kib))
+    assert ok.returncode == 0, ok.stderr
+    bad = hipmem("check", *base, DECODE, GEMV, "--hipblaslt-value", str(kib - 1))
+    assert bad.returncode == 1
+    assert "changes the first choice of m=4096,n=1,k=14336" in bad.stderr
+    assert "m=8192,n=16" not in bad.stderr
