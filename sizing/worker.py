@@ -236,6 +236,7 @@ class Hipblaslt:
     def heuristic(self, call: dict[str, Any]) -> dict[str, Any]:
         lib = self.lib
         made: list[tuple[Any, Any]] = []
+        ran = -1
         try:
             desc = ctypes.c_void_p()
             status = lib.hipblasLtMatmulDescCreate(
@@ -283,6 +284,8 @@ class Hipblaslt:
             status = lib.hipblasLtMatmulAlgoGetHeuristic(
                 self.handle, desc, *layouts, preference, wanted, results, ctypes.byref(returned)
             )
+            if call.get("run") and status == 0 and returned.value > 0:
+                ran = self._matmul(desc, layouts, results[0])
         except _SetupFailed as failed:
             return {"stage": failed.stage, "status": failed.status}
         finally:
@@ -296,7 +299,42 @@ class Hipblaslt:
             for i in range(min(returned.value, wanted))
             if results[i].state == 0
         ]
-        return {"status": int(status), "algorithms": algorithms}
+        answer: dict[str, Any] = {"status": int(status), "algorithms": algorithms}
+        if call.get("run"):
+            answer["run_status"] = ran
+        return answer
+
+    def _matmul(self, desc: Any, layouts: list[Any], result: _HeuristicResult) -> int:
+        """hipblasLtMatmul with the first algorithm and dummy host buffers, so that the library
+        writes its call log (HIPBLASLT_LOG_MASK); no kernel can launch on the virtual device,
+        so the status is an error, after the log line."""
+        dummy = ctypes.create_string_buffer(1 << 16)
+        alpha, beta = ctypes.c_float(1.0), ctypes.c_float(0.0)
+        algo = ctypes.create_string_buffer(bytes(result.algo_data), 24)
+        ctypes.c_size_t.from_buffer(algo, 16).value = result.algo_max_workspace_bytes
+        workspace = ctypes.create_string_buffer(max(1, result.workspace_size))
+        function = self.lib.hipblasLtMatmul
+        function.argtypes = [ctypes.c_void_p] * 14 + [ctypes.c_size_t, ctypes.c_void_p]
+        return int(
+            function(
+                self.handle,
+                desc,
+                ctypes.byref(alpha),
+                dummy,
+                layouts[0],
+                dummy,
+                layouts[1],
+                ctypes.byref(beta),
+                dummy,
+                layouts[2],
+                dummy,
+                layouts[3],
+                algo,
+                workspace,
+                result.workspace_size,
+                None,
+            )
+        )
 
 
 class _SetupFailed(Exception):
