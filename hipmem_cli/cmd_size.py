@@ -56,8 +56,11 @@ def size(
     """Size rocBLAS/rocSOLVER calls with the real libraries, on a real or virtual GPU."""
     chosen = releases(rocm, rocm_dir)
     calls, matmul_specs = hipblaslt_calls.split_specs(calls or [])
-    if matmul_specs:
-        matmuls = hipblaslt_calls.size_specs(matmul_specs, chosen, device, cus)
+    from_log, matmul_logs = hipblaslt_calls.split_logs(from_log or [])
+    if matmul_specs or matmul_logs:
+        logged = hipblaslt_calls.read_logs(matmul_logs, strict)
+        matmuls = hipblaslt_calls.size_specs(matmul_specs, chosen, device, cus, logged)
+        matmul_specs = matmul_specs or ["(from logs)"]
         if not (calls or from_log or workload):  # hipBLASLt calls only
             if json:
                 output.print_json({"hipblaslt": hipblaslt_calls.as_json(matmuls)})

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
 from hipmem_cli import output
 from sizing.hipblaslt_matmul import (
+    MatmulCall,
     MatmulReport,
     MatmulResult,
     is_matmul_spec,
@@ -25,15 +27,56 @@ def split_specs(specs: list[str]) -> tuple[list[str], list[str]]:
     return others, [spec for spec in specs if is_matmul_spec(spec)]
 
 
+def split_logs(paths: list[Path]) -> tuple[list[Path], list[Path]]:
+    """(rocBLAS/rocSOLVER logs, hipBLASLt bench logs)."""
+    from sizing.hipblaslt_log import is_hipblaslt_log
+
+    ours = [path for path in paths if is_hipblaslt_log(path)]
+    return [path for path in paths if path not in ours], ours
+
+
+def read_logs(paths: list[Path], strict: bool) -> dict[MatmulCall, int]:
+    """Every call of the hipBLASLt logs, as often as logged; skipped lines are warned about
+    with their numbers (the first one is an error with --strict)."""
+    from sizing.errors import CallLogError
+    from sizing.hipblaslt_log import read_hipblaslt_log
+
+    counts: dict[MatmulCall, int] = {}
+    for path in paths:
+        log = read_hipblaslt_log(path)
+        if strict and log.skipped:
+            raise CallLogError(log.skipped[0].where(path) + " (--strict)")
+        output.stderr.print(
+            f"{path}: hipblaslt-bench log, {log.line_count:,} lines, {log.call_count:,} calls "
+            f"({len(log.calls):,} distinct), {len(log.skipped):,} lines skipped",
+            highlight=False,
+            markup=False,
+        )
+        for skipped in log.skipped[:5]:
+            output.warning(skipped.where(path))
+        for call, count in log.calls.items():
+            counts[call] = counts.get(call, 0) + count
+    return counts
+
+
 def size_specs(
-    specs: list[str], chosen: list[Libraries], device: str | None, cus: int | None
+    specs: list[str],
+    chosen: list[Libraries],
+    device: str | None,
+    cus: int | None,
+    logged: dict[MatmulCall, int] | None = None,
 ) -> list[MatmulReport]:
-    calls = [parse_matmul(spec) for spec in specs]
+    """Size the named calls and the logged ones (each counted as often as it was logged)."""
+    logged = logged or {}
+    calls = [parse_matmul(spec) for spec in specs] + list(logged)
     target = _choose_device(device, cus)
     reports = []
     for libraries in chosen:
         with output.progress(f"hipBLASLt heuristics with ROCm {libraries.rocm}"):
-            reports.append(size_matmuls(calls, target, libraries))
+            report = size_matmuls(calls, target, libraries)
+        for result in report.results:  # a logged call counts as often as it was logged
+            result.count += max(0, logged.get(result.call, 0) - 1)
+        reports.append(report)
     return reports
 
 

@@ -158,3 +158,30 @@ def test_cli_recommend_then_check_round_trip(hipblaslt: dict[str, Path]) -> None
     assert bad.returncode == 1
     assert "changes the first choice of m=4096,n=1,k=14336" in bad.stderr
     assert "m=8192,n=16" not in bad.stderr
+
+
+LOG = (
+    Path(__file__).parent / "data" / "hipblaslt" / "decode-mi210.log"
+)  # tests/hipblaslt_log_recorder.py
+
+
+def test_from_log_written_by_the_library(hipblaslt: dict[str, Path], tmp_path: Path) -> None:
+    """The fixture is hipBLASLt 7.2.4's own HIPBLASLT_LOG_MASK=32 output; a damaged line added
+    to it is skipped and reported with its number, the rest answered."""
+    damaged = tmp_path / "bench.log"
+    damaged.write_text(LOG.read_text() + "hipblaslt-bench -m 4 -n 4 -k 4 -m 8\n")
+    done = hipmem(
+        "size", "--rocm", "7.2", "--device", "MI210", "--json", "--from-log", str(damaged)
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"{damaged}:6: -m given twice" in done.stderr
+    calls = json.loads(done.stdout)["hipblaslt"]["calls"]
+    by_shape = {(c["args"]["m"], c["args"]["n"], c["args"]["k"]): c for c in calls}
+    assert by_shape[(14336, 16, 4096)]["count"] == 2
+    assert by_shape[(4096, 16, 14336)]["bytes"] == 7987200
+    assert by_shape[(128, 16, 1024)]["args"]["batch_count"] == 32
+    strict = hipmem(
+        "size", "--rocm", "7.2", "--device", "MI210", "--strict", "--from-log", str(damaged)
+    )
+    assert strict.returncode == 1
+    assert f"{damaged}:6: -m given twice (--strict)" in strict.stderr
