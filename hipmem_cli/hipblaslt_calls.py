@@ -126,6 +126,16 @@ def render(reports: list[MatmulReport], top: int | None) -> None:
         "[dim]bytes: the workspace of the heuristic's first algorithm within max_workspace "
         "(what an application that takes the first choice uses)[/dim]"
     )
+    from sizing.hipblaslt_releases import find_hipblaslt
+
+    for report in reports:
+        build = find_hipblaslt(report.hipblaslt_version)
+        output.stdout.print(
+            f"[dim]hipBLASLt {build.version} (Debian {build.suite}: "
+            f"libhipblaslt1 {build.pins['libhipblaslt1']}) on ROCm {build.host_rocm}'s runtime, "
+            "from offline cache (hipmem rocm fetch)[/dim]",
+            highlight=False,
+        )
 
 
 def as_json(reports: list[MatmulReport]) -> Any:
@@ -236,3 +246,17 @@ def check_specs(
             highlight=False,
         )
     return not changed
+
+
+def read_workloads(paths: list[Path]) -> tuple[dict[MatmulCall, int], int]:
+    """The hipBLASLt calls of workload files (with counts), and how many other calls they hold."""
+    from sizing.workload_file import read_workload_matmuls
+
+    found: dict[MatmulCall, int] = {}
+    others = 0
+    for path in paths:
+        calls, rest = read_workload_matmuls(path)
+        others += rest
+        for call, count in calls.items():
+            found[call] = found.get(call, 0) + count
+    return found, others

@@ -185,3 +185,29 @@ def test_from_log_written_by_the_library(hipblaslt: dict[str, Path], tmp_path: P
     )
     assert strict.returncode == 1
     assert f"{damaged}:6: -m given twice (--strict)" in strict.stderr
+
+
+def test_workload_mixes_libraries(hipblaslt: dict[str, Path], tmp_path: Path) -> None:
+    workload = tmp_path / "mixed.yaml"
+    workload.write_text(
+        "version: 1\ncalls:\n"
+        "  - call: rocsolver_dgetrf:m=1024,n=1024\n"
+        f"  - call: {GEMV}\n    count: 32\n"
+        "  - routine: hipblaslt_matmul\n"
+        "    args: {m: 4096, n: 1, k: 14336, transA: T, a_type: bf16_r}\n"
+    )
+    done = hipmem(
+        "size", "--rocm", "7.2", "--device", "MI210", "--json", "--workload", str(workload)
+    )
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["session_bytes"] == 4732160
+    (call,) = payload["hipblaslt"]["calls"]
+    assert (call["bytes"], call["count"]) == (7987200, 33)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "version: 1\ncalls:\n  - call: rocsolver_dgetrf:m=8,n=8\n  - call: hipblaslt_matmul:m=4\n"
+    )
+    done = hipmem("size", "--rocm", "7.2", "--device", "MI210", "--workload", str(bad))
+    assert done.returncode == 2
+    assert f"{bad}:4: hipblaslt_matmul: n, k required" in done.stderr
