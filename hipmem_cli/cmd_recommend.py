@@ -86,14 +86,14 @@ def recommend_command(
     if fmt is not None:
         env_formats.check_format(fmt)
     libraries = one_release(rocm, rocm_dir, "recommend")
-    calls, matmul_specs = hipblaslt_calls.split_specs(calls or [])
-    if matmul_specs:
+    matmuls = hipblaslt_calls.gather(calls, from_log, workload, strict)
+    calls, from_log, workload = matmuls.calls, matmuls.from_log, matmuls.workload
+    if matmuls.any:
         hipblaslt_calls.warn_cuda_variables()
-        line = hipblaslt_calls.recommend_line(matmul_specs, libraries, device, cus)
-        if not (calls or from_log or workload):
-            _write(line + "\n")
+        matmul_line = hipblaslt_calls.recommend_line(matmuls, libraries, device, cus)
+        if matmuls.only:
+            _write(matmul_line + "\n")
             return
-        matmul_line = line
     result = _size(
         CallSources(calls or [], from_log or [], workload or [], strict), device, cus, libraries
     )
@@ -106,7 +106,7 @@ def recommend_command(
         if output.stdout.is_terminal:
             _render_summary(advice, result, pytorch)
         _write(env_formats.render("shell", variables, comment=comment))
-        if matmul_specs:
+        if matmuls.any:
             _write(matmul_line + "\n")
     elif fmt == "github":
         _emit_github(variables)
@@ -148,17 +148,14 @@ def check_command(
     else:
         setting = read_setting(os.environ.get(VARIABLE), source=f"${VARIABLE}")
     libraries = one_release(rocm, rocm_dir, "check")
-    calls, matmul_specs = hipblaslt_calls.split_specs(calls or [])
-    if matmul_specs:
-        matmuls_ok = hipblaslt_calls.check_specs(
-            matmul_specs, hipblaslt_value, libraries, device, cus
-        )
-        if not (calls or from_log or workload):
-            if not matmuls_ok:
-                raise typer.Exit(1)
-            return
-        if not matmuls_ok:
+    matmuls = hipblaslt_calls.gather(calls, from_log, workload, strict)
+    calls, from_log, workload = matmuls.calls, matmuls.from_log, matmuls.workload
+    if matmuls.any:
+        hipblaslt_calls.warn_cuda_variables()
+        if not hipblaslt_calls.check_specs(matmuls, hipblaslt_value, libraries, device, cus):
             raise typer.Exit(1)
+        if matmuls.only:
+            return
     result = _size(
         CallSources(calls or [], from_log or [], workload or [], strict), device, cus, libraries
     )

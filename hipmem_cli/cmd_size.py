@@ -55,17 +55,12 @@ def size(
 ) -> None:
     """Size rocBLAS/rocSOLVER calls with the real libraries, on a real or virtual GPU."""
     chosen = releases(rocm, rocm_dir)
-    calls, matmul_specs = hipblaslt_calls.split_specs(calls or [])
-    from_log, matmul_logs = hipblaslt_calls.split_logs(from_log or [])
-    logged, other_workload_calls = hipblaslt_calls.read_workloads(workload or [])
-    if not other_workload_calls:
-        workload = []  # hipBLASLt calls only: nothing in them for rocBLAS
-    if matmul_specs or matmul_logs or logged:
-        for call, count in hipblaslt_calls.read_logs(matmul_logs, strict).items():
-            logged[call] = logged.get(call, 0) + count
-        matmuls = hipblaslt_calls.size_specs(matmul_specs, chosen, device, cus, logged)
-        matmul_specs = matmul_specs or ["(from logs and workloads)"]
-        if not (calls or from_log or workload):  # hipBLASLt calls only
+    found = hipblaslt_calls.gather(calls, from_log, workload, strict)
+    calls, from_log, workload = found.calls, found.from_log, found.workload
+    matmul_specs = found.specs or (["(from logs and workloads)"] if found.logged else [])
+    if found.any:
+        matmuls = hipblaslt_calls.size_specs(found.specs, chosen, device, cus, found.logged)
+        if found.only:
             if json:
                 output.print_json({"hipblaslt": hipblaslt_calls.as_json(matmuls)})
             else:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -171,12 +172,12 @@ def warn_cuda_variables() -> None:
 
 
 def recommend_line(
-    specs: list[str], libraries: Libraries, device: str | None, cus: int | None
+    found: Gathered, libraries: Libraries, device: str | None, cus: int | None
 ) -> str:
     """`export HIPBLASLT_WORKSPACE_SIZE=KiB`: the smallest cap keeping every first choice."""
     from sizing.hipblaslt_matmul import recommended_kib
 
-    (report,) = size_specs(specs, [libraries], device, cus)
+    (report,) = size_specs(found.specs, [libraries], device, cus, found.logged)
     if report_failures([report]):
         import typer
 
@@ -214,7 +215,7 @@ def read_kib(value: str | None) -> tuple[int | None, str]:
 
 
 def check_specs(
-    specs: list[str], value: str | None, libraries: Libraries, device: str | None, cus: int | None
+    found: Gathered, value: str | None, libraries: Libraries, device: str | None, cus: int | None
 ) -> bool:
     """Re-ask each call's heuristic with the value as its cap; False (and one line per call)
     when a first choice changes."""
@@ -226,7 +227,8 @@ def check_specs(
     )
 
     cap_bytes, source = read_kib(value)
-    calls = with_cap([parse_matmul(s) for s in specs], cap_bytes or PYTORCH_DEFAULT_CAP_BYTES)
+    named = [parse_matmul(s) for s in found.specs] + list(found.logged)
+    calls = with_cap(named, cap_bytes or PYTORCH_DEFAULT_CAP_BYTES)
     report = size_matmuls(calls, _choose_device(device, cus), libraries)
     if report_failures([report]):
         return False
@@ -260,3 +262,35 @@ def read_workloads(paths: list[Path]) -> tuple[dict[MatmulCall, int], int]:
         for call, count in calls.items():
             found[call] = found.get(call, 0) + count
     return found, others
+
+
+@dataclass
+class Gathered:
+    """The hipBLASLt calls of a request, and what is left for rocBLAS/rocSOLVER."""
+
+    specs: list[str]  # hipblaslt_matmul specs from the command line
+    logged: dict[MatmulCall, int]  # from hipBLASLt bench logs and workloads, with counts
+    calls: list[str]  # the other command-line specs
+    from_log: list[Path]  # the other logs
+    workload: list[Path]  # workloads with other calls in them
+
+    @property
+    def any(self) -> bool:
+        return bool(self.specs or self.logged)
+
+    @property
+    def only(self) -> bool:
+        """Nothing for rocBLAS/rocSOLVER in the request."""
+        return not (self.calls or self.from_log or self.workload)
+
+
+def gather(
+    calls: list[str] | None, from_log: list[Path] | None, workload: list[Path] | None, strict: bool
+) -> Gathered:
+    others, specs = split_specs(calls or [])
+    other_logs, matmul_logs = split_logs(from_log or [])
+    logged, other_workload_calls = read_workloads(workload or [])
+    for call, count in read_logs(matmul_logs, strict).items():
+        logged[call] = logged.get(call, 0) + count
+    workloads = list(workload or []) if other_workload_calls else []
+    return Gathered(specs, logged, others, other_logs, workloads)
