@@ -36,7 +36,7 @@ from sizing.recommend import (
     recommend,
 )
 from sizing.session import SessionResult, size_calls
-from sizing.workspace_check import VARIABLE, check, read_setting
+from sizing.workspace_check import VARIABLE, check, read_pytorch_config, read_setting
 
 CallsArgument = Annotated[
     Optional[list[str]],  # noqa: UP045 - typer reads annotations at runtime
@@ -132,6 +132,15 @@ def check_command(
     rocm_dir: RocmDirOption = None,
     rocm: RocmOption = None,
     json: JsonOption = False,
+    hipblas_config: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            "--hipblas-config",
+            help="Check PyTorch's HIPBLAS_WORKSPACE_CONFIG (:SIZE_KiB:COUNT) instead of "
+            "ROCBLAS_DEVICE_MEMORY_SIZE for the rocBLAS/rocSOLVER calls.",
+            show_default=False,
+        ),
+    ] = None,
     hipblaslt_value: Annotated[
         Optional[str],  # noqa: UP045
         typer.Option(
@@ -143,7 +152,9 @@ def check_command(
     ] = None,
 ) -> None:
     """Exit 0 when ROCBLAS_DEVICE_MEMORY_SIZE covers the workload, 1 (with the reason) if not."""
-    if value is not None:
+    if hipblas_config is not None:
+        setting = read_pytorch_config(hipblas_config, source="--hipblas-config")
+    elif value is not None:
         setting = read_setting(value, source="--value")
     else:
         setting = read_setting(os.environ.get(VARIABLE), source=f"${VARIABLE}")

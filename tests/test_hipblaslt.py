@@ -211,3 +211,41 @@ def test_workload_mixes_libraries(hipblaslt: dict[str, Path], tmp_path: Path) ->
     done = hipmem("size", "--rocm", "7.2", "--device", "MI210", "--workload", str(bad))
     assert done.returncode == 2
     assert f"{bad}:4: hipblaslt_matmul: n, k required" in done.stderr
+
+
+def test_cli_pytorch_round_trip_both_variables(hipblaslt: dict[str, Path]) -> None:
+    """recommend --pytorch, then check: both values pass; one KiB less of either fails,
+    naming the call."""
+    calls = ("rocsolver_dgetrf:m=1024,n=1024", GEMV)
+    base = ("--rocm", "7.2", "--device", "MI210")
+    done = hipmem("recommend", "--pytorch", *base, *calls)
+    assert done.returncode == 0, done.stderr
+    exports = dict(
+        line.removeprefix("export ").split("=", 1)
+        for line in done.stdout.splitlines()
+        if line.startswith("export ")
+    )
+    config, kib = exports["HIPBLAS_WORKSPACE_CONFIG"], int(exports["HIPBLASLT_WORKSPACE_SIZE"])
+    size_kib = int(config.split(":")[1])
+    assert config == f":{size_kib}:1"
+    ok = hipmem("check", *base, *calls, "--hipblas-config", config, "--hipblaslt-value", str(kib))
+    assert ok.returncode == 0, ok.stderr
+    less = f":{size_kib - 1}:1"
+    bad = hipmem("check", *base, *calls, "--hipblas-config", less, "--hipblaslt-value", str(kib))
+    assert bad.returncode == 1
+    assert f"HIPBLAS_WORKSPACE_CONFIG={less} is too small: rocsolver_dgetrf:m=1024,n=1024" in (
+        bad.stderr
+    )
+    bad = hipmem(
+        "check", *base, *calls, "--hipblas-config", config, "--hipblaslt-value", str(kib - 1)
+    )
+    assert bad.returncode == 1
+    assert "changes the first choice of m=4096,n=1,k=14336" in bad.stderr
+
+
+def test_hipblas_config_format_refused() -> None:
+    done = hipmem(
+        "check", "--device", "MI210", "rocsolver_dgetrf:m=8,n=8", "--hipblas-config", "4MiB"
+    )
+    assert done.returncode == 2
+    assert "not PyTorch's :SIZE_KiB:COUNT format" in done.stderr
