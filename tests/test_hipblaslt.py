@@ -249,3 +249,14 @@ def test_hipblas_config_format_refused() -> None:
     )
     assert done.returncode == 2
     assert "not PyTorch's :SIZE_KiB:COUNT format" in done.stderr
+
+
+def test_unsupported_types_named_not_crashed(hipblaslt: dict[str, Path]) -> None:
+    """A type combination the library has no kernel for: the heuristic's answer, named; the
+    other call still answered."""
+    odd = "hipblaslt_matmul:m=64,n=64,k=64,a_type=i8_r,c_type=f64_r"
+    done = hipmem("size", "--rocm", "7.2", "--device", "MI210", "--json", odd, GEMV)
+    assert done.returncode == 1
+    calls = json.loads(done.stdout)["hipblaslt"]["calls"]
+    assert [c["status"] for c in calls] == ["no_algorithm", "success"]
+    assert "the heuristic returned no algorithm" in done.stderr
