@@ -29,6 +29,7 @@ _API = {
     "SessionResult": ("sizing.session", "SessionResult"),
     "CallResult": ("sizing.session", "CallResult"),
     "size_calls": ("sizing.session", "size_calls"),
+    "Minimum": ("sizing.minimum", "Minimum"),
     "parse_call": ("sizing.call_spec", "parse_call"),
     "read_workload": ("sizing.workload_file", "read_workload"),
     "read_call_log": ("sizing.call_logs", "read_call_log"),
@@ -57,6 +58,7 @@ __all__ = [
     "AllocationLog",
     "CallResult",
     "HipmemError",
+    "Minimum",
     "Recommendation",
     "ReplayOptions",
     "SessionResult",
@@ -94,6 +96,7 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time __getattr__ impo
     from sizing.call_log_recorder import record_call_logs
     from sizing.call_logs import read_call_log
     from sizing.call_spec import parse_call
+    from sizing.minimum import Minimum
     from sizing.recommend import Recommendation, recommend
     from sizing.session import CallResult, SessionResult, SizingSession, size_calls
     from sizing.workload_file import read_workload

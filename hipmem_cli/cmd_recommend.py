@@ -76,6 +76,14 @@ def recommend_command(
     cus: CusOption = None,
     rocm_dir: RocmDirOption = None,
     rocm: RocmOption = None,
+    minimum: Annotated[
+        bool,
+        typer.Option(
+            "--minimum",
+            help="Measure each call's minimum workspace (by executing it on the virtual "
+            "device) and use it: calls between their minimum and optimal run degraded.",
+        ),
+    ] = False,
 ) -> None:
     """Recommend ROCBLAS_DEVICE_MEMORY_SIZE (and PyTorch's equivalent) for a workload."""
     # Every option is checked before any library is loaded.
@@ -95,9 +103,19 @@ def recommend_command(
             _write(matmul_line + "\n")
             return
     result = _size(
-        CallSources(calls or [], from_log or [], workload or [], strict), device, cus, libraries
+        CallSources(calls or [], from_log or [], workload or [], strict),
+        device,
+        cus,
+        libraries,
+        minimum=minimum,
     )
-    advice = recommend(result, headroom=headroom_value, align_bytes=align_bytes, handles=handles)
+    advice = recommend(
+        result,
+        headroom=headroom_value,
+        align_bytes=align_bytes,
+        handles=handles,
+        minimum=minimum,
+    )
     for warning in advice.warnings:
         output.warning(warning)
     variables = advice.variables(pytorch=pytorch)
@@ -150,6 +168,14 @@ def check_command(
             show_default=False,
         ),
     ] = None,
+    minimum: Annotated[
+        bool,
+        typer.Option(
+            "--minimum",
+            help="Measure each call's minimum workspace (by executing it on the virtual "
+            "device) and use it: calls between their minimum and optimal run degraded.",
+        ),
+    ] = False,
 ) -> None:
     """Exit 0 when ROCBLAS_DEVICE_MEMORY_SIZE covers the workload, 1 (with the reason) if not."""
     if hipblas_config is not None:
@@ -168,7 +194,11 @@ def check_command(
         if matmuls.only:
             return
     result = _size(
-        CallSources(calls or [], from_log or [], workload or [], strict), device, cus, libraries
+        CallSources(calls or [], from_log or [], workload or [], strict),
+        device,
+        cus,
+        libraries,
+        minimum=minimum,
     )
     outcome = check(setting, result)
     if json:
@@ -176,6 +206,8 @@ def check_command(
     else:
         for note in setting.notes:
             output.warning(note)
+        for call in outcome.degraded:
+            output.warning(f"runs degraded: {call}")
         # The verdict, then which release gave the sizes it rests on, on the same stream.
         sized_with = release_line(libraries, result.library.versions)
         release = f"[dim]sized with {escape(sized_with)}[/dim]"
@@ -192,7 +224,12 @@ def check_command(
 
 
 def _size(
-    sources: CallSources, device: str | None, cus: int | None, libraries: Libraries
+    sources: CallSources,
+    device: str | None,
+    cus: int | None,
+    libraries: Libraries,
+    *,
+    minimum: bool = False,
 ) -> SessionResult:
     """Size the calls; a call that cannot be sized ends the command (exit 1)."""
     several = several_cached_warning(libraries)
@@ -206,6 +243,7 @@ def _size(
             compute_units=cus,
             progress=report,
             libraries=libraries,
+            minimum=minimum,
         )
     for failed in result.failed:
         output.error(str(failed.error))
@@ -250,7 +288,8 @@ def _render_summary(advice: Recommendation, result: SessionResult, pytorch: bool
     table.add_column("size", justify="right")
     table.add_column("bytes", justify="right")
     table.add_column("note", style="dim")
-    table.add_row("workload needs", *_sizes(advice.session_bytes), "")
+    needs_note = "the largest measured minimum" if advice.basis == "minimum" else ""
+    table.add_row("workload needs", *_sizes(advice.session_bytes), needs_note)
     table.add_row("+ headroom", *_sizes(advice.headroom_bytes), "")
     aligned = f"rounded up to {output.human_bytes(advice.align_bytes)}"
     table.add_row("recommended", *_sizes(advice.rocblas_device_memory_size_bytes), aligned)

@@ -52,6 +52,14 @@ def size(
         Optional[int],  # noqa: UP045
         typer.Option("--top", min=1, help="Show only the N distinct calls that need the most."),
     ] = None,
+    minimum: Annotated[
+        bool,
+        typer.Option(
+            "--minimum",
+            help="Also measure each call's minimum workspace (the least it runs with) and its "
+            "optimal (the least with its best kernels), by executing it on the virtual device.",
+        ),
+    ] = False,
 ) -> None:
     """Size rocBLAS/rocSOLVER calls with the real libraries, on a real or virtual GPU."""
     chosen = releases(rocm, rocm_dir)
@@ -82,6 +90,7 @@ def size(
                     compute_units=cus,
                     progress=report,
                     libraries=libraries,
+                    minimum=minimum,
                 )
             )
     if len(results) > 1:
@@ -100,6 +109,7 @@ def size(
         output.print_json(payload)
     else:
         render(result, top)
+    warn_unknown_minimums(result)
     for big in (r for r in result.calls if not r.fits_device):
         output.warning(
             f"{big.call.label} needs {big.bytes:,} bytes, more than the {result.device.name}'s "
@@ -128,6 +138,10 @@ def render(result: SessionResult, top: int | None = None) -> None:
     table.add_column("workspace", justify="right")
     table.add_column("bytes", justify="right")
     table.add_column("count", justify="right")
+    measured = result.session_minimum_bytes is not None
+    if measured:
+        for name in ("minimum", "optimal", "between"):
+            table.add_column(name, justify="left" if name == "between" else "right")
     for call in shown:
         size_text = (
             output.human_bytes(call.bytes)
@@ -139,13 +153,56 @@ def render(result: SessionResult, top: int | None = None) -> None:
             size_text,
             "" if call.bytes is None else f"{call.bytes:,}",
             str(call.count),
+            *(_minimum_cells(call) if measured else ()),
         )
-    output.stdout.print(table)
+    if measured:
+        _print_unfolded(table)
+    else:
+        output.stdout.print(table)
     output.stdout.print(
         f"[bold]session[/bold] {output.human_bytes(result.session_bytes)} "
         f"({result.session_bytes:,} bytes): the most any one call needs, as the library reports it"
     )
+    if result.session_minimum_bytes is not None:
+        output.stdout.print(
+            f"[bold]session minimum[/bold] {output.human_bytes(result.session_minimum_bytes)} "
+            f"({result.session_minimum_bytes:,} bytes): the largest minimum; between a call's "
+            "minimum and optimal it runs degraded"
+        )
     output.stdout.print(f"[dim]{_release_text(result)}[/dim]", highlight=False)
+
+
+def _print_unfolded(table: Table) -> None:
+    """As wide as the cells need: a call spec or a number is never folded or cut."""
+    unbounded = output.stdout.options.update(max_width=1 << 16)
+    needed = Measurement.get(output.stdout, unbounded, table).maximum
+    width = output.stdout.width
+    output.stdout.width = max(needed, width)
+    try:
+        output.stdout.print(table)
+    finally:
+        output.stdout.width = width
+
+
+def _minimum_cells(call: CallResult) -> tuple[str, str, str]:
+    """minimum, optimal, and how the call runs between them (or how they were found)."""
+    found = call.minimum
+    if found is None:
+        return ("", "", "")
+    if found.method == "unknown" or found.minimum_bytes is None or found.optimal_bytes is None:
+        return ("[red]unknown[/red]", "", "see below")
+    between = found.between_status or ("= query" if found.method == "query" else "same")
+    return (f"{found.minimum_bytes:,}", f"{found.optimal_bytes:,}", between)
+
+
+def warn_unknown_minimums(result: SessionResult) -> None:
+    """One line per call whose minimum could not be measured, with the reason."""
+    for call in result.calls:
+        if call.minimum is not None and call.minimum.method == "unknown":
+            output.warning(
+                f"{call.call.label}: minimum unknown ({call.minimum.reason}); "
+                "counted with its query size"
+            )
 
 
 def _release_text(result: SessionResult) -> str:

@@ -168,6 +168,8 @@ class Recommendation:
     rocm: str | None = None  # the ROCm release the figure is for
     library_versions: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    basis: str = "query"  # "query" (the library's sizes) or "minimum" (measured minimums)
+    degraded_calls: list[str] = field(default_factory=list)  # run below their optimal with it
 
     @property
     def saved_bytes_per_handle(self) -> int:
@@ -211,6 +213,8 @@ class Recommendation:
                 "why": PYTORCH_WHY,
             },
             "warnings": self.warnings,
+            "basis": self.basis,
+            "degraded_calls": self.degraded_calls,
         }
 
 
@@ -226,29 +230,40 @@ def recommend(
     align_bytes: int = 1,
     handles: int = 1,
     environ: Mapping[str, str] | None = None,
+    minimum: bool = False,
 ) -> Recommendation:
     """The recommendation for a sized session; `environ` (default os.environ) is checked for
-    settings that clash with it."""
+    settings that clash with it. `minimum=True` starts from the session's measured minimum
+    (`SizingSession.measure_minimum`) instead of the library's sizes, and names the calls
+    that then run degraded."""
     if handles < 1:
         raise BadSize("must be at least 1", parameter="handles", value=handles)
     if align_bytes < 1:
         raise BadSize("must be at least 1 byte", parameter="align_bytes", value=align_bytes)
     headroom = headroom or Headroom()
     environ = os.environ if environ is None else environ
-    headroom_bytes = headroom.bytes_for(result.session_bytes)
-    value_bytes = round_up(result.session_bytes + headroom_bytes, align_bytes)
+    needed_bytes = result.session_bytes
+    if minimum:
+        if result.session_minimum_bytes is None:
+            raise BadSize("no minimums were measured for this session", parameter="minimum")
+        needed_bytes = result.session_minimum_bytes
+    headroom_bytes = headroom.bytes_for(needed_bytes)
+    value_bytes = round_up(needed_bytes + headroom_bytes, align_bytes)
     memory = result.device.memory_bytes
     if value_bytes > memory:  # never emitted: a handle with it could not be created
         raise Unsatisfiable(
-            f"the recommendation ({result.session_bytes:,} bytes needed + headroom, rounded "
+            f"the recommendation ({needed_bytes:,} bytes needed + headroom, rounded "
             f"up to {align_bytes:,}) is {value_bytes:,} bytes, more than the "
             f"{result.device.name}'s {memory:,} bytes of memory; nothing emitted"
         )
     default_bytes, source = _default_bytes(result)
     sized = [r for r in result.calls if r.bytes is not None]
-    largest = max(sized, key=lambda r: r.bytes or 0, default=None)
+    if minimum:  # the call that sets the value: the largest minimum
+        largest = max(sized, key=lambda r: r.minimum_or_query_bytes or 0, default=None)
+    else:
+        largest = max(sized, key=lambda r: r.bytes or 0, default=None)
     advice = Recommendation(
-        session_bytes=result.session_bytes,
+        session_bytes=needed_bytes,
         headroom_bytes=headroom_bytes,
         align_bytes=align_bytes,
         rocblas_device_memory_size_bytes=value_bytes,
@@ -260,9 +275,27 @@ def recommend(
         pytorch_workspace_config=pytorch_workspace_config(value_bytes),
         rocm=result.library.rocm,
         library_versions=dict(result.library.versions),
+        basis="minimum" if minimum else "query",
+        degraded_calls=degraded_calls(result.calls, value_bytes),
     )
     advice.warnings.extend(warnings_for(advice, result, environ))
     return advice
+
+
+def degraded_calls(calls: list[CallResult], value_bytes: int) -> list[str]:
+    """What a workspace of `value_bytes` costs: each call it runs below its optimal, and how
+    ("LABEL: perf_degraded below 5,242,880 bytes")."""
+    found = []
+    for result in calls:
+        measured = result.minimum
+        if measured is None or measured.minimum_bytes is None or measured.optimal_bytes is None:
+            continue
+        if measured.minimum_bytes <= value_bytes < measured.optimal_bytes:
+            found.append(
+                f"{result.call.label}: {measured.between_status} below its optimal "
+                f"{measured.optimal_bytes:,} bytes"
+            )
+    return found
 
 
 def _default_bytes(result: SessionResult) -> tuple[int, str]:
@@ -283,6 +316,12 @@ def warnings_for(
     )
     found.extend(_memory_warnings(advice, result))
     found.extend(_optimal_warnings(result.calls))
+    found.extend(f"runs degraded: {call}" for call in advice.degraded_calls)
+    found.extend(
+        f"{r.call.label}: minimum unknown ({r.minimum.reason}); counted with its query size"
+        for r in result.calls
+        if r.minimum is not None and r.minimum.method == "unknown"
+    )
     if advice.rocblas_device_memory_size_bytes == 0:
         found.append(
             "the calls need no workspace; ROCBLAS_DEVICE_MEMORY_SIZE=0 means rocBLAS manages "
@@ -395,6 +434,8 @@ def _optimal_warnings(calls: list[CallResult]) -> list[str]:
     found = []
     for result in calls:
         kind = query_kind(result.call)
+        if result.minimum is not None and result.minimum.method != "unknown":
+            continue  # measured: the degraded list says what running below it costs
         if result.bytes and kind is not None and not kind.minimum:
             found.append(
                 f"{result.call.label}: {result.bytes:,} bytes is its optimal size, not its "

@@ -32,6 +32,7 @@ from sizing.errors import (
     WorkerTimedOut,
 )
 from sizing.library_locator import Libraries, MixedReleases, locate
+from sizing.minimum import Minimum, MinimumFinder
 from sizing.rocm_releases import RELEASES, rocm_of_rocblas, rocm_of_rocsolver
 from sizing.virtual_device import Device, resolve
 from sizing.worker_process import Crash, WorkerInfo, WorkerProcess
@@ -53,6 +54,14 @@ class CallResult:
     error: SizingError | None = None
     count: int = 1  # how many times the request contained this call
     fits_device: bool = True  # False: more than the device's memory (unsatisfiable there)
+    minimum: Minimum | None = None  # minimum vs optimal, when asked for (sizing/minimum.py)
+
+    @property
+    def minimum_or_query_bytes(self) -> int | None:
+        """The least workspace known to work: the measured minimum, else the query."""
+        if self.minimum is not None and self.minimum.minimum_bytes is not None:
+            return self.minimum.minimum_bytes
+        return self.bytes
 
     def as_dict(self) -> dict[str, Any]:
         payload: dict[str, Any] = {
@@ -65,6 +74,8 @@ class CallResult:
         }
         if self.error is not None:
             payload["error"] = str(self.error)
+        if self.minimum is not None:
+            payload |= self.minimum.as_dict()
         return payload
 
 
@@ -90,13 +101,25 @@ class SessionResult:
     library: LibraryInfo
     failed: list[CallResult] = field(default_factory=list)
 
+    @property
+    def session_minimum_bytes(self) -> int | None:
+        """The largest minimum (a call whose minimum is unknown counts with its query), or
+        None when minimums were not asked for."""
+        if not any(result.minimum is not None for result in self.calls):
+            return None
+        sizes = [result.minimum_or_query_bytes for result in self.calls]
+        return max((size for size in sizes if size is not None), default=0)
+
     def as_dict(self) -> dict[str, Any]:
-        return {
+        payload = {
             "session_bytes": self.session_bytes,
             "calls": [result.as_dict() for result in self.calls],
             "library": self.library.as_dict(),
             "device": self.device.as_dict(),
         }
+        if self.session_minimum_bytes is not None:
+            payload["session_minimum_bytes"] = self.session_minimum_bytes
+        return payload
 
 
 class SizingSession:
@@ -122,6 +145,7 @@ class SizingSession:
         self.catalog = catalog or load_catalog(self.libraries.rocm)
         self._worker = WorkerProcess(self.libraries, self.device, call_deadline_s=call_deadline_s)
         self._results: dict[tuple[Any, ...], CallResult] = {}
+        self._minimum_finder: MinimumFinder | None = None
         try:
             _check_one_release(self.libraries, self._worker.info.versions)
         except SizingError:
@@ -136,8 +160,10 @@ class SizingSession:
         self.close()
 
     def close(self) -> None:
-        """Stop the worker; safe to call twice."""
+        """Stop the workers; safe to call twice."""
         self._worker.close()
+        if self._minimum_finder is not None:
+            self._minimum_finder.close()
 
     # -- sizing -----------------------------------------------------------------------------
     def call(self, routine: str, **args: Value) -> Call:
@@ -171,6 +197,23 @@ class SizingSession:
         for key, count in fresh_counts.items():
             self._results[key].count = count
         return [self._results[call.key()] for call, _ in pairs]
+
+    def measure_minimum(
+        self, results: Iterable[CallResult] | None = None, progress: ProgressCallback | None = None
+    ) -> None:
+        """Find each sized call's minimum and optimal workspace (`CallResult.minimum`) by
+        executing it on the virtual device (sizing/minimum.py); calls that failed are left."""
+        todo = [r for r in (self.results if results is None else results) if r.error is None]
+        todo = [r for r in todo if r.minimum is None and r.bytes is not None]
+        if self._minimum_finder is None:
+            self._minimum_finder = MinimumFinder(self.libraries, self.device, self.catalog)
+        for done, result in enumerate(todo, start=1):
+            assert result.bytes is not None
+            if progress is not None:  # a bisection takes up to ~30 executions: say which
+                progress(done - 1, len(todo), f"measuring the minimum of {result.call.label}")
+            result.minimum = self._minimum_finder.find(result.call, result.bytes)
+            if progress is not None:
+                progress(done, len(todo), "minimums measured")
 
     def _size_fresh(self, calls: list[Call], progress: ProgressCallback | None) -> None:
         encoded = [self._encode(call) for call in calls]
@@ -282,8 +325,10 @@ def size_calls(
     progress: ProgressCallback | None = None,
     rocm: str | None = None,
     libraries: Libraries | None = None,
+    minimum: bool = False,
 ) -> SessionResult:
-    """Open a session, size every call, and return the result (`rocm="7.2"`: that release)."""
+    """Open a session, size every call, and return the result (`rocm="7.2"`: that release).
+    `minimum=True` also measures each call's minimum and optimal workspace."""
     libraries = libraries or locate(rocm_dir, rocm)
     catalog = load_catalog(libraries.rocm)
     pairs = [_counted(item, catalog) for item in calls]
@@ -292,6 +337,8 @@ def size_calls(
         totals[call.key()] = _add_counts(totals.get(call.key(), 0), count, call)
     with SizingSession(device, compute_units=compute_units, libraries=libraries) as session:
         session.size_many(pairs, progress)
+        if minimum:
+            session.measure_minimum(progress=progress)
         return session.result()
 
 

@@ -14,6 +14,12 @@ symbols). Then, per request line:
       for real, outside any size query (null device pointers: the library logs the call, then
       rejects it). Used to make rocBLAS write its call logs, which it skips in query mode
       (`sizing.call_log_recorder`, `hipmem.record_call_logs`).
+  {"op": "execute", "call": CALL, "workspace_bytes": S} -> {"status": INT, "launches": INT,
+      "hip_errors": INT, "first_error": STR, "kernels": [NAME, ...]}: the call made for real
+      with a workspace of its own of S bytes (rocblas_set_workspace), on the virtual device in
+      execute mode (kernels launch as no-ops and are recorded by name; sizing/minimum.py).
+      Pointer arguments are ["buffer", BYTES] or ["pointer_array", BYTES, COUNT]: zero-filled
+      memory of that size, reserved lazily (mmap MAP_NORESERVE: untouched pages cost nothing).
   {"op": "rocsolver_log", "action": "begin"|"end"} -> {"status": INT}: rocSOLVER logs only
       between rocsolver_log_begin() and rocsolver_log_end() (ROCSOLVER_LAYER picks what).
   {"op": "hipblaslt", "library": PATH, "calls": [MATMUL, ...]} -> one line per call:
@@ -44,6 +50,7 @@ OPTIONAL_SYMBOLS = (
     "rocblas_is_managing_device_memory",
 )
 
+_POINTER_KINDS = {"buffer": "pointer", "pointer_array": "pointer"}  # executed calls' buffers
 _CTYPES = {
     "i8": ctypes.c_int8,
     "i32": ctypes.c_int32,
@@ -72,6 +79,50 @@ def _pack_scalar(element: str, value: float) -> bytes:
     else:  # f64, c64, or unknown: a double is the widest real
         packed = struct.pack("<d", value)
     return packed.ljust(16, b"\0")
+
+
+_PROT_READ_WRITE = 0x3
+_MAP_PRIVATE_ANONYMOUS_NORESERVE = 0x02 | 0x20 | 0x4000
+_MAP_FAILED = ctypes.c_void_p(-1).value
+_KERNEL_LIST_BYTES = 1 << 22
+
+
+class LazyBuffers:
+    """Zero-filled memory for one executed call, reserved lazily and unmapped afterwards."""
+
+    def __init__(self) -> None:
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.libc.mmap.restype = ctypes.c_void_p
+        self.libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                   ctypes.c_int, ctypes.c_int, ctypes.c_long]  # fmt: skip
+        self.libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        self.maps: list[tuple[int, int]] = []
+
+    def get(self, size_bytes: int) -> int | None:
+        """An address of `size_bytes` zeroed bytes (None for 0 bytes: a null pointer)."""
+        if size_bytes <= 0:
+            return None
+        address = self.libc.mmap(None, size_bytes, _PROT_READ_WRITE,
+                                 _MAP_PRIVATE_ANONYMOUS_NORESERVE, -1, 0)  # fmt: skip
+        if address in (None, _MAP_FAILED):
+            raise MemoryError(f"mmap of {size_bytes} bytes failed")
+        self.maps.append((address, size_bytes))
+        return int(address)
+
+    def pointer_array(self, size_bytes: int, count: int) -> int | None:
+        """An array of `count` device pointers, each to its own `size_bytes` buffer."""
+        if count <= 0:
+            return None
+        array = self.get(count * ctypes.sizeof(ctypes.c_void_p))
+        pointers = (ctypes.c_void_p * count).from_address(array or 0)
+        for index in range(count):
+            pointers[index] = self.get(size_bytes)
+        return array
+
+    def release(self) -> None:
+        for address, size_bytes in self.maps:
+            self.libc.munmap(address, size_bytes)
+        self.maps.clear()
 
 
 class Worker:
@@ -108,12 +159,12 @@ class Worker:
         return text.value.decode().rstrip(".")
 
     def _function(self, call: dict[str, Any]) -> Any:
-        kinds = tuple(kind for kind, _ in call["args"])
+        kinds = tuple(argument[0] for argument in call["args"])
         key = (call["function"], kinds)
         if key not in self.functions:
             library = self.rocsolver if call["library"] == "rocsolver" else self.rocblas
             function = getattr(library, call["function"])  # AttributeError: missing symbol
-            function.argtypes = [_CTYPES[kind] for kind in kinds]
+            function.argtypes = [_CTYPES[_POINTER_KINDS.get(kind, kind)] for kind in kinds]
             function.restype = ctypes.c_int
             self.functions[key] = function
         return self.functions[key]
@@ -156,6 +207,59 @@ class Worker:
         status = function(*self._arguments(call))
         self.keep_alive.clear()
         return {"status": status}
+
+    def execute(self, call: dict[str, Any], workspace_bytes: int) -> dict[str, Any]:
+        """Make the call for real with a user workspace of `workspace_bytes` (1 = "none":
+        rocblas_set_workspace(h, ptr, 0) would hand the memory back to rocBLAS)."""
+        try:
+            function = self._function(call)
+        except AttributeError:
+            return {"missing_symbol": call["function"]}
+        begin = getattr(self.rocblas, "hipmemExecuteBegin", None)
+        end = getattr(self.rocblas, "hipmemExecuteEnd", None)
+        if begin is None or end is None:
+            return {"not_virtual": True}  # a real HIP runtime: nothing is executed here
+        end.restype = ctypes.c_ulong
+        memory = LazyBuffers()
+        try:
+            arguments = self._execute_arguments(call, memory)
+            workspace = memory.get(max(1, workspace_bytes))
+            set_status = self.rocblas.rocblas_set_workspace(
+                self.handle, ctypes.c_void_p(workspace), ctypes.c_size_t(max(1, workspace_bytes))
+            )
+            begin()
+            status = function(*arguments)
+            errors = ctypes.c_ulong()
+            first_error = ctypes.create_string_buffer(256)
+            kernels = ctypes.create_string_buffer(_KERNEL_LIST_BYTES)
+            launches = end(ctypes.byref(errors), first_error, ctypes.c_size_t(256),
+                           kernels, ctypes.c_size_t(_KERNEL_LIST_BYTES))  # fmt: skip
+        finally:
+            # Back to a rocBLAS-managed workspace before the user's memory goes away.
+            self.rocblas.rocblas_set_workspace(self.handle, None, ctypes.c_size_t(0))
+            memory.release()
+            self.keep_alive.clear()
+        return {
+            "status": status,
+            "set_workspace_status": set_status,
+            "launches": launches,
+            "hip_errors": errors.value,
+            "first_error": first_error.value.decode(errors="replace"),
+            "kernels": kernels.value.decode(errors="replace").split("\n")[:-1],
+        }
+
+    def _execute_arguments(self, call: dict[str, Any], memory: LazyBuffers) -> list[Any]:
+        values: list[Any] = []
+        plain: dict[str, Any] = {"args": []}  # everything but the buffers, converted as for a query
+        for argument in call["args"]:
+            if argument[0] == "buffer":
+                values.append(memory.get(int(argument[1])))
+            elif argument[0] == "pointer_array":
+                values.append(memory.pointer_array(int(argument[1]), int(argument[2])))
+            else:
+                plain["args"] = [argument]
+                values.extend(self._arguments(plain))
+        return values
 
     def session(self, calls: list[dict[str, Any]]) -> dict[str, Any]:
         self.rocblas.rocblas_start_device_memory_size_query(self.handle)
@@ -365,6 +469,8 @@ def main(argv: list[str]) -> int:
         elif request["op"] == "run":
             for call in request["calls"]:
                 _write(worker.run(call))
+        elif request["op"] == "execute":
+            _write(worker.execute(request["call"], int(request["workspace_bytes"])))
         elif request["op"] == "rocsolver_log" and worker.rocsolver is not None:
             function = getattr(worker.rocsolver, f"rocsolver_log_{request['action']}")
             _write({"status": function()})

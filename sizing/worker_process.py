@@ -78,10 +78,16 @@ class WorkerProcess:
     """One running worker; `size()` transparently restarts it after a crash."""
 
     def __init__(
-        self, libraries: Libraries, device: Device, *, call_deadline_s: float | None = None
+        self,
+        libraries: Libraries,
+        device: Device,
+        *,
+        call_deadline_s: float | None = None,
+        extra_env: dict[str, str] | None = None,
     ) -> None:
         self.libraries = libraries
         self.device = device
+        self.extra_env = extra_env or {}  # e.g. ROCBLAS_TENSILE_LIBPATH for executed calls
         self.call_deadline_s = call_deadline_s or deadline_from_environment()
         self._command, self._env = self._launch_spec()
         self._proc: subprocess.Popen[str] | None = None
@@ -102,6 +108,7 @@ class WorkerProcess:
             shim = build_shim(self.libraries.include_dir, self.libraries.hip_soname)
             search.insert(0, str(shim))
             env |= self.device.environment()
+        env |= self.extra_env
         script = [
             str(WORKER_SCRIPT),
             str(self.libraries.rocblas),
@@ -270,6 +277,25 @@ class WorkerProcess:
             else:
                 answers.append(answer)
         return answers
+
+    def execute(
+        self, call: dict[str, Any], workspace_bytes: int, deadline_s: float
+    ) -> dict[str, Any] | Crash:
+        """Make one call for real with a workspace of `workspace_bytes` (sizing/minimum.py);
+        past `deadline_s` the worker is killed and restarted and a timed-out Crash returned."""
+        self._send({"op": "execute", "call": call, "workspace_bytes": workspace_bytes})
+        try:
+            answer = self._read(deadline_s)
+        except _NoAnswer:
+            self._kill()
+            self.info = self._start()
+            how = f"did not finish within {deadline_s:g} s"
+            return Crash(how=how, last_words="", timed_out=True)
+        if answer is None:
+            crash = self._crash()
+            self.info = self._start()
+            return crash
+        return answer
 
     def rocsolver_log(self, action: str) -> int:
         """rocsolver_log_begin() / _end() in the worker ("begin" or "end"): its status."""

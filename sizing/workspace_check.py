@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from sizing.errors import SizingError, UsageError
-from sizing.recommend import query_kind
+from sizing.recommend import degraded_calls, query_kind
 from sizing.session import CallResult, SessionResult
 
 VARIABLE = "ROCBLAS_DEVICE_MEMORY_SIZE"
@@ -161,6 +161,7 @@ class CheckOutcome:
     needed_bytes: int  # the session size: what one handle needs for the whole workload
     reason: str
     misfits: list[CallResult]  # calls needing more than the setting, largest first
+    degraded: list[str] = field(default_factory=list)  # calls that run degraded with it
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -174,15 +175,22 @@ class CheckOutcome:
                 {"call": r.call.label, "bytes": r.bytes, "count": r.count} for r in self.misfits
             ],
             "notes": self.setting.notes,
+            "degraded_calls": self.degraded,
         }
 
 
 def check(setting: WorkspaceSetting, result: SessionResult) -> CheckOutcome:
-    """Pass when a handle created with `setting` can run every call of `result`."""
+    """Pass when a handle created with `setting` can run every call of `result`.
+
+    Where minimums were measured (`SizingSession.measure_minimum`), a call fits from its
+    minimum up; between its minimum and optimal it runs degraded, which passes with the call
+    named in `degraded` (a warning)."""
     if result.failed:
         labels = ", ".join(r.call.label for r in result.failed)
         raise IncompleteSizing(f"cannot check: these calls could not be sized: {labels}")
     needed = result.session_bytes
+    if result.session_minimum_bytes is not None:
+        needed = result.session_minimum_bytes
     shown = _shown(setting)
     if setting.managed:
         reason = (
@@ -199,8 +207,8 @@ def check(setting: WorkspaceSetting, result: SessionResult) -> CheckOutcome:
         )
         return CheckOutcome(setting, False, needed, reason, [])
     misfits = sorted(
-        (r for r in result.calls if r.bytes is not None and r.bytes > setting.bytes),
-        key=lambda r: -(r.bytes or 0),
+        (r for r in result.calls if (r.minimum_or_query_bytes or 0) > setting.bytes),
+        key=lambda r: -(r.minimum_or_query_bytes or 0),
     )
     if misfits:
         return CheckOutcome(
@@ -210,6 +218,13 @@ def check(setting: WorkspaceSetting, result: SessionResult) -> CheckOutcome:
         reason = f"{shown} is {needed - setting.bytes:,} bytes short of the session's {needed:,}"
         return CheckOutcome(setting, False, needed, reason, [])
     spare = setting.bytes - needed
+    degraded = degraded_calls(result.calls, setting.bytes)
+    if degraded:
+        reason = (
+            f"{shown} runs the workload ({needed:,} bytes at least, {spare:,} spare), "
+            f"{len(degraded)} call(s) degraded"
+        )
+        return CheckOutcome(setting, True, needed, reason, [], degraded)
     reason = f"{shown} covers the workload ({needed:,} bytes needed, {spare:,} spare)"
     return CheckOutcome(setting, True, needed, reason, [])
 
@@ -224,13 +239,17 @@ def _shown(setting: WorkspaceSetting) -> str:
 
 def _misfit_reason(shown: str, setting: WorkspaceSetting, misfits: list[CallResult]) -> str:
     largest = misfits[0]
-    assert largest.bytes is not None
+    needs = largest.minimum_or_query_bytes
+    assert needs is not None
+    measured = largest.minimum is not None and largest.minimum.method == "measured"
     reason = (
-        f"{shown} is too small: {largest.call.label} needs {largest.bytes:,} bytes "
-        f"({largest.bytes - setting.bytes:,} more)"
+        f"{shown} is too small: {largest.call.label} needs {needs:,} bytes "
+        f"({needs - setting.bytes:,} more)"
     )
     kind = query_kind(largest.call)
-    if kind is not None and not kind.minimum:
+    if measured:
+        reason += ", its measured minimum: below it the call fails"
+    elif kind is not None and not kind.minimum:
         reason += f"; that is its optimal size: {kind.why}"
     if len(misfits) > 1:
         reason += f"; {len(misfits) - 1} more call(s) do not fit either"

@@ -71,10 +71,16 @@ static void init_device(void) {
 
 static void ensure_init(void) { pthread_once(&g_once, init_device); }
 
-static hipError_t fail(hipError_t err) {
+static void note_error(const char* where, hipError_t err);
+
+/* Every error return goes through here: in execute mode it is counted (note_error). */
+static hipError_t fail_at(const char* where, hipError_t err) {
   g_last_error = err;
+  note_error(where, err);
   return err;
 }
+
+#define fail(err) fail_at(__func__, (err)) /* names the HIP function that failed */
 
 /* ---- device and runtime queries ---------------------------------------------------- */
 
@@ -397,9 +403,79 @@ EXPORT hipError_t hipEventElapsedTime(float* ms, hipEvent_t start, hipEvent_t st
   return hipSuccess;
 }
 
-/* ---- code objects: registered and loaded as no-ops; launching is not possible ------ */
+/* ---- code objects and launches ------------------------------------------------------
+ *
+ * Query mode: code objects register and load as no-ops and nothing can be launched.
+ * Execute mode (hipmemExecuteBegin ... hipmemExecuteEnd, used by hipmem's minimum search,
+ * sizing/minimum.py): launches succeed and do nothing, and each one is recorded by kernel
+ * name, so that the kernels a call launches with one workspace can be compared with those
+ * it launches with another. Every HIP error in execute mode is counted: an inner failure
+ * (a kernel not found, a bad argument) must make the answer "unknown", never a size.
+ */
 
 static int g_dummy_handle;
+static int g_execute = 0;
+static unsigned long g_launches = 0;
+static unsigned long g_errors = 0;
+static char g_first_error[256];
+static char* g_kernels = NULL; /* launched kernel names, one per line, in order */
+static size_t g_kernels_len = 0, g_kernels_cap = 0;
+
+/* Host stub -> device kernel name, filled by __hipRegisterFunction (tens of thousands). */
+#define STUB_SLOTS (1u << 17)
+static const void* g_stub_keys[STUB_SLOTS];
+static const char* g_stub_names[STUB_SLOTS];
+
+static size_t stub_slot(const void* key) {
+  size_t slot = (((uintptr_t)key) >> 4) * 0x9E3779B97F4A7C15ull >> 47;
+  for (size_t probe = 0; probe < STUB_SLOTS; ++probe) {
+    size_t at = (slot + probe) & (STUB_SLOTS - 1);
+    if (g_stub_keys[at] == key || g_stub_keys[at] == NULL) return at;
+  }
+  return STUB_SLOTS;
+}
+
+static void note_error(const char* where, hipError_t err) {
+  if (!g_execute) return;
+  if (g_errors++ == 0) snprintf(g_first_error, sizeof g_first_error, "%s: %s", where,
+                                hipGetErrorName(err));
+}
+
+static void record_launch(const char* name) {
+  if (!g_execute) return;
+  ++g_launches;
+  size_t need = strlen(name) + 1;
+  if (g_kernels_len + need + 1 > g_kernels_cap) {
+    size_t cap = (g_kernels_cap ? g_kernels_cap * 2 : 4096) + need;
+    char* grown = realloc(g_kernels, cap);
+    if (!grown) return;
+    g_kernels = grown, g_kernels_cap = cap;
+  }
+  memcpy(g_kernels + g_kernels_len, name, need - 1);
+  g_kernels_len += need;
+  g_kernels[g_kernels_len - 1] = '\n';
+  g_kernels[g_kernels_len] = '\0';
+}
+
+/* hipmem's own entry points (not HIP API): start and end one executed call. */
+EXPORT void hipmemExecuteBegin(void) {
+  g_execute = 1;
+  g_launches = g_errors = 0;
+  g_first_error[0] = '\0';
+  g_kernels_len = 0;
+  if (g_kernels) g_kernels[0] = '\0';
+}
+/* Ends execute mode; returns the launch count, fills the error count, the first error and
+   the launched kernels (names, one per line; truncated to kernels_size). */
+EXPORT unsigned long hipmemExecuteEnd(unsigned long* errors, char* first_error,
+                                      size_t first_error_size, char* kernels,
+                                      size_t kernels_size) {
+  g_execute = 0;
+  if (errors) *errors = g_errors;
+  if (first_error && first_error_size) snprintf(first_error, first_error_size, "%s", g_first_error);
+  if (kernels && kernels_size) snprintf(kernels, kernels_size, "%s", g_kernels ? g_kernels : "");
+  return g_launches;
+}
 
 EXPORT void** __hipRegisterFatBinary(const void* data) {
   (void)data;
@@ -410,8 +486,10 @@ EXPORT void __hipRegisterFunction(void** modules, const void* host_function,
                                   char* device_function, const char* device_name,
                                   unsigned int thread_limit, void* tid, void* bid,
                                   dim3* block_dim, dim3* grid_dim, int* w_size) {
-  (void)modules, (void)host_function, (void)device_function, (void)device_name;
+  (void)modules, (void)device_function;
   (void)thread_limit, (void)tid, (void)bid, (void)block_dim, (void)grid_dim, (void)w_size;
+  size_t at = stub_slot(host_function);
+  if (at < STUB_SLOTS) g_stub_keys[at] = host_function, g_stub_names[at] = device_name;
 }
 EXPORT hipError_t __hipPushCallConfiguration(dim3 grid, dim3 block, size_t shared_bytes,
                                              hipStream_t stream) {
@@ -433,10 +511,28 @@ EXPORT hipError_t hipModuleUnload(hipModule_t module) {
   (void)module;
   return hipSuccess;
 }
+
+/* A function handle carries its kernel's name (after a magic word), so launches through
+   it can be recorded. Handles live as long as the process: Tensile caches them. */
+#define FUNCTION_MAGIC 0x68697066756e6331ull /* "hipfunc1" */
+struct named_function {
+  uint64_t magic;
+  char name[];
+};
+
 EXPORT hipError_t hipModuleGetFunction(hipFunction_t* function, hipModule_t module,
                                        const char* name) {
-  (void)function, (void)module, (void)name;
-  return fail(hipErrorNotSupported);
+  (void)module;
+  if (!function || !name) {
+    return fail_at("hipModuleGetFunction", hipErrorInvalidValue);
+  }
+  size_t length = strlen(name);
+  struct named_function* handle = malloc(sizeof *handle + length + 1);
+  if (!handle) return fail(hipErrorOutOfMemory);
+  handle->magic = FUNCTION_MAGIC;
+  memcpy(handle->name, name, length + 1);
+  *function = (hipFunction_t)handle;
+  return hipSuccess;
 }
 EXPORT hipError_t hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks,
                                                                      hipFunction_t f,
@@ -448,17 +544,44 @@ EXPORT hipError_t hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks
 }
 EXPORT hipError_t hipLaunchKernel(const void* function, dim3 grid, dim3 block, void** args,
                                   size_t shared_bytes, hipStream_t stream) {
-  (void)function, (void)grid, (void)block, (void)args, (void)shared_bytes, (void)stream;
-  return fail(hipErrorNotSupported);
+  (void)grid, (void)block, (void)args, (void)shared_bytes, (void)stream;
+  if (!g_execute) return fail(hipErrorNotSupported);
+  size_t at = stub_slot(function);
+  const char* name = at < STUB_SLOTS && g_stub_keys[at] == function ? g_stub_names[at] : NULL;
+  if (!name) {
+    return fail_at("hipLaunchKernel (unregistered kernel)", hipErrorInvalidDeviceFunction);
+  }
+  record_launch(name);
+  return hipSuccess;
 }
+
+static hipError_t launch_named(const char* where, hipFunction_t f) {
+  if (!g_execute) return fail(hipErrorNotSupported);
+  const struct named_function* handle = (const struct named_function*)f;
+  if (!handle || handle->magic != FUNCTION_MAGIC) {
+    return fail_at(where, hipErrorInvalidResourceHandle);
+  }
+  record_launch(handle->name);
+  return hipSuccess;
+}
+
 EXPORT hipError_t hipExtModuleLaunchKernel(hipFunction_t f, uint32_t gx, uint32_t gy,
                                            uint32_t gz, uint32_t bx, uint32_t by, uint32_t bz,
                                            size_t shared_bytes, hipStream_t stream,
                                            void** params, void** extra, hipEvent_t start,
                                            hipEvent_t stop, uint32_t flags) {
-  (void)f, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shared_bytes;
+  (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shared_bytes;
   (void)stream, (void)params, (void)extra, (void)start, (void)stop, (void)flags;
-  return fail(hipErrorNotSupported);
+  return launch_named("hipExtModuleLaunchKernel", f);
+}
+
+EXPORT hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int gx, unsigned int gy,
+                                        unsigned int gz, unsigned int bx, unsigned int by,
+                                        unsigned int bz, unsigned int shared_bytes,
+                                        hipStream_t stream, void** params, void** extra) {
+  (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shared_bytes;
+  (void)stream, (void)params, (void)extra;
+  return launch_named("hipModuleLaunchKernel", f);
 }
 
 /* ---- hipBLASLt (hipblasLtCreate, hipblasLtMatmulAlgoGetHeuristic) ------------------ */
