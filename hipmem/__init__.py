@@ -47,6 +47,10 @@ _API = {
     "parse_spec": ("replay.resources", "parse_spec"),
     "find_capacity": ("replay.capacity", "find_capacity"),
     "write_rmm_csv": ("replay.log_writer", "write_rmm_csv"),
+    "FleetRequest": ("replay.fleet", "FleetRequest"),
+    "run_fleet": ("replay.fleet", "run_fleet"),
+    "fleet_client": ("replay.fleet_cluster", "fleet_client"),
+    "summarize_fleet": ("replay.fleet_summary", "summarize"),
     # shared
     "HipmemError": ("hipmem.errors", "HipmemError"),
     "UsageError": ("hipmem.errors", "UsageError"),
@@ -57,6 +61,7 @@ _API = {
 __all__ = [
     "AllocationLog",
     "CallResult",
+    "FleetRequest",
     "HipmemError",
     "Minimum",
     "Recommendation",
@@ -68,6 +73,7 @@ __all__ = [
     "analyze",
     "check",
     "find_capacity",
+    "fleet_client",
     "format_bytes",
     "load_log",
     "parse_bytes",
@@ -79,7 +85,9 @@ __all__ = [
     "recommend",
     "record_call_logs",
     "replay",
+    "run_fleet",
     "size_calls",
+    "summarize_fleet",
     "write_rmm_csv",
 ]
 
@@ -90,6 +98,9 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time __getattr__ impo
     from replay.capacity import find_capacity
     from replay.engine import ReplayOptions, replay
     from replay.events import AllocationLog
+    from replay.fleet import FleetRequest, run_fleet
+    from replay.fleet_cluster import fleet_client
+    from replay.fleet_summary import summarize as summarize_fleet
     from replay.log_loader import load_log
     from replay.log_writer import write_rmm_csv
     from replay.resources import parse_spec

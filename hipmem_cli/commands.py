@@ -20,6 +20,7 @@ COMMAND_MODULES = {
     "rocm": "cmd_rocm",
     "log": "cmd_log",
     "replay": "cmd_replay",
+    "fleet": "cmd_fleet",
 }
 
 

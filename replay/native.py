@@ -13,11 +13,14 @@ source, the compiler and the RMM version, and written atomically (temp file, the
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import hashlib
 import importlib.util
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -233,6 +236,26 @@ def _build(toolchain: Toolchain) -> Path:
     target = _cache_dir() / f"replay_core-{toolchain.flavour}-{digest.hexdigest()[:16]}.so"
     if target.is_file():
         return target
+    # Several processes on one cache (a fleet's workers) build it once: the others wait for
+    # the lock, then find the file.
+    with _build_lock(target):
+        if not target.is_file():
+            _compile(toolchain, target)
+    return target
+
+
+@contextmanager
+def _build_lock(target: Path) -> Iterator[None]:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target.with_name(target.name + ".lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _compile(toolchain: Toolchain, target: Path) -> None:
     # Built aside and renamed, so a process loading the core never sees a half-written file.
     with atomic_output(target, suffix=".so.tmp") as temp:
         done = subprocess.run(
@@ -245,7 +268,6 @@ def _build(toolchain: Toolchain) -> Path:
             raise NativeCoreUnavailable(
                 f"building the {toolchain.flavour} replay core failed: {first.strip()}"
             )
-    return target
 
 
 # replay_core.cu's HM_ABI_VERSION: bump both together whenever a struct or enum changes.

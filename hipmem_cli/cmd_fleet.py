@@ -1,0 +1,237 @@
+"""`hipmem fleet LOGS_OR_DIRS... -r SPEC...`: replay a fleet's logs on Dask, one task a pair."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.table import Table
+
+from hipmem_cli import output
+from hipmem_cli.cmd_replay import _RESOURCE_HELP
+from hipmem_cli.options import JsonOption
+from replay.backends import is_host_spec, resolve_backend
+from replay.engine import ReplayOptions
+from replay.fleet import DEFAULT_RETRIES, FleetRequest, FleetRun, find_fleet_logs, run_fleet
+from replay.fleet_cluster import fleet_client, plan_local_cluster, require_dask
+from replay.fleet_results import STATUS_OK, ResultsFile
+from replay.fleet_summary import ResourceSummary, Spread, summarize
+from replay.log_plot import check_plot_path
+from replay.resources import parse_spec
+
+_NAMES_SHOWN = 5  # logs named per line below the table; --json names all
+
+
+def register(app: typer.Typer) -> None:
+    app.command("fleet")(fleet_command)
+
+
+def fleet_command(
+    logs: Annotated[
+        list[Path],
+        typer.Argument(help="Allocation logs (RMM CSVs, PyTorch snapshots) or folders of them."),
+    ],
+    resource: Annotated[list[str], typer.Option("--resource", "-r", help=_RESOURCE_HELP)],
+    capacity: Annotated[
+        bool,
+        typer.Option("--find-capacity", help="Also bisect each log's smallest pool/limit."),
+    ] = False,
+    confirm_runs: Annotated[
+        int, typer.Option("--confirm-runs", help="With --find-capacity: replays to confirm.", min=0)
+    ] = 2,
+    scheduler: Annotated[
+        Optional[str],  # noqa: UP045 - typer reads the annotation at runtime on Python 3.10
+        typer.Option(help="Dask scheduler address (tcp://host:8786); default: a local cluster."),
+    ] = None,
+    workers: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option(help="Local cluster: workers (default: one per GPU, or per CPU core).", min=1),
+    ] = None,
+    results: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(help="JSON-lines file: each pair appended as it ends; a re-run resumes."),
+    ] = None,
+    retries: Annotated[
+        int, typer.Option(help="Tries again for a pair whose worker died.", min=0)
+    ] = DEFAULT_RETRIES,
+    send_logs: Annotated[
+        bool,
+        typer.Option("--send-logs", help="Send each log's bytes to its worker (no shared disk)."),
+    ] = False,
+    backend: Annotated[str, typer.Option(help="hip, cuda, host or auto.")] = "auto",
+    threads: Annotated[
+        str, typer.Option(help="logged: one replay thread per logged thread; single: one.")
+    ] = "logged",
+    streams: Annotated[
+        str,
+        typer.Option(help="logged: each logged stream on its own stream; default: all on one."),
+    ] = "logged",
+    plot: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(help="Write the capacity distribution per resource to this image."),
+    ] = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Replay every log through every resource on a Dask cluster; summarize the fleet.
+
+    Exit codes: 0 every pair replayed with no refused allocation (with --find-capacity: a
+    capacity was found for every pair); 1 a resource refused an allocation the log did not
+    record as failed, or a pair failed (damaged log, worker died past --retries, no
+    capacity); 2 usage.
+    """
+    require_dask()
+    specs = [parse_spec(text) for text in resource]
+    options = ReplayOptions(backend=backend, threads=threads, streams=streams)
+    options.check()
+    if plot is not None:
+        check_plot_path(plot)
+    results_file = ResultsFile(results) if results is not None else None
+    if results_file is not None:
+        results_file.check_writable()
+    request = FleetRequest(
+        logs=find_fleet_logs(logs),
+        specs=specs,
+        options=options,
+        find_capacity=capacity,
+        confirm_runs=confirm_runs,
+        retries=retries,
+        send_logs=send_logs,
+    )
+    request.check()
+    gpus = backend != "host" and not all(is_host_spec(spec) for spec in specs)
+    plan = None
+    if scheduler is None:
+        for spec in specs:  # a missing GPU or library is said before any worker starts
+            resolve_backend(options.backend, spec, options.device)
+        plan = plan_local_cluster(gpus_needed=gpus, workers=workers)
+    with fleet_client(scheduler, plan) as client, output.progress("fleet") as bar:
+        run = run_fleet(client, request, results_file, progress=bar)
+    names = [spec.label for spec in specs]
+    summaries = summarize(run.records, names)
+    if plot is not None:
+        from replay.fleet_plot import write_fleet_plot
+
+        write_fleet_plot(plot, run.records, names)
+    if json_out:
+        output.print_json(_payload(run, summaries, scheduler, plan))
+    else:
+        where = plan.describe() if plan else f"the cluster at {scheduler} ({run.workers} workers)"
+        _print_answer(run, summaries, capacity, where, plot)
+    raise typer.Exit(_exit_code(run, capacity))
+
+
+def _exit_code(run: FleetRun, capacity: bool) -> int:
+    for record in run.records:
+        if record["status"] != STATUS_OK:
+            return 1
+        if not capacity and record.get("failure_count"):
+            return 1
+    return 0
+
+
+def _payload(
+    run: FleetRun, summaries: list[ResourceSummary], scheduler: str | None, plan: Any
+) -> dict[str, Any]:
+    return {
+        "cluster": scheduler or plan.kind,
+        "workers": run.workers,
+        "pairs": len(run.records),
+        "pairs_resumed": run.skipped_pairs,
+        "pairs_run": run.replayed_pairs,
+        "resources": [s.as_dict() for s in summaries],
+        "records": run.records,
+    }
+
+
+def _size(spread: Spread | None, attribute: str) -> str:
+    return "n/a" if spread is None else output.human_bytes(int(getattr(spread, attribute)))
+
+
+def _ratio(spread: Spread | None) -> str:
+    if spread is None:
+        return "n/a"
+    return f"{spread.p50:.3f} / {spread.p95:.3f} / {spread.max:.3f}"
+
+
+def _table(summaries: list[ResourceSummary], capacity: bool) -> Table:
+    table = Table(title="The fleet, per resource (peaks over the logs with no failure)")
+    table.add_column("")
+    for s in summaries:
+        table.add_column(s.resource, justify="right", no_wrap=True)
+    rows: list[tuple[str, list[str]]] = [
+        ("logs", [f"{s.logs:,}" for s in summaries]),
+        ("no failure", [f"{s.no_failure:,}" for s in summaries]),
+        ("refused allocations", [f"{s.with_refusals:,}" for s in summaries]),
+        ("pairs failed", [f"{s.failed:,}" for s in summaries]),
+        ("events replayed", [f"{s.events:,}" for s in summaries]),
+        ("peak reserved p50", [_size(s.peak_reserved, "p50") for s in summaries]),
+        ("peak reserved p95", [_size(s.peak_reserved, "p95") for s in summaries]),
+        ("peak reserved max", [_size(s.peak_reserved, "max") for s in summaries]),
+        ("peak reserved total", [_size(s.peak_reserved, "total") for s in summaries]),
+        ("fragmentation p50/p95/max", [_ratio(s.fragmentation) for s in summaries]),
+    ]
+    if capacity:
+        rows += [
+            ("capacity p50", [_size(s.capacity, "p50") for s in summaries]),
+            ("covers p95 of logs", [_size(s.capacity, "p95") for s in summaries]),
+            ("covers all logs", [_size(s.capacity, "max") for s in summaries]),
+        ]
+    for label, cells in rows:
+        table.add_row(label, *cells)
+    return table
+
+
+def _print_answer(
+    run: FleetRun,
+    summaries: list[ResourceSummary],
+    capacity: bool,
+    where: str,
+    plot: Path | None,
+) -> None:
+    say = output.stdout.print
+    say(
+        f"{len(run.records):,} pairs on {where}: "
+        f"{run.replayed_pairs:,} run now, {run.skipped_pairs:,} already in the results file.",
+        highlight=False,
+        markup=False,
+    )
+    say(_table(summaries, capacity))
+    for s in summaries:
+        if capacity and s.capacity is not None:
+            covers_p95, covers_all = int(s.capacity.p95), int(s.capacity.max)
+            say(
+                f"{s.resource}: {covers_p95:,} bytes cover 95% of the logs, {covers_all:,} "
+                f"cover all; the largest is needed by {_names(s.capacity_drivers)}",
+                highlight=False,
+                markup=False,
+            )
+        elif s.peak_reserved is not None:
+            say(
+                f"{s.resource}: largest peak reserved {int(s.peak_reserved.max):,} bytes, in "
+                f"{_names(s.peak_reserved_drivers)}",
+                highlight=False,
+                markup=False,
+            )
+        if s.refusing_logs and not capacity:
+            say(
+                f"{s.resource}: refused allocations in {_names(s.refusing_logs)}",
+                highlight=False,
+                markup=False,
+            )
+    for record in run.records:
+        if record["status"] != STATUS_OK:
+            say(
+                f"failed: {record['log']} with {record['spec']} after {record.get('attempts', 1)}"
+                f" attempt(s): {record.get('reason')}",
+                highlight=False,
+                markup=False,
+            )
+    if plot is not None:
+        say(f"Plot written to {plot}", highlight=False, markup=False)
+
+
+def _names(logs: list[str]) -> str:
+    shown = ", ".join(logs[:_NAMES_SHOWN])
+    more = len(logs) - _NAMES_SHOWN
+    return shown + (f" and {more:,} more (--json lists them all)" if more > 0 else "")
