@@ -84,3 +84,12 @@ def format_bytes(n_bytes: int) -> str:
             return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
+
+
+def format_bytes_exact(n_bytes: int) -> str:
+    """Bytes in the largest IEC unit that holds them exactly, as `parse_bytes` reads them
+    back: 23068672 -> '22MiB', 4096 -> '4KiB', 1000 -> '1000'."""
+    for shift, unit in ((40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if n_bytes and n_bytes % (1 << shift) == 0:
+            return f"{n_bytes >> shift}{unit}"
+    return str(n_bytes)

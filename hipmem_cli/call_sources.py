@@ -67,15 +67,16 @@ def _report(log: CallLog, strict: bool) -> None:
         summary += f", {no_workspace:,} calls of routines that need no workspace"
     if skipped:
         summary += f", {skipped:,} lines skipped"
-    output.stderr.print(summary, highlight=False, markup=False)
+    output.info(summary)
     for problem in log.problems[:_PROBLEMS_SHOWN]:
         output.warning(problem.where(log.path))
     if len(log.problems) > _PROBLEMS_SHOWN:
         rest = log.problems[_PROBLEMS_SHOWN:]
         lines = sum(problem.count for problem in rest)
+        distinct = "" if lines == len(rest) else f" ({len(rest):,} distinct)"
         output.warning(
-            f"{log.path}: {lines:,} more skipped lines of {len(rest):,} other kinds, "
-            f"first at line {rest[0].line_number} (--json lists them all)"
+            f"{log.path}: {lines:,} more skipped line{'s' if lines > 1 else ''}{distinct}, "
+            f"the first at line {rest[0].line_number} (--json lists them all)"
         )
     if not log.calls:
         output.warning(f"{log.path}: no calls found")

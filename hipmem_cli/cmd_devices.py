@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import typer
-from rich.table import Table
 
 from hipmem_cli import output
 from hipmem_cli.options import JsonOption
@@ -44,12 +43,12 @@ def devices(json: JsonOption = False) -> None:
             }
         )
         return
-    table = Table(title="Devices (--device NAME)", title_justify="left")
-    for column in ("name", "arch", "CUs", "memory", "kind"):
-        table.add_column(column, justify="right" if column in ("CUs", "memory") else "left")
     data = gemm_data()
-    for name in data:
-        table.add_column(f"gemm data {name}")
+    table = output.Table(
+        "Devices (--device NAME)",
+        ["name", "arch", "CUs", "memory", "kind", *(f"gemm data {name}" for name in data)],
+        right=("CUs", "memory"),
+    )
     for device in [*real, *virtual]:
         table.add_row(
             device.name,
@@ -59,16 +58,24 @@ def devices(json: JsonOption = False) -> None:
             "virtual" if device.virtual else "real",
             *(_gemm_mark(device.arch.name, per_release) for per_release in data.values()),
         )
-    output.stdout.print(table)
-    output.stdout.print(
+    output.print_table(table)
+    output.line(
         "gemm data: whether the ROCm release has tuned gemm data for the arch (needed to size "
-        "f16/bf16 gemm_ex) and whether `hipmem rocm fetch --rocm R --arch A` fetched it",
-        highlight=False,
+        "f16/bf16 gemm_ex) and whether `hipmem rocm fetch --rocm R --arch A` fetched it"
     )
-    output.stdout.print(f"archs: {', '.join(sorted(ARCHS))} (with --cus to set the CU count)")
+    output.line(f"archs: {', '.join(sorted(ARCHS))} (with --cus to set the CU count)")
     if not real:
-        output.stdout.print(f"[dim]no real AMD GPU: {reason}[/dim]")
+        output.note(f"no real AMD GPU: {reason}")
+
+
+EPILOG = """\b
+Examples:
+  hipmem devices
+  hipmem devices --json
+
+Exit codes: 0 listed; 130 interrupted.
+"""
 
 
 def register(app: typer.Typer) -> None:
-    app.command("devices")(devices)
+    app.command("devices", epilog=EPILOG)(devices)

@@ -6,10 +6,8 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.table import Table
 
 from hipmem_cli import output
-from hipmem_cli.cmd_replay import _RESOURCE_HELP
 from hipmem_cli.options import JsonOption
 from replay.backends import is_host_spec, resolve_backend
 from replay.engine import ReplayOptions
@@ -32,7 +30,15 @@ def fleet_command(
         list[Path],
         typer.Argument(help="Allocation logs (RMM CSVs, PyTorch snapshots) or folders of them."),
     ],
-    resource: Annotated[list[str], typer.Option("--resource", "-r", help=_RESOURCE_HELP)],
+    resource: Annotated[
+        list[str],
+        typer.Option(
+            "--resource",
+            "-r",
+            help="Resource to replay through (as `hipmem replay`).",
+            metavar="SPEC",
+        ),
+    ],
     capacity: Annotated[
         bool,
         typer.Option("--find-capacity", help="Also bisect each log's smallest pool/limit."),
@@ -154,11 +160,13 @@ def _ratio(spread: Spread | None) -> str:
     return f"{spread.p50:.3f} / {spread.p95:.3f} / {spread.max:.3f}"
 
 
-def _table(summaries: list[ResourceSummary], capacity: bool) -> Table:
-    table = Table(title="The fleet, per resource (peaks over the logs with no failure)")
-    table.add_column("")
-    for s in summaries:
-        table.add_column(s.resource, justify="right", no_wrap=True)
+def _table(summaries: list[ResourceSummary], capacity: bool) -> output.Table:
+    columns = ["", *[s.resource for s in summaries]]
+    table = output.Table(
+        title="The fleet, per resource (peaks over the logs with no failure)",
+        columns=columns,
+        right=columns[1:],
+    )
     rows: list[tuple[str, list[str]]] = [
         ("logs", [f"{s.logs:,}" for s in summaries]),
         ("no failure", [f"{s.no_failure:,}" for s in summaries]),
@@ -189,46 +197,34 @@ def _print_answer(
     where: str,
     plot: Path | None,
 ) -> None:
-    say = output.stdout.print
+    say = output.line
     say(
         f"{len(run.records):,} pairs on {where}: "
-        f"{run.replayed_pairs:,} run now, {run.skipped_pairs:,} already in the results file.",
-        highlight=False,
-        markup=False,
+        f"{run.replayed_pairs:,} run now, {run.skipped_pairs:,} already in the results file."
     )
-    say(_table(summaries, capacity))
+    output.print_table(_table(summaries, capacity))
     for s in summaries:
         if capacity and s.capacity is not None:
             covers_p95, covers_all = int(s.capacity.p95), int(s.capacity.max)
             say(
                 f"{s.resource}: {covers_p95:,} bytes cover 95% of the logs, {covers_all:,} "
-                f"cover all; the largest is needed by {_names(s.capacity_drivers)}",
-                highlight=False,
-                markup=False,
+                f"cover all; the largest is needed by {_names(s.capacity_drivers)}"
             )
         elif s.peak_reserved is not None:
             say(
                 f"{s.resource}: largest peak reserved {int(s.peak_reserved.max):,} bytes, in "
-                f"{_names(s.peak_reserved_drivers)}",
-                highlight=False,
-                markup=False,
+                f"{_names(s.peak_reserved_drivers)}"
             )
         if s.refusing_logs and not capacity:
-            say(
-                f"{s.resource}: refused allocations in {_names(s.refusing_logs)}",
-                highlight=False,
-                markup=False,
-            )
+            say(f"{s.resource}: refused allocations in {_names(s.refusing_logs)}")
     for record in run.records:
         if record["status"] != STATUS_OK:
             say(
                 f"failed: {record['log']} with {record['spec']} after {record.get('attempts', 1)}"
-                f" attempt(s): {record.get('reason')}",
-                highlight=False,
-                markup=False,
+                f" attempt(s): {record.get('reason')}"
             )
     if plot is not None:
-        say(f"Plot written to {plot}", highlight=False, markup=False)
+        output.written("plot", plot)
 
 
 def _names(logs: list[str]) -> str:

@@ -3,19 +3,32 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from hipmem_cli import output
-from hipmem_cli.options import JsonOption
+from hipmem_cli.options import JsonOption, PlotOption, check_plot_option
 from replay.analysis import LogSummary, analyze, live_trace
 from replay.errors import ReplayUsageError
 from replay.events import AllocationLog
 from replay.log_loader import load_log
 
-log_app = typer.Typer(help="Read RMM/hipMM allocation logs (no GPU needed).", no_args_is_help=True)
+log_app = typer.Typer(
+    help="Read RMM/hipMM allocation logs (no GPU needed).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+EPILOG = """\b
+Examples:
+  hipmem log inspect samples/serve-first-2000.csv.gz
+  hipmem log inspect samples/serve-first-2000.csv.gz --plot live.png --per-stream
+  hipmem log inspect samples/serve-first-2000.csv.gz --json --strict
+
+Exit codes: 0 read; 1 a file cannot be read (or, with --strict, a row); 2 usage;
+130 interrupted.
+"""
 
 NS_PER_S = 1_000_000_000
 DAY_NS = 86_400 * NS_PER_S
@@ -23,41 +36,42 @@ DAY_NS = 86_400 * NS_PER_S
 
 def inspect(
     logs: Annotated[
-        list[Path], typer.Argument(help="Log files (.csv or .csv.gz); several are read in order.")
+        list[Path],
+        typer.Argument(
+            help="Log files (.csv or .csv.gz); several are read in order.", metavar="LOG"
+        ),
     ],
     json: JsonOption = False,
     strict: Annotated[
         bool, typer.Option("--strict", help="Any row that cannot be read is an error (exit 1).")
     ] = False,
-    plot: Annotated[
-        Optional[Path],  # noqa: UP045 - typer reads the annotation at runtime on Python 3.10
-        typer.Option(
-            "--plot", help="Write a live-bytes timeline to FILE (.png or .svg).", metavar="FILE"
-        ),
-    ] = None,
+    plot: PlotOption = None,
     per_stream: Annotated[
         bool, typer.Option("--per-stream", help="In the plot, one line per stream as well.")
     ] = False,
 ) -> None:
     """Counts, peak live bytes, leaks, per-thread and per-stream figures and anomalies of a log."""
-    if plot is not None:
-        from replay.log_plot import check_plot_path
-
-        check_plot_path(plot)  # before loading: a typo should not cost a long load
-    with output.progress("loading") as progress:
+    if per_stream and plot is None:
+        raise ReplayUsageError("--per-stream adds lines to the plot: give --plot FILE too")
+    check_plot_option(plot)  # before loading: a typo should not cost a long load
+    with output.progress("loading", transfer=True) as progress:
         log = load_log(logs, strict=strict, progress=progress)
-    summary = analyze(log)
+    with output.progress("analysing") as progress:
+        progress(0, None)
+        summary = analyze(log)
     if plot is not None:
         from replay.log_plot import plot_timeline
 
-        plot_timeline(log, live_trace(log.events), summary, plot, per_stream=per_stream)
+        with output.progress("plotting") as progress:
+            progress(0, None)
+            plot_timeline(log, live_trace(log.events), summary, plot, per_stream=per_stream)
     warn_skipped_rows(log)
     if json:
         output.print_json(summary.as_dict())
         return
     _print_summary(summary)
     if plot is not None:
-        output.stdout.print(f"plot written to {plot}")
+        output.written("plot", plot)
 
 
 def warn_skipped_rows(log: AllocationLog) -> None:
@@ -104,36 +118,36 @@ def _bytes(n_bytes: int) -> str:
 
 
 def _where(s: LogSummary, source: str, line: int) -> str:
-    """`1234` for a single log, `name.csv:1234` when several were read."""
-    return f"{line:,}" if len(s.sources) == 1 else f"{Path(source).name}:{line}"
+    """`1234` for a single log, `name.csv:1234` when several were read (line numbers are
+    never written with separators: they are looked up, not read as amounts)."""
+    return str(line) if len(s.sources) == 1 else f"{Path(source).name}:{line}"
 
 
 def _print_summary(s: LogSummary) -> None:
-    out = output.stdout
-    names = ", ".join(s.sources)
-    out.print(f"[bold]{names}[/bold]", highlight=False)
+    out = output.line
+    output.heading(", ".join(s.sources))
     if s.skipped_count:
-        out.print(f"  [yellow]{s.skipped_count:,} row(s) skipped as unreadable[/yellow]")
-    out.print(
+        out(f"  {s.skipped_count:,} row(s) skipped as unreadable", style="yellow")
+    out(
         f"  {s.events:,} events: {s.allocate_rows:,} allocate, {s.free_rows:,} free, "
-        f"{s.failure_rows:,} allocate failure; {s.threads} thread(s), {s.streams} stream(s)"
+        f"{s.failure_rows:,} allocate failure; {s.threads:,} thread(s), {s.streams:,} stream(s)"
     )
-    out.print(
+    out(
         f"  time: {_time_of_day(s.first_time_ns)} to {_time_of_day(s.last_time_ns)} "
         f"({_duration(s.span_ns)})"
     )
     if s.peak:
-        out.print(
-            f"  peak live: [bold]{_bytes(s.peak.live_bytes)}[/bold] at {s.peak.source}:"
-            f"{s.peak.line} ({_time_of_day(s.peak.time_ns)}, event {s.peak.event_index:,})"
+        out(
+            f"  peak live: {_bytes(s.peak.live_bytes)} at {s.peak.source}:{s.peak.line} "
+            f"({_time_of_day(s.peak.time_ns)}, event {s.peak.event_index:,})"
         )
     else:
-        out.print("  peak live: 0 B (nothing allocated)")
-    out.print(
+        out("  peak live: 0 B (nothing allocated)")
+    out(
         f"  live at end (never freed): {s.live_at_end_count:,} allocation(s), "
         f"{_bytes(s.live_at_end_bytes)}"
     )
-    out.print(
+    out(
         f"  zero-byte allocations: {s.zero_byte_allocations:,} "
         f"({s.zero_byte_live_at_end:,} never freed; not counted above)"
     )
@@ -145,30 +159,26 @@ def _print_summary(s: LogSummary) -> None:
 
 def _print_recordings(s: LogSummary) -> None:
     """What a PyTorch snapshot adds: its allocator's reserved memory, settings, partial trace."""
-    out = output.stdout
+    out = output.line
     for r in s.recordings:
-        out.print(f"  recorded by PyTorch ({r.source}):", highlight=False, markup=False)
-        out.print(
+        out(f"  recorded by PyTorch ({r.source}):")
+        out(
             f"    reserved by its allocator: peak {_bytes(r.peak_reserved_bytes)}, "
-            f"{_bytes(r.start_reserved_bytes)} when recording began",
-            highlight=False,
+            f"{_bytes(r.start_reserved_bytes)} when recording began"
         )
         conf = r.alloc_conf or "(not set: default settings)"
-        out.print(f"    PYTORCH_CUDA_ALLOC_CONF={conf}", highlight=False, markup=False)
+        out(f"    PYTORCH_CUDA_ALLOC_CONF={conf}")
         if r.pre_recording_allocations:
-            out.print(
+            out(
                 f"    {r.pre_recording_allocations:,} allocation(s) made before recording "
                 "began (line 0): the trace is partial (recording started late, or "
-                "max_entries was reached)",
-                highlight=False,
+                "max_entries was reached)"
             )
         for oom in r.ooms:
             free = "unknown" if oom.device_free_bytes is None else _bytes(oom.device_free_bytes)
-            out.print(
+            out(
                 f"    out of memory at {oom.where}: {_bytes(oom.size_bytes)} asked, "
-                f"device free {free}",
-                highlight=False,
-                markup=False,
+                f"device free {free}"
             )
 
 
@@ -177,71 +187,78 @@ def _print_groups(s: LogSummary) -> None:
         ("thread", s.per_thread, False),
         ("stream", s.per_stream, True),
     ):
-        table = Table(
-            title=f"Per {title} (live bytes counted on the allocating {title})",
-            title_justify="left",
+        table = output.Table(
+            f"Per {title} (live bytes counted on the allocating {title})",
+            [title, "events", "allocate", "free", "failure", "peak live"],
+            right=("events", "allocate", "free", "failure", "peak live"),
         )
-        for column in (title, "events", "allocate", "free", "failure", "peak live"):
-            table.add_column(column, justify="left" if column == title else "right")
         for g in groups:
             key = (f"{g.key:#x}" if g.key else "0 (default)") if hex_keys else str(g.key)
             table.add_row(
                 key, f"{g.events:,}", f"{g.allocate_rows:,}", f"{g.free_rows:,}",
                 f"{g.failure_rows:,}", output.human_bytes(g.peak_live_bytes),
             )  # fmt: skip
-        output.stdout.print(table)
+        output.print_table(table)
 
 
 def _print_sizes(s: LogSummary) -> None:
-    table = Table(
-        title="Allocation sizes (powers of two, zero-byte excluded)", title_justify="left"
+    table = output.Table(
+        "Allocation sizes (powers of two, zero-byte excluded)",
+        ["size", "count", "total", ""],
+        right=("count", "total"),
     )
-    for column in ("size", "count", "total", ""):
-        table.add_column(column, justify="left" if column in ("size", "") else "right")
     most = max((b.count for b in s.size_histogram), default=1)
     for b in s.size_histogram:
         bar = "█" * max(1, round(30 * b.count / most))
         label = f"{output.human_bytes(b.low_bytes)} – <{output.human_bytes(b.high_bytes)}"
         table.add_row(label, f"{b.count:,}", output.human_bytes(b.total_bytes), bar)
-    output.stdout.print(table)
+    output.print_table(table)
     if s.largest:
-        large = Table(title="Largest allocations", title_justify="left")
-        for column in ("size", "bytes", "line", "thread", "stream", "freed"):
-            large.add_column(column, justify="right" if column in ("size", "bytes") else "left")
+        large = output.Table(
+            "Largest allocations",
+            ["size", "bytes", "line", "thread", "stream", "freed"],
+            right=("size", "bytes"),
+        )
         for a in s.largest:
             large.add_row(
                 output.human_bytes(a.size_bytes), f"{a.size_bytes:,}",
                 _where(s, a.source, a.line), str(a.thread),
                 f"{a.stream:#x}" if a.stream else "0", "yes" if a.freed else "no",
             )  # fmt: skip
-        output.stdout.print(large)
+        output.print_table(large)
 
 
 def _print_anomalies(s: LogSummary) -> None:
-    table = Table(title="Anomalies (rules: see replay.analysis)", title_justify="left")
-    for column in ("anomaly", "count", "first lines"):
-        table.add_column(column, justify="right" if column == "count" else "left")
+    table = output.Table(
+        "Anomalies (rules: see replay.analysis)",
+        ["anomaly", "count", "first lines"],
+        right=("count",),
+    )
     for a in s.anomalies:
         lines = ", ".join(str(ref.line) for ref in a.first) + (
             " ..." if a.count > len(a.first) else ""
         )
-        style = "yellow" if a.count else "dim"
-        table.add_row(f"[{style}]{a.name}[/{style}]", f"{a.count:,}", lines)
-    output.stdout.print(table)
+        table.add_row(output.Styled(a.name, "yellow" if a.count else "dim"), f"{a.count:,}", lines)
+    output.print_table(table)
     if s.failures:
-        failures = Table(title="Allocate failures (live bytes just before)", title_justify="left")
-        for column in ("where", "requested", "live"):
-            failures.add_column(column, justify="left" if column == "where" else "right")
+        failures = output.Table(
+            "Allocate failures (live bytes just before)",
+            ["where", "requested", "live"],
+            right=("requested", "live"),
+        )
         for f in s.failures:
             failures.add_row(
                 _where(s, f.source, f.line), _bytes(f.size_bytes), _bytes(f.live_bytes)
             )
-        output.stdout.print(failures)
+        output.print_table(failures)
 
 
 def convert(
     log_path: Annotated[
-        Path, typer.Argument(help="A PyTorch memory snapshot (.pickle, .pkl, .gz) or RMM log.")
+        Path,
+        typer.Argument(
+            help="A PyTorch memory snapshot (.pickle, .pkl, .gz) or RMM log.", metavar="LOG"
+        ),
     ],
     out: Annotated[
         Path,
@@ -253,9 +270,7 @@ def convert(
     """Write a log (a PyTorch snapshot, say) as RMM's CSV, so RMM's own tools read it.
 
     A snapshot of several devices gives one file per device, named as rmm names them
-    (`OUT.dev<N>.csv`). Examples:
-
-      hipmem log convert snapshot.pickle -o run.csv.gz
+    (`OUT.dev<N>.csv`).
     """
     from replay.log_writer import output_paths, write_rmm_csv
 
@@ -263,15 +278,24 @@ def convert(
         raise ReplayUsageError(
             f"folder '{out.parent}' does not exist", parameter="output", value=str(out)
         )
-    with output.progress("loading") as progress:
+    with output.progress("loading", transfer=True) as progress:
         log = load_log([log_path], progress=progress)
     output_paths(log, out)  # the name is checked before anything is written
-    written = write_rmm_csv(log, out)
-    for path in written:
-        output.stdout.print(f"wrote {path}", highlight=False, markup=False)
+    for path in write_rmm_csv(log, out):
+        output.written("log", path)
+
+
+CONVERT_EPILOG = """\b
+Examples:
+  hipmem log convert tests/data/snapshots/oom.pickle.gz -o oom.csv.gz
+  hipmem log convert tests/data/snapshots/train-default.pickle.gz -o train.csv
+
+Exit codes: 0 written; 1 the log cannot be read or the file written; 2 usage;
+130 interrupted.
+"""
 
 
 def register(app: typer.Typer) -> None:
-    log_app.command("inspect")(inspect)
-    log_app.command("convert")(convert)
+    log_app.command("convert", epilog=CONVERT_EPILOG)(convert)
+    log_app.command("inspect", epilog=EPILOG)(inspect)
     app.add_typer(log_app, name="log")

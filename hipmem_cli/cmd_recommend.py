@@ -4,11 +4,10 @@ gate: does a value cover the workload?). Both size the same call sources as `hip
 from __future__ import annotations
 
 import os
+from enum import Enum
 from typing import Annotated, Optional
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from hipmem_cli import hipblaslt_calls, output
 from hipmem_cli.call_sources import CallSources, gather_calls
@@ -25,6 +24,7 @@ from hipmem_cli.options import (
 from hipmem_cli.rocm_choice import one_release, release_line, several_cached_warning
 from sizing import env_formats
 from sizing.catalog import load_catalog
+from sizing.errors import UsageError
 from sizing.library_locator import Libraries
 from sizing.recommend import (
     PYTORCH_VARIABLE,
@@ -38,10 +38,42 @@ from sizing.recommend import (
 from sizing.session import SessionResult, size_calls
 from sizing.workspace_check import VARIABLE, check, read_pytorch_config, read_setting
 
+
+class Format(str, Enum):
+    """The output formats of sizing/env_formats.py (a test keeps the two lists equal)."""
+
+    shell = "shell"
+    dotenv = "dotenv"
+    json = "json"
+    yaml = "yaml"
+    github = "github"
+
+
+RECOMMEND_EPILOG = """\b
+Examples:
+  hipmem recommend -d MI210 rocsolver_dgetrf:m=4096,n=4096 --headroom 10%
+  hipmem recommend -d MI300X --workload samples/workload.yaml --format github
+  hipmem recommend -d gfx90a --from-log samples/rocblas-bench.log --json
+
+Exit codes: 0 recommended; 1 a call could not be sized (or a file could not be
+written); 2 usage (a bare --headroom 10: say 10% or 10B); 130 interrupted.
+"""
+
+CHECK_EPILOG = """\b
+Examples:
+  ROCBLAS_DEVICE_MEMORY_SIZE=8388608 hipmem check -d MI210 --workload samples/workload.yaml
+  hipmem check -d MI210 --value 4194304 rocsolver_dgetrf:m=1024,n=1024
+
+Exit codes: 0 the value covers the workload; 1 it does not (the reason on stderr), or a
+call could not be sized; 2 usage; 130 interrupted.
+"""
+
 CallsArgument = Annotated[
     Optional[list[str]],  # noqa: UP045 - typer reads annotations at runtime
     typer.Argument(
-        help="ROUTINE[:ARG=VALUE,...], e.g. rocsolver_dgetrf:m=1024,n=1024", show_default=False
+        help="ROUTINE[:ARG=VALUE,...], e.g. rocsolver_dgetrf:m=1024,n=1024",
+        show_default=False,
+        metavar="CALL",
     ),
 ]
 
@@ -52,16 +84,24 @@ def recommend_command(
     workload: WorkloadOption = None,
     strict: StrictOption = False,
     headroom: Annotated[
-        str, typer.Option("--headroom", help="Extra room: a percentage (10%) or bytes (64MiB).")
-    ] = "0",
+        str,
+        typer.Option(
+            "--headroom",
+            help="Extra room: a percentage (10%) or a size (64MiB, 1000B).",
+            metavar="AMOUNT",
+        ),
+    ] = "0%",
     align: Annotated[
-        str, typer.Option("--align", help="Round up to a multiple of this (2MiB, 4096).")
+        str,
+        typer.Option(
+            "--align", help="Round up to a multiple of this (2MiB, 4096).", metavar="SIZE"
+        ),
     ] = "1",
     handles: Annotated[
-        int, typer.Option("--handles", help="How many handles the process creates.")
+        int, typer.Option("--handles", help="How many handles the process creates.", metavar="N")
     ] = 1,
     fmt: Annotated[
-        Optional[str],  # noqa: UP045
+        Optional[Format],  # noqa: UP045
         typer.Option(
             "--format",
             help="shell, dotenv, json, yaml (Kubernetes env list) or github "
@@ -69,6 +109,7 @@ def recommend_command(
             show_default=False,
         ),
     ] = None,
+    json: Annotated[bool, typer.Option("--json", help="The same as --format json.")] = False,
     pytorch: Annotated[
         bool, typer.Option("--pytorch", help=f"Also emit {PYTORCH_VARIABLE} for PyTorch.")
     ] = False,
@@ -91,8 +132,9 @@ def recommend_command(
     align_bytes = parse_alignment(align)
     if handles < 1:
         raise BadSize("must be at least 1", parameter="handles", value=handles)
-    if fmt is not None:
-        env_formats.check_format(fmt)
+    if json and fmt not in (None, Format.json):
+        raise UsageError(f"--json is --format json; it cannot go with --format {fmt.value}")
+    chosen = "json" if json else (fmt.value if fmt is not None else None)
     libraries = one_release(rocm, rocm_dir, "recommend")
     matmuls = hipblaslt_calls.gather(calls, from_log, workload, strict)
     calls, from_log, workload = matmuls.calls, matmuls.from_log, matmuls.workload
@@ -100,7 +142,7 @@ def recommend_command(
         hipblaslt_calls.warn_cuda_variables()
         matmul_line = hipblaslt_calls.recommend_line(matmuls, libraries, device, cus)
         if matmuls.only:
-            _write(matmul_line + "\n")
+            output.write_exact(matmul_line + "\n")
             return
     result = _size(
         CallSources(calls or [], from_log or [], workload or [], strict),
@@ -120,16 +162,18 @@ def recommend_command(
         output.warning(warning)
     variables = advice.variables(pytorch=pytorch)
     comment = f"for {release_line(libraries, result.library.versions)}, {_device_text(result)}"
-    if fmt is None:
-        if output.stdout.is_terminal:
+    if chosen is None:
+        if output.stdout_is_terminal():
             _render_summary(advice, result, pytorch)
-        _write(env_formats.render("shell", variables, comment=comment))
+        output.write_exact(env_formats.render("shell", variables, comment=comment))
         if matmuls.any:
-            _write(matmul_line + "\n")
-    elif fmt == "github":
+            output.write_exact(matmul_line + "\n")
+    elif chosen == "github":
         _emit_github(variables)
     else:
-        _write(env_formats.render(fmt, variables, details=advice.as_dict(), comment=comment))
+        output.write_exact(
+            env_formats.render(chosen, variables, details=advice.as_dict(), comment=comment)
+        )
 
 
 def check_command(
@@ -210,15 +254,13 @@ def check_command(
             output.warning(f"runs degraded: {call}")
         # The verdict, then which release gave the sizes it rests on, on the same stream.
         sized_with = release_line(libraries, result.library.versions)
-        release = f"[dim]sized with {escape(sized_with)}[/dim]"
+        release = f"sized with {sized_with}"
         if outcome.passed:
-            output.stdout.print(f"[green]ok[/green] {escape(outcome.reason)}", highlight=False)
-            output.stdout.print(release, highlight=False)
+            output.ok(outcome.reason)
+            output.note(release)
         else:
-            output.stderr.print(
-                f"[bold red]FAIL[/bold red] {escape(outcome.reason)}", highlight=False
-            )
-            output.stderr.print(release, highlight=False)
+            output.fail(outcome.reason)
+            output.note(release, err=True)
     if not outcome.passed:
         raise typer.Exit(1)
 
@@ -245,8 +287,7 @@ def _size(
             libraries=libraries,
             minimum=minimum,
         )
-    for failed in result.failed:
-        output.error(str(failed.error))
+    output.summarised_errors([str(failed.error) for failed in result.failed])
     if result.failed:
         raise typer.Exit(1)
     return result
@@ -257,74 +298,81 @@ def _device_text(result: SessionResult) -> str:
     return f"{'virtual ' if device.virtual else ''}{device.name} ({device.arch.name})"
 
 
-def _write(text: str) -> None:
-    # Plain stdout, not rich: these lines are read by shells and parsers, never wrapped.
-    typer.echo(text, nl=False)
-
-
 def _emit_github(variables: list[tuple[str, str]]) -> None:
     written = env_formats.write_github(variables)
     if not written:  # not inside GitHub Actions: show what would be appended
-        _write(env_formats.render("github", variables))
+        output.write_exact(env_formats.render("github", variables))
         return
     names = ", ".join(name for name, _ in variables)
     for path in written:
-        output.stderr.print(f"appended {names} to {escape(str(path))}", highlight=False)
+        output.info(f"appended {names} to {path}")
 
 
 def _render_summary(advice: Recommendation, result: SessionResult, pytorch: bool) -> None:
     device = result.device
     versions = ", ".join(f"{name} {v}" for name, v in result.library.versions.items())
     kind = "virtual " if device.virtual else ""
-    table = Table(
-        title=f"{VARIABLE} for {kind}{device.name} ({device.arch.name}; "
+    table = output.Table(
+        f"{VARIABLE} for {kind}{device.name} ({device.arch.name}; "
         f"ROCm {result.library.rocm}: {versions})",
-        title_justify="left",
-        box=None,
-        show_header=False,
-        pad_edge=False,
+        ["what", "size", "bytes", "note"],
+        right=("size", "bytes"),
+        boxed=False,
+        header=False,
     )
-    table.add_column("what", style="bold")
-    table.add_column("size", justify="right")
-    table.add_column("bytes", justify="right")
-    table.add_column("note", style="dim")
     needs_note = "the largest measured minimum" if advice.basis == "minimum" else ""
-    table.add_row("workload needs", *_sizes(advice.session_bytes), needs_note)
-    table.add_row("+ headroom", *_sizes(advice.headroom_bytes), "")
+    table.add_row(
+        output.Styled("workload needs", "bold"),
+        *_sizes(advice.session_bytes),
+        output.Styled(needs_note, "dim"),
+    )
+    table.add_row(output.Styled("+ headroom", "bold"), *_sizes(advice.headroom_bytes), "")
     aligned = f"rounded up to {output.human_bytes(advice.align_bytes)}"
-    table.add_row("recommended", *_sizes(advice.rocblas_device_memory_size_bytes), aligned)
+    table.add_row(
+        output.Styled("recommended", "bold"),
+        *_sizes(advice.rocblas_device_memory_size_bytes),
+        output.Styled(aligned, "dim"),
+    )
     source = "asked of rocBLAS" if advice.default_source == "library" else "arch rule"
-    table.add_row("default", *_sizes(advice.default_bytes), f"without it ({source})")
+    table.add_row(
+        output.Styled("default", "bold"),
+        *_sizes(advice.default_bytes),
+        output.Styled(f"without it ({source})", "dim"),
+    )
     table.add_row(*_saving_row("per handle", advice.saved_bytes_per_handle))
     if advice.handles > 1:
         table.add_row(*_saving_row(f"× {advice.handles} handles", advice.saved_bytes_total))
-    output.stdout.print(table)
-    output.stdout.print(f"[dim]largest call: {escape(str(advice.largest_call))}[/dim]")
+    output.print_table(table)
+    output.note(f"largest call: {advice.largest_call}")
     if advice.default_bytes != advice.arch_rule_bytes:
-        output.stdout.print(
-            f"[dim]This rocBLAS allocates {output.human_bytes(advice.default_bytes)} by default "
+        output.note(
+            f"This rocBLAS allocates {output.human_bytes(advice.default_bytes)} by default "
             f"on {device.arch.name}; the documented rule says "
-            f"{output.human_bytes(advice.arch_rule_bytes)}.[/dim]"
+            f"{output.human_bytes(advice.arch_rule_bytes)}."
         )
     if advice.managed_grows:
-        output.stdout.print(
-            "[dim]Without the variable a handle would start at the default and reallocate "
-            "mid-run when the largest call comes.[/dim]"
+        output.note(
+            "Without the variable a handle would start at the default and reallocate "
+            "mid-run when the largest call comes."
         )
-    line = f"PyTorch: {PYTORCH_VARIABLE}={advice.pytorch_workspace_config}"
     hint = "" if pytorch else " (--pytorch emits it)"
-    output.stdout.print(f"{escape(line)}{hint}\n[dim]{escape(PYTORCH_WHY)}.[/dim]", highlight=False)
+    output.line(f"PyTorch: {PYTORCH_VARIABLE}={advice.pytorch_workspace_config}{hint}")
+    output.note(f"{PYTORCH_WHY}.")
 
 
 def _sizes(n_bytes: int) -> tuple[str, str]:
     return output.human_bytes(n_bytes), f"{n_bytes:,}"
 
 
-def _saving_row(label: str, saved_bytes: int) -> tuple[str, str, str, str]:
+def _saving_row(label: str, saved_bytes: int) -> tuple[output.Cell, ...]:
     word = "saved" if saved_bytes >= 0 else "added"
-    return f"{word} {label}", *_sizes(abs(saved_bytes)), "compared with the default"
+    return (
+        output.Styled(f"{word} {label}", "bold"),
+        *_sizes(abs(saved_bytes)),
+        output.Styled("compared with the default", "dim"),
+    )
 
 
 def register(app: typer.Typer) -> None:
-    app.command("recommend")(recommend_command)
-    app.command("check")(check_command)
+    app.command("recommend", epilog=RECOMMEND_EPILOG)(recommend_command)
+    app.command("check", epilog=CHECK_EPILOG)(check_command)

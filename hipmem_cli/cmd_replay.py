@@ -2,102 +2,152 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.table import Table
 
 from hipmem_cli import output
 from hipmem_cli.cmd_log import skipped_rows_json, warn_skipped_rows
-from hipmem_cli.options import JsonOption
+from hipmem_cli.options import JsonOption, PlotOption, check_plot_option
 from replay.backends import resolve_backend
-from replay.capacity import CapacityResult, find_capacity
+from replay.capacity import CapacityResult, NoCapacityFound, find_capacity
 from replay.engine import ReplayOptions, replay
+from replay.errors import ReplayUsageError
+from replay.events import AllocationLog
 from replay.log_loader import load_log
-from replay.log_plot import check_plot_path
 from replay.plot import write_plot
 from replay.program import ReplayProgram, build_program
 from replay.report import LatencyStats, RecordedFigures, ReplayReport, recorded_figures
 from replay.resources import STREAM_ORDERED_KINDS, ResourceSpec, parse_spec
 
-_RESOURCE_HELP = (
-    "Resource spec, repeatable: cuda|hip, managed[:prefetch=1,advise=preferred_location], "
-    "async[:release_threshold=4GiB,pool=default], pool[:initial=1GiB,maximum=8GiB,upstream=cuda], "
-    "arena[:size=8GiB], binning[:min_exp=18,max_exp=22], fixed[:block=1MiB], host[:pinned=1]; "
-    "any takes limit=BYTES."
-)
+EPILOG = """\b
+Resource specs (--resource, repeatable;
+any takes limit=BYTES):
+  cuda | hip
+  managed[:prefetch=1,advise=preferred_location]
+  async[:release_threshold=4GiB,pool=default]
+  pool[:initial=1GiB,maximum=8GiB,upstream=cuda]
+  arena[:size=8GiB]
+  binning[:min_exp=18,max_exp=22]
+  fixed[:block=1MiB]
+  host[:pinned=1]
+  torch[:settings=recorded,expandable_segments=1]
+
+\b
+Examples:
+  hipmem replay samples/serve-first-2000.csv.gz -r pool -r async -r cuda
+  hipmem replay samples/serve-first-2000.csv.gz -r host:limit=600MiB --plot replay.png
+  hipmem replay samples/serve-first-2000.csv.gz -r pool:initial=0 --find-capacity
+
+Exit codes: 0 every allocation the log made was granted (with --find-capacity: a size was
+found for every resource); 1 a resource refused an allocation the log did not record as
+failed (whatever --on-failure says), or no size was found; 2 usage; 130 interrupted.
+"""
 
 
-# What replay.plot writes (matplotlib picks the format by suffix; none means .png).
-_PLOT_SUFFIXES = (".png", ".svg", ".pdf", "")
+class Backend(str, Enum):
+    auto = "auto"
+    cuda = "cuda"
+    hip = "hip"
+    host = "host"
+
+
+class Threads(str, Enum):
+    logged = "logged"
+    single = "single"
+
+
+class Streams(str, Enum):
+    logged = "logged"
+    default = "default"
+
+
+class OnFailure(str, Enum):
+    skip = "skip"
+    stop = "stop"
 
 
 def register(app: typer.Typer) -> None:
-    app.command("replay")(replay_command)
+    app.command("replay", epilog=EPILOG)(replay_command)
 
 
 def replay_command(
     logs: Annotated[
-        list[Path], typer.Argument(help="RMM/hipMM allocation log(s), .csv or .csv.gz.")
+        list[Path],
+        typer.Argument(help="RMM/hipMM allocation log(s), .csv or .csv.gz.", metavar="LOG"),
     ],
-    resource: Annotated[list[str], typer.Option("--resource", "-r", help=_RESOURCE_HELP)],
-    backend: Annotated[str, typer.Option(help="hip, cuda, host or auto.")] = "auto",
+    resource: Annotated[
+        list[str],
+        typer.Option(
+            "--resource", "-r", help="Resource to replay through (specs below).", metavar="SPEC"
+        ),
+    ],
+    backend: Annotated[
+        Backend, typer.Option(help="Where to allocate; auto: the GPU there is.")
+    ] = Backend.auto,
     threads: Annotated[
-        str, typer.Option(help="logged: one replay thread per logged thread; single: one.")
-    ] = "logged",
+        Threads, typer.Option(help="logged: one replay thread per logged thread; single: one.")
+    ] = Threads.logged,
     streams: Annotated[
-        str,
+        Streams,
         typer.Option(help="logged: each logged stream on its own stream; default: all on one."),
-    ] = "logged",
+    ] = Streams.logged,
     on_failure: Annotated[
-        str, typer.Option("--on-failure", help="skip (go on, as production would) or stop.")
-    ] = "skip",
+        OnFailure,
+        typer.Option("--on-failure", help="skip (go on, as production would) or stop."),
+    ] = OnFailure.skip,
     repeats: Annotated[
-        int, typer.Option(help="Passes per resource; events/s is the best pass.", min=1)
+        int,
+        typer.Option(help="Passes per resource; events/s is the best pass.", min=1, metavar="N"),
     ] = 1,
-    plot: Annotated[
-        Optional[Path],  # noqa: UP045 - typer reads the annotation at runtime on Python 3.10
-        typer.Option(help="Write reserved vs requested bytes over the replay to this image."),
-    ] = None,
+    plot: PlotOption = None,
     capacity: Annotated[
         bool,
         typer.Option("--find-capacity", help="Bisect the smallest pool/limit with no failure."),
     ] = False,
     confirm_runs: Annotated[
-        int,
+        Optional[int],  # noqa: UP045 - typer reads the annotation at runtime on Python 3.10
         typer.Option(
             "--confirm-runs",
-            help="With --find-capacity: replays the size found must pass again.",
+            help="With --find-capacity: replays the size found must pass again. [default: 2]",
             min=0,
+            metavar="N",
+            show_default=False,
         ),
-    ] = 2,
+    ] = None,
     json_out: JsonOption = False,
     strict: Annotated[
         bool, typer.Option("--strict", help="Any row that cannot be read is an error (exit 1).")
     ] = False,
 ) -> None:
     """Replay allocation logs through real GPU memory resources, side by side."""
+    if confirm_runs is not None and not capacity:
+        raise ReplayUsageError("--confirm-runs counts replays of --find-capacity: add it")
+    if plot is not None and capacity:
+        raise ReplayUsageError("--plot draws a replay, not a --find-capacity search: drop one")
+    check_plot_option(plot)
     specs = [parse_spec(text) for text in resource]  # bad specs fail before any work (exit 2)
-    if plot is not None:
-        check_plot_path(plot, suffixes=_PLOT_SUFFIXES)
     options = ReplayOptions(
-        backend=backend,
-        threads=threads,
-        streams=streams,
-        on_failure=on_failure,
+        backend=backend.value,
+        threads=threads.value,
+        streams=streams.value,
+        on_failure=on_failure.value,
         repeats=repeats,
         plot_samples=2000 if plot else 0,
     )
     options.check()
     for spec in specs:  # a missing GPU or library is said before the log is read
         resolve_backend(options.backend, spec, options.device)
-    with output.progress("loading log", transfer=True) as bar:
+    with output.progress("loading", transfer=True) as bar:
         log = load_log(logs, strict=strict, progress=bar)
     warn_skipped_rows(log)
     program = build_program(log)
     if capacity:
-        _find_capacities(log, program, specs, options, confirm_runs, json_out)
+        confirm = 2 if confirm_runs is None else confirm_runs
+        if not _find_capacities(log, program, specs, options, confirm, json_out):
+            raise typer.Exit(1)
         return
     reports: list[ReplayReport] = []
     with output.progress("replaying") as bar:
@@ -105,7 +155,8 @@ def replay_command(
             bar(done, len(specs), spec.label)
             reports.append(replay(log, spec, options, program=program))
     if plot:
-        write_plot(plot, program, reports)
+        limits = {s.label: s.limit_bytes or s.option_bytes("maximum") for s in specs}
+        write_plot(plot, program, reports, log.sources, limits)
     recorded = recorded_figures(log, program.peak_requested_bytes)
     if json_out:
         payload: dict[str, object] = {"sources": log.sources}
@@ -114,68 +165,93 @@ def replay_command(
             payload["recorded"] = recorded.as_dict()
         payload["resources"] = [r.as_dict() for r in reports]
         output.print_json(payload)
-        return
-    output.stdout.print(_table(reports, recorded))
-    _print_notes(program, reports, plot)
+    else:
+        _print_table(reports, recorded)
+        _print_notes(program, reports)
+    if plot:
+        output.written("plot", plot)
+    if any(r.failure_count for r in reports):
+        raise typer.Exit(1)
 
 
 def _find_capacities(
-    log: object,
+    log: AllocationLog,
     program: ReplayProgram,
     specs: list[ResourceSpec],
     options: ReplayOptions,
     confirm_runs: int,
     json_out: bool,
-) -> None:
-    results: list[CapacityResult] = []
+) -> bool:
+    """Search each resource; print the table (or JSON). True when every search found a size."""
+    results: list[CapacityResult | NoCapacityFound] = []
     with output.progress("finding capacity") as bar:
         for spec in specs:
-            found = find_capacity(
-                log,  # type: ignore[arg-type]
-                spec,
-                options,
-                program=program,
-                confirm_runs=confirm_runs,
-                progress=bar,
-            )
+            try:
+                found = find_capacity(
+                    log, spec, options, program=program, confirm_runs=confirm_runs, progress=bar
+                )
+            except NoCapacityFound as err:  # said in the table; the other resources go on
+                results.append(err)
+                continue
             results.append(found)
     if json_out:
         output.print_json(
-            {"skipped_rows": skipped_rows_json(log), "capacities": [r.as_dict() for r in results]}  # type: ignore[arg-type]
+            {
+                "skipped_rows": skipped_rows_json(log),
+                "capacities": [_capacity_json(s, r) for s, r in zip(specs, results, strict=True)],
+            }
         )
-        return
-    table = Table(title="Smallest size that replays the log with no failure")
-    for column in (
-        "resource",
-        "sized",
-        "capacity",
-        "peak requested",
-        "capacity / peak",
-        "probes",
-        "confirmed",
-        "use",
-    ):
-        table.add_column(column, justify="left" if column in ("resource", "use") else "right")
+    else:
+        _print_capacities(program, specs, results, options, confirm_runs)
+    return all(isinstance(r, CapacityResult) for r in results)
+
+
+def _capacity_json(spec: ResourceSpec, result: CapacityResult | NoCapacityFound) -> object:
+    if isinstance(result, CapacityResult):
+        return result.as_dict()
+    return {"resource": spec.label, "capacity_bytes": None, "error": str(result)}
+
+
+def _print_capacities(
+    program: ReplayProgram,
+    specs: list[ResourceSpec],
+    results: list[CapacityResult | NoCapacityFound],
+    options: ReplayOptions,
+    confirm_runs: int,
+) -> None:
+    peak = program.peak_requested_bytes
+    # The exact size is in the spec to use (whole IEC units) and in --json.
+    table = output.Table(
+        "Smallest size that replays the log with no failure",
+        ["resource", "capacity", "cap/peak", "probes", "use"],
+        right=("capacity", "cap/peak", "probes"),
+    )
+    for spec, r in zip(specs, results, strict=True):
+        if isinstance(r, CapacityResult):
+            table.add_row(
+                r.resource,
+                output.human_bytes(r.capacity_bytes),
+                f"{r.capacity_bytes / max(peak, 1):.3f}",
+                f"{len(r.probes):,}",
+                r.sized_spec,
+            )
+        else:
+            table.add_row(spec.label, output.Styled("none found", "red"), "", "", "-")
+    output.print_table(table)
+    output.line(
+        f"peak requested by the log: {output.human_bytes(peak)} ({peak:,} bytes); each size "
+        f"passed {1 + confirm_runs} replays in a row (--confirm-runs {confirm_runs} more)."
+    )
     for r in results:
-        table.add_row(
-            r.resource,
-            r.sized_option,
-            _bytes(r.capacity_bytes),
-            _bytes(r.peak_requested_bytes),
-            f"{r.capacity_bytes / max(r.peak_requested_bytes, 1):.3f}",
-            str(len(r.probes)),
-            f"{r.confirm_runs}x more",
-            r.sized_spec,
-        )
-    output.stdout.print(table)
+        if isinstance(r, NoCapacityFound):
+            output.error(str(r))
     several = len(program.streams) > 1 or (options.threads == "logged" and len(program.threads) > 1)
     if several and any(spec.kind in STREAM_ORDERED_KINDS for spec in specs):
-        output.stdout.print(
+        output.line(
             "This log has several streams or threads: stream-ordered pools (RMM's pools, "
             "async) pick free blocks across streams in an order that can change from run to "
-            "run, so a size near the edge can pass and later fail. Each size found passed "
-            f"{1 + confirm_runs} replays in a row; add headroom, or raise --confirm-runs.",
-            highlight=False,
+            "run, so a size near the edge can pass and later fail. Add headroom, or raise "
+            "--confirm-runs."
         )
 
 
@@ -200,20 +276,15 @@ def _latency(stats: LatencyStats | None) -> str:
 
 
 def _first_failure(report: ReplayReport) -> str:
-    if not report.failures:
-        return "-"
     f = report.failures[0]
     size, live = output.human_bytes(f.size_bytes), output.human_bytes(f.live_bytes)
     return f"{f.where}: {size} with {live} live"
 
 
-def _table(reports: list[ReplayReport], recorded: RecordedFigures | None = None) -> Table:
-    table = Table(title="Replay, side by side")
-    table.add_column("")
-    if recorded is not None:
-        table.add_column("recorded (PyTorch)", justify="right")
-    for report in reports:
-        table.add_column(report.resource, justify="right")
+def _print_table(reports: list[ReplayReport], recorded: RecordedFigures | None = None) -> None:
+    first = ["recorded (PyTorch)"] if recorded is not None else []
+    columns = [*first, *(r.resource for r in reports)]
+    table = output.Table("Replay, side by side", ["", *columns], right=tuple(columns))
     rows: list[tuple[str, list[str]]] = [
         ("backend / engine", [f"{r.backend} / {r.engine}" for r in reports]),
         (
@@ -235,8 +306,7 @@ def _table(reports: list[ReplayReport], recorded: RecordedFigures | None = None)
             "fragmentation",
             ["n/a" if r.fragmentation is None else f"{r.fragmentation:.3f}" for r in reports],
         ),
-        ("failures", [str(r.failure_count) for r in reports]),
-        ("first failure", [_first_failure(r) for r in reports]),
+        ("refused allocations", [f"{r.failure_count:,}" for r in reports]),
         ("returned at end", [_bytes(r.returned_at_end_bytes) for r in reports]),
     ]
     recorded_cells = _recorded_cells(recorded) if recorded is not None else {}
@@ -244,7 +314,7 @@ def _table(reports: list[ReplayReport], recorded: RecordedFigures | None = None)
         if recorded is not None:
             cells = [recorded_cells.get(label, ""), *cells]
         table.add_row(label, *cells)
-    return table
+    output.print_table(table)
 
 
 def _recorded_cells(recorded: RecordedFigures) -> dict[str, str]:
@@ -256,23 +326,26 @@ def _recorded_cells(recorded: RecordedFigures) -> dict[str, str]:
         "peak requested": _bytes(recorded.peak_requested_bytes),
         "peak reserved": _bytes(recorded.peak_reserved_bytes),
         "fragmentation": "n/a" if fragmentation is None else f"{fragmentation:.3f}",
-        "failures": str(recorded.failure_count),
+        "refused allocations": f"{recorded.failure_count:,}",
     }
 
 
-def _print_notes(program: ReplayProgram, reports: list[ReplayReport], plot: Path | None) -> None:
+def _print_notes(program: ReplayProgram, reports: list[ReplayReport]) -> None:
     a = program.anomalies
-    output.stdout.print(
+    output.line(
         f"{program.log_events:,} log events, {program.op_count:,} allocator calls; "
-        f"{a.zero_byte_allocations} zero-byte allocations, {a.free_unknown_pointer} frees of "
-        f"unknown pointers (skipped), {a.allocate_live_pointer} allocations at live pointers "
-        f"(replaced), {a.allocate_failure} logged failures (not replayed), "
-        f"{a.live_at_end_count} live at end (returned at the end).",
-        highlight=False,
+        f"{a.zero_byte_allocations:,} zero-byte allocations, {a.free_unknown_pointer:,} frees "
+        f"of unknown pointers (skipped), {a.allocate_live_pointer:,} allocations at live "
+        f"pointers (replaced), {a.allocate_failure:,} logged failures (not replayed), "
+        f"{a.live_at_end_count:,} live at end (returned at the end)."
     )
     for example in a.examples:
-        output.stdout.print(f"  {example}", highlight=False, markup=False)
+        output.line(f"  {example}")
     sources = sorted({r.reserved_source for r in reports})
-    output.stdout.print(f"Reserved bytes from: {'; '.join(sources)}.", highlight=False)
-    if plot:
-        output.stdout.print(f"Plot written to {plot}", highlight=False, markup=False)
+    output.line(f"Reserved bytes from: {'; '.join(sources)}.")
+    refused = [r for r in reports if r.failure_count]
+    for r in refused:  # below the table: a path:line is too long for a cell at 80 columns
+        output.line(f"{r.resource} first refused {_first_failure(r)}")
+    if refused:
+        names = ", ".join(f"{r.resource} ({r.failure_count:,})" for r in refused)
+        output.line(f"Refused allocations the log made: {names}; exit code 1.")

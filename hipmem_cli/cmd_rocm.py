@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from hipmem_cli import output
+from hipmem_cli.command_help import FETCH_EPILOG, WHERE_EPILOG
 from hipmem_cli.options import JsonOption, RocmDirOption
 from hipmem_cli.rocm_choice import requested
 from sizing import rocm_fetch
@@ -21,7 +21,7 @@ from sizing.shim_build import build_shim
 rocm_app = typer.Typer(help="Get rocBLAS/rocSOLVER for size queries, and show which are used.")
 
 
-@rocm_app.command("fetch")
+@rocm_app.command("fetch", epilog=FETCH_EPILOG)
 def fetch(
     rocm: Annotated[
         str | None,
@@ -35,10 +35,14 @@ def fetch(
     arch: Annotated[
         list[str] | None,
         typer.Option(
-            "--arch", help="Keep gemm data for these archs only (default: all the release has)."
+            "--arch",
+            help="Keep gemm data for these archs only (default: all the release has).",
+            metavar="ARCH",
         ),
     ] = None,
-    mirror: Annotated[str, typer.Option(help="Debian mirror URL.")] = rocm_fetch.DEFAULT_MIRROR,
+    mirror: Annotated[
+        str, typer.Option(help="Debian mirror URL.", metavar="URL")
+    ] = rocm_fetch.DEFAULT_MIRROR,
     hipblaslt: Annotated[
         bool,
         typer.Option(
@@ -67,15 +71,13 @@ def fetch(
                 continue
             shim_dir = build_shim(result.include_dir, release.hip_soname)
         packages = ", ".join(f"{name} {version}" for name, version in result.packages.items())
-        output.stderr.print(
-            f"ROCm {release.name} ready in {escape(str(result.root))} "
-            f"({output.human_bytes(result.disk_bytes())} on disk)",
-            highlight=False,
+        output.info(
+            f"ROCm {release.name} ready in {result.root} "
+            f"({output.human_bytes(result.disk_bytes())} on disk)"
         )
-        output.stderr.print(
-            f"[dim]{escape(packages)}; gemm data for {', '.join(result.archs)}; "
-            f"virtual device {escape(str(shim_dir))}[/dim]",
-            highlight=False,
+        output.note(
+            f"{packages}; gemm data for {', '.join(result.archs)}; virtual device {shim_dir}",
+            err=True,
         )
         if hipblaslt:
             _fetch_hipblaslt(release.name, arch, mirror)
@@ -85,7 +87,7 @@ def fetch(
         raise PinnedVersionGone(f"none of ROCm {', '.join(names)} can be fetched (see above)")
 
 
-@rocm_app.command("where")
+@rocm_app.command("where", epilog=WHERE_EPILOG)
 def where(rocm_dir: RocmDirOption = None, json: JsonOption = False) -> None:
     """List every ROCm release found (installs and cache), and which one answers by default."""
     found = available(rocm_dir)
@@ -98,17 +100,17 @@ def where(rocm_dir: RocmDirOption = None, json: JsonOption = False) -> None:
         output.print_json({"releases": entries})
         return
     if not entries:
-        output.stdout.print("no ROCm found: run `hipmem rocm fetch`", highlight=False)
+        output.line("no ROCm found: run `hipmem rocm fetch`")
     for entry in entries:
         mark = "*" if entry["default"] else " "
-        output.stdout.print(
-            f"{mark} ROCm {entry['rocm'] or '?':5} {escape(entry['found_in'])}", highlight=False
-        )
+        output.line(f"{mark} ROCm {entry['rocm'] or '?':5} {entry['found_in']}")
+        table = output.Table(None, ["what", "where"], boxed=False, header=False)
         for key in ("rocblas", "rocsolver", "loader", "tensile_dir", "gemm_archs", "disk_bytes"):
             if entry.get(key) is not None:
-                output.stdout.print(f"    {key:12} {escape(str(entry[key]))}", highlight=False)
+                table.add_row(f"   {key}", str(entry[key]))
+        output.print_table(table)
     if default is not None:
-        output.stdout.print(f"* answers without --rocm ({escape(default.why)})", highlight=False)
+        output.line(f"* answers without --rocm ({default.why})")
 
 
 def _describe(libraries: Libraries, default: Libraries | None) -> dict[str, Any]:

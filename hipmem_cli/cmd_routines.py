@@ -6,8 +6,6 @@ import fnmatch
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from hipmem_cli import output
 from hipmem_cli.options import JsonOption, RocmOption
@@ -23,6 +21,7 @@ def routines(
         typer.Argument(
             help="Substring or glob (*, ?) of routine names, e.g. getrf or 'rocblas_?gemm*'.",
             show_default=False,
+            metavar="PATTERN",
         ),
     ] = None,
     rocm: RocmOption = None,
@@ -39,13 +38,11 @@ def routines(
         )
         return
     versions = ", ".join(f"{name} {version}" for name, version in catalog.versions.items())
-    title = f"{len(found)} routines in ROCm {catalog.release} ({versions})"
-    table = Table(title=title, title_justify="left")
-    table.add_column("routine", no_wrap=True)
-    table.add_column("arguments (default rule; * = required)", overflow="fold")
+    title = f"{len(found):,} routines in ROCm {catalog.release} ({versions})"
+    table = output.Table(title, ["routine", "arguments (default rule; * = required)"])
     for routine in found:
         table.add_row(routine.name, _argument_text(describe(routine, catalog)))
-    output.stdout.print(table)
+    output.print_table(table)
 
 
 def _release(option: str | None) -> str | None:
@@ -116,11 +113,21 @@ def _argument_text(description: dict[str, Any]) -> str:
     parts = []
     for argument in description["arguments"]:
         if argument["required"]:
-            parts.append(f"[bold]{argument['name']}*[/bold]")
+            parts.append(f"{argument['name']}*")
         else:
-            parts.append(f"{argument['name']}={escape(argument['default'])}")
+            parts.append(output.whole(f"{argument['name']}={argument['default']}"))
     return "  ".join(parts)
 
 
+EPILOG = """\b
+Examples:
+  hipmem routines getrf
+  hipmem routines 'rocblas_?gemm*'
+  hipmem routines syevd --json
+
+Exit codes: 0 listed; 2 no routine matches (usage); 130 interrupted.
+"""
+
+
 def register(app: typer.Typer) -> None:
-    app.command("routines")(routines)
+    app.command("routines", epilog=EPILOG)(routines)

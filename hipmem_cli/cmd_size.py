@@ -5,8 +5,6 @@ from __future__ import annotations
 from typing import Annotated, Optional
 
 import typer
-from rich.measure import Measurement
-from rich.table import Table
 
 from hipmem_cli import hipblaslt_calls, output
 from hipmem_cli.call_sources import CallSources, gather_calls
@@ -30,6 +28,7 @@ def size(
         typer.Argument(
             help="ROUTINE[:ARG=VALUE,...], e.g. rocsolver_dgetrf:m=1024,n=1024",
             show_default=False,
+            metavar="CALL",
         ),
     ] = None,
     from_log: FromLogOption = None,
@@ -45,12 +44,15 @@ def size(
             help="ROCm release(s) to answer with: 7.2, or 6.4,7.2 to compare them side by side. "
             "Default: $HIPMEM_ROCM, else the local install, else the newest in the cache.",
             show_default=False,
+            metavar="RELEASES",
         ),
     ] = None,
     json: JsonOption = False,
     top: Annotated[
         Optional[int],  # noqa: UP045
-        typer.Option("--top", min=1, help="Show only the N distinct calls that need the most."),
+        typer.Option(
+            "--top", min=1, metavar="N", help="Show only the N distinct calls that need the most."
+        ),
     ] = None,
     minimum: Annotated[
         bool,
@@ -115,8 +117,7 @@ def size(
             f"{big.call.label} needs {big.bytes:,} bytes, more than the {result.device.name}'s "
             f"{result.device.memory_bytes:,}: unsatisfiable on that device"
         )
-    for failed in result.failed:
-        output.error(str(failed.error))
+    output.summarised_errors([str(failed.error) for failed in result.failed])
     matmuls_failed = bool(matmul_specs) and hipblaslt_calls.report_failures(matmuls)
     if result.failed or matmuls_failed:
         raise typer.Exit(1)
@@ -133,64 +134,53 @@ def render(result: SessionResult, top: int | None = None) -> None:
     title = f"Workspace on {_device_line(result)}"
     if len(shown) < len(result.calls):
         title += f": the {len(shown)} largest of {len(result.calls):,} distinct calls"
-    table = Table(title=title, title_justify="left")
-    table.add_column("call", overflow="fold")
-    table.add_column("workspace", justify="right")
-    table.add_column("bytes", justify="right")
-    table.add_column("count", justify="right")
     measured = result.session_minimum_bytes is not None
-    if measured:
-        for name in ("minimum", "optimal", "between"):
-            table.add_column(name, justify="left" if name == "between" else "right")
+    extra = ["minimum", "optimal", "between"] if measured else []
+    # The call last: when it is longer than the width, it runs on past it, whole.
+    table = output.Table(
+        title,
+        ["workspace", "bytes", "count", *extra, "call"],
+        right=(*RIGHT, "minimum", "optimal"),
+    )
     for call in shown:
-        size_text = (
+        table.add_row(
             output.human_bytes(call.bytes)
             if call.bytes is not None
-            else f"[red]{call.status}[/red]"
-        )
-        table.add_row(
-            call.call.label,
-            size_text,
+            else output.Styled(call.status, "red"),
             "" if call.bytes is None else f"{call.bytes:,}",
-            str(call.count),
+            f"{call.count:,}",
             *(_minimum_cells(call) if measured else ()),
+            call.call.label,
         )
-    if measured:
-        _print_unfolded(table)
+    output.print_table(table)
+    session = f"{output.human_bytes(result.session_bytes)} ({result.session_bytes:,} bytes)"
+    if result.failed:  # the session is the largest of the calls answered, not of all calls
+        answered = len(result.calls) - len(result.failed)
+        output.line(
+            f"session {session}: the most any one of the {answered:,} answered calls needs "
+            f"({len(result.failed):,} could not be sized)"
+        )
     else:
-        output.stdout.print(table)
-    output.stdout.print(
-        f"[bold]session[/bold] {output.human_bytes(result.session_bytes)} "
-        f"({result.session_bytes:,} bytes): the most any one call needs, as the library reports it"
-    )
+        output.line(f"session {session}: the most any one call needs, as the library reports it")
     if result.session_minimum_bytes is not None:
-        output.stdout.print(
-            f"[bold]session minimum[/bold] {output.human_bytes(result.session_minimum_bytes)} "
+        output.line(
+            f"session minimum {output.human_bytes(result.session_minimum_bytes)} "
             f"({result.session_minimum_bytes:,} bytes): the largest minimum; between a call's "
             "minimum and optimal it runs degraded"
         )
-    output.stdout.print(f"[dim]{_release_text(result)}[/dim]", highlight=False)
+    output.note(_release_text(result))
 
 
-def _print_unfolded(table: Table) -> None:
-    """As wide as the cells need: a call spec or a number is never folded or cut."""
-    unbounded = output.stdout.options.update(max_width=1 << 16)
-    needed = Measurement.get(output.stdout, unbounded, table).maximum
-    width = output.stdout.width
-    output.stdout.width = max(needed, width)
-    try:
-        output.stdout.print(table)
-    finally:
-        output.stdout.width = width
+RIGHT = ("workspace", "bytes", "count")
 
 
-def _minimum_cells(call: CallResult) -> tuple[str, str, str]:
+def _minimum_cells(call: CallResult) -> tuple[output.Cell, output.Cell, output.Cell]:
     """minimum, optimal, and how the call runs between them (or how they were found)."""
     found = call.minimum
     if found is None:
         return ("", "", "")
     if found.method == "unknown" or found.minimum_bytes is None or found.optimal_bytes is None:
-        return ("[red]unknown[/red]", "", "see below")
+        return (output.Styled("unknown", "red"), "", "see below")
     between = found.between_status or ("= query" if found.method == "query" else "same")
     return (f"{found.minimum_bytes:,}", f"{found.optimal_bytes:,}", between)
 
@@ -231,9 +221,13 @@ def _compare(
     else:
         _render_compared(results, names, rows, top)
     failed = [r for result in results for r in result.failed]
-    for result in results:
-        for call in result.failed:
-            output.error(f"ROCm {result.library.rocm}: {call.error}")
+    output.summarised_errors(
+        [
+            f"ROCm {result.library.rocm}: {call.error}"
+            for result in results
+            for call in result.failed
+        ]
+    )
     if failed:
         raise typer.Exit(1)
 
@@ -267,38 +261,31 @@ def _render_compared(
     title = f"Workspace on {_device_line(results[0])}, by ROCm release"
     if len(shown) < len(rows):
         title += f": the {len(shown)} largest of {len(rows):,} distinct calls"
-    table = Table(title=title, title_justify="left")
-    table.add_column("call", overflow="fold")
-    for name in names:
-        table.add_column(f"ROCm {name}", justify="right")
-    table.add_column(f"{names[-1]} − {names[0]}", justify="right")
-    table.add_column("count", justify="right")
+    releases_ = [f"ROCm {name}" for name in names]
+    change = f"{names[-1]} − {names[0]}"
+    # The call last: when it is longer than the width, it runs on past it, whole.
+    table = output.Table(
+        title, [*releases_, change, "count", "call"], right=(*releases_, change, "count")
+    )
     for row in shown:
-        cells = [f"{c.bytes:,}" if c.bytes is not None else f"[red]{c.status}[/red]" for c in row]
+        cells: list[output.Cell] = [
+            f"{c.bytes:,}" if c.bytes is not None else output.Styled(c.status, "red") for c in row
+        ]
         sizes = [call.bytes for call in row]
         table.add_row(
-            row[0].call.label, *cells, _change_text(_difference(sizes)), str(row[0].count)
+            *cells, _change_text(_difference(sizes)), f"{row[0].count:,}", row[0].call.label
         )
     sessions = [result.session_bytes for result in results]
-    table.add_section()
     table.add_row(
-        "[bold]session[/bold]",
         *(f"{size:,}" for size in sessions),
         _change_text(_difference(list(sessions))),
         "",
+        output.Styled("session", "bold"),
     )
-    # As wide as the calls need: a call spec is never folded (the terminal may wrap the line).
-    unbounded = output.stdout.options.update(max_width=1 << 16)
-    needed = Measurement.get(output.stdout, unbounded, table).maximum
-    width = output.stdout.width
-    output.stdout.width = max(needed, width)
-    try:
-        output.stdout.print(table)
-    finally:
-        output.stdout.width = width
-    output.stdout.print("[dim]bytes; session: the most any one call needs, per release[/dim]")
+    output.print_table(table)
+    output.note("bytes; session: the most any one call needs, per release")
     for result in results:
-        output.stdout.print(f"[dim]{_release_text(result)}[/dim]", highlight=False)
+        output.note(_release_text(result))
 
 
 def _change_text(change: int | None) -> str:
@@ -307,7 +294,7 @@ def _change_text(change: int | None) -> str:
     if change == 0:
         return "same"
     sign = "+" if change > 0 else "−"
-    return f"{sign}{abs(change):,} ({sign}{output.human_bytes(abs(change))})"
+    return output.whole(f"{sign}{abs(change):,} ({sign}{output.human_bytes(abs(change))})")
 
 
 def _device_line(result: SessionResult) -> str:
@@ -319,5 +306,17 @@ def _device_line(result: SessionResult) -> str:
     )
 
 
+EPILOG = """\b
+Examples:
+  hipmem size -d MI210 rocsolver_dgetrf:m=1024,n=1024 rocsolver_dgetrs:n=1024,nrhs=1
+  hipmem size -d MI300X --workload samples/workload.yaml --json
+  hipmem size -d MI210 --from-log samples/rocblas-bench.log --top 5
+
+Exit codes: 0 every call answered; 1 a call failed (the library rejected it or
+aborted; the others are still answered), or no GPU and no --device, or no libraries;
+2 usage (unknown routine, argument, value or device); 130 interrupted.
+"""
+
+
 def register(app: typer.Typer) -> None:
-    app.command("size")(size)
+    app.command("size", epilog=EPILOG)(size)

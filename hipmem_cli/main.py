@@ -1,74 +1,132 @@
 """Entry point: builds the typer app from one module per command group and runs it inside
-one error boundary, so library errors become `Error: ...` on stderr with their exit code."""
+one error boundary, so that every failure is one line on stderr with its exit code.
+
+Exit codes, the same in every command (also in each command's --help and the README):
+0 done; 1 the work failed or found a problem (a call the library rejected, a replay with
+refused allocations, a check that does not pass, a missing GPU or library); 2 the command
+line or an input file is wrong (usage); 130 interrupted (Ctrl-C).
+
+Only the standard library and the output module (which loads rich only when it draws) are
+imported at module level: a Ctrl-C while typer, rich and the libraries load must still end as
+the one "interrupted" line, so the module that prints it is in place before the handler is.
+"""
 
 from __future__ import annotations
 
+import signal
 import sys
+from typing import Any
 
-import typer
-
-from hipmem.errors import HipmemError
 from hipmem_cli import output
 
-app = typer.Typer(
-    name="hipmem",
-    help="Size rocBLAS/rocSOLVER workspaces, recommend settings, replay allocation logs.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
+# Accepted anywhere on the command line (before a `--`), not only before the subcommand.
+GLOBAL_FLAGS = ("--debug", "--version")
+
+EXIT_CODES_HELP = (
+    "Exit codes: 0 done; 1 the work failed or found a problem; 2 usage (a bad option, "
+    "argument or input file); 130 interrupted."
 )
 
 
-def _print_version(wanted: bool) -> None:
-    if wanted:
-        import hipmem
+def version_text() -> str:
+    import hipmem
 
-        output.stdout.print(f"hipmem {hipmem.__version__}", highlight=False, markup=False)
-        raise typer.Exit()
+    return f"hipmem {hipmem.__version__}"
 
 
-@app.callback()
-def _global_options(
-    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
-    version: bool = typer.Option(
-        False, "--version", callback=_print_version, is_eager=True, help="Print the version."
-    ),
-) -> None:
-    output.state.debug = debug
+def split_global_flags(argv: list[str]) -> tuple[set[str], list[str]]:
+    """The global flags found anywhere in `argv`, and the words left for the subcommand."""
+    found: set[str] = set()
+    rest: list[str] = []
+    for index, word in enumerate(argv):
+        if word == "--":
+            rest.extend(argv[index:])
+            break
+        if word in GLOBAL_FLAGS:
+            found.add(word)
+        else:
+            rest.append(word)
+    return found, rest
 
 
-# Library parameters whose flag is not simply `--` + the name with dashes.
-_FLAGS = {"spec": "--resource", "compute_units": "--cus", "align_bytes": "--align"}
+def build_app(argv: list[str]) -> Any:
+    import typer
 
+    from hipmem_cli import commands
+    from hipmem_cli.help_format import plain_argument_names
 
-def cli_message(err: HipmemError) -> str:
-    """The error's line as the command line says it: flags, not Python parameter names."""
-    if err.parameter is None:
-        return str(err)
-    return err.for_flag(_FLAGS.get(err.parameter, "--" + err.parameter.replace("_", "-")))
+    plain_argument_names()
+
+    app = typer.Typer(
+        name="hipmem",
+        help="Size rocBLAS/rocSOLVER workspaces, recommend settings, replay allocation logs.",
+        epilog=EXIT_CODES_HELP,
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        add_completion=False,
+        rich_markup_mode=None,  # plain help: flags as flags, nothing cut or read as markup
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+
+    @app.callback()
+    def _global_options(
+        debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+        version: bool = typer.Option(False, "--version", help="Print hipmem's version."),
+    ) -> None:
+        """Size rocBLAS/rocSOLVER workspaces, recommend settings, replay allocation logs.
+
+        --debug, --version and -h/--help are accepted anywhere on the command line.
+        """
+
+    commands.register(app, argv)
+    return app
 
 
 def main() -> None:
     """Console-script entry point."""
-    from hipmem_cli import commands
-
-    commands.register(app, sys.argv[1:])
+    signal.signal(signal.SIGINT, _on_ctrl_c)
     try:
-        # Standalone mode: typer handles --help and usage errors itself (exit code 2).
-        app(prog_name="hipmem")
-    except HipmemError as err:
-        if output.state.debug:
-            raise
-        output.error(cli_message(err))
-        sys.exit(err.exit_code)
+        code = _run(sys.argv[1:])
     except KeyboardInterrupt:
-        output.error("interrupted")
-        sys.exit(130)
+        code = 130
+    if _interrupted:
+        output.interrupted()
+    sys.exit(code)
+
+
+_interrupted = False
+
+
+def _on_ctrl_c(signum: int, frame: object) -> None:
+    """First Ctrl-C: unwind (finally blocks remove temporary files), then the one line.
+    Another one while unwinding: the line at once."""
+    global _interrupted
+    if _interrupted:
+        output.interrupted()
+    _interrupted = True
+    raise KeyboardInterrupt
+
+
+def _run(argv: list[str]) -> int:
+    flags, argv = split_global_flags(argv)
+    output.state.debug = "--debug" in flags
+    if "--version" in flags:
+        output.line(version_text())
+        return 0
+    app = build_app(argv)
+    try:
+        result = app(args=argv, prog_name="hipmem", standalone_mode=False)
+    except KeyboardInterrupt:
+        raise
     except Exception as err:  # the boundary: even a bug is reported as one line
-        if output.state.debug:
-            raise
-        output.error(f"internal error: {type(err).__name__}: {err} (--debug shows the traceback)")
-        sys.exit(1)
+        return _report(err)
+    return result if isinstance(result, int) else 0
+
+
+def _report(err: Exception) -> int:
+    from hipmem_cli.error_boundary import report
+
+    return report(err)
 
 
 if __name__ == "__main__":

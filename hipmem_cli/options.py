@@ -12,18 +12,20 @@ DeviceOption = Annotated[
     typer.Option(
         "--device",
         "-d",
+        metavar="DEVICE",
         help="Arch (gfx90a, gfx942, ...) or product (MI210, MI300X, 'Radeon RX 7900 XTX'). "
         "Default: the real AMD GPU, when there is one.",
     ),
 ]
 CusOption = Annotated[
     Optional[int],  # noqa: UP045
-    typer.Option("--cus", help="Override the device's compute-unit count.", min=1),
+    typer.Option("--cus", help="Override the device's compute-unit count.", min=1, metavar="N"),
 ]
 RocmDirOption = Annotated[
     Optional[Path],  # noqa: UP045
     typer.Option(
         "--rocm-dir",
+        metavar="DIR",
         help="Directory holding librocblas/librocsolver (else HIPMEM_ROCM_LIBDIR, ROCM_PATH, "
         "/opt/rocm, the loader path, then the offline cache).",
     ),
@@ -39,12 +41,32 @@ RocmOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON only.")]
 
+# One rule for every --plot (replay and log inspect): see replay/plot_files.py.
+PlotOption = Annotated[
+    Optional[Path],  # noqa: UP045
+    typer.Option(
+        "--plot",
+        help="Write a plot to FILE; its suffix picks the format (.png or .svg).",
+        metavar="FILE",
+    ),
+]
+
+
+def check_plot_option(path: Path | None) -> None:
+    """Refuse a --plot FILE that cannot be written before any work starts."""
+    if path is not None:
+        from replay.plot_files import check_plot_path
+
+        check_plot_path(path)
+
+
 # Call sources shared by `size`, `recommend` and `check` (see hipmem_cli/call_sources.py).
 FromLogOption = Annotated[
     Optional[list[Path]],  # noqa: UP045
     typer.Option(
         "--from-log",
         help="rocBLAS/rocSOLVER call log (bench, trace or profile) to size; repeatable.",
+        metavar="FILE",
         exists=True,
         dir_okay=False,
     ),
@@ -54,6 +76,7 @@ WorkloadOption = Annotated[
     typer.Option(
         "--workload",
         help="Workload file of calls (see README); repeatable.",
+        metavar="FILE",
         exists=True,
         dir_okay=False,
     ),

@@ -1,54 +1,256 @@
-"""Rendering shared by every command: human byte units, errors on stderr, JSON on stdout,
-and progress bars only when stderr is a terminal."""
+"""The one way out to the user: every string hipmem shows passes through this module.
+
+Three rules hold for everything printed here (tests/test_output.py checks them, and that no
+other module in hipmem_cli prints on its own):
+
+- **Nothing from an input reaches the terminal raw.** Control characters (escape sequences,
+  carriage returns, bells, bidi overrides) are shown as `\\x1b`-style escapes, and text is never
+  read as rich markup (`[bold]`), emoji codes (`:100:`) or highlighted.
+- **What users copy is never split or cut.** A call name, spec, path:line, version, or a number
+  with its unit is one *word*: lines and table cells wrap only between words, a number and its
+  unit stay together, nothing is elided with "…". When a table cannot fit the width, its lines
+  are allowed to run past it (a terminal shows them soft-wrapped; copying gives them whole).
+- **Errors and warnings are one line** on stderr, never wrapped; `--json` is plain JSON on
+  stdout.
+
+rich is imported on first use, so that a Ctrl-C during start-up still gets the one-line answer.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
+import signal
 import sys
-from collections.abc import Iterator
+import textwrap
+import unicodedata
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
-
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskProgressColumn,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from hipmem.byte_sizes import format_bytes
 from hipmem.progress import ProgressCallback, no_progress
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 @dataclass
 class _State:
     debug: bool = False
+    consoles: dict[str, Console] = field(default_factory=dict)
 
 
 state = _State()
-stdout = Console(soft_wrap=True)
-stderr = Console(stderr=True, soft_wrap=True)
+
+# ---------------------------------------------------------------------------------------------
+# Escaping
+
+
+# Format characters that reorder or hide text on a terminal (bidi overrides and isolates).
+_BIDI = {chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F)}
+
+
+def clean(text: str, *, keep_newlines: bool = False) -> str:
+    """`text` with every non-printable character written as an escape (`\\x1b`, `\\u202e`).
+
+    Tabs become one space. Newlines are kept only where the caller composed several lines.
+    """
+    out = []
+    for ch in text:
+        if ch == "\n" and keep_newlines:
+            out.append(ch)
+        elif ch == "\t":
+            out.append(" ")
+        elif ch == _GLUE:  # set by whole(): shown as a space that does not break
+            out.append(ch)
+        elif ch in _BIDI or unicodedata.category(ch) in ("Cc", "Cs", "Co", "Cn"):
+            code = ord(ch)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Words: where a line may break
+
+# A number and its unit are one word: "8.5 ms", "4.5 MiB", "9,219,648 bytes", "1.00 GiB".
+_UNIT_GAP = re.compile(r"(?<=\d) (?=(?:B|KiB|MiB|GiB|TiB|PiB|EiB|bytes|ns|µs|ms|s|%)(?![\w]))")
+_GLUE = "\ue000"  # a private-use character: joins a number to its unit while wrapping
+
+
+def _glue_units(text: str) -> str:
+    return _UNIT_GAP.sub(_GLUE, text)
+
+
+def whole(text: str) -> str:
+    """`text` kept on one line wherever it is printed (its spaces do not break)."""
+    return text.replace(" ", _GLUE)
+
+
+def words_of(text: str) -> list[str]:
+    """The pieces a line may be broken between (a number and its unit count as one)."""
+    return [word.replace(_GLUE, " ") for word in _glue_units(text).split()]
+
+
+def wrap(text: str, width: int) -> list[str]:
+    """Lines of at most `width` columns, broken only between words; a word longer than the
+    width gets a line of its own, whole."""
+    lines: list[str] = []
+    for paragraph in _glue_units(text).split("\n"):
+        wrapped = textwrap.wrap(
+            paragraph,
+            width=max(width, 1),
+            break_long_words=False,
+            break_on_hyphens=False,
+            replace_whitespace=False,
+            drop_whitespace=True,
+        )
+        lines.extend(wrapped or [""])
+    return [line.replace(_GLUE, " ") for line in lines]
+
+
+# ---------------------------------------------------------------------------------------------
+# Consoles
+
+
+def _console(name: str) -> Console:
+    """stdout or stderr: no markup, no emoji, no highlighting, NO_COLOR respected."""
+    if name not in state.consoles:
+        from rich.console import Console
+
+        state.consoles[name] = Console(
+            stderr=name == "stderr",
+            soft_wrap=True,
+            markup=False,
+            emoji=False,
+            highlight=False,
+        )
+    return state.consoles[name]
+
+
+def stdout_is_terminal() -> bool:
+    return _console("stdout").is_terminal
+
+
+def width() -> int:
+    """Columns available on stdout (the terminal's, or $COLUMNS, or 80 when piped)."""
+    return _console("stdout").width
+
+
+def _print(text: str, *, style: str | None = None, err: bool = False) -> None:
+    from rich.text import Text
+
+    _console("stderr" if err else "stdout").print(Text(text, style=style or ""), crop=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# Lines of text
+
+
+def line(text: str, *, style: str | None = None, err: bool = False) -> None:
+    """A line (or paragraph) of prose. On a terminal it is wrapped between words at the
+    width, never inside one; piped, it stays one line (logs and grep see it whole)."""
+    console = _console("stderr" if err else "stdout")
+    width = console.width if console.is_terminal else 1 << 30
+    for piece in wrap(clean(text, keep_newlines=True), width):
+        _print(piece, style=style, err=err)
+
+
+def note(text: str, *, err: bool = False) -> None:
+    """A line of secondary information (dim on a terminal)."""
+    line(text, style="dim", err=err)
+
+
+def heading(text: str) -> None:
+    line(text, style="bold")
 
 
 def error(message: str) -> None:
-    """One line on stderr, no markup interpretation of the message."""
-    stderr.print(f"[bold red]Error:[/bold red] {_escape(message)}", highlight=False)
+    """`Error: message`, one line on stderr, never wrapped."""
+    _labelled("Error: ", "bold red", message)
 
 
 def warning(message: str) -> None:
-    stderr.print(f"[yellow]Warning:[/yellow] {_escape(message)}", highlight=False)
+    """`Warning: message`, one line on stderr, never wrapped."""
+    _labelled("Warning: ", "yellow", message)
 
 
-def _escape(text: str) -> str:
-    from rich.markup import escape
+def info(message: str) -> None:
+    """A one-line progress or status message on stderr ("written to ...")."""
+    _print(clean(message), err=True)
 
-    return escape(text)
+
+def fail(message: str) -> None:
+    """`FAIL message`: a check that did not pass, one line on stderr."""
+    _labelled("FAIL ", "bold red", message)
+
+
+def ok(message: str) -> None:
+    """`ok message`: a check that passed, one line on stdout."""
+    _labelled("ok ", "green", message, err=False)
+
+
+def _labelled(label: str, style: str, message: str, *, err: bool = True) -> None:
+    from rich.text import Text
+
+    text = Text(label, style=style)
+    text.append(clean(message))
+    _console("stderr" if err else "stdout").print(text, crop=False)
+
+
+def summarised_errors(messages: Sequence[str], *, shown: int = 5, what: str = "calls") -> None:
+    """The first `shown` errors, then one line counting the rest (floods help no one)."""
+    for message in messages[:shown]:
+        error(message)
+    if len(messages) > shown:
+        error(f"{len(messages) - shown:,} more {what} failed (--json lists every one)")
+
+
+def written(what: str, path: object) -> None:
+    """The one wording for a file hipmem wrote: `plot written to PATH`."""
+    info(f"{what} written to {path}")
+
+
+def traceback_of(err: BaseException) -> None:
+    """--debug: the traceback on stderr, escaped like everything else."""
+    import traceback
+
+    text = "".join(traceback.format_exception(type(err), err, err.__traceback__))
+    sys.stderr.write(clean(text, keep_newlines=True))
+    sys.stderr.flush()
+
+
+def interrupted() -> None:
+    """Ctrl-C: one line, exit 130, whatever threads are still running.
+
+    Further Ctrl-Cs are ignored, and the process ends with os._exit so that no thread join
+    or finaliser can print a second message; the OS returns every byte the process held.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with contextlib.suppress(Exception):  # stdout may be closed; the line still goes out
+        sys.stdout.flush()
+    try:
+        os.write(2, b"Error: interrupted\n")
+    finally:
+        os._exit(130)
+
+
+def block(text: str, *, err: bool = False) -> None:
+    """Preformatted text (help pages) written as is, escaped, ending in one newline."""
+    stream = sys.stderr if err else sys.stdout
+    stream.write(clean(text.rstrip("\n"), keep_newlines=True) + "\n")
+    stream.flush()
+
+
+def write_exact(text: str) -> None:
+    """Text for shells and parsers (`export X=...` lines): written as is, never wrapped."""
+    sys.stdout.write(clean(text, keep_newlines=True))
+    sys.stdout.flush()
 
 
 def print_json(payload: Any) -> None:
@@ -57,27 +259,231 @@ def print_json(payload: Any) -> None:
     sys.stdout.flush()
 
 
+# ---------------------------------------------------------------------------------------------
+# Numbers
+
 # One byte formatter for the whole tool (hipmem.byte_sizes); the name the commands use.
 human_bytes = format_bytes
+
+
+def count(n: int) -> str:
+    """Counts everywhere: thousands separated (`23,077`). Line numbers never are (`:5752`)."""
+    return f"{n:,}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables
+
+
+class Styled(NamedTuple):
+    """A table cell with a style (`red`, `bold`, `dim`, `yellow`)."""
+
+    text: str
+    style: str
+
+
+Cell = str | Styled
+
+
+@dataclass
+class Table:
+    """Rows of cells under a title. Rendered by `print_table` so that no cell is ever split
+    inside a word, folded or cut: columns shrink only down to their longest word, and a table
+    that still does not fit runs past the width instead."""
+
+    title: str | None
+    columns: Sequence[str]
+    right: Sequence[str] = ()  # the columns aligned right (numbers)
+    boxed: bool = True
+    header: bool = True
+    rows: list[list[Cell]] = field(default_factory=list)
+
+    def add_row(self, *cells: Cell) -> None:
+        if len(cells) != len(self.columns):
+            raise ValueError(f"{len(cells)} cells for {len(self.columns)} columns")
+        self.rows.append(list(cells))
+
+
+def _text(cell: Cell) -> tuple[str, str]:
+    if isinstance(cell, Styled):
+        return clean(cell.text), cell.style
+    return clean(cell), ""
+
+
+def column_widths(table: Table, available: int, overhead: int) -> list[int]:
+    """Each column's width: its natural width if the table fits `available` columns, else
+    shrunk towards its longest word (never below), widest columns first. A table that cannot
+    fit even then keeps its natural widths: it runs past the width, one line per row."""
+    cells = [[_text(c)[0] for c in row] for row in table.rows]
+    headers = [clean(h) for h in table.columns] if table.header else ["" for _ in table.columns]
+    natural, least = [], []
+    for index, head in enumerate(headers):
+        texts = [head] + [row[index] for row in cells]
+        natural.append(max((_cell_len(line) for t in texts for line in t.split("\n")), default=1))
+        least.append(max((_cell_len(w) for t in texts for w in words_of(t)), default=1))
+    widths = [max(n, 1) for n in natural]
+    if sum(least) + overhead > available:
+        return widths  # it runs past the width anyway: one line per row reads best
+    excess = sum(widths) + overhead - available
+    while excess > 0:
+        shrinkable = [i for i, w in enumerate(widths) if w > least[i]]
+        if not shrinkable:
+            break
+        widest = max(shrinkable, key=lambda i: widths[i])
+        widths[widest] -= 1
+        excess -= 1
+    return widths
+
+
+def _cell_len(text: str) -> int:
+    from rich.cells import cell_len
+
+    return cell_len(text)
+
+
+def print_table(table: Table, *, err: bool = False) -> None:
+    """The title on its own line (as `line`), then the table.
+
+    A table narrower than the width is drawn with its box. One that cannot fit even with
+    every column at its longest word is drawn without vertical borders and its lines run
+    past the width: the long values (call names, specs) stay whole on one line each.
+    """
+    console = _console("stderr" if err else "stdout")
+    if table.title:
+        line(table.title, err=err)
+    overhead = _measure(console, _rich_table(table, [1] * len(table.columns), boxed=table.boxed))
+    overhead -= len(table.columns)
+    widths = column_widths(table, console.width, overhead)
+    fits = sum(widths) + overhead <= console.width
+    if not fits and table.boxed:
+        overhead = _measure(console, _rich_table(table, [1] * len(table.columns), boxed=False))
+        overhead -= len(table.columns)
+    rich_table = _rich_table(table, widths, boxed=table.boxed and fits)
+    _print_lines(console, rich_table, max(console.width, sum(widths) + overhead))
+
+
+def _rich_table(table: Table, widths: list[int], *, boxed: bool) -> Any:
+    from rich import box
+    from rich.table import Table as RichTable
+    from rich.text import Text
+
+    rich_table = RichTable(
+        box=box.HEAVY_HEAD if boxed else box.SIMPLE_HEAD,
+        show_header=table.header,
+        show_edge=boxed,
+        pad_edge=boxed,
+        expand=False,
+    )
+    if not table.boxed:
+        rich_table.box = None
+    for index, head in enumerate(table.columns):
+        rich_table.add_column(
+            Text(_glue_units(clean(head)), style="bold"),
+            justify="right" if head in table.right else "left",
+            width=widths[index],
+            overflow="fold",  # never reached: each column is at least its longest word wide
+        )
+    for row in table.rows:
+        cells = [Text(_glue_units(text), style=style) for text, style in map(_text, row)]
+        rich_table.add_row(*cells)
+    return rich_table
+
+
+def _measure(console: Console, renderable: Any) -> int:
+    from rich.measure import Measurement
+
+    return Measurement.get(console, console.options.update_width(1 << 16), renderable).maximum
+
+
+def _print_lines(console: Console, renderable: Any, width: int) -> None:
+    """Render at `width` (which may exceed the console's), and print each line whole, with
+    its trailing padding removed and the unit glue turned back into spaces."""
+    from rich.segment import Segment, Segments
+
+    options = console.options.update_width(width)
+    out: list[Segment] = []
+    for segments in Segment.split_lines(console.render(renderable, options)):
+        while segments and not segments[-1].control and not segments[-1].text.rstrip():
+            segments.pop()
+        drawn = "".join(s.text for s in segments)
+        if drawn.strip() and set(drawn) <= set("─━ "):  # a rule line: to the width only
+            segments = [Segment("─" * min(width, console.width), segments[0].style)]
+        if segments:
+            last = segments[-1]
+            segments[-1] = Segment(last.text.rstrip(), last.style, last.control)
+        out += [Segment(s.text.replace(_GLUE, " "), s.style, s.control) for s in segments]
+        out.append(Segment.line())
+    console.print(Segments(out), crop=False, soft_wrap=True, end="")
+
+
+# ---------------------------------------------------------------------------------------------
+# Progress
+
+
+def progress_display(title: str, *, transfer: bool = False) -> Any:
+    """The bar: one line at any width from 60 columns (the bar takes what is left), IEC units,
+    a moving pulse instead of 0% until the first progress arrives."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        TaskProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+    from rich.table import Column
+    from rich.text import Text
+
+    class BytesColumn(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            done = human_bytes(int(task.completed))
+            if task.total is None:
+                return Text(done)
+            return Text(f"{done}/{human_bytes(int(task.total))}")
+
+    one_line = Column(no_wrap=True)
+    amount: ProgressColumn = (
+        BytesColumn(table_column=one_line)
+        if transfer
+        else MofNCompleteColumn(table_column=one_line)
+    )
+    return Progress(
+        # The description alone may be cut at a narrow width: the bar is transient, and the
+        # file or resource it names is printed whole in what follows.
+        TextColumn(
+            "{task.description}",
+            markup=False,
+            table_column=Column(no_wrap=True, overflow="ellipsis", max_width=24),
+        ),
+        BarColumn(bar_width=None),
+        TaskProgressColumn(table_column=Column(no_wrap=True)),
+        amount,
+        TimeElapsedColumn(table_column=Column(no_wrap=True)),
+        console=_console("stderr"),
+        transient=True,
+        expand=True,
+    )
 
 
 @contextmanager
 def progress(title: str, *, transfer: bool = False) -> Iterator[ProgressCallback]:
     """A progress bar on stderr when it is a terminal; a silent callback otherwise.
 
-    Libraries never draw: they take a `(done, total, label)` callback, and this is it.
+    Libraries never draw: they take a `(done, total, label)` callback, and this is it. The
+    line reads `TITLE [ITEM]`: the label is shown only when it names an item (a file, a
+    resource), never a second description of the work.
     """
-    if not stderr.is_terminal:
+    if not _console("stderr").is_terminal:
         yield no_progress
         return
-    columns: list[Any] = [TextColumn("{task.description}"), BarColumn(), TaskProgressColumn()]
-    columns += [DownloadColumn(), TransferSpeedColumn()] if transfer else [MofNCompleteColumn()]
-    columns.append(TimeRemainingColumn())
-    with Progress(*columns, console=stderr, transient=True) as bar:
-        task = bar.add_task(title, total=None)
+    with progress_display(title, transfer=transfer) as bar:
+        task = bar.add_task(clean(title), total=None)
 
         def update(done: int, total: int | None, label: str = "") -> None:
-            description = f"{title} {label}".strip()
-            bar.update(task, completed=done, total=total, description=description)
+            description = clean(f"{title} {label}".strip() if label else title)
+            # Until something is done the bar pulses: "0%" would claim a rate it cannot know.
+            shown_total = total if done > 0 else None
+            bar.update(task, completed=done, total=shown_total, description=description)
 
         yield update

@@ -105,7 +105,7 @@ def find_capacity(
         ok = report.failure_count == 0 and report.outcome == "completed"
         result.probes.append(Probe(size_bytes, ok))
         if progress:
-            progress(len(result.probes), None, f"{spec.label}: {size_bytes} bytes")
+            progress(len(result.probes), None, spec.label)
         return ok
 
     peak = max(program.peak_requested_bytes, 1)

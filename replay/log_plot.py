@@ -9,56 +9,19 @@ the file is written atomically (a temporary file in the same folder, then os.rep
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from hipmem.atomic_write import atomic_output
 from replay.analysis import LiveTrace, LogSummary, owner_traces
-from replay.errors import ReplayUsageError
 from replay.events import AllocationLog, Recording
-from replay.pyplot import pyplot, require_matplotlib
+from replay.plot_files import byte_unit, check_plot_path, plain_text, save_atomically
+from replay.pyplot import pyplot
 
-PLOT_SUFFIXES = (".png", ".svg")
 MAX_POINTS = 4000  # envelope columns per line: about one per pixel of a wide figure
-_UNITS = ((1024**4, "TiB"), (1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB"))
-
-
-class PlotPathError(ReplayUsageError):
-    """The plot file name has a suffix we cannot render, or its folder is missing."""
-
-
-def check_plot_path(path: Path, *, suffixes: tuple[str, ...] = PLOT_SUFFIXES) -> None:
-    """Reject, before any work starts, what the plot could not be written to: a suffix we
-    cannot render, a missing folder, a directory, a folder where no file can be created
-    (read-only, or /proc and /sys: a temporary file is created there and removed), or a
-    missing matplotlib."""
-    require_matplotlib()
-    if path.suffix.lower() not in suffixes:
-        names = " or ".join(suffix for suffix in suffixes if suffix)
-        raise PlotPathError(
-            f"must end in {names} (the suffix picks it)", parameter="plot", value=str(path)
-        )
-    if path.is_dir():
-        raise PlotPathError("is a directory", parameter="plot", value=str(path))
-    if path.exists() and not path.is_file():
-        raise PlotPathError("is not a regular file", parameter="plot", value=str(path))
-    if not path.parent.is_dir():
-        raise PlotPathError(
-            f"folder '{path.parent}' does not exist", parameter="plot", value=str(path)
-        )
-    try:
-        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".hipmem-plot-check-"):
-            pass
-    except OSError as err:
-        raise PlotPathError(
-            f"cannot write in folder '{path.parent}': {err.strerror or err}",
-            parameter="plot",
-            value=str(path),
-        ) from None
+_READABLE = {"boxstyle": "round", "fc": "white", "ec": "none", "alpha": 0.85}  # text over data
 
 
 def envelope(
@@ -75,14 +38,6 @@ def envelope(
     return xs, ys
 
 
-def byte_unit(peak_bytes: int) -> tuple[int, str]:
-    """The unit the axis is labelled in: the largest one the peak holds at least twice."""
-    for scale, name in _UNITS:
-        if peak_bytes >= 2 * scale:
-            return scale, name
-    return 1, "B"
-
-
 def plot_timeline(
     log: AllocationLog,
     trace: LiveTrace,
@@ -91,7 +46,8 @@ def plot_timeline(
     *,
     per_stream: bool = False,
 ) -> None:
-    """Draw live bytes over events (top) and over seconds since the first event (bottom)."""
+    """Draw live bytes over events (top) and over seconds since the first event (bottom);
+    with `per_stream`, the top panel stacks each stream's live bytes under the total."""
     check_plot_path(path)
     plt = pyplot()
     events = log.events
@@ -101,35 +57,34 @@ def plot_timeline(
     scale, unit = byte_unit(max(summary.peak_live_bytes, recorded_peak))
 
     figure, (by_event, by_time) = plt.subplots(2, 1, figsize=(12, 7), constrained_layout=True)
-    lines = [("all streams" if per_stream else "live bytes", np.arange(len(live)), live)]
-    if per_stream:
-        for stream, (rows, stream_live) in owner_traces(events, trace, "stream").items():
-            lines.append((f"stream {stream:#x}" if stream else "default stream", rows, stream_live))
-    for label, rows, values in lines:
-        xs, ys = envelope(rows, values)
-        by_event.plot(xs, ys / scale, linewidth=0.8, label=label)
-        by_time.plot(seconds[xs], ys / scale, linewidth=0.8, label=label)
-
+    if per_stream:  # stacked, so that the streams add up to the total instead of tangling
+        _stack_streams(by_event, events, trace, scale)
+    xs, ys = envelope(np.arange(len(live)), live)
+    label = "all streams" if per_stream else "live bytes"
+    by_event.plot(xs, ys / scale, linewidth=0.8, label=label, color="black" if per_stream else None)
+    by_time.plot(seconds[xs], ys / scale, linewidth=0.8, label=label)
     for recording in log.recordings:
         _draw_recorded(by_event, by_time, log, recording, summary.first_time_ns or 0, scale)
 
     if summary.peak:
         peak_y = summary.peak.live_bytes / scale
-        text = f"peak {peak_y:,.2f} {unit}\n(line {summary.peak.line:,})"
+        text = f"peak {peak_y:,.2f} {unit}\n(line {summary.peak.line})"
         peak_xs = (summary.peak.event_index, seconds[summary.peak.event_index])
         for axes, peak_x in zip((by_event, by_time), peak_xs, strict=True):
             axes.plot([peak_x], [peak_y], "o", color="red", markersize=7, zorder=5, label="peak")
             axes.annotate(text, (peak_x, peak_y), textcoords="offset points", xytext=(10, -28),
-                          color="red", fontsize=9)  # fmt: skip
+                          color="red", fontsize=9, zorder=6, bbox=_READABLE)  # fmt: skip
     names = ", ".join(Path(s).name for s in log.sources[:3])
     names += " ..." if len(log.sources) > 3 else ""
-    by_event.set_title(f"Live bytes of {names} ({summary.events:,} events)")
+    by_event.set_title(plain_text(f"Live bytes of {names} ({summary.events:,} events)"))
     _style(by_event, "event (row of the log)", unit)
     _style(by_time, "seconds since the first event", unit)
-    if per_stream or log.recordings:
-        by_event.legend(loc="upper left", fontsize=8)
-    _save_atomically(figure, path)
-    plt.close(figure)
+    if per_stream or log.recordings:  # beside the plot, never over the data
+        by_event.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    try:
+        save_atomically(figure, path)
+    finally:
+        plt.close(figure)
 
 
 def _draw_recorded(
@@ -141,10 +96,23 @@ def _draw_recorded(
     end_ns = int(log.events["time_ns"].max()) if len(log.events) else t0_ns
     times, levels = np.append(times, max(end_ns, int(times[-1]))), np.append(levels, levels[-1])
     rows = np.searchsorted(log.events["time_ns"].to_numpy(), times)
-    label = f"reserved by PyTorch ({Path(recording.source).name})"
-    style = {"where": "post", "linewidth": 1.0, "color": "tab:orange", "label": label}
+    label = plain_text(f"reserved by PyTorch ({Path(recording.source).name})")
+    # dashed purple: apart from the stream colours and the black total
+    style = {"where": "post", "linewidth": 1.2, "color": "tab:purple", "ls": "--", "label": label}
     by_event.step(rows, levels, **style)
     by_time.step((times - t0_ns) / 1e9, levels, **style)
+
+
+def _stack_streams(axes: Any, events: Any, trace: LiveTrace, scale: int) -> None:
+    """Each stream's live bytes, sampled at MAX_POINTS rows and stacked."""
+    n = len(trace.live_bytes)
+    samples = np.unique(np.linspace(0, max(n - 1, 0), min(n, MAX_POINTS)).astype(np.int64))
+    labels, layers = [], []
+    for stream, (rows, stream_live) in owner_traces(events, trace, "stream").items():
+        at = np.searchsorted(rows, samples, side="right") - 1
+        layers.append(np.where(at >= 0, stream_live[np.maximum(at, 0)], 0) / scale)
+        labels.append(f"stream {stream:#x}" if stream else "default stream")
+    axes.stackplot(samples, *layers, labels=labels, alpha=0.8, linewidth=0)
 
 
 def _style(axes: Any, xlabel: str, unit: str) -> None:
@@ -153,9 +121,3 @@ def _style(axes: Any, xlabel: str, unit: str) -> None:
     axes.set_ylim(bottom=0)
     axes.grid(True, alpha=0.3)
     axes.margins(x=0.01)
-
-
-def _save_atomically(figure: Any, path: Path) -> None:
-    fmt = path.suffix.lower().lstrip(".")
-    with atomic_output(path) as tmp:
-        figure.savefig(tmp, format=fmt, dpi=110)

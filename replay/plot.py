@@ -1,12 +1,25 @@
-"""`--plot`: requested and reserved bytes over the replay, one line per resource (PNG/SVG/PDF)."""
+"""`replay --plot`: requested and reserved bytes over the replay, one line per resource.
+
+What the figure shows, and why:
+- the title names the log(s), so a saved image says what it is;
+- the y axis unit follows the data (B up to TiB, as `log inspect --plot`);
+- each resource's reserved bytes are drawn first, wide and pale; the log's requested bytes are
+  drawn last, thin and black, so they stay visible where a resource reserves exactly what is
+  requested (host memory, a plain cudaMalloc);
+- a resource's limit (`limit=` or a pool's `maximum=`) is a dashed line in its colour, and
+  the allocations it refused are marked with an x at the moment they were asked for.
+The file rules (suffixes, atomic write) are those of replay/plot_files.py.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from hipmem.atomic_write import atomic_output
+from replay.plot_files import byte_unit, check_plot_path, plain_text, save_atomically
 from replay.program import ReplayProgram
 from replay.pyplot import pyplot
 from replay.report import ReplayReport
@@ -14,30 +27,68 @@ from replay.report import ReplayReport
 _POINTS = 4000  # the requested curve is thinned to about this many points
 
 
-def write_plot(path: Path, program: ReplayProgram, reports: list[ReplayReport]) -> None:
-    """Write the plot atomically (temp file in the same folder, then rename)."""
+def write_plot(
+    path: Path,
+    program: ReplayProgram,
+    reports: list[ReplayReport],
+    sources: Sequence[str] = (),
+    limits: Mapping[str, int | None] | None = None,
+) -> None:
+    """Draw the replay to `path` (.png or .svg); `limits` maps a resource label to its cap."""
+    check_plot_path(path)
     plt = pyplot()
-    gib = float(1 << 30)
-    fig, ax = plt.subplots(figsize=(10, 5))
+    limits = limits or {}
+    tallest = max(
+        [program.peak_requested_bytes]
+        + [r.peak_reserved_bytes or 0 for r in reports]
+        + [limit for limit in limits.values() if limit]
+    )
+    scale, unit = byte_unit(tallest)
+    fig, ax = plt.subplots(figsize=(12, 5))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for index, report in enumerate(reports):
+        colour = colours[index % len(colours)]
+        _draw_resource(ax, program, report, limits.get(report.resource), scale, colour)
     step = max(1, program.op_count // _POINTS)
     ops = np.arange(0, program.op_count, step)
-    ax.plot(ops, program.live_bytes[ops] / gib, label="requested (log)", color="black", lw=1)
-    for report in reports:
-        if report.samples is not None and len(report.samples.op_index):
-            ax.plot(
-                report.samples.op_index,
-                report.samples.reserved_bytes / gib,
-                label=f"reserved: {report.resource}",
-                lw=1,
-            )
+    ax.plot(ops, program.live_bytes[ops] / scale, label="requested (the log)", color="black",
+            lw=0.9, zorder=5)  # fmt: skip
+    names = ", ".join(Path(s).name for s in sources[:3]) + (" ..." if len(sources) > 3 else "")
+    title = f"Requested and reserved bytes: {names}" if names else "Requested and reserved bytes"
+    ax.set_title(plain_text(f"{title} ({program.log_events:,} events)"))
     ax.set_xlabel("allocator call (op)")
-    ax.set_ylabel("GiB")
-    ax.set_title("Requested and reserved bytes over the replay")
-    ax.legend(loc="best", fontsize="small")
+    ax.set_ylabel(unit)
+    ax.set_ylim(bottom=0, top=tallest / scale * 1.08)
+    ax.grid(True, alpha=0.3)
+    ax.margins(x=0.01)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
     fig.tight_layout()
-    suffix = path.suffix or ".png"
     try:
-        with atomic_output(path) as temp:
-            fig.savefig(temp, format=suffix.lstrip("."))
+        save_atomically(fig, path)
     finally:
         plt.close(fig)
+
+
+def _draw_resource(
+    ax: Any,
+    program: ReplayProgram,
+    report: ReplayReport,
+    limit_bytes: int | None,
+    scale: int,
+    colour: str,
+) -> None:
+    label = plain_text(report.resource)
+    if report.samples is not None and len(report.samples.op_index):
+        ax.plot(report.samples.op_index, report.samples.reserved_bytes / scale,
+                label=f"reserved: {label}", color=colour, lw=3, alpha=0.55, zorder=3)  # fmt: skip
+    if limit_bytes:
+        ax.axhline(limit_bytes / scale, color=colour, ls="--", lw=1,
+                   label=f"limit: {label}", zorder=4)  # fmt: skip
+    if report.failures:
+        rows = np.array([f.event_index for f in report.failures])
+        ops = np.searchsorted(program.event_index, rows)
+        asked = np.array([f.live_bytes + f.size_bytes for f in report.failures]) / scale
+        shown = len(report.failures)
+        more = f", the first {shown:,} marked" if report.failure_count > shown else ""
+        ax.plot(ops, asked, "x", color=colour, markersize=6, mew=1.5, zorder=6,
+                label=f"refused: {label} ({report.failure_count:,}{more})")  # fmt: skip

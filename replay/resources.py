@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Union
 
-from hipmem.byte_sizes import parse_bytes
+from hipmem.byte_sizes import format_bytes_exact, parse_bytes
 from hipmem.errors import HipmemError
 from replay.errors import ReplayUsageError
 
@@ -171,7 +171,7 @@ class ResourceSpec:
 def _with_option(text: str, name: str, value: int) -> str:
     kind, _, rest = text.partition(":")
     pairs = [p for p in rest.split(",") if p and not p.startswith(f"{name}=")]
-    pairs.append(f"{name}={value}")
+    pairs.append(f"{name}={format_bytes_exact(value)}")
     return f"{kind}:{','.join(pairs)}"
 
 

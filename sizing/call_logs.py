@@ -240,7 +240,7 @@ def _bounded_lines(
             yield None
             carry, skipped_bytes = b"", len(carry)
         if progress is not None:
-            progress(done_bytes, total_bytes, "lines read")
+            progress(done_bytes, total_bytes, "")
     if carry:
         yield carry
 
@@ -344,7 +344,7 @@ class _LogReader:
             return self._bench_line(text)
         if re.match(r"^\w+,", text):
             return ROCBLAS_TRACE, [(self._trace_line(text), 1)]
-        raise _LineError(NOT_A_CALL, f"not a call: {_clip(text)}")
+        raise _LineError(NOT_A_CALL, _clip(text))
 
     # -- bench lines ------------------------------------------------------------------------
     def _bench_line(self, text: str) -> tuple[str, list[tuple[Call, int]]]:

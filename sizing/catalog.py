@@ -90,7 +90,7 @@ class Catalog:
                 f"{'has' if len(elsewhere) == 1 else 'have'} it (--rocm {elsewhere[-1]})"
             )
         candidates = [*self.routines, *(r.short_name for r in self.routines.values())]
-        close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.6)
+        close = closest(name, candidates, n=3, cutoff=0.6)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         return f"unknown routine '{name}'{hint} (`hipmem routines` lists them)"
 
@@ -149,3 +149,16 @@ def _routine(name: str, entry: dict[str, Any]) -> Routine:
         ilp64=entry["ilp64"],
         params=params,
     )
+
+
+def closest(word: str, candidates: list[str], *, n: int, cutoff: float) -> list[str]:
+    """The `n` candidates most like `word`, best first; equally good ones in name order
+    (difflib breaks ties in reverse name order, which put `dgetrf` after `dgetrs`)."""
+    scored = []
+    for candidate in dict.fromkeys(candidates):
+        matcher = difflib.SequenceMatcher(None, word, candidate)
+        if matcher.real_quick_ratio() >= cutoff and matcher.quick_ratio() >= cutoff:
+            ratio = matcher.ratio()
+            if ratio >= cutoff:
+                scored.append((-ratio, candidate))
+    return [candidate for _, candidate in sorted(scored)[:n]]

@@ -26,6 +26,11 @@ class UnknownDevice(UsageError):
     """The device is neither a known arch nor a known product name."""
 
 
+class NoGpu(SizingError):
+    """No real GPU here and no virtual device asked for: the machine lacks it (exit 1, as a
+    replay with no GPU), though the fix is usually to name a device."""
+
+
 class LibraryNotFound(SizingError):
     """rocBLAS or rocSOLVER could not be found in any searched place."""
 

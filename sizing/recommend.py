@@ -58,7 +58,8 @@ _PERCENT = re.compile(r"\s*(\d+(?:\.\d+)?)\s*%\s*")
 
 
 def parse_headroom(text: str) -> Headroom:
-    """'10%', '12.5%', '64MiB' or '1048576'; never negative."""
+    """'10%', '12.5%', '64MiB' or '1048576B'; never negative. A bare number other than 0 is
+    refused: users mean a percentage as often as bytes."""
     if text.strip().endswith("%"):
         match = _PERCENT.fullmatch(text)
         if match is None:
@@ -70,13 +71,20 @@ def parse_headroom(text: str) -> Headroom:
         if len(match.group(1)) > 30 or Fraction(match.group(1)) > MAX_PERCENT:
             raise BadSize(f"more than {MAX_PERCENT:,}%", parameter="headroom")
         return Headroom(percent=Fraction(match.group(1)))
+    bare = text.strip()
+    if bare.isdigit() and int(bare) != 0:  # 10 could be 10% or 10 bytes: ask, never guess
+        raise BadSize(
+            f"a number needs a unit; say {bare}% (a percentage) or {bare}B (bytes)",
+            parameter="headroom",
+            value=text,
+        )
     try:
         return Headroom(fixed_bytes=parse_bytes(text, name="headroom"))
     except BadSize as err:
         if "more than" in str(err):  # a size too large: its own message
             raise
         raise BadSize(
-            "expected a non-negative percentage (10%) or size (1048576, 64MiB)",
+            "expected a non-negative percentage (10%) or size (1048576B, 64MiB)",
             parameter="headroom",
             value=text,
         ) from None

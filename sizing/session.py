@@ -25,6 +25,7 @@ from sizing.catalog import Catalog, load_catalog
 from sizing.errors import (
     ImplausibleSize,
     MissingSymbol,
+    NoGpu,
     SizingError,
     UsageError,
     VendorStatus,
@@ -221,7 +222,7 @@ class SizingSession:
         for done, (call, answer) in enumerate(zip(calls, answers, strict=True), start=1):
             self._results[call.key()] = self._result(call, answer)
             if progress is not None and (done % 256 == 0 or done == len(calls)):
-                progress(done, len(calls), "calls sized")
+                progress(done, len(calls), "")
 
     def _encode(self, call: Call) -> dict[str, Any]:
         return {
@@ -386,8 +387,9 @@ def _choose_device(device: str | Device | None, compute_units: int | None) -> De
 
     found, reason = real_devices()
     if not found:
-        raise UsageError(
-            f"no AMD GPU here ({reason}); size for a virtual one with --device, "
-            "e.g. --device MI300X (`hipmem devices` lists them)"
+        raise NoGpu(
+            f"no AMD GPU here ({reason}); name a virtual one, e.g. MI300X "
+            "(`hipmem devices` lists them)",
+            parameter="device",
         )
     return found[0]

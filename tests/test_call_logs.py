@@ -232,7 +232,7 @@ def test_size_reports_skipped_lines_and_strict_stops(tmp_path: Path) -> None:
     run = _hipmem("size", "--device", "MI210", "--from-log", str(path))
     assert run.returncode == 0, run.stderr
     assert f"{path}:4: truncated:" in run.stderr
-    assert f"{path}:1: not a call: not a call: rocBLAS info" in run.stderr
+    assert f"{path}:1: not a call: rocBLAS info" in run.stderr
     assert "5 lines skipped" in run.stderr
     strict = _hipmem("size", "--device", "MI210", "--strict", "--from-log", str(path))
     assert strict.returncode == 1

@@ -55,7 +55,7 @@ def test_terminal_table_shows_human_units_beside_exact_bytes(rocm: Path) -> None
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
-        (["dgetrx:m=1"], 2, "Error: unknown routine 'dgetrx'; did you mean dgetrs, "),
+        (["dgetrx:m=1"], 2, "Error: unknown routine 'dgetrx'; did you mean dgetrf, dgetri, "),
         (["dgetrf:m=1,x=2"], 2, "Error: rocsolver_dgetrf has no argument 'x' (it takes m, n, lda)"),
         (["dgetrf:m=abc,n=1"], 2, "Error: rocsolver_dgetrf: m=abc: expected a whole number"),
         (["dpotrf:n=3,uplo=middle"], 2, "Error: rocsolver_dpotrf: uplo=middle: not a rocblas_fill"),
@@ -82,9 +82,9 @@ def test_unknown_device(rocm: Path) -> None:
     assert line.endswith("(`hipmem devices` lists them)")
 
 
-def test_no_device_and_no_gpu_is_a_usage_error(rocm: Path) -> None:
+def test_no_device_and_no_gpu_is_exit_1_as_in_replay(rocm: Path) -> None:
     done = hipmem("size", "dgetrf:m=1,n=1")
-    assert done.returncode == 2
+    assert done.returncode == 1
     assert "no AMD GPU here" in done.stderr and "--device" in done.stderr
 
 

@@ -62,7 +62,7 @@ def test_check_reads_a_huge_value_as_strtoul_saturates_and_fails_it(rocm: Path) 
 @pytest.mark.parametrize(
     ("option", "value", "message"),
     [
-        ("--headroom", "9223372036854775808", "--headroom '9223372036854775808': more than"),
+        ("--headroom", "9223372036854775808B", "--headroom '9223372036854775808B': more than"),
         ("--headroom", "99999999999999999999999999999999999999999%", "more than 10,000%"),
         ("--align", "8589934592GiB", "--align '8589934592GiB': more than 9,223,372,036,854,7"),
         ("--align", "9" * 5000, "--align: 5000 digits, more than 9,223,372,036,854,775,807 bytes"),

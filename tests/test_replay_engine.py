@@ -221,8 +221,10 @@ def test_capacity_is_the_peak_rounded_up_to_the_resolution(engine):
     mib = 1 << 20
     assert found.capacity_bytes == -(-peak // mib) * mib
     assert (
-        found.sized_option == "limit" and found.sized_spec == f"host:limit={found.capacity_bytes}"
+        found.sized_option == "limit"
+        and found.sized_spec == f"host:limit={found.capacity_bytes // mib}MiB"
     )
+    assert parse_spec(found.sized_spec).limit_bytes == found.capacity_bytes
     assert all(p.replayed == (p.size_bytes >= peak) for p in found.probes)
 
 

@@ -97,6 +97,9 @@ def test_bad_specs_name_the_spec_and_the_part(text, message):
 
 def test_with_limit_and_with_option_rewrite_the_label():
     spec = parse_spec("pool:initial=1GiB,maximum=8GiB")
-    assert spec.with_option("maximum", 1 << 31).label == "pool:initial=1GiB,maximum=2147483648"
-    assert spec.with_limit(4096).label == "pool:initial=1GiB,maximum=8GiB,limit=4096"
+    # sizes in the largest IEC unit that holds them exactly: short, and read back the same
+    assert spec.with_option("maximum", 1 << 31).label == "pool:initial=1GiB,maximum=2GiB"
+    assert spec.with_limit(4096).label == "pool:initial=1GiB,maximum=8GiB,limit=4KiB"
     assert parse_spec("cuda").with_limit(512).label == "cuda:limit=512"
+    assert parse_spec("cuda").with_limit(1536 << 20).label == "cuda:limit=1536MiB"
+    assert parse_spec("cuda:limit=1536MiB").limit_bytes == 1536 << 20

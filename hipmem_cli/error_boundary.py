@@ -1,0 +1,84 @@
+"""What an exception means to the user: its exit code and its one line.
+
+Usage errors of the command line (typer's), of the libraries (`UsageError`,
+`ReplayUsageError`) and of input files are 2; every other failure is 1; Ctrl-C is 130.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from typing import Any
+
+import typer
+
+from hipmem.errors import HipmemError
+
+try:  # recent typer carries its own copy of click; older ones use click itself
+    click_exceptions = importlib.import_module("typer._click.exceptions")
+except ImportError:  # pragma: no cover
+    click_exceptions = importlib.import_module("click.exceptions")
+
+
+def report(err: BaseException) -> int:
+    """Say what `err` means (one line on stderr; a traceback too with --debug); the exit code.
+
+    `hipmem` or `hipmem log` alone print the help on stderr with exit 2, as click does.
+    """
+    from hipmem_cli import output
+
+    if isinstance(err, click_exceptions.NoArgsIsHelpError):
+        output.block(err.format_message(), err=True)
+        return 2
+    code, message, traceback_helps = describe(err)
+    if output.state.debug and traceback_helps:
+        output.traceback_of(err)
+    if message is not None:
+        output.error(message)
+    return code
+
+
+def describe(err: BaseException) -> tuple[int, str | None, bool]:
+    """(exit code, the line to print or None, whether --debug should show a traceback)."""
+    if isinstance(err, typer.Exit):
+        return err.exit_code, None, False
+    if isinstance(err, click_exceptions.UsageError):
+        return 2, _usage_line(err), False
+    if isinstance(err, click_exceptions.ClickException):
+        return err.exit_code, err.format_message(), False
+    if isinstance(err, typer.Abort):
+        return 1, "aborted", False
+    if isinstance(err, HipmemError):
+        return err.exit_code, cli_message(err), True
+    if isinstance(err, BrokenPipeError):  # `hipmem ... | head`: the reader left; say nothing
+        return 1, None, False
+    message = f"internal error: {type(err).__name__}: {err} (--debug shows the traceback)"
+    return 1, message, True
+
+
+# Library parameters whose flag is not simply `--` + the name with dashes.
+_FLAGS = {"spec": "--resource", "compute_units": "--cus", "align_bytes": "--align"}
+
+
+def cli_message(err: HipmemError) -> str:
+    """The error's line as the command line says it: flags, not Python parameter names."""
+    if err.parameter is None:
+        return str(err)
+    return err.for_flag(_FLAGS.get(err.parameter, "--" + err.parameter.replace("_", "-")))
+
+
+# typer's wording of a bad choice, said as the libraries say theirs: `--threads 'x': not one of`
+_BAD_CHOICE = re.compile(r"Invalid value for '([^']+)': (.*) is not one of (.*?)\.?$")
+
+
+def _usage_line(err: Any) -> str:
+    """typer's message, made one line, with where to read more."""
+    message = " ".join(err.format_message().split()).replace("Value error, ", "")
+    choice = _BAD_CHOICE.fullmatch(message)
+    if choice:
+        flag, value, allowed = choice.groups()
+        message = f"{flag} {value}: not one of {allowed.replace(chr(39), '')}"
+    if message.startswith("No such command"):
+        return f"{message} (hipmem -h lists the commands)"
+    command = err.ctx.command_path if err.ctx is not None else "hipmem"
+    return f"{message} ({command} -h shows the options)"

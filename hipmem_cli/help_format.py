@@ -1,0 +1,47 @@
+"""Two adjustments to typer's plain help, made once at start-up (typer has no setting for
+either):
+
+- an argument with a metavar shows that name alone: typer writes every argument with its
+  Python type (`CALL <list[str]>`), which reads as syntax to type; options already show their
+  metavar (`--plot FILE`), arguments now do too (`CALL`, `LOG`);
+- `--help` pages are written through hipmem_cli/output.py like everything else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_done = False
+
+
+def plain_argument_names() -> None:
+    global _done
+    if _done:
+        return
+    from typer.core import TyperArgument
+
+    typed = TyperArgument.display_type_rich
+
+    def display_type(self: Any, ctx: Any) -> str | None:
+        return None if self.metavar is not None else typed(self, ctx)
+
+    TyperArgument.display_type_rich = display_type  # type: ignore[method-assign]
+    _route_help_pages()
+    _done = True
+
+
+def _route_help_pages() -> None:
+    """The help option prints with its module's `echo`: point that at output.block."""
+    import importlib
+
+    from hipmem_cli import output
+
+    try:
+        decorators = importlib.import_module("typer._click.decorators")
+    except ImportError:  # pragma: no cover - a typer without its own click prints as before
+        return
+
+    def echo(message: object = None, **_: object) -> None:
+        output.block("" if message is None else str(message))
+
+    decorators.__dict__["echo"] = echo  # the module global the help callback calls

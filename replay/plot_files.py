@@ -1,0 +1,67 @@
+"""The one rule for plot files, shared by `replay --plot` and `log inspect --plot`.
+
+The suffix picks the format (.png or .svg, any letter case); the folder must exist and the
+path must not be a folder. Checked before any work starts, so that a typo costs nothing. The
+file is written atomically: a temporary file beside it, then a rename.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any, NoReturn
+
+from hipmem.atomic_write import atomic_output
+from replay.errors import ReplayUsageError
+from replay.pyplot import require_matplotlib
+
+PLOT_SUFFIXES = (".png", ".svg")
+_UNITS = ((1024**4, "TiB"), (1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB"))
+
+
+class PlotPathError(ReplayUsageError):
+    """The plot file name has a suffix we cannot render, or it cannot be written there."""
+
+
+def check_plot_path(path: Path) -> None:
+    """Reject, before any work starts, what the plot could not be written to: a suffix we
+    do not render, a directory, a missing folder, a folder where no file can be created
+    (read-only, or /proc and /sys: a temporary file is created there and removed), or a
+    missing matplotlib."""
+    require_matplotlib()
+    if path.suffix.lower() not in PLOT_SUFFIXES:
+        _refuse(path, "must end in .png or .svg (the suffix picks it)")
+    if path.is_dir():
+        _refuse(path, "is a directory")
+    if path.exists() and not path.is_file():
+        _refuse(path, "is not a regular file")
+    if not path.parent.is_dir():
+        _refuse(path, f"folder '{path.parent}' does not exist")
+    try:
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".hipmem-plot-check-"):
+            pass
+    except OSError as err:
+        _refuse(path, f"cannot write in folder '{path.parent}': {err.strerror or err}")
+
+
+def _refuse(path: Path, why: str) -> NoReturn:
+    raise PlotPathError(why, parameter="plot", value=str(path))
+
+
+def byte_unit(peak_bytes: int) -> tuple[int, str]:
+    """The unit an axis is labelled in: the largest one the peak holds at least twice."""
+    for scale, name in _UNITS:
+        if peak_bytes >= 2 * scale:
+            return scale, name
+    return 1, "B"
+
+
+def plain_text(text: str) -> str:
+    """Text matplotlib draws as written: `$` would start mathtext (`m$\\frac{$x.csv`)."""
+    return text.replace("$", r"\$")
+
+
+def save_atomically(figure: Any, path: Path) -> None:
+    fmt = path.suffix.lower().lstrip(".")
+    with atomic_output(path, suffix=f".{fmt}") as tmp:
+        figure.savefig(tmp, format=fmt, dpi=110)

@@ -1,0 +1,89 @@
+"""Run the installed `hipmem` as a user would: piped, or on a pseudo-terminal of a given
+width, and read back what the user would see."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+HIPMEM = Path(sys.executable).parent / "hipmem"
+WIDTHS = (60, 80, 200)
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+
+
+@dataclass
+class Seen:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def _env(columns: int, extra: dict[str, str] | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR")}
+    env["COLUMNS"] = str(columns)
+    env.update(extra or {})
+    return env
+
+
+def piped(*args: str, columns: int = 80, env: dict[str, str] | None = None) -> Seen:
+    """`hipmem ARGS` with stdout and stderr redirected (as in CI logs)."""
+    done = subprocess.run(
+        [str(HIPMEM), *args], capture_output=True, text=True, cwd=REPO,
+        env=_env(columns, env), timeout=300,
+    )  # fmt: skip
+    return Seen(done.returncode, done.stdout, done.stderr)
+
+
+def on_terminal(*args: str, columns: int = 80, env: dict[str, str] | None = None) -> Seen:
+    """`hipmem ARGS` with stdout on a pseudo-terminal `columns` wide (stderr piped).
+
+    Colours and styles are stripped from what is returned: the text is what the user reads.
+    """
+    leader, follower = pty.openpty()
+    import fcntl
+    import struct
+    import termios
+
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    process = subprocess.Popen(
+        [str(HIPMEM), *args], stdout=follower, stderr=subprocess.PIPE, cwd=REPO,
+        env=_env(columns, env),
+    )  # fmt: skip
+    os.close(follower)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([leader], [], [], 0.2)
+        if ready:
+            try:
+                data = os.read(leader, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+        elif process.poll() is not None:
+            break
+    os.close(leader)
+    stderr = process.stderr.read().decode() if process.stderr else ""
+    process.wait(timeout=60)
+    text = b"".join(chunks).decode().replace("\r\n", "\n")
+    return Seen(process.returncode, _ANSI.sub("", text), stderr)
+
+
+def both(*args: str, columns: int) -> list[Seen]:
+    """The same command piped and on a terminal."""
+    return [piped(*args, columns=columns), on_terminal(*args, columns=columns)]
+
+
+def whole_on_a_line(value: str, text: str) -> bool:
+    """`value` appears inside one line of `text` (not folded or cut)."""
+    return any(value in line for line in text.splitlines())
