@@ -146,8 +146,7 @@ def _fetch_hipblaslt(rocm: str, arch: list[str] | None, mirror: str) -> None:
         found = fetch_hipblaslt(build.version, arch, mirror, report, output.warning)
     without = [a for a in (arch or []) if a not in build.solution_archs]
     note = f"; Debian's build has none for {', '.join(without)}" if without else ""
-    output.stderr.print(
-        f"hipBLASLt {build.version} ready in {escape(str(found.root))} "
-        f"(solution data for {', '.join(found.archs) or 'no arch'}{note})",
-        highlight=False,
+    output.info(
+        f"hipBLASLt {build.version} ready in {found.root} "
+        f"(solution data for {', '.join(found.archs) or 'no arch'}{note})"
     )

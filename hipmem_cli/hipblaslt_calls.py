@@ -7,8 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
-
 from hipmem_cli import output
 from sizing.hipblaslt_matmul import (
     MatmulCall,
@@ -47,11 +45,10 @@ def read_logs(paths: list[Path], strict: bool) -> dict[MatmulCall, int]:
         log = read_hipblaslt_log(path)
         if strict and log.skipped:
             raise CallLogError(log.skipped[0].where(path) + " (--strict)")
-        output.stderr.print(
-            f"{path}: hipblaslt-bench log, {log.line_count:,} lines, {log.call_count:,} calls "
-            f"({len(log.calls):,} distinct), {len(log.skipped):,} lines skipped",
-            highlight=False,
-            markup=False,
+        output.info(
+            f"{path}: hipblaslt-bench log, {log.line_count} lines, "
+            f"{output.count(log.call_count)} calls ({output.count(len(log.calls))} distinct), "
+            f"{output.count(len(log.skipped))} lines skipped"
         )
         for skipped in log.skipped[:5]:
             output.warning(skipped.where(path))
@@ -95,47 +92,39 @@ def render(reports: list[MatmulReport], top: int | None) -> None:
         f"{'virtual ' if device.virtual else ''}{device.name} "
         f"({device.arch.arch_features}, {device.compute_units} CUs)"
     )
-    table = Table(title=title, title_justify="left")
-    table.add_column("call", overflow="fold")
-    for report in reports:
-        table.add_column(f"hipBLASLt {report.hipblaslt_version}", justify="right")
-    table.add_column("cap changed choice", justify="right")
-    table.add_column("count", justify="right")
+    names = [f"hipBLASLt {report.hipblaslt_version}" for report in reports]
+    table = output.Table(
+        title=title,
+        columns=["call", *names, "cap changed choice", "count"],
+        right=[*names, "cap changed choice", "count"],
+    )
     by_call = [{r.call: r for r in report.results} for report in reports]
     shown = [result.call for result in _largest_first(reports[-1])][:top]
     for call in shown:
-        cells = []
+        cells: list[output.Cell] = []
         changed = []
         for results in by_call:
             result = results[call]
-            cells.append(
-                f"{result.bytes:,}" if result.bytes is not None else f"[red]{result.status}[/red]"
-            )
+            if result.bytes is not None:
+                cells.append(output.count(result.bytes))
+            else:
+                cells.append(output.Styled(result.status, "red"))
             flag = result.cap_changed_choice
             changed.append("" if flag is None else ("yes" if flag else "no"))
-        table.add_row(call.label, *cells, " / ".join(changed), str(results[call].count))
-    unbounded = output.stdout.options.update(max_width=1 << 16)
-    from rich.measure import Measurement
-
-    width = output.stdout.width
-    output.stdout.width = max(Measurement.get(output.stdout, unbounded, table).maximum, width)
-    try:
-        output.stdout.print(table)
-    finally:
-        output.stdout.width = width
-    output.stdout.print(
-        "[dim]bytes: the workspace of the heuristic's first algorithm within max_workspace "
-        "(what an application that takes the first choice uses)[/dim]"
+        table.add_row(call.label, *cells, " / ".join(changed), output.count(results[call].count))
+    output.print_table(table)
+    output.note(
+        "bytes: the workspace of the heuristic's first algorithm within max_workspace "
+        "(what an application that takes the first choice uses)"
     )
     from sizing.hipblaslt_releases import find_hipblaslt
 
     for report in reports:
         build = find_hipblaslt(report.hipblaslt_version)
-        output.stdout.print(
-            f"[dim]hipBLASLt {build.version} (Debian {build.suite}: "
+        output.note(
+            f"hipBLASLt {build.version} (Debian {build.suite}: "
             f"libhipblaslt1 {build.pins['libhipblaslt1']}) on ROCm {build.host_rocm}'s runtime, "
-            "from offline cache (hipmem rocm fetch)[/dim]",
-            highlight=False,
+            "from offline cache (hipmem rocm fetch)"
         )
 
 
@@ -183,11 +172,11 @@ def recommend_line(
 
         raise typer.Exit(1)
     kib = recommended_kib(report)
-    output.stderr.print(
-        f"[dim]HIPBLASLT_WORKSPACE_SIZE (KiB): the largest workspace of an uncapped first "
+    output.note(
+        f"HIPBLASLT_WORKSPACE_SIZE (KiB): the largest workspace of an uncapped first "
         f"choice among {len(report.results)} hipBLASLt call(s), hipBLASLt "
-        f"{report.hipblaslt_version}[/dim]",
-        highlight=False,
+        f"{report.hipblaslt_version}",
+        err=True,
     )
     return f"export HIPBLASLT_WORKSPACE_SIZE={kib}"
 
@@ -242,10 +231,9 @@ def check_specs(
             f"(gets {got} bytes' algorithm instead; hipBLASLt {report.hipblaslt_version})"
         )
     if not changed:
-        output.stdout.print(
-            f"ok HIPBLASLT_WORKSPACE_SIZE ({source}) keeps the first choice of all "
-            f"{len(report.results)} hipBLASLt call(s) (hipBLASLt {report.hipblaslt_version})",
-            highlight=False,
+        output.ok(
+            f"HIPBLASLT_WORKSPACE_SIZE ({source}) keeps the first choice of all "
+            f"{len(report.results)} hipBLASLt call(s) (hipBLASLt {report.hipblaslt_version})"
         )
     return not changed
 
