@@ -57,6 +57,29 @@ def session_of_distinct_calls_s(calls: list[Call], release: str) -> tuple[float,
     return elapsed, session_bytes
 
 
+def hipblaslt_heuristic_ms(release: str) -> tuple[float, float]:
+    """The first hipblasLtMatmulAlgoGetHeuristic of a worker (bf16, gfx90a), then the median of
+    100 more distinct shapes, each timed alone through the worker protocol."""
+    from sizing.hipblaslt_matmul import hipblaslt_for, parse_matmul
+    from sizing.library_locator import locate
+    from sizing.virtual_device import resolve
+    from sizing.worker_process import WorkerProcess
+
+    libraries = locate(rocm=release)
+    _, found = hipblaslt_for(libraries)
+    worker = WorkerProcess(libraries, resolve("MI210"))
+    try:
+        times = []
+        for n in range(1, 102):
+            call = parse_matmul(f"hipblaslt_matmul:m=4096,n={n},k=4096,transA=T,a_type=bf16_r")
+            start = time.perf_counter()
+            list(worker.hipblaslt(found.library, [call.encode(call.max_workspace_bytes)]))
+            times.append((time.perf_counter() - start) * 1e3)
+    finally:
+        worker.close()
+    return times[0], statistics.median(times[1:])
+
+
 def main() -> None:
     releases = sys.argv[1:] or cached_releases()
     print(f"{'measure':52} {'value':>10} {'target':>8}")
@@ -73,6 +96,9 @@ def main() -> None:
         print(f"{f'  {DISTINCT_CALLS:,} distinct calls, one session, Python API':52} "
               f"{many_s:9.3f}s {'<= 2 s':>8}")  # fmt: skip
         print(f"    session size of those calls: {session_bytes:,} bytes")
+        first_ms, later_ms = hipblaslt_heuristic_ms(release)
+        print(f"{'  hipBLASLt heuristic, first call (reads solution data)':52} {first_ms:8.1f}ms")
+        print(f"{'  hipBLASLt heuristic, later calls (median)':52} {later_ms:8.3f}ms")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from hipmem_cli import output
+from hipmem_cli import hipblaslt_calls, output
 from hipmem_cli.call_sources import CallSources, gather_calls
 from hipmem_cli.options import (
     MAX_POINTS_DEFAULT_TEXT,
@@ -40,7 +40,7 @@ from sizing.recommend import (
 )
 from sizing.session import SessionResult, size_calls
 from sizing.sweep_range import parse_max_points
-from sizing.workspace_check import VARIABLE, check, read_setting
+from sizing.workspace_check import VARIABLE, check, read_pytorch_config, read_setting
 
 
 class Format(str, Enum):
@@ -141,9 +141,17 @@ def recommend_command(
     if json and fmt not in (None, Format.json):
         raise UsageError(f"--json is --format json; it cannot go with --format {fmt.value}")
     chosen = "json" if json else (fmt.value if fmt is not None else None)
+    matmuls = hipblaslt_calls.gather(calls, from_log, workload, strict)
+    calls, from_log, workload = matmuls.calls, matmuls.from_log, matmuls.workload
     sources = CallSources(calls or [], from_log or [], workload or [], strict)
     sources.sweeps, sources.max_points = sweep or [], parse_max_points(max_points)
     libraries = one_release(rocm, rocm_dir, "recommend")
+    if matmuls.any:
+        hipblaslt_calls.warn_cuda_variables()
+        matmul_line = hipblaslt_calls.recommend_line(matmuls, libraries, device, cus)
+        if matmuls.only and not sources.sweeps:
+            output.write_exact(matmul_line + "\n")
+            return
     result = _size(sources, device, cus, libraries, minimum=minimum)
     advice = recommend(
         result,
@@ -160,6 +168,8 @@ def recommend_command(
         if output.stdout_is_terminal():
             _render_summary(advice, result, pytorch)
         output.write_exact(env_formats.render("shell", variables, comment=comment))
+        if matmuls.any:
+            output.write_exact(matmul_line + "\n")
     elif chosen == "github":
         _emit_github(variables)
     else:
@@ -188,6 +198,24 @@ def check_command(
     json: JsonOption = False,
     sweep: SweepOption = None,
     max_points: MaxPointsOption = MAX_POINTS_DEFAULT_TEXT,
+    hipblas_config: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            "--hipblas-config",
+            help="Check PyTorch's HIPBLAS_WORKSPACE_CONFIG (:SIZE_KiB:COUNT) instead of "
+            "ROCBLAS_DEVICE_MEMORY_SIZE for the rocBLAS/rocSOLVER calls.",
+            show_default=False,
+        ),
+    ] = None,
+    hipblaslt_value: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            "--hipblaslt-value",
+            help="HIPBLASLT_WORKSPACE_SIZE to check (KiB) for hipblaslt_matmul calls. Default: "
+            "$CUBLASLT_WORKSPACE_SIZE, else $HIPBLASLT_WORKSPACE_SIZE, else PyTorch's default.",
+            show_default=False,
+        ),
+    ] = None,
     minimum: Annotated[
         bool,
         typer.Option(
@@ -198,13 +226,23 @@ def check_command(
     ] = False,
 ) -> None:
     """Exit 0 when ROCBLAS_DEVICE_MEMORY_SIZE covers the workload, 1 (with the reason) if not."""
-    if value is not None:
+    if hipblas_config is not None:
+        setting = read_pytorch_config(hipblas_config, source="--hipblas-config")
+    elif value is not None:
         setting = read_setting(value, source="--value")
     else:
         setting = read_setting(os.environ.get(VARIABLE), source=f"${VARIABLE}")
+    matmuls = hipblaslt_calls.gather(calls, from_log, workload, strict)
+    calls, from_log, workload = matmuls.calls, matmuls.from_log, matmuls.workload
     sources = CallSources(calls or [], from_log or [], workload or [], strict)
     sources.sweeps, sources.max_points = sweep or [], parse_max_points(max_points)
     libraries = one_release(rocm, rocm_dir, "check")
+    if matmuls.any:
+        hipblaslt_calls.warn_cuda_variables()
+        if not hipblaslt_calls.check_specs(matmuls, hipblaslt_value, libraries, device, cus):
+            raise typer.Exit(1)
+        if matmuls.only and not sources.sweeps:
+            return
     result = _size(sources, device, cus, libraries, minimum=minimum)
     outcome = check(setting, result)
     if json:

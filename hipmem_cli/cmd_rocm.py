@@ -12,6 +12,8 @@ from hipmem_cli.options import JsonOption, RocmDirOption
 from hipmem_cli.rocm_choice import requested
 from sizing import rocm_fetch
 from sizing.errors import PinnedVersionGone, SizingError
+from sizing.hipblaslt_fetch import fetch_hipblaslt
+from sizing.hipblaslt_releases import for_rocm
 from sizing.library_locator import Libraries, available, locate
 from sizing.rocm_releases import NEWEST, RELEASES, find_release
 from sizing.shim_build import build_shim
@@ -41,6 +43,14 @@ def fetch(
     mirror: Annotated[
         str, typer.Option(help="Debian mirror URL.", metavar="URL")
     ] = rocm_fetch.DEFAULT_MIRROR,
+    hipblaslt: Annotated[
+        bool,
+        typer.Option(
+            "--hipblaslt/--no-hipblaslt",
+            help="Also fetch the hipBLASLt build that runs on each release (7.1.1 on 6.4, "
+            "7.2.4 on 7.2) with the solution data of the archs asked for.",
+        ),
+    ] = True,
 ) -> None:
     """Download Debian's rocBLAS and rocSOLVER into the user cache (resumable, idempotent).
 
@@ -69,6 +79,8 @@ def fetch(
             f"{packages}; gemm data for {', '.join(result.archs)}; virtual device {shim_dir}",
             err=True,
         )
+        if hipblaslt:
+            _fetch_hipblaslt(release.name, arch, mirror)
     for legacy in rocm_fetch.legacy_dirs():
         output.warning(f"{legacy} is hipmem's earlier cache layout, no longer read: delete it")
     if len(gone) == len(releases):
@@ -123,3 +135,18 @@ def _describe(libraries: Libraries, default: Libraries | None) -> dict[str, Any]
 
 def register(app: typer.Typer) -> None:
     app.add_typer(rocm_app, name="rocm")
+
+
+def _fetch_hipblaslt(rocm: str, arch: list[str] | None, mirror: str) -> None:
+    """The hipBLASLt build that runs on release `rocm`, with its solution data."""
+    build = for_rocm(rocm)
+    if build is None:
+        return
+    with output.progress(f"fetching hipBLASLt {build.version}", transfer=True) as report:
+        found = fetch_hipblaslt(build.version, arch, mirror, report, output.warning)
+    without = [a for a in (arch or []) if a not in build.solution_archs]
+    note = f"; Debian's build has none for {', '.join(without)}" if without else ""
+    output.info(
+        f"hipBLASLt {build.version} ready in {found.root} "
+        f"(solution data for {', '.join(found.archs) or 'no arch'}{note})"
+    )

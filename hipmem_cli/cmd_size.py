@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from hipmem_cli import output
+from hipmem_cli import hipblaslt_calls, output
 from hipmem_cli.call_sources import CallSources, gather_calls
 from hipmem_cli.options import (
     MAX_POINTS_DEFAULT_TEXT,
@@ -90,6 +90,21 @@ def size(
     if plot is not None:
         check_plot_path(plot)  # before any work: a typo should not cost a sweep
     chosen = releases(rocm, rocm_dir)
+    found = hipblaslt_calls.gather(calls, from_log, workload, strict)
+    calls, from_log, workload = found.calls, found.from_log, found.workload
+    matmul_specs = found.specs or (["(from logs and workloads)"] if found.logged else [])
+    if found.any:
+        matmuls = hipblaslt_calls.size_specs(found.specs, chosen, device, cus, found.logged)
+        if found.only:
+            if json:
+                output.print_json({"hipblaslt": hipblaslt_calls.as_json(matmuls)})
+            else:
+                hipblaslt_calls.render(matmuls, top)
+            if hipblaslt_calls.report_failures(matmuls):
+                raise typer.Exit(1)
+            return
+        if not json:
+            hipblaslt_calls.render(matmuls, top)
     sources = CallSources(calls or [], from_log or [], workload or [], strict)
     sources.sweeps, sources.max_points = sweep or [], parse_max_points(max_points)
     parsed = gather_calls(sources, load_catalog(chosen[0].rocm))
@@ -118,6 +133,8 @@ def size(
         if top is not None:  # the N largest, largest first; else every call in given order
             payload["calls"] = [r.as_dict() for r in _largest_first(result)[:top]]
         payload["distinct_calls"] = len(result.calls)
+        if matmul_specs:
+            payload["hipblaslt"] = hipblaslt_calls.as_json(matmuls)
         if sources.logs:
             payload["logs"] = [log.as_dict() for log in sources.logs]
         output.print_json(payload)
@@ -130,7 +147,8 @@ def size(
             f"{result.device.memory_bytes:,}: unsatisfiable on that device"
         )
     output.summarised_errors([str(failed.error) for failed in result.failed])
-    if result.failed:
+    matmuls_failed = bool(matmul_specs) and hipblaslt_calls.report_failures(matmuls)
+    if result.failed or matmuls_failed:
         raise typer.Exit(1)
 
 

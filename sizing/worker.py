@@ -25,6 +25,12 @@ symbols). Then, per request line:
       memory of that size, reserved lazily (mmap MAP_NORESERVE: untouched pages cost nothing).
   {"op": "rocsolver_log", "action": "begin"|"end"} -> {"status": INT}: rocSOLVER logs only
       between rocsolver_log_begin() and rocsolver_log_end() (ROCSOLVER_LAYER picks what).
+  {"op": "hipblaslt", "library": PATH, "calls": [MATMUL, ...]} -> one line per call:
+      {"status": INT, "algorithms": [{"workspace_bytes": INT, "id": HEX}, ...]} from
+      hipblasLtMatmulAlgoGetHeuristic (ranked, best first), or {"stage": NAME, "status": INT}
+      when a set-up step failed. MATMUL has m, n, k, trans_a, trans_b (hipblasOperation_t),
+      a/b/c/d_type (hipDataType), compute_type (hipblasComputeType_t), scale_type,
+      batch_count, max_workspace_bytes and algorithms (how many to ask for).
 CALL is {"function": NAME, "library": "rocblas"|"rocsolver", "args": [[KIND, VALUE], ...]}.
 Because answers are flushed one by one, the parent knows which call was running when the
 worker died: the first one it has no answer for.
@@ -299,6 +305,179 @@ class Worker:
         return {"status": worst, "bytes": size.value}
 
 
+class _HeuristicResult(ctypes.Structure):
+    """hipblasLtMatmulHeuristicResult_t (hipblaslt.h): the algo (16 opaque bytes and a size_t),
+    then workspaceSize, state, wavesCount and int reserved[4]."""
+
+    _fields_ = [
+        ("algo_data", ctypes.c_uint8 * 16),
+        ("algo_max_workspace_bytes", ctypes.c_size_t),
+        ("workspace_size", ctypes.c_size_t),
+        ("state", ctypes.c_int),
+        ("waves_count", ctypes.c_float),
+        ("reserved", ctypes.c_int * 4),
+    ]
+
+
+_DESC_TRANSA, _DESC_TRANSB = 0, 1  # hipblasLtMatmulDescAttributes_t
+_LAYOUT_BATCH_COUNT, _LAYOUT_STRIDED_BATCH_OFFSET = 0, 1  # hipblasLtMatrixLayoutAttribute_t
+_PREF_MAX_WORKSPACE_BYTES = 1  # hipblasLtMatmulPreferenceAttributes_t
+
+
+class Hipblaslt:
+    """hipblasLtCreate once, then hipblasLtMatmulAlgoGetHeuristic per call. The library
+    allocates (and clears) a 25 MiB buffer per handle: one handle serves every call."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.lib = ctypes.CDLL(path)
+        self.handle = ctypes.c_void_p()
+        status = self.lib.hipblasLtCreate(ctypes.byref(self.handle))
+        if status != 0:
+            raise RuntimeError(f"hipblasLtCreate returned status {status}")
+        version = ctypes.c_int()
+        self.lib.hipblasLtGetVersion(self.handle, ctypes.byref(version))
+        self.version = version.value  # e.g. 100100 for 1.1.0 (the library's own number)
+
+    def _set(self, setter: Any, target: Any, attribute: int, value: Any) -> int:
+        return int(setter(target, attribute, ctypes.byref(value), ctypes.sizeof(value)))
+
+    def _layout(self, data_type: int, rows: int, cols: int, batch: int) -> Any:
+        layout = ctypes.c_void_p()
+        create = self.lib.hipblasLtMatrixLayoutCreate
+        create.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_int,
+            ctypes.c_uint64,
+            ctypes.c_uint64,
+            ctypes.c_int64,
+        ]
+        status = create(ctypes.byref(layout), data_type, rows, cols, max(rows, 1))
+        if status != 0:
+            raise _SetupFailed("hipblasLtMatrixLayoutCreate", status)
+        setter = self.lib.hipblasLtMatrixLayoutSetAttribute
+        if batch > 1:
+            count = ctypes.c_int32(batch)
+            stride = ctypes.c_int64(rows * cols)
+            for attribute, value in (
+                (_LAYOUT_BATCH_COUNT, count),
+                (_LAYOUT_STRIDED_BATCH_OFFSET, stride),
+            ):
+                status = self._set(setter, layout, attribute, value)
+                if status != 0:
+                    raise _SetupFailed("hipblasLtMatrixLayoutSetAttribute", status)
+        return layout
+
+    def heuristic(self, call: dict[str, Any]) -> dict[str, Any]:
+        lib = self.lib
+        made: list[tuple[Any, Any]] = []
+        ran = -1
+        try:
+            desc = ctypes.c_void_p()
+            status = lib.hipblasLtMatmulDescCreate(
+                ctypes.byref(desc), call["compute_type"], call["scale_type"]
+            )
+            if status != 0:
+                raise _SetupFailed("hipblasLtMatmulDescCreate", status)
+            made.append((lib.hipblasLtMatmulDescDestroy, desc))
+            for attribute, key in ((_DESC_TRANSA, "trans_a"), (_DESC_TRANSB, "trans_b")):
+                value = ctypes.c_int32(call[key])
+                status = self._set(lib.hipblasLtMatmulDescSetAttribute, desc, attribute, value)
+                if status != 0:
+                    raise _SetupFailed("hipblasLtMatmulDescSetAttribute", status)
+            m, n, k, batch = call["m"], call["n"], call["k"], call["batch_count"]
+            # Column-major, as hipBLASLt: op(A) is m x k, op(B) is k x n, C and D m x n.
+            a_shape = (m, k) if call["trans_a"] == 111 else (k, m)
+            b_shape = (k, n) if call["trans_b"] == 111 else (n, k)
+            layouts = []
+            for data_type, (rows, cols) in (
+                (call["a_type"], a_shape),
+                (call["b_type"], b_shape),
+                (call["c_type"], (m, n)),
+                (call["d_type"], (m, n)),
+            ):
+                layout = self._layout(data_type, rows, cols, batch)
+                made.append((lib.hipblasLtMatrixLayoutDestroy, layout))
+                layouts.append(layout)
+            preference = ctypes.c_void_p()
+            status = lib.hipblasLtMatmulPreferenceCreate(ctypes.byref(preference))
+            if status != 0:
+                raise _SetupFailed("hipblasLtMatmulPreferenceCreate", status)
+            made.append((lib.hipblasLtMatmulPreferenceDestroy, preference))
+            cap = ctypes.c_uint64(call["max_workspace_bytes"])
+            status = self._set(
+                lib.hipblasLtMatmulPreferenceSetAttribute,
+                preference,
+                _PREF_MAX_WORKSPACE_BYTES,
+                cap,
+            )
+            if status != 0:
+                raise _SetupFailed("hipblasLtMatmulPreferenceSetAttribute", status)
+            wanted = max(1, int(call["algorithms"]))
+            results = (_HeuristicResult * wanted)()
+            returned = ctypes.c_int(0)
+            status = lib.hipblasLtMatmulAlgoGetHeuristic(
+                self.handle, desc, *layouts, preference, wanted, results, ctypes.byref(returned)
+            )
+            if call.get("run") and status == 0 and returned.value > 0:
+                ran = self._matmul(desc, layouts, results[0])
+        except _SetupFailed as failed:
+            return {"stage": failed.stage, "status": failed.status}
+        finally:
+            for destroy, target in reversed(made):
+                destroy(target)
+        algorithms = [
+            {
+                "workspace_bytes": int(results[i].workspace_size),
+                "id": bytes(results[i].algo_data).hex(),
+            }
+            for i in range(min(returned.value, wanted))
+            if results[i].state == 0
+        ]
+        answer: dict[str, Any] = {"status": int(status), "algorithms": algorithms}
+        if call.get("run"):
+            answer["run_status"] = ran
+        return answer
+
+    def _matmul(self, desc: Any, layouts: list[Any], result: _HeuristicResult) -> int:
+        """hipblasLtMatmul with the first algorithm and dummy host buffers, so that the library
+        writes its call log (HIPBLASLT_LOG_MASK); no kernel can launch on the virtual device,
+        so the status is an error, after the log line."""
+        dummy = ctypes.create_string_buffer(1 << 16)
+        alpha, beta = ctypes.c_float(1.0), ctypes.c_float(0.0)
+        algo = ctypes.create_string_buffer(bytes(result.algo_data), 24)
+        ctypes.c_size_t.from_buffer(algo, 16).value = result.algo_max_workspace_bytes
+        workspace = ctypes.create_string_buffer(max(1, result.workspace_size))
+        function = self.lib.hipblasLtMatmul
+        function.argtypes = [ctypes.c_void_p] * 14 + [ctypes.c_size_t, ctypes.c_void_p]
+        return int(
+            function(
+                self.handle,
+                desc,
+                ctypes.byref(alpha),
+                dummy,
+                layouts[0],
+                dummy,
+                layouts[1],
+                ctypes.byref(beta),
+                dummy,
+                layouts[2],
+                dummy,
+                layouts[3],
+                algo,
+                workspace,
+                result.workspace_size,
+                None,
+            )
+        )
+
+
+class _SetupFailed(Exception):
+    def __init__(self, stage: str, status: int) -> None:
+        super().__init__(stage)
+        self.stage, self.status = stage, status
+
+
 def _write(payload: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(payload) + "\n")
     sys.stdout.flush()
@@ -312,6 +491,7 @@ def main(argv: list[str]) -> int:
     except (OSError, RuntimeError) as err:
         _write({"ready": False, "error": str(err)})
         return 1
+    hipblaslt: Hipblaslt | None = None  # loaded on the first hipBLASLt request
     for line in sys.stdin:
         request = json.loads(line)
         if request["op"] == "size":
@@ -329,6 +509,16 @@ def main(argv: list[str]) -> int:
             _write({"status": function()})
         elif request["op"] == "session":
             _write(worker.session(request["calls"]))
+        elif request["op"] == "hipblaslt":
+            if hipblaslt is None or hipblaslt.path != request["library"]:
+                try:
+                    hipblaslt = Hipblaslt(request["library"])
+                except (OSError, RuntimeError) as err:
+                    for _ in request["calls"]:
+                        _write({"stage": "hipblasLtCreate", "error": str(err)})
+                    continue
+            for call in request["calls"]:
+                _write(hipblaslt.heuristic(call))
         elif request["op"] == "exit":
             break
     return 0

@@ -313,6 +313,30 @@ class WorkerProcess:
         answers: list[dict[str, Any]] = json.loads(b"[" + complete.replace(b"\n", b",") + b"]")
         return answers
 
+    def hipblaslt(
+        self, library: Path, calls: list[dict[str, Any]]
+    ) -> Iterator[dict[str, Any] | Crash]:
+        """hipBLASLt heuristics (`op: hipblaslt` in the worker), one answer per call in order;
+        a Crash for a call during which the worker died (it is restarted for the rest)."""
+        index = 0
+        while index < len(calls):
+            self._send({"op": "hipblaslt", "library": str(library), "calls": calls[index:]})
+            while index < len(calls):
+                try:
+                    answer = self._read()
+                except _NoAnswer:
+                    index += 1
+                    yield self._timed_out("per call")
+                    break
+                if answer is None:
+                    crash = self._crash()
+                    self.info = self._start()
+                    index += 1
+                    yield crash
+                    break
+                yield answer
+                index += 1
+
     def run(self, calls: list[dict[str, Any]]) -> list[dict[str, Any] | Crash]:
         """Make each call for real, outside a size query (so rocBLAS logs it); its status."""
         answers: list[dict[str, Any] | Crash] = []

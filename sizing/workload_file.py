@@ -122,6 +122,8 @@ def read_workload_entries(
         raise WorkloadError(f"{path}:{where}: {field}: {message}")
     calls: list[tuple[Call, int] | SweptCall] = []
     for index, entry in enumerate(data["calls"]):
+        if is_matmul_entry(entry):
+            continue  # hipBLASLt: read by read_workload_matmuls
         if "sweep" in entry:
             calls.append(_swept(path, root, index, entry, catalog, max_points))
             continue
@@ -206,3 +208,40 @@ def _line_of(node: yaml.Node | None, path: list[Any]) -> int:
             break
         line = node.start_mark.line + 1
     return line
+
+
+def is_matmul_entry(entry: dict[str, Any]) -> bool:
+    """A hipBLASLt call (`hipblaslt_matmul:...`), sized apart from the rocBLAS/rocSOLVER ones."""
+    name = entry.get("routine") or str(entry.get("call", "")).split(":", 1)[0]
+    return str(name).strip() == "hipblaslt_matmul"
+
+
+def read_workload_matmuls(path: Path) -> tuple[dict[Any, int], int]:
+    """The hipBLASLt calls of a workload with their counts, and how many other calls it has.
+    The file is checked exactly as `read_workload` checks it (schema, aliases, lines)."""
+    from sizing.hipblaslt_matmul import parse_matmul
+
+    text = _read_text(path)
+    try:
+        root = compose_strict(text)
+        data = load_strict(text)
+    except StrictYamlError as err:
+        raise WorkloadError(f"{path}:{err.line}: {err}") from None
+    except RecursionError:
+        raise WorkloadError(f"{path}: nested too deeply to be a workload") from None
+    found: dict[Any, int] = {}
+    others = 0
+    entries = data.get("calls") if isinstance(data, dict) else None
+    for index, entry in enumerate(entries if isinstance(entries, list) else []):
+        if not isinstance(entry, dict) or not is_matmul_entry(entry):
+            others += 1
+            continue
+        spec = entry.get("call") or "hipblaslt_matmul:" + ",".join(
+            f"{k}={v}" for k, v in (entry.get("args") or {}).items()
+        )
+        try:
+            call = parse_matmul(str(spec))
+        except SizingError as err:
+            raise WorkloadError(f"{path}:{_line_of(root, ['calls', index])}: {err}") from None
+        found[call] = found.get(call, 0) + int(entry.get("count", 1))
+    return found, others

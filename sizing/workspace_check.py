@@ -12,6 +12,7 @@ will, and says so when the library would see something other than what was meant
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -118,6 +119,7 @@ class WorkspaceSetting:
     text: str | None  # as the environment holds it; None when unset
     bytes: int  # what the handle allocates; 0 means rocBLAS manages the memory itself
     notes: list[str] = field(default_factory=list)
+    variable: str = VARIABLE  # the variable it was read from (HIPBLAS_WORKSPACE_CONFIG, ...)
 
     @property
     def managed(self) -> bool:
@@ -255,10 +257,10 @@ def _check(setting: WorkspaceSetting, result: SessionResult) -> CheckOutcome:
 
 def _shown(setting: WorkspaceSetting) -> str:
     if setting.text is None:
-        return f"{VARIABLE} is unset"
+        return f"{setting.variable} is unset"
     if not setting.text.strip(_C_SPACES):
-        return f"{VARIABLE} is empty"
-    return f"{VARIABLE}={setting.text.strip(_C_SPACES)}"
+        return f"{setting.variable} is empty"
+    return f"{setting.variable}={setting.text.strip(_C_SPACES)}"
 
 
 def _misfit_reason(shown: str, setting: WorkspaceSetting, misfits: list[CallResult]) -> str:
@@ -278,3 +280,22 @@ def _misfit_reason(shown: str, setting: WorkspaceSetting, misfits: list[CallResu
     if len(misfits) > 1:
         reason += f"; {len(misfits) - 1} more call(s) do not fit either"
     return reason
+
+
+_PYTORCH_CONFIG = re.compile(r"(:[0-9]{1,12}:[0-9]{1,6})+", re.ASCII)
+
+
+def read_pytorch_config(text: str, *, source: str = "HIPBLAS_WORKSPACE_CONFIG") -> WorkspaceSetting:
+    """PyTorch's rocBLAS workspace (`HIPBLAS_WORKSPACE_CONFIG`, after `CUBLAS_WORKSPACE_CONFIG`,
+    before `ROCBLAS_WORKSPACE_CONFIG`): `:SIZE_KiB:COUNT` repeated, one workspace of
+    Σ SIZE·1024·COUNT bytes per handle and stream, handed to rocBLAS with
+    rocblas_set_workspace. `:0:0` gives none: rocBLAS then manages its own memory."""
+    value = text.strip()
+    if not _PYTORCH_CONFIG.fullmatch(value):
+        raise NotANumber(
+            f"{source} {text[:40]!r} is not PyTorch's :SIZE_KiB:COUNT format (e.g. :4622:1)"
+        )
+    numbers = [int(part) for part in value.split(":")[1:]]
+    pairs = zip(numbers[::2], numbers[1::2], strict=True)
+    total = sum(size_kib * 1024 * count for size_kib, count in pairs)
+    return WorkspaceSetting(value, total, variable="HIPBLAS_WORKSPACE_CONFIG")
