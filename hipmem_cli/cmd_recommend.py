@@ -146,11 +146,12 @@ def recommend_command(
     sources = CallSources(calls or [], from_log or [], workload or [], strict)
     sources.sweeps, sources.max_points = sweep or [], parse_max_points(max_points)
     libraries = one_release(rocm, rocm_dir, "recommend")
+    matmul_variables: list[tuple[str, str]] = []
     if matmuls.any:
         hipblaslt_calls.warn_cuda_variables()
-        matmul_line = hipblaslt_calls.recommend_line(matmuls, libraries, device, cus)
+        matmul_variables.append(hipblaslt_calls.recommend_variable(matmuls, libraries, device, cus))
         if matmuls.only and not sources.sweeps:
-            output.write_exact(matmul_line + "\n")
+            _emit(chosen, matmul_variables, details={}, comment=None)
             return
     result = _size(sources, device, cus, libraries, minimum=minimum)
     advice = recommend(
@@ -162,20 +163,27 @@ def recommend_command(
     )
     for warning in advice.warnings:
         output.warning(warning)
-    variables = advice.variables(pytorch=pytorch)
+    variables = advice.variables(pytorch=pytorch) + matmul_variables
     comment = f"for {release_line(libraries, result.library.versions)}, {_device_text(result)}"
-    if chosen is None:
-        if output.stdout_is_terminal():
-            _render_summary(advice, result, pytorch)
-        output.write_exact(env_formats.render("shell", variables, comment=comment))
-        if matmuls.any:
-            output.write_exact(matmul_line + "\n")
-    elif chosen == "github":
+    if chosen is None and output.stdout_is_terminal():
+        _render_summary(advice, result, pytorch)
+    _emit(chosen, variables, details=advice.as_dict(), comment=comment)
+
+
+def _emit(
+    chosen: str | None,
+    variables: list[tuple[str, str]],
+    *,
+    details: dict[str, object],
+    comment: str | None,
+) -> None:
+    """The variables in the chosen format (shell when none): every format carries them all."""
+    if chosen == "github":
         _emit_github(variables)
-    else:
-        output.write_exact(
-            env_formats.render(chosen, variables, details=advice.as_dict(), comment=comment)
-        )
+        return
+    output.write_exact(
+        env_formats.render(chosen or "shell", variables, details=details, comment=comment)
+    )
 
 
 def check_command(

@@ -160,10 +160,10 @@ def warn_cuda_variables() -> None:
             )
 
 
-def recommend_line(
+def recommend_variable(
     found: Gathered, libraries: Libraries, device: str | None, cus: int | None
-) -> str:
-    """`export HIPBLASLT_WORKSPACE_SIZE=KiB`: the smallest cap keeping every first choice."""
+) -> tuple[str, str]:
+    """(HIPBLASLT_WORKSPACE_SIZE, KiB): the smallest cap keeping every first choice."""
     from sizing.hipblaslt_matmul import recommended_kib
 
     (report,) = size_specs(found.specs, [libraries], device, cus, found.logged)
@@ -178,7 +178,7 @@ def recommend_line(
         f"{report.hipblaslt_version}",
         err=True,
     )
-    return f"export HIPBLASLT_WORKSPACE_SIZE={kib}"
+    return ("HIPBLASLT_WORKSPACE_SIZE", str(kib))
 
 
 def read_kib(value: str | None) -> tuple[int | None, str]:

@@ -25,7 +25,12 @@ import yaml
 from sizing.errors import SizingError, UsageError
 
 FORMATS = ("shell", "dotenv", "json", "yaml", "github")
-NAMES = ("ROCBLAS_DEVICE_MEMORY_SIZE", "HIPBLAS_WORKSPACE_CONFIG", "ROCBLAS_WORKSPACE_CONFIG")
+NAMES = (
+    "ROCBLAS_DEVICE_MEMORY_SIZE",
+    "HIPBLAS_WORKSPACE_CONFIG",
+    "ROCBLAS_WORKSPACE_CONFIG",
+    "HIPBLASLT_WORKSPACE_SIZE",
+)
 _VALUE = re.compile(r"[0-9]+|(?::[0-9]+:[0-9]+)+")
 GITHUB_FILES = ("GITHUB_ENV", "GITHUB_OUTPUT")
 

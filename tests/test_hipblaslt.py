@@ -160,6 +160,21 @@ def test_cli_recommend_then_check_round_trip(hipblaslt: dict[str, Path]) -> None
     assert "m=8192,n=16" not in bad.stderr
 
 
+def test_every_format_carries_the_hipblaslt_variable(hipblaslt: dict[str, Path]) -> None:
+    """CI steps and deployment files get HIPBLASLT_WORKSPACE_SIZE too, not only a shell."""
+    base = ("--rocm", "7.2", "--device", "MI210", "rocsolver_dgetrf:m=1024,n=1024", GEMV)
+    as_json = hipmem("recommend", *base, "--format", "json")
+    assert as_json.returncode == 0, as_json.stderr
+    env = json.loads(as_json.stdout)["env"]
+    assert env["HIPBLASLT_WORKSPACE_SIZE"] == "7800" and "ROCBLAS_DEVICE_MEMORY_SIZE" in env
+    for fmt, line in (("dotenv", "HIPBLASLT_WORKSPACE_SIZE=7800"),
+                      ("yaml", "- name: HIPBLASLT_WORKSPACE_SIZE")):  # fmt: skip
+        done = hipmem("recommend", *base, "--format", fmt)
+        assert done.returncode == 0 and line in done.stdout.splitlines(), done.stdout
+    only = hipmem("recommend", "--rocm", "7.2", "--device", "MI210", GEMV, "--format", "json")
+    assert json.loads(only.stdout)["env"] == {"HIPBLASLT_WORKSPACE_SIZE": "7800"}
+
+
 LOG = (
     Path(__file__).parent / "data" / "hipblaslt" / "decode-mi210.log"
 )  # tests/hipblaslt_log_recorder.py
