@@ -38,6 +38,8 @@ _API = {
     "plan_sweep": ("sizing.sweep", "plan_sweep"),
     "parse_sweep": ("sizing.sweep_range", "parse_sweep"),
     "read_call_log": ("sizing.call_logs", "read_call_log"),
+    "size_matmuls": ("sizing.hipblaslt_matmul", "size_matmul_specs"),
+    "recommended_hipblaslt_kib": ("sizing.hipblaslt_matmul", "recommended_kib"),
     "record_call_logs": ("sizing.call_log_recorder", "record_call_logs"),
     "recommend": ("sizing.recommend", "recommend"),
     "Recommendation": ("sizing.recommend", "Recommendation"),
@@ -93,10 +95,12 @@ __all__ = [
     "read_workload",
     "read_workload_entries",
     "recommend",
+    "recommended_hipblaslt_kib",
     "record_call_logs",
     "replay",
     "run_fleet",
     "size_calls",
+    "size_matmuls",
     "summarize_fleet",
     "write_rmm_csv",
 ]
@@ -117,6 +121,8 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time __getattr__ impo
     from sizing.call_log_recorder import record_call_logs
     from sizing.call_logs import read_call_log
     from sizing.call_spec import parse_call
+    from sizing.hipblaslt_matmul import recommended_kib as recommended_hipblaslt_kib
+    from sizing.hipblaslt_matmul import size_matmul_specs as size_matmuls
     from sizing.minimum import Minimum
     from sizing.recommend import Recommendation, recommend
     from sizing.session import CallResult, SessionResult, SizingSession, size_calls

@@ -421,3 +421,21 @@ def changed_by_cap(report: MatmulReport) -> list[MatmulResult]:
         for r in report.results
         if r.uncapped is not None and (not r.algorithms or r.algorithms[0].id != r.uncapped.id)
     ]
+
+
+def size_matmul_specs(
+    specs: list[str | MatmulCall],
+    device: str | Device,
+    *,
+    rocm: str | None = None,
+    compute_units: int | None = None,
+) -> MatmulReport:
+    """The Python way to size hipBLASLt calls: specs as the CLI takes them
+    (`"hipblaslt_matmul:m=4096,n=16,k=14336,a_type=bf16_r"`), on a device name or Device,
+    with the hipBLASLt build of the chosen ROCm release (default: as `hipmem size` picks)."""
+    from sizing.library_locator import locate
+    from sizing.virtual_device import resolve
+
+    calls = [s if isinstance(s, MatmulCall) else parse_matmul(s) for s in specs]
+    target = device if isinstance(device, Device) else resolve(device, compute_units)
+    return size_matmuls(calls, target, locate(rocm=rocm))

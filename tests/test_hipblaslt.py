@@ -93,6 +93,14 @@ def test_recommend_check_round_trip(hipblaslt: dict[str, Path]) -> None:
     assert [r.call.shape_label() for r in worse] == [parse_matmul(GEMV).shape_label()]
 
 
+def test_from_python_through_hipmem(hipblaslt: dict[str, Path]) -> None:
+    import hipmem
+
+    report = hipmem.size_matmuls([DECODE, GEMV], "MI210", rocm="7.2")
+    assert report.hipblaslt_version == "7.2.4"
+    assert hipmem.recommended_hipblaslt_kib(report) == -(-7987200 // 1024)
+
+
 def test_cli_json_every_algorithm_and_version(hipblaslt: dict[str, Path]) -> None:
     done = hipmem("size", "--rocm", "7.2", "--device", "MI210", "--json", DECODE + ",algorithms=4")
     assert done.returncode == 0, done.stderr
