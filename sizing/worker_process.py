@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -234,10 +234,18 @@ class WorkerProcess:
 
     def size(self, calls: list[dict[str, Any]]) -> Iterator[dict[str, Any] | Crash]:
         """One answer per call, in order; a Crash for a call during which the worker died."""
+        return self._one_by_one(len(calls), lambda first: {"op": "size", "calls": calls[first:]})
+
+    def _one_by_one(
+        self, count: int, request: Callable[[int], dict[str, Any]]
+    ) -> Iterator[dict[str, Any] | Crash]:
+        """Send `request(first)` for the items from `first` on, then one answer per item, in
+        order; for the item during which the worker died (or ran past its deadline), a Crash,
+        and a fresh worker gets the items after it."""
         index = 0
-        while index < len(calls):
-            self._send({"op": "size", "calls": calls[index:]})
-            while index < len(calls):
+        while index < count:
+            self._send(request(index))
+            while index < count:
                 try:
                     answer = self._read()
                 except _NoAnswer:
@@ -318,24 +326,10 @@ class WorkerProcess:
     ) -> Iterator[dict[str, Any] | Crash]:
         """hipBLASLt heuristics (`op: hipblaslt` in the worker), one answer per call in order;
         a Crash for a call during which the worker died (it is restarted for the rest)."""
-        index = 0
-        while index < len(calls):
-            self._send({"op": "hipblaslt", "library": str(library), "calls": calls[index:]})
-            while index < len(calls):
-                try:
-                    answer = self._read()
-                except _NoAnswer:
-                    index += 1
-                    yield self._timed_out("per call")
-                    break
-                if answer is None:
-                    crash = self._crash()
-                    self.info = self._start()
-                    index += 1
-                    yield crash
-                    break
-                yield answer
-                index += 1
+        return self._one_by_one(
+            len(calls),
+            lambda first: {"op": "hipblaslt", "library": str(library), "calls": calls[first:]},
+        )
 
     def run(self, calls: list[dict[str, Any]]) -> list[dict[str, Any] | Crash]:
         """Make each call for real, outside a size query (so rocBLAS logs it); its status."""
