@@ -18,6 +18,7 @@ from hipmem_cli.options import (
     FromLogOption,
     JsonOption,
     MaxPointsOption,
+    MinimumOption,
     RocmDirOption,
     RocmOption,
     StrictOption,
@@ -123,14 +124,7 @@ def recommend_command(
     rocm: RocmOption = None,
     sweep: SweepOption = None,
     max_points: MaxPointsOption = MAX_POINTS_DEFAULT_TEXT,
-    minimum: Annotated[
-        bool,
-        typer.Option(
-            "--minimum",
-            help="Measure each call's minimum workspace (by executing it on the virtual "
-            "device) and use it: calls between their minimum and optimal run degraded.",
-        ),
-    ] = False,
+    minimum: MinimumOption = False,
 ) -> None:
     """Recommend ROCBLAS_DEVICE_MEMORY_SIZE (and PyTorch's equivalent) for a workload."""
     # Every option is checked before any library is loaded.
@@ -224,14 +218,7 @@ def check_command(
             show_default=False,
         ),
     ] = None,
-    minimum: Annotated[
-        bool,
-        typer.Option(
-            "--minimum",
-            help="Measure each call's minimum workspace (by executing it on the virtual "
-            "device) and use it: calls between their minimum and optimal run degraded.",
-        ),
-    ] = False,
+    minimum: MinimumOption = False,
 ) -> None:
     """Exit 0 when ROCBLAS_DEVICE_MEMORY_SIZE covers the workload, 1 (with the reason) if not."""
     if hipblas_config is not None:

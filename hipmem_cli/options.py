@@ -101,3 +101,12 @@ MaxPointsOption = Annotated[
     str,
     typer.Option("--max-points", metavar="N", help="The most sweep points sized in one request."),
 ]
+# recommend and check: the same words in both (size says more, about what it adds to the table).
+MinimumOption = Annotated[
+    bool,
+    typer.Option(
+        "--minimum",
+        help="Measure each call's minimum workspace (by executing it on the virtual "
+        "device) and use it: calls between their minimum and optimal run degraded.",
+    ),
+]
