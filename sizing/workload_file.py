@@ -101,14 +101,7 @@ def read_workload_entries(
     """The calls of a workload file with their counts, and a SweptCall for each call with a
     `sweep` (of at most `max_points` points). Raises WorkloadError (file:line)."""
     catalog = catalog or load_catalog()
-    text = _read_text(path)
-    try:
-        root = compose_strict(text)
-        data = load_strict(text)
-    except StrictYamlError as err:
-        raise WorkloadError(f"{path}:{err.line}: {err}") from None
-    except RecursionError:
-        raise WorkloadError(f"{path}: nested too deeply to be a workload") from None
+    root, data = _load_yaml(path)
     _check_argument_names(path, root, data)
     error = jsonschema.exceptions.best_match(
         jsonschema.Draft202012Validator(SCHEMA).iter_errors(data)
@@ -167,6 +160,17 @@ def _swept(
         raise WorkloadError(f"{path}:{_line_of(root, ['calls', index])}: {err}") from None
 
 
+def _load_yaml(path: Path) -> tuple[Any, Any]:
+    """The file's YAML node tree (for line numbers) and data, read by the strict rules."""
+    text = _read_text(path)
+    try:
+        return compose_strict(text), load_strict(text)
+    except StrictYamlError as err:
+        raise WorkloadError(f"{path}:{err.line}: {err}") from None
+    except RecursionError:
+        raise WorkloadError(f"{path}: nested too deeply to be a workload") from None
+
+
 def _read_text(path: Path) -> str:
     try:
         raw = read_capped(path, MAX_WORKLOAD_BYTES)
@@ -221,14 +225,7 @@ def read_workload_matmuls(path: Path) -> tuple[dict[Any, int], int]:
     The file is checked exactly as `read_workload` checks it (schema, aliases, lines)."""
     from sizing.hipblaslt_matmul import parse_matmul
 
-    text = _read_text(path)
-    try:
-        root = compose_strict(text)
-        data = load_strict(text)
-    except StrictYamlError as err:
-        raise WorkloadError(f"{path}:{err.line}: {err}") from None
-    except RecursionError:
-        raise WorkloadError(f"{path}: nested too deeply to be a workload") from None
+    root, data = _load_yaml(path)
     found: dict[Any, int] = {}
     others = 0
     entries = data.get("calls") if isinstance(data, dict) else None
