@@ -60,20 +60,20 @@ def session_of_distinct_calls_s(calls: list[Call], release: str) -> tuple[float,
 def hipblaslt_heuristic_ms(release: str) -> tuple[float, float]:
     """The first hipblasLtMatmulAlgoGetHeuristic of a worker (bf16, gfx90a), then the median of
     100 more distinct shapes, each timed alone through the worker protocol."""
-    from sizing.hipblaslt_matmul import hipblaslt_for, parse_matmul
+    from sizing.hipblaslt_locator import hipblaslt_for
+    from sizing.hipblaslt_matmul import parse_matmul
     from sizing.library_locator import locate
     from sizing.virtual_device import resolve
     from sizing.worker_process import WorkerProcess
 
-    libraries = locate(rocm=release)
-    _, found = hipblaslt_for(libraries)
-    worker = WorkerProcess(libraries, resolve("MI210"))
+    build = hipblaslt_for(locate(rocm=release))
+    worker = WorkerProcess(build.runs_with, resolve("MI210"))
     try:
         times = []
         for n in range(1, 102):
             call = parse_matmul(f"hipblaslt_matmul:m=4096,n={n},k=4096,transA=T,a_type=bf16_r")
             start = time.perf_counter()
-            list(worker.hipblaslt(found.library, [call.encode(call.max_workspace_bytes)]))
+            list(worker.hipblaslt(build.library, [call.encode(call.max_workspace_bytes)]))
             times.append((time.perf_counter() - start) * 1e3)
     finally:
         worker.close()

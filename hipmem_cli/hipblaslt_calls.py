@@ -72,6 +72,7 @@ def size_specs(
     for libraries in chosen:
         with output.progress(f"hipBLASLt heuristics with ROCm {libraries.rocm}"):
             report = size_matmuls(calls, target, libraries)
+        warn_notice(report)
         for result in report.results:  # a logged call counts as often as it was logged
             result.count += max(0, logged.get(result.call, 0) - 1)
         reports.append(report)
@@ -92,7 +93,7 @@ def render(reports: list[MatmulReport], top: int | None) -> None:
         f"{'virtual ' if device.virtual else ''}{device.name} "
         f"({device.arch.arch_features}, {device.compute_units} CUs)"
     )
-    names = [f"hipBLASLt {report.hipblaslt_version}" for report in reports]
+    names = [report.build.label for report in reports]
     table = output.Table(
         title=title,
         columns=["call", *names, "cap changed choice", "count"],
@@ -117,15 +118,14 @@ def render(reports: list[MatmulReport], top: int | None) -> None:
         "bytes: the workspace of the heuristic's first algorithm within max_workspace "
         "(what an application that takes the first choice uses)"
     )
-    from sizing.hipblaslt_releases import find_hipblaslt
-
     for report in reports:
-        build = find_hipblaslt(report.hipblaslt_version)
-        output.note(
-            f"hipBLASLt {build.version} (Debian {build.suite}: "
-            f"libhipblaslt1 {build.pins['libhipblaslt1']}) on ROCm {build.host_rocm}'s runtime, "
-            "from offline cache (hipmem rocm fetch)"
-        )
+        output.note(report.build.describe())
+
+
+def warn_notice(report: MatmulReport) -> None:
+    """The one line saying the install had no hipBLASLt and which build answered instead."""
+    if report.build.notice:
+        output.warning(report.build.notice)
 
 
 def as_json(reports: list[MatmulReport]) -> Any:
@@ -174,8 +174,7 @@ def recommend_variable(
     kib = recommended_kib(report)
     output.note(
         f"HIPBLASLT_WORKSPACE_SIZE (KiB): the largest workspace of an uncapped first "
-        f"choice among {len(report.results)} hipBLASLt call(s), hipBLASLt "
-        f"{report.hipblaslt_version}",
+        f"choice among {len(report.results)} hipBLASLt call(s), {report.build.describe()}",
         err=True,
     )
     return ("HIPBLASLT_WORKSPACE_SIZE", str(kib))
@@ -219,6 +218,7 @@ def check_specs(
     named = [parse_matmul(s) for s in found.specs] + list(found.logged)
     calls = with_cap(named, cap_bytes or PYTORCH_DEFAULT_CAP_BYTES)
     report = size_matmuls(calls, _choose_device(device, cus), libraries)
+    warn_notice(report)
     if report_failures([report]):
         return False
     changed = changed_by_cap(report)
@@ -228,12 +228,12 @@ def check_specs(
         output.error(
             f"HIPBLASLT_WORKSPACE_SIZE ({source}) changes the first choice of "
             f"{result.call.shape_label()}: it needs {result.uncapped.workspace_bytes:,} bytes "
-            f"(gets {got} bytes' algorithm instead; hipBLASLt {report.hipblaslt_version})"
+            f"(gets {got} bytes' algorithm instead; {report.build.label})"
         )
     if not changed:
         output.ok(
             f"HIPBLASLT_WORKSPACE_SIZE ({source}) keeps the first choice of all "
-            f"{len(report.results)} hipBLASLt call(s) (hipBLASLt {report.hipblaslt_version})"
+            f"{len(report.results)} hipBLASLt call(s) ({report.build.describe()})"
         )
     return not changed
 

@@ -17,12 +17,12 @@ count (per-CU solution files), so both matter.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sizing.call_spec import _DECIMAL
 from sizing.errors import BadArgument, LibraryNotFound, SizingError
-from sizing.hipblaslt_fetch import OfflineHipblaslt, load_hipblaslt
-from sizing.hipblaslt_releases import DATA_ELSEWHERE, HIPBLASLT_RELEASES, HipblasltRelease, for_rocm
+from sizing.hipblaslt_locator import HipblasltBuild, hipblaslt_for, no_data_error
 from sizing.library_locator import Libraries
 from sizing.virtual_device import Device
 from sizing.worker_process import Crash, WorkerProcess
@@ -247,59 +247,22 @@ class MatmulResult:
 @dataclass
 class MatmulReport:
     results: list[MatmulResult]
-    hipblaslt_version: str
+    build: HipblasltBuild  # the hipBLASLt that answered: version, library, where from
     device: Device
+
+    @property
+    def hipblaslt_version(self) -> str | None:
+        return self.build.version
 
     @property
     def failed(self) -> list[MatmulResult]:
         return [r for r in self.results if r.error is not None]
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "hipblaslt": self.hipblaslt_version,
-            "calls": [r.as_dict() for r in self.results],
-        }
-
-
-def hipblaslt_for(libraries: Libraries) -> tuple[HipblasltRelease, OfflineHipblaslt]:
-    """The hipBLASLt build that runs with these libraries' ROCm release, from the cache."""
-    release = for_rocm(libraries.rocm or "")
-    if release is None:
-        pairs = ", ".join(f"{r.version} with ROCm {r.host_rocm}" for r in HIPBLASLT_RELEASES)
-        raise LibraryNotFound(
-            f"no hipBLASLt build runs with ROCm {libraries.rocm or '(unknown)'}; hipmem has {pairs}"
-        )
-    found = load_hipblaslt(release.version)
-    if found is None:
-        raise LibraryNotFound(
-            f"hipBLASLt {release.version} is not in the cache; run "
-            f"`hipmem rocm fetch --rocm {release.host_rocm} --hipblaslt {release.version}`"
-        )
-    return release, found
-
-
-def no_data_error(release: HipblasltRelease, found: OfflineHipblaslt, arch: str) -> str | None:
-    """The one line for an arch whose solution data is not there, or None when it is."""
-    if (found.solution_dir / f"TensileLibrary_lazy_{arch}.dat").is_file():
-        return None
-    missing = f"{found.solution_dir.name}/TensileLibrary_lazy_{arch}.dat"
-    if arch in release.solution_archs:
-        return (
-            f"hipBLASLt {release.version} has no solution data for {arch} here ({missing}): "
-            f"fetch it with `hipmem rocm fetch --rocm {release.host_rocm} --arch {arch}`"
-        )
-    builds = [r.version for r in HIPBLASLT_RELEASES if arch in r.solution_archs]
-    where = (
-        f"Debian's hipBLASLt {', '.join(builds)}"
-        if builds
-        else DATA_ELSEWHERE.get(
-            arch, "an AMD ROCm install that supports it (point --rocm-dir at it)"
-        )
-    )
-    return (
-        f"hipBLASLt {release.version} (Debian) has no solution data for {arch} "
-        f"(missing {missing}); it is in {where}"
-    )
+        payload: dict[str, Any] = self.build.as_dict()
+        if self.build.notice:
+            payload["hipblaslt_notice"] = self.build.notice
+        return payload | {"calls": [r.as_dict() for r in self.results]}
 
 
 def size_matmuls(
@@ -308,13 +271,14 @@ def size_matmuls(
     libraries: Libraries,
     worker: WorkerProcess | None = None,
 ) -> MatmulReport:
-    """Ask the heuristic for each distinct call, with its cap and with none."""
-    release, found = hipblaslt_for(libraries)
+    """Ask the heuristic for each distinct call, with its cap and with none, of the hipBLASLt
+    that goes with `libraries` (`sizing.hipblaslt_locator`)."""
+    build = hipblaslt_for(libraries)
     distinct: dict[MatmulCall, int] = {}
     for call in calls:
         distinct[call] = distinct.get(call, 0) + 1
     unique = list(distinct)
-    no_data = no_data_error(release, found, device.arch.name)
+    no_data = no_data_error(build, device.arch.name)
     if no_data is not None:
         results = [
             MatmulResult(
@@ -322,19 +286,19 @@ def size_matmuls(
             )
             for c in unique
         ]
-        return MatmulReport(_counted(results, distinct), release.version, device)
+        return MatmulReport(_counted(results, distinct), build, device)
     own = worker is None
-    process = worker or WorkerProcess(libraries, device)
+    process = worker or WorkerProcess(build.runs_with, device)
     try:
         capped = list(
-            process.hipblaslt(found.library, [c.encode(c.max_workspace_bytes) for c in unique])
+            process.hipblaslt(build.library, [c.encode(c.max_workspace_bytes) for c in unique])
         )
-        free = list(process.hipblaslt(found.library, [c.encode(NO_CAP_BYTES) for c in unique]))
+        free = list(process.hipblaslt(build.library, [c.encode(NO_CAP_BYTES) for c in unique]))
     finally:
         if own:
             process.close()
-    results = [_result(c, a, b, release) for c, a, b in zip(unique, capped, free, strict=True)]
-    return MatmulReport(_counted(results, distinct), release.version, device)
+    results = [_result(c, a, b, build) for c, a, b in zip(unique, capped, free, strict=True)]
+    return MatmulReport(_counted(results, distinct), build, device)
 
 
 def _counted(results: list[MatmulResult], counts: dict[MatmulCall, int]) -> list[MatmulResult]:
@@ -347,9 +311,9 @@ def _result(
     call: MatmulCall,
     capped: dict[str, Any] | Crash,
     free: dict[str, Any] | Crash,
-    release: HipblasltRelease,
+    build: HipblasltBuild,
 ) -> MatmulResult:
-    where = f"{call.label} (hipBLASLt {release.version})"
+    where = f"{call.label} ({build.label})"
     for answer in (capped, free):
         if isinstance(answer, Crash):
             text = f"{where}: the vendor library {answer.how}"
@@ -429,13 +393,15 @@ def size_matmul_specs(
     *,
     rocm: str | None = None,
     compute_units: int | None = None,
+    rocm_dir: Path | None = None,
 ) -> MatmulReport:
     """The Python way to size hipBLASLt calls: specs as the CLI takes them
     (`"hipblaslt_matmul:m=4096,n=16,k=14336,a_type=bf16_r"`), on a device name or Device,
-    with the hipBLASLt build of the chosen ROCm release (default: as `hipmem size` picks)."""
+    with the hipBLASLt that goes with the chosen ROCm libraries (default: as `hipmem size`
+    picks them; `rocm_dir` as `--rocm-dir`)."""
     from sizing.library_locator import locate
     from sizing.virtual_device import resolve
 
     calls = [s if isinstance(s, MatmulCall) else parse_matmul(s) for s in specs]
     target = device if isinstance(device, Device) else resolve(device, compute_units)
-    return size_matmuls(calls, target, locate(rocm=rocm))
+    return size_matmuls(calls, target, locate(rocm_dir, rocm))

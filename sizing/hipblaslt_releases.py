@@ -73,10 +73,8 @@ HIPBLASLT_RELEASES: tuple[HipblasltRelease, ...] = (
 
 # Where the solution data of archs Debian does not build comes from (the "no data" error).
 DATA_ELSEWHERE = {
-    "gfx942": "AMD's own ROCm packages (hipblaslt, /opt/rocm/lib/hipblaslt/library), "
-    "which hipmem does not read for hipBLASLt yet",
-    "gfx950": "AMD's own ROCm 7.x packages (hipblaslt, /opt/rocm/lib/hipblaslt/library), "
-    "which hipmem does not read for hipBLASLt yet",
+    "gfx942": "AMD's own ROCm packages (hipblaslt: /opt/rocm/lib/hipblaslt/library)",
+    "gfx950": "AMD's own ROCm 7.x packages (hipblaslt: /opt/rocm/lib/hipblaslt/library)",
 }
 
 

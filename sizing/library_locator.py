@@ -133,6 +133,12 @@ def _unavailable(wanted: str, passed_over: list[str], cached: list[str]) -> str:
     return f"no ROCm {wanted} here ({here}); {how}"
 
 
+def cached_libraries(release: str) -> Libraries:
+    """The cache's copy of one release, whatever is installed locally (hipBLASLt's fallback
+    for an install without it runs on this tree)."""
+    return _with(_cached(release), why=f"the cache's ROCm {release}")
+
+
 def _cached(release: str) -> Libraries:
     offline = load_offline(release)
     found = _libraries_in(CACHE_LABEL, offline.lib_dir) if offline else None

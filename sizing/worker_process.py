@@ -42,6 +42,9 @@ _PIPE_BYTES = 1 << 20
 _FEW_ANSWERS, _GATHER_S = 256, 0.002  # sweeps: read answers in batches, not one by one
 _MAX_ANSWER_BYTES = 64 << 20  # a line from the worker longer than this is not an answer
 _USER_WORKSPACE_VARIABLES = ("ROCBLAS_DEVICE_MEMORY_SIZE", "ROCBLAS_STREAM_ORDER_ALLOC")
+# hipBLASLt reads its solution data from here instead of `hipblaslt/library` beside itself:
+# a user's setting would make it read another build's data than the one hipmem checked and names.
+_USER_DATA_PATH_VARIABLES = ("HIPBLASLT_TENSILE_LIBPATH",)
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,8 @@ class WorkerProcess:
     def _launch_spec(self) -> tuple[list[str], dict[str, str]]:
         # The user's own workspace settings would change what a fresh handle allocates,
         # which the worker reports as the library default: leave them out.
-        env = {k: v for k, v in os.environ.items() if k not in _USER_WORKSPACE_VARIABLES}
+        left_out = (*_USER_WORKSPACE_VARIABLES, *_USER_DATA_PATH_VARIABLES)
+        env = {k: v for k, v in os.environ.items() if k not in left_out}
         search = [str(self.libraries.lib_dir)]
         if self.device.virtual:
             if self.libraries.include_dir is None:

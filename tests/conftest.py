@@ -76,6 +76,19 @@ def rocm72(rocm_roots: dict[str, Path]) -> Path:
 
 
 @pytest.fixture(scope="session")
+def hipblaslt(rocm_roots: dict[str, Path]) -> dict[str, Path]:
+    """Every hipBLASLt build in the cache (fetched with gfx90a and gfx1100 data if not)."""
+    from sizing.hipblaslt_fetch import fetch_hipblaslt
+    from sizing.hipblaslt_releases import HIPBLASLT_RELEASES
+
+    return {
+        r.version: fetch_hipblaslt(r.version, ["gfx90a", "gfx1100"]).root
+        for r in HIPBLASLT_RELEASES
+        if r.host_rocm in rocm_roots
+    }
+
+
+@pytest.fixture(scope="session")
 def shared_logs() -> Path:
     logs = SHARED / "logs"
     if not logs.is_dir():

@@ -12,7 +12,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sizing.hipblaslt_matmul import hipblaslt_for, parse_matmul
+from sizing.hipblaslt_locator import hipblaslt_for
+from sizing.hipblaslt_matmul import parse_matmul
 from sizing.library_locator import locate
 from sizing.virtual_device import resolve
 from sizing.worker_process import WorkerProcess
@@ -33,16 +34,15 @@ def record(rocm: str) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         os.environ["HIPBLASLT_LOG_MASK"] = "32"
         os.environ["HIPBLASLT_LOG_FILE"] = f"{scratch}/bench.log"
-        libraries = locate(rocm=rocm)
-        _, found = hipblaslt_for(libraries)
-        worker = WorkerProcess(libraries, resolve("MI210"))
+        build = hipblaslt_for(locate(rocm=rocm))
+        worker = WorkerProcess(build.runs_with, resolve("MI210"))
         try:
             encoded = []
             for spec in CALLS:
                 call = parse_matmul(spec).encode(80 << 20)
                 call["run"] = True
                 encoded.append(call)
-            answers = list(worker.hipblaslt(found.library, encoded))
+            answers = list(worker.hipblaslt(build.library, encoded))
         finally:
             worker.close()
         assert all(isinstance(a, dict) and "run_status" in a for a in answers), answers

@@ -20,7 +20,6 @@ from sizing.hipblaslt_matmul import (
     size_matmuls,
     with_cap,
 )
-from sizing.hipblaslt_releases import HIPBLASLT_RELEASES
 from sizing.library_locator import locate
 from sizing.virtual_device import resolve
 from tests.conftest import cli_env
@@ -38,18 +37,6 @@ KNOWN = {
     ("7.1.1", "6.4", "gfx1100", 96): {DECODE: 0, GEMV: 0, SQUARE: 0, LONG_K: 1622016},
     ("7.2.4", "7.2", "gfx1100", 96): {DECODE: 0, GEMV: 0, SQUARE: 0, LONG_K: 1622016},
 }
-
-
-@pytest.fixture(scope="session")
-def hipblaslt(rocm_roots: dict[str, Path]) -> dict[str, Path]:
-    """Every hipBLASLt build in the cache (fetched with gfx90a and gfx1100 data if not)."""
-    from sizing.hipblaslt_fetch import fetch_hipblaslt
-
-    return {
-        r.version: fetch_hipblaslt(r.version, ["gfx90a", "gfx1100"]).root
-        for r in HIPBLASLT_RELEASES
-        if r.host_rocm in rocm_roots
-    }
 
 
 def hipmem(*args: str) -> subprocess.CompletedProcess[str]:
