@@ -230,7 +230,9 @@ def check_specs(
             f"{result.call.shape_label()}: it needs {result.uncapped.workspace_bytes:,} bytes "
             f"(gets {got} bytes' algorithm instead; {report.build.label})"
         )
-    if not changed:
+    if changed:
+        output.note(report.build.describe(), err=True)
+    else:
         output.ok(
             f"HIPBLASLT_WORKSPACE_SIZE ({source}) keeps the first choice of all "
             f"{len(report.results)} hipBLASLt call(s) ({report.build.describe()})"

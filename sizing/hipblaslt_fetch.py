@@ -75,16 +75,16 @@ def load_hipblaslt(version: str) -> OfflineHipblaslt | None:
         return None
     found = _read_manifest(manifest)
     release = find_hipblaslt(version)
+    repair = f"run `hipmem rocm fetch --rocm {release.host_rocm}` to repair it"
     if found is None or any(found.packages.get(n) != v for n, v in release.pinned):
         raise LibraryNotFound(
-            f"the cached hipBLASLt {version} in {manifest.parent} is incomplete; "
-            f"run `hipmem rocm fetch --hipblaslt {version}` to repair it"
+            f"the cached hipBLASLt {version} in {manifest.parent} is incomplete; {repair}"
         )
     damaged = found.damaged_files()
     if damaged:
         raise LibraryNotFound(
             f"the cached hipBLASLt {version} is damaged ({damaged[0]} changed since it was "
-            f"fetched); run `hipmem rocm fetch --hipblaslt {version}` to repair it"
+            f"fetched); {repair}"
         )
     return found
 

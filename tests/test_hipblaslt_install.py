@@ -21,6 +21,7 @@ from sizing.library_locator import CACHE_LABEL
 LIB = "usr/lib/x86_64-linux-gnu"
 GEMV = "hipblaslt_matmul:m=4096,n=1,k=14336,transA=T,a_type=bf16_r"
 GEMV_MI210_BYTES = 7987200  # hipBLASLt 7.2.4 on gfx90a, 104 CUs (test_hipblaslt.KNOWN)
+_LOCATIONS = ("HIPMEM_ROCM_LIBDIR", "ROCM_PATH", "ROCM_HOME", "HIPMEM_ROCM")
 HEADER_VERSION = "1.2.2"  # what hipBLASLt 7.2.4's hipblaslt-version.h says (1.2.2)
 
 
@@ -71,8 +72,7 @@ def amd_tree(
 
 def hipmem(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """The CLI with no ROCm location from the developer's environment, plus `env`."""
-    clean = {k: v for k, v in os.environ.items() if k not in ("HIPMEM_ROCM_LIBDIR", "ROCM_PATH",
-                                                              "ROCM_HOME", "HIPMEM_ROCM")}  # fmt: skip
+    clean = {k: v for k, v in os.environ.items() if k not in _LOCATIONS}
     return subprocess.run(
         [sys.executable, "-m", "hipmem_cli.main", *args],
         capture_output=True, text=True, env=clean | env, timeout=300,
@@ -236,3 +236,15 @@ def test_hipblaslt_linking_another_hip_runtime_is_refused(
         f"{tree}/lib: libhipblaslt.so.1 links libamdhip64.so.6 but the rocBLAS there links "
         "libamdhip64.so.7; one release per directory"
     ) in done.stderr
+
+
+def test_from_python_with_a_rocm_dir(roots: tuple[Path, Path], tmp_path: Path) -> None:
+    import hipmem
+
+    tree = amd_tree(tmp_path / "rocm", roots)
+    report = hipmem.size_matmuls([GEMV], "MI210", rocm_dir=tree / "lib")
+    assert (report.build.found_in, report.build.library) == (
+        "--rocm-dir",
+        tree / "lib/libhipblaslt.so.1",
+    )
+    assert (report.hipblaslt_version, report.results[0].bytes) == (HEADER_VERSION, GEMV_MI210_BYTES)
