@@ -13,6 +13,7 @@ from hipmem_cli.rocm_choice import requested
 from sizing import rocm_fetch
 from sizing.errors import PinnedVersionGone, SizingError
 from sizing.hipblaslt_fetch import fetch_hipblaslt
+from sizing.hipblaslt_locator import hipblaslt_beside
 from sizing.hipblaslt_releases import for_rocm
 from sizing.library_locator import Libraries, available, locate
 from sizing.rocm_releases import NEWEST, RELEASES, find_release
@@ -105,7 +106,8 @@ def where(rocm_dir: RocmDirOption = None, json: JsonOption = False) -> None:
         mark = "*" if entry["default"] else " "
         output.line(f"{mark} ROCm {entry['rocm'] or '?':5} {entry['found_in']}")
         table = output.Table(None, ["what", "where"], boxed=False, header=False)
-        for key in ("rocblas", "rocsolver", "loader", "tensile_dir", "gemm_archs", "disk_bytes"):
+        keys = ("rocblas", "rocsolver", "hipblaslt", "loader", "tensile_dir", "gemm_archs")
+        for key in (*keys, "disk_bytes"):
             if entry.get(key) is not None:
                 table.add_row(f"   {key}", str(entry[key]))
         output.print_table(table)
@@ -114,12 +116,14 @@ def where(rocm_dir: RocmDirOption = None, json: JsonOption = False) -> None:
 
 
 def _describe(libraries: Libraries, default: Libraries | None) -> dict[str, Any]:
+    hipblaslt = hipblaslt_beside(libraries)
     entry: dict[str, Any] = {
         "rocm": libraries.rocm,
         "found_in": libraries.found_in,
         "default": default is not None and default.lib_dir == libraries.lib_dir,
         "rocblas": str(libraries.rocblas),
         "rocsolver": str(libraries.rocsolver) if libraries.rocsolver else None,
+        "hipblaslt": str(hipblaslt) if hipblaslt else None,
         "loader": str(libraries.loader) if libraries.loader else None,
         "tensile_dir": str(libraries.tensile_dir) if libraries.tensile_dir else None,
         "hip_runtime": libraries.hip_soname,

@@ -95,6 +95,19 @@ def hipblaslt_for(libraries: Libraries) -> HipblasltBuild:
     return HipblasltBuild(version, version_from, library, libraries.found_in, libraries)
 
 
+def hipblaslt_beside(libraries: Libraries) -> Path | None:
+    """The hipBLASLt library a place holds (`hipmem rocm where`): an install's own, or the
+    cache's build for that release when fetched; None when there is none."""
+    if libraries.found_in != CACHE_LABEL:
+        return _library_in(libraries.lib_dir)
+    release = for_rocm(libraries.rocm or "")
+    try:
+        found = load_hipblaslt(release.version) if release else None
+    except LibraryNotFound:  # damaged: `hipmem size` says how to repair it
+        return None
+    return found.library if found else None
+
+
 def read_version(library: Path) -> tuple[str | None, str]:
     """(version, the file that says it) from the install's files; (None, what was looked at)
     when none says it."""

@@ -248,3 +248,16 @@ def test_from_python_with_a_rocm_dir(roots: tuple[Path, Path], tmp_path: Path) -
         tree / "lib/libhipblaslt.so.1",
     )
     assert (report.hipblaslt_version, report.results[0].bytes) == (HEADER_VERSION, GEMV_MI210_BYTES)
+
+
+def test_rocm_where_lists_the_install_hipblaslt(roots: tuple[Path, Path], tmp_path: Path) -> None:
+    with_it = amd_tree(tmp_path / "with", roots)
+    without = amd_tree(tmp_path / "without", roots, hipblaslt=False)
+    for tree, expected in ((with_it, str(with_it / "lib/libhipblaslt.so.1")), (without, None)):
+        done = hipmem("rocm", "where", "--rocm-dir", str(tree / "lib"), "--json")
+        assert done.returncode == 0, done.stderr
+        first = json.loads(done.stdout)["releases"][0]
+        assert (first["found_in"], first["hipblaslt"]) == ("--rocm-dir", expected)
+    text = hipmem("rocm", "where", "--rocm-dir", str(with_it / "lib"))
+    rows = [line.split() for line in text.stdout.splitlines()]
+    assert ["hipblaslt", f"{with_it}/lib/libhipblaslt.so.1"] in rows
