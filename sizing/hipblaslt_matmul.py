@@ -393,7 +393,7 @@ def size_matmul_specs(
     *,
     rocm: str | None = None,
     compute_units: int | None = None,
-    rocm_dir: Path | None = None,
+    rocm_dir: str | Path | None = None,
 ) -> MatmulReport:
     """The Python way to size hipBLASLt calls: specs as the CLI takes them
     (`"hipblaslt_matmul:m=4096,n=16,k=14336,a_type=bf16_r"`), on a device name or Device,
@@ -404,4 +404,5 @@ def size_matmul_specs(
 
     calls = [s if isinstance(s, MatmulCall) else parse_matmul(s) for s in specs]
     target = device if isinstance(device, Device) else resolve(device, compute_units)
-    return size_matmuls(calls, target, locate(rocm_dir, rocm))
+    explicit = Path(rocm_dir) if rocm_dir is not None else None
+    return size_matmuls(calls, target, locate(explicit, rocm))

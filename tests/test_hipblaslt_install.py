@@ -242,7 +242,7 @@ def test_from_python_with_a_rocm_dir(roots: tuple[Path, Path], tmp_path: Path) -
     import hipmem
 
     tree = amd_tree(tmp_path / "rocm", roots)
-    report = hipmem.size_matmuls([GEMV], "MI210", rocm_dir=tree / "lib")
+    report = hipmem.size_matmuls([GEMV], "MI210", rocm_dir=str(tree / "lib"))
     assert (report.build.found_in, report.build.library) == (
         "--rocm-dir",
         tree / "lib/libhipblaslt.so.1",
