@@ -135,6 +135,20 @@ def test_every_pair_equals_a_serial_run(client, fleet, tmp_path):
     assert sorted(limited.refusing_logs) == sorted(refused)
 
 
+def test_the_pairs_of_a_log_go_to_the_worker_that_loaded_it(client, fleet):
+    """Log affinity: a log is loaded (hashed, parsed, built) by one worker, not by every worker
+    its pairs happen to land on. Stealing at the end may put a log on a second worker, at
+    most once per worker; Dask's free-worker scheduling spread nearly every log over both."""
+    logs, specs = fleet[:4], [*SPECS, "host:limit=1GiB"]
+    run = run_fleet(client, FleetRequest(logs, [parse_spec(s) for s in specs]))
+    assert len(run.records) == len(logs) * len(specs)
+    loaded = {(r["log"], r["where"]["pid"]) for r in run.records}
+    assert len({pid for _, pid in loaded}) == run.workers == 2  # both workers did work
+    assert len(loaded) <= len(logs) + run.workers, sorted(loaded)
+    for record in run.records:
+        same_figures(record, serial(Path(record["log"]), record["spec"], capacity=False))
+
+
 def test_a_resumed_sweep_skips_finished_pairs(client, fleet, tmp_path):
     results = ResultsFile(tmp_path / "results.jsonl")
     first = FleetRequest(fleet[:4], [parse_spec("host")])
