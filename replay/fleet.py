@@ -346,11 +346,11 @@ def _submit_all(
     top_up(fresh=False)
     for future in running:
         item, _ = asked.pop(future.key)
-        died = _collect(future, item, attempts[item], retries, finished, gave_up)
-        if died and attempts[item] <= retries:
+        nothing = future.status != "finished"  # a worker may have died: ask for workers again
+        if _collect(future, item, attempts[item], retries, finished, gave_up):
             submit(item, None)  # to whichever worker is free: the dead one is gone
         future.release()
-        top_up(fresh=died)
+        top_up(fresh=nothing)
 
 
 def _slots(workers: list[str], busy: Counter[str | None]) -> Iterator[str]:
@@ -369,7 +369,7 @@ def _collect(
     gave_up: Callable[[Any, str, int], Any],
 ) -> bool:
     """Hand a done future's outcome to `finished`; True (and nothing handed) when its worker
-    died and the item has attempts left."""
+    died and the item has attempts left: to be submitted again."""
     if future.status == "finished":
         outcome = future.result()
         if isinstance(outcome, dict) and "status" in outcome:

@@ -223,6 +223,27 @@ def test_past_the_retry_limit_the_pair_is_recorded_failed_and_the_sweep_goes_on(
     assert all(r["status"] == "ok" for r in again.records)
 
 
+def test_a_worker_that_joins_mid_sweep_gets_work(long_logs):
+    """Affinity gives tasks to the workers the client knows of; it asks the scheduler again
+    as the sweep goes, so a worker started later (an external cluster growing) is used."""
+    specs = [parse_spec(s) for s in ("host", "host:limit=1GiB", "host:limit=2GiB")]
+    request = FleetRequest(long_logs, specs, find_capacity=True)
+    with fleet_client(plan=plan_local_cluster(gpus_needed=False, workers=1)) as client:
+        command = [sys.executable, "-m", "distributed.cli.dask_worker", client.scheduler.address,
+                   "--nthreads", "1", "--no-dashboard"]  # fmt: skip
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        joining = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
+        try:
+            run = run_fleet(client, request)
+        finally:
+            joining.terminate()
+            joining.wait(timeout=60)
+    workers = {r["where"]["worker"] for r in run.records}
+    assert len(workers) == 2, workers
+    for record in run.records:
+        same_figures(record, serial(Path(record["log"]), record["spec"], capacity=True))
+
+
 def test_sent_logs_give_the_same_figures_under_their_own_names(client, fleet):
     sent = run_fleet(client, FleetRequest(fleet, [parse_spec(SPECS[1])], send_logs=True))
     read = run_fleet(client, FleetRequest(fleet, [parse_spec(SPECS[1])]))
