@@ -8,7 +8,14 @@ and collects small records; workers hash and replay (replay/fleet_pair.py). Step
    one stopped);
 3. the others are submitted, at most a few per worker at a time so the client holds little
    whatever the fleet's size, and each finished pair is appended to the results file at once;
-4. a pair whose worker died (a GPU fault, a killed process) is submitted again, to whichever
+4. with log affinity (replay/fleet_queue.py): loading a log of 1.5 M events costs a worker
+   about a second, and a worker keeps the last log it loaded, so the client gives each worker
+   a log of its own and, as a slot frees on a worker, the next pair of that worker's log,
+   else a log nobody has started, else (at the end) a pair of the log another worker is on,
+   so that no worker idles while work remains. Each task asks for its worker loosely
+   (`allow_other_workers`): a worker gone by then does not strand it. Workers are asked of
+   the scheduler as the sweep goes, so a worker that joins (or restarts) gets work too;
+5. a pair whose worker died (a GPU fault, a killed process) is submitted again, to whichever
    worker is free, up to `retries` times; then it is recorded as failed with the reason,
    and the sweep goes on.
 
@@ -22,6 +29,8 @@ as one attempt.
 from __future__ import annotations
 
 import os
+import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +40,7 @@ from hipmem.progress import ProgressCallback
 from replay.engine import ReplayOptions
 from replay.errors import ReplayError, ReplayUsageError
 from replay.fleet_pair import LogRef, PairTask, hash_log, run_pair
+from replay.fleet_queue import WorkQueue
 from replay.fleet_results import (
     STATUS_FAILED,
     STATUS_OK,
@@ -135,7 +145,7 @@ def run_fleet(
     request.check()
     workers = _workers(client)
     refs = [LogRef(str(path)) for path in request.logs]
-    hashes, unreadable = _hash_logs(client, refs, request, workers, progress)
+    hashes, unreadable = _hash_logs(client, refs, request, progress)
     done = results.read() if results is not None else {}
     records: dict[tuple[int, int], dict[str, Any]] = {}
     todo: list[tuple[int, int]] = []
@@ -176,7 +186,8 @@ def run_fleet(
         i, j = index
         return _failed(request, refs[i], hashes[i], request.specs[j], reason, attempts)
 
-    _submit_all(client, todo, make, run_pair, finished, gave_up, request.retries, workers)
+    by_log = WorkQueue(todo, log_of=lambda pair: pair[0])
+    _submit_all(client, by_log, make, run_pair, finished, gave_up, request.retries)
     ordered = [records[i, j] for i in range(len(refs)) for j in range(len(request.specs))]
     return FleetRun(ordered, skipped, len(todo), workers)
 
@@ -237,7 +248,6 @@ def _hash_logs(
     client: Any,
     refs: list[LogRef],
     request: FleetRequest,
-    workers: int,
     progress: ProgressCallback | None,
 ) -> tuple[list[str], dict[int, str]]:
     """Each log's SHA-256, computed on the workers; and why, for the logs they cannot read."""
@@ -261,13 +271,12 @@ def _hash_logs(
 
     _submit_all(
         client,
-        list(range(len(refs))),
+        WorkQueue(range(len(refs)), log_of=lambda i: i),  # one item per log: first in, first out
         lambda i: _with_content(refs[i], request.send_logs),
         _hash_or_reason,
         finished,
         gave_up,
         request.retries,
-        workers,
     )
     return hashes, unreadable
 
@@ -299,57 +308,97 @@ class _Tracker:
 
 def _submit_all(
     client: Any,
-    items: list[Any],
+    queue: WorkQueue[Any],
     make: Callable[[Any], Any],
     function: Callable[[Any], Any],
     finished: Callable[[Any, Any], None],
     gave_up: Callable[[Any, str, int], Any],
     retries: int,
-    workers: int,
 ) -> None:
-    """Run `function(make(item))` for every item, a bounded number at a time; retry deaths."""
+    """Run `function(make(item))` for every item of `queue`, results as they come: each live
+    worker holds IN_FLIGHT_PER_WORKER tasks, the next one for a worker chosen by `queue` (log
+    affinity); a task whose worker died is retried, on any worker, up to `retries` times."""
     from distributed import as_completed
 
-    pending = iter(items)
-    attempts: dict[Any, int] = {}
-    window = max(1, workers * IN_FLIGHT_PER_WORKER)
     running = as_completed()
-    owner: dict[str, Any] = {}
+    asked: dict[str, tuple[Any, str | None]] = {}  # future key -> (item, the worker asked)
+    attempts: dict[Any, int] = {}
+    live = _LiveWorkers(client)
 
-    def submit(item: Any) -> None:
+    def submit(item: Any, worker: str | None) -> None:
         attempts[item] = attempts.get(item, 0) + 1
-        future = client.submit(function, make(item), pure=False, retries=0)
-        owner[future.key] = item
+        # Loose: should `worker` be gone by the time it is scheduled, any other runs it.
+        where = {"workers": [worker], "allow_other_workers": True} if worker else {}
+        future = client.submit(function, make(item), pure=False, retries=0, **where)
+        asked[future.key] = (item, worker)
         running.add(future)
 
-    for item in _take(pending, window):
-        submit(item)
+    def top_up(fresh: bool) -> None:
+        busy = Counter(worker for _, worker in asked.values())
+        for worker in _slots(live.addresses(fresh), busy):
+            item = queue.take(worker)
+            if item is None:
+                return
+            submit(item, worker)
+        if not asked and len(queue):  # no worker known just now: one task for whoever comes
+            submit(queue.take(None), None)
+
+    top_up(fresh=False)
     for future in running:
-        item = owner.pop(future.key)
-        if future.status == "finished":
-            outcome = future.result()
-            if isinstance(outcome, dict) and "status" in outcome:
-                outcome["attempts"] = attempts[item]
-            finished(item, outcome)
-        else:
-            reason, died = _why_nothing(future)
-            if died and attempts[item] <= retries:
-                submit(item)  # to whichever worker is free: the dead one is gone
-                continue
-            finished(item, gave_up(item, reason, attempts[item]))
+        item, _ = asked.pop(future.key)
+        nothing = future.status != "finished"  # a worker may have died: ask for workers again
+        if _collect(future, item, attempts[item], retries, finished, gave_up):
+            submit(item, None)  # to whichever worker is free: the dead one is gone
         future.release()
-        for more in _take(pending, 1):
-            submit(more)
+        top_up(fresh=nothing)
 
 
-def _take(items: Iterator[Any], count: int) -> list[Any]:
-    taken = []
-    for _ in range(count):
-        try:
-            taken.append(next(items))
-        except StopIteration:
-            break
-    return taken
+def _slots(workers: list[str], busy: Counter[str | None]) -> Iterator[str]:
+    """Each worker once per free slot, a round at a time, so that at the start each worker is
+    given a log of its own before any is given a second task."""
+    for round_ in range(IN_FLIGHT_PER_WORKER):
+        yield from (w for w in workers if busy[w] <= round_)
+
+
+def _collect(
+    future: Any,
+    item: Any,
+    attempts: int,
+    retries: int,
+    finished: Callable[[Any, Any], None],
+    gave_up: Callable[[Any, str, int], Any],
+) -> bool:
+    """Hand a done future's outcome to `finished`; True (and nothing handed) when its worker
+    died and the item has attempts left: to be submitted again."""
+    if future.status == "finished":
+        outcome = future.result()
+        if isinstance(outcome, dict) and "status" in outcome:
+            outcome["attempts"] = attempts
+        finished(item, outcome)
+        return False
+    reason, died = _why_nothing(future)
+    if died and attempts <= retries:
+        return True
+    finished(item, gave_up(item, reason, attempts))
+    return False
+
+
+class _LiveWorkers:
+    """The cluster's worker addresses. Asking the scheduler is a round trip, so at most once
+    a second, or at once after a worker died (a restarted one comes back at a new address)."""
+
+    REFRESH_S = 1.0
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._addresses: list[str] = []
+        self._asked_at = -self.REFRESH_S
+
+    def addresses(self, fresh: bool) -> list[str]:
+        if fresh or time.monotonic() - self._asked_at >= self.REFRESH_S:
+            self._addresses = sorted(self._client.scheduler_info()["workers"])
+            self._asked_at = time.monotonic()
+        return self._addresses
 
 
 def _why_nothing(future: Any) -> tuple[str, bool]:

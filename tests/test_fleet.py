@@ -135,6 +135,20 @@ def test_every_pair_equals_a_serial_run(client, fleet, tmp_path):
     assert sorted(limited.refusing_logs) == sorted(refused)
 
 
+def test_the_pairs_of_a_log_go_to_the_worker_that_loaded_it(client, fleet):
+    """Log affinity: a log is loaded (hashed, parsed, built) by one worker, not by every worker
+    its pairs happen to land on. Stealing at the end may put a log on a second worker, at
+    most once per worker; Dask's free-worker scheduling spread nearly every log over both."""
+    logs, specs = fleet[:4], [*SPECS, "host:limit=1GiB"]
+    run = run_fleet(client, FleetRequest(logs, [parse_spec(s) for s in specs]))
+    assert len(run.records) == len(logs) * len(specs)
+    loaded = {(r["log"], r["where"]["pid"]) for r in run.records}
+    assert len({pid for _, pid in loaded}) == run.workers == 2  # both workers did work
+    assert len(loaded) <= len(logs) + run.workers, sorted(loaded)
+    for record in run.records:
+        same_figures(record, serial(Path(record["log"]), record["spec"], capacity=False))
+
+
 def test_a_resumed_sweep_skips_finished_pairs(client, fleet, tmp_path):
     results = ResultsFile(tmp_path / "results.jsonl")
     first = FleetRequest(fleet[:4], [parse_spec("host")])
@@ -207,6 +221,27 @@ def test_past_the_retry_limit_the_pair_is_recorded_failed_and_the_sweep_goes_on(
     again = run_fleet(client, request, results)
     assert again.replayed_pairs == len(failed)
     assert all(r["status"] == "ok" for r in again.records)
+
+
+def test_a_worker_that_joins_mid_sweep_gets_work(long_logs):
+    """Affinity gives tasks to the workers the client knows of; it asks the scheduler again
+    as the sweep goes, so a worker started later (an external cluster growing) is used."""
+    specs = [parse_spec(s) for s in ("host", "host:limit=1GiB", "host:limit=2GiB")]
+    request = FleetRequest(long_logs, specs, find_capacity=True)
+    with fleet_client(plan=plan_local_cluster(gpus_needed=False, workers=1)) as client:
+        command = [sys.executable, "-m", "distributed.cli.dask_worker", client.scheduler.address,
+                   "--nthreads", "1", "--no-dashboard"]  # fmt: skip
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        joining = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
+        try:
+            run = run_fleet(client, request)
+        finally:
+            joining.terminate()
+            joining.wait(timeout=60)
+    workers = {r["where"]["worker"] for r in run.records}
+    assert len(workers) == 2, workers
+    for record in run.records:
+        same_figures(record, serial(Path(record["log"]), record["spec"], capacity=True))
 
 
 def test_sent_logs_give_the_same_figures_under_their_own_names(client, fleet):
