@@ -228,7 +228,7 @@ def measure_log(args: argparse.Namespace, reference: Path, csv: Path, log: Any,
     found["reference"]["null"] = run_reference(reference, csv, "null", passes, reps)
     for label, mode in MODES.items():
         per_event = {
-            spec: statistics.median(run_hipmem(logged, logged_program, spec, mode, passes, 3))
+            spec: statistics.median(run_hipmem(logged, logged_program, spec, mode, 3, 3))
             * 1e6
             / len(log.events)
             for spec in (*RESOURCES, "null")
