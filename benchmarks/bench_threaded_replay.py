@@ -105,13 +105,13 @@ def run_reference(binary: Path, csv: Path, resource: str, passes: int, reps: int
 def run_rmm(binary: Path, libs: str, csv: Path, resource: str, reps: int) -> list[float]:
     """Milliseconds per repetition: gbenchmark's real_time per iteration."""
     env = dict(os.environ, LD_LIBRARY_PATH=libs + ":" + os.environ.get("LD_LIBRARY_PATH", ""))
-    done = subprocess.run(
+    out = csv.with_suffix(f".{resource}.rmm.json")  # its stdout mixes the log's own lines in
+    subprocess.run(
         [str(binary), "-f", str(csv), "-r", resource, f"--benchmark_repetitions={reps}",
-         "--benchmark_format=json"],
+         f"--benchmark_out={out}", "--benchmark_out_format=json"],
         capture_output=True, text=True, check=True, env=env,
     )  # fmt: skip
-    text = done.stdout[done.stdout.index("{") :]
-    runs = json.loads(text)["benchmarks"]
+    runs = json.loads(out.read_text())["benchmarks"]
     return [
         float(run["real_time"]) * _MS[run["time_unit"]]
         for run in runs
