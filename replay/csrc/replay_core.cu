@@ -875,10 +875,7 @@ class Replay {
         return;
       }
       previous = i;
-      if (i + 1 < n && program_.thread[i + 1] != program_.thread[i]) {
-        turn_.store(i + 1, std::memory_order_release);
-        turn_.notify_all();
-      }
+      if (i + 1 < n && program_.thread[i + 1] != program_.thread[i]) { hand_off(i + 1); }
     }
   }
 
@@ -891,12 +888,25 @@ class Replay {
       if (status_.load(std::memory_order_relaxed) != HM_OK) { return false; }
       cpu_relax();
     }
+    sleepers_.fetch_add(1);  // seq_cst, before the turn is read: see hand_off
     while (true) {
-      int64_t const now = turn_.load(std::memory_order_acquire);
-      if (status_.load(std::memory_order_relaxed) != HM_OK) { return false; }
-      if (now == i) { return true; }
+      int64_t const now = turn_.load();
+      if (status_.load(std::memory_order_relaxed) != HM_OK || now == i) {
+        sleepers_.fetch_sub(1);
+        return now == i && status_.load() == HM_OK;
+      }
       turn_.wait(now, std::memory_order_acquire);
     }
+  }
+
+  // Pass the turn. A notify on a 64-bit atomic costs an atomic add on libstdc++'s shared
+  // waiter table (and a system call when anything waits there), so it is made only when one
+  // of ours sleeps. The turn is stored before `sleepers_` is read and a sleeper counts itself
+  // before it reads the turn, all sequentially consistent: no sleeper can miss its turn.
+  void hand_off(int64_t next)
+  {
+    turn_.store(next);
+    if (sleepers_.load() > 0) { turn_.notify_all(); }
   }
 
   void abort_all(int32_t status)
@@ -934,6 +944,7 @@ class Replay {
   // stop, so the replaying thread's own writes never travel to the spinning threads.
   alignas(64) std::atomic<int64_t> turn_{0};
   std::atomic<int32_t> status_{HM_OK};
+  std::atomic<int32_t> sleepers_{0};  // threads in turn_.wait
   unsigned spin_limit_ = 1 << 12;
   alignas(64) std::atomic<int32_t> ready_{0};
   Clock::time_point start_time_{};
