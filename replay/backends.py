@@ -53,6 +53,25 @@ def is_host_spec(spec: ResourceSpec) -> bool:
     return spec.kind == "host" and not spec.options.get("pinned")
 
 
+def _null_backend(requested: str, device: int) -> Backend:
+    """The null resource runs in the native core: the cuda build on a GPU, else the host one."""
+    if requested == "hip":
+        raise ReplayUsageError(
+            "the null resource runs in the native replay core (backends host and cuda), "
+            "which has no hip build yet",
+            parameter="backend",
+            value="hip",
+        )
+    if requested == "host":
+        return Backend("host")
+    count, why = cuda_device_count()
+    if count > device:
+        return Backend("cuda", device)
+    if requested == "cuda":
+        raise BackendUnavailable(f"the cuda backend found no GPU {device}: {why or 'none'}")
+    return Backend("host")
+
+
 def cuda_device_count() -> tuple[int, str]:
     """(count, why-none) for NVIDIA GPUs; cuda-bindings first, then the driver library."""
     try:
@@ -106,6 +125,8 @@ def resolve_backend(requested: str, spec: ResourceSpec, device: int = 0) -> Back
         )
     if is_host_spec(spec):
         return Backend("host")
+    if spec.kind == "null":
+        return _null_backend(requested, device)
     if spec.kind == "torch":  # PyTorch finds its own GPU, in its own process
         from replay.torch_resource import require_torch
 

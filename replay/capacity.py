@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 
 from hipmem.progress import ProgressCallback
 from replay.engine import ReplayOptions, replay
-from replay.errors import ReplayError
+from replay.errors import ReplayError, ReplayUsageError
 from replay.events import AllocationLog
 from replay.program import ReplayProgram, build_program
 from replay.resources import ResourceSpec
@@ -93,6 +93,12 @@ def find_capacity(
     progress: ProgressCallback | None = None,
 ) -> CapacityResult:
     """Bisect the smallest `maximum`/`limit` (a multiple of `resolution_bytes`) with no failure."""
+    if spec.kind == "null":
+        raise ReplayUsageError(
+            "the null resource reserves nothing: it has no capacity",
+            parameter="spec",
+            value=spec.label,
+        )
     program = program if program is not None else build_program(log)
     base = options or ReplayOptions()
     # Probes only need to know whether a failure happens: stop at the first, time nothing.

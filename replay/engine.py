@@ -39,6 +39,7 @@ from replay.backends import (
     HipAllocator,
     HostAllocator,
     RmmPythonAllocator,
+    is_host_spec,
     resolve_backend,
 )
 from replay.errors import ReplayError, ReplayUsageError
@@ -108,6 +109,12 @@ def replay(
     backend = resolve_backend(options.backend, spec, options.device)
     if spec.kind == "torch":
         return _replay_torch(log, program, spec, backend, options)
+    if spec.kind == "null":  # it measures the native engine, so only the native engine runs it
+        if options.engine == "python":
+            raise ReplayUsageError(
+                "the null resource measures the native engine", parameter="engine", value="python"
+            )
+        return _replay_native(log, program, spec, backend, options)
     if _use_native(backend, options):
         return _replay_native(log, program, spec, backend, options)
     return _replay_python(log, program, spec, backend, options)
@@ -199,7 +206,7 @@ def _replay_native(
     backend: Backend,
     options: ReplayOptions,
 ) -> ReplayReport:
-    if backend.name == "host" and not (spec.kind == "host" and not spec.options.get("pinned")):
+    if backend.name == "host" and not (is_host_spec(spec) or spec.kind == "null"):
         raise ReplayUsageError(f"{spec.label!r} is not host memory")
     library = native.load("host" if backend.name == "host" else "rmm")
     arrays = _program_arrays(program)
@@ -242,7 +249,8 @@ def _replay_native(
         run.latency_ns,
         wall_ns=int(result.best_wall_ns),
         ops_done=int(result.ops_done),
-        peak_reserved=int(result.peak_reserved_bytes),
+        # The null resource reserves nothing: it has no peak to report, not a peak of 0.
+        peak_reserved=-1 if spec.kind == "null" else int(result.peak_reserved_bytes),
         reserved_source=RESERVED_SOURCES[result.reserved_source],
         failures=failures,
         failure_count=int(result.n_failures),

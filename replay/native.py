@@ -45,6 +45,7 @@ KIND_CODES = {
     "binning": 6,
     "fixed": 7,
     "pinned": 8,
+    "null": 9,
 }
 STATUS_OK, STATUS_STOPPED, STATUS_CANCELLED, STATUS_ERROR = 0, 1, 2, 3
 ADVISE_BITS = {"preferred_location": 1, "read_mostly": 2, "accessed_by": 4}
@@ -271,7 +272,7 @@ def _compile(toolchain: Toolchain, target: Path) -> None:
 
 
 # replay_core.cu's HM_ABI_VERSION: bump both together whenever a struct or enum changes.
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 
 class _Abi(ctypes.Structure):

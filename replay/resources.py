@@ -91,6 +91,9 @@ _OPTIONS: dict[str, dict[str, tuple[_Parser, OptionValue]]] = {
     "cuda": {},
     "hip": {},
     "host": {"pinned": (_parse_bool, False)},
+    # No allocator: a fresh address per allocate, nothing freed, nothing reserved. What a
+    # replay costs with it is the replay machinery's own cost per event.
+    "null": {},
     "managed": {"prefetch": (_parse_bool, False), "advise": (_parse_advice, "")},
     "async": {
         "initial": (_size, None),
@@ -215,6 +218,8 @@ def _parse_spec(raw: str) -> ResourceSpec:
 
 
 def _validate(spec: ResourceSpec) -> None:
+    if spec.kind == "null" and spec.limit_bytes is not None:
+        raise ReplayUsageError("null reserves nothing, so it takes no limit")
     if spec.kind == "binning":
         low, high = spec.options["min_exp"], spec.options["max_exp"]
         assert isinstance(low, int) and isinstance(high, int)

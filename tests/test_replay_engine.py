@@ -318,3 +318,41 @@ def test_capacity_search_goes_on_when_a_size_fails_on_a_later_try(monkeypatch):
     assert found.capacity_bytes == edge + mib
     assert tries[edge] >= 2 and tries[edge + mib] >= 3  # found once, then confirmed twice
     assert found.confirm_runs == 2
+
+
+@pytest.mark.skipif(not _has_compiler(), reason="no C++ compiler")
+@pytest.mark.parametrize("threads", ["logged", "single"])
+def test_the_null_resource_replays_every_event_and_reserves_nothing(real, threads):
+    log, program = real
+    report = replay(
+        log, parse_spec("null"), ReplayOptions(backend="host", threads=threads, repeats=2),
+        program=program,
+    )  # fmt: skip
+    assert (report.backend, report.engine, report.outcome) == ("host", "native", "completed")
+    assert report.ops_done == program.op_count and report.failure_count == 0
+    assert report.peak_requested_bytes == reference_peak_bytes(log)
+    assert report.peak_reserved_bytes is None and report.fragmentation is None
+    assert report.returned_at_end_bytes == _never_freed_bytes(log)
+    assert report.alloc_latency is not None
+    assert report.alloc_latency.count == int((log.events["action"] == 0).sum())
+
+
+@pytest.mark.parametrize(
+    ("spec", "options", "named"),
+    [
+        ("null:limit=1GiB", None, "limit"),
+        ("null", ReplayOptions(engine="python"), "engine"),
+        ("null", ReplayOptions(backend="hip"), "backend"),
+    ],
+)
+def test_the_null_resource_refuses_what_it_cannot_mean(spec, options, named):
+    log = log_from_rows([(1, "allocate", 1, 64, 0), (1, "free", 1, 64, 0)])
+    with pytest.raises(ReplayUsageError) as refused:
+        replay(log, parse_spec(spec), options)
+    assert named in str(refused.value)
+
+
+def test_the_null_resource_has_no_capacity():
+    log = log_from_rows([(1, "allocate", 1, 64, 0), (1, "free", 1, 64, 0)])
+    with pytest.raises(ReplayUsageError, match="no capacity"):
+        find_capacity(log, parse_spec("null"), ReplayOptions(backend="host"))

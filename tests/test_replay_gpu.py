@@ -134,6 +134,20 @@ def test_serve_streams_and_threads_replay_on_real_streams():
         assert report.thread_count == (5 if threads == "logged" else 1)
 
 
+@pytest.mark.parametrize("threads", ["logged", "single"])
+@pytest.mark.parametrize("streams", ["logged", "default"])
+def test_the_null_resource_runs_in_the_cuda_core_in_every_mode(threads, streams):
+    """The machinery's own cost: the same core as every GPU resource, nothing reserved."""
+    log = load_log([LOGS / "serve.csv.gz"])
+    options = ReplayOptions(backend="cuda", threads=threads, streams=streams, repeats=2)
+    report = replay(log, parse_spec("null"), options)
+    assert (report.backend, report.engine, report.outcome) == ("cuda", "native", "completed")
+    assert report.ops_done == report.ops and report.failure_count == 0
+    assert report.peak_reserved_bytes is None
+    assert report.unreturned_bytes < 64 << 20  # it took nothing from the device
+    assert report.thread_count == (5 if threads == "logged" else 1)
+
+
 def test_serve_on_the_default_stream_and_the_allocator_time():
     log = load_log([LOGS / "serve.csv.gz"])
     for streams, count in (("logged", 5), ("default", 1)):

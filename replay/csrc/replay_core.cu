@@ -52,7 +52,7 @@ extern "C" {
 // The ABI of everything below, checked by replay/native.py before any call: bump it whenever a
 // struct, a field or an enum value changes, so a stale build or a hand edit on one side is
 // refused in one line instead of corrupting memory.
-#define HM_ABI_VERSION 1
+#define HM_ABI_VERSION 2
 
 struct hm_abi {
   int32_t version;
@@ -66,6 +66,7 @@ struct hm_abi {
 enum hm_kind : int32_t {
   HM_HOST = 0, HM_DEVICE = 1, HM_MANAGED = 2, HM_ASYNC = 3, HM_POOL = 4,
   HM_ARENA = 5, HM_BINNING = 6, HM_FIXED = 7, HM_PINNED = 8,
+  HM_NULL = 9,  // no allocator: a fresh address per allocate, frees nothing (machinery cost)
 };
 
 // Where peak reserved bytes came from (replay/report.py: RESERVED_SOURCES).
@@ -190,6 +191,22 @@ struct ByteCounter {
 
 struct Failure {};  // an allocation the resource refused (out of memory / over a limit)
 
+// The null resource's addresses: distinct, aligned, never dereferenced. An atomic counter,
+// since replay threads take turns calling it; it is one uncontended add per allocate.
+class NullAddresses {
+ public:
+  void* next(size_t bytes) noexcept
+  {
+    size_t const step = (bytes + 255) & ~size_t{255};
+    return reinterpret_cast<void*>(kBase + next_.fetch_add(step == 0 ? 256 : step,
+                                                           std::memory_order_relaxed));
+  }
+
+ private:
+  static constexpr uintptr_t kBase = uintptr_t{1} << 44;
+  std::atomic<uintptr_t> next_{0};
+};
+
 // ---------------------------------------------------------------------------------------------
 // Resource stacks. Each offers allocate(bytes, stream index) / deallocate(...) and reserved().
 // ---------------------------------------------------------------------------------------------
@@ -197,9 +214,13 @@ struct Failure {};  // an allocation the resource refused (out of memory / over 
 // Plain host memory: what CI replays through. A limit is enforced here since RMM is absent.
 class HostStack {
  public:
-  explicit HostStack(hm_config const& config) : limit_{config.limit_bytes} {}
+  explicit HostStack(hm_config const& config)
+    : limit_{config.limit_bytes}, null_{config.kind == HM_NULL}
+  {
+  }
   void* allocate(size_t bytes, int32_t)
   {
+    if (null_) { return null_addresses_.next(bytes); }
     if (limit_ >= 0 && counter_.current.load(std::memory_order_relaxed) +
                            static_cast<int64_t>(bytes) > limit_) {
       throw Failure{};
@@ -211,6 +232,7 @@ class HostStack {
   }
   void deallocate(void* ptr, size_t bytes, int32_t) noexcept
   {
+    if (null_) { return; }
     std::free(ptr);
     counter_.sub(static_cast<int64_t>(bytes));
   }
@@ -222,6 +244,8 @@ class HostStack {
 
  private:
   int64_t limit_;
+  bool null_;
+  NullAddresses null_addresses_;
   ByteCounter counter_;
 };
 
@@ -277,6 +301,29 @@ class counting_resource {
  private:
   any_device_mr upstream_;
   ByteCounter* counter_;
+};
+
+// No allocator at all, behind the same type-erased call as every other resource: what a
+// replay costs with it is the replay machinery's own cost per event.
+class null_resource {
+ public:
+  explicit null_resource(NullAddresses* addresses) : addresses_{addresses} {}
+  void* allocate(cuda::stream_ref, std::size_t bytes, std::size_t)
+  {
+    return addresses_->next(bytes);
+  }
+  void deallocate(cuda::stream_ref, void*, std::size_t, std::size_t) noexcept {}
+  void* allocate_sync(std::size_t bytes, std::size_t) { return addresses_->next(bytes); }
+  void deallocate_sync(void*, std::size_t, std::size_t) noexcept {}
+  bool operator==(null_resource const& other) const noexcept
+  {
+    return addresses_ == other.addresses_;
+  }
+  bool operator!=(null_resource const& other) const noexcept { return !(*this == other); }
+  friend void get_property(null_resource const&, cuda::mr::device_accessible) noexcept {}
+
+ private:
+  NullAddresses* addresses_;  // the stack's: outlives the resource
 };
 
 // cudaMallocAsync on the device's default pool (RMM's async resource always makes a new pool).
@@ -492,6 +539,7 @@ class RmmStack {
         // Managed pages land on the device only when touched: count what was handed out.
         return counted(leaf(HM_MANAGED, config));
       case HM_ASYNC: source_ = HM_RESERVED_POOL_ATTR; return leaf(HM_ASYNC, config);
+      case HM_NULL: source_ = HM_RESERVED_COUNTED; return null_resource{&null_addresses_};
       case HM_POOL:
         return rmm::mr::pool_memory_resource{counted(leaf(config.upstream, config)),
                                              static_cast<std::size_t>(config.initial_bytes),
@@ -536,6 +584,7 @@ class RmmStack {
   }
 
   ByteCounter counter_;  // declared before top_: outlives the stack that points at it
+  NullAddresses null_addresses_;  // likewise, for the null resource
   cudaMemPool_t pool_ = nullptr;
   cuuint64_t saved_threshold_ = 0;
   bool restore_threshold_ = false;
@@ -618,6 +667,7 @@ class Replay {
   int32_t run(bool record)
   {
     record_ = record;
+    timed_  = record && config_.time_calls != 0;  // later passes are timed as a whole only
     std::fill(ptrs_.begin(), ptrs_.end(), nullptr);
     std::fill(held_bytes_.begin(), held_bytes_.end(), -1);
     live_bytes_        = 0;
@@ -670,7 +720,7 @@ class Replay {
     int32_t const stream = program_.stream[i];
     if (program_.op[i] == 0) {
       size_t const bytes = static_cast<size_t>(program_.size[i]);
-      uint64_t const t0  = config_.time_calls ? ticks() : 0;
+      uint64_t const t0  = timed_ ? ticks() : 0;
       void* ptr          = nullptr;
       try {
         ptr = stack_.allocate(bytes, stream);
@@ -686,9 +736,7 @@ class Replay {
         after_op(i);
         return true;
       }
-      if (config_.time_calls && record_) {
-        out_.latency_ns[i] = static_cast<int64_t>(ticks() - t0);
-      }
+      if (timed_) { out_.latency_ns[i] = static_cast<int64_t>(ticks() - t0); }
       ptrs_[slot]        = ptr;
       held_bytes_[slot]  = static_cast<int64_t>(bytes);
       slot_stream_[slot] = stream;
@@ -698,11 +746,9 @@ class Replay {
       if (bytes >= 0) {  // < 0: its allocate failed and was skipped
         void* const ptr = ptrs_[slot];
         if (ptr != nullptr) {
-          uint64_t const t0 = config_.time_calls ? ticks() : 0;
+          uint64_t const t0 = timed_ ? ticks() : 0;
           stack_.deallocate(ptr, static_cast<size_t>(bytes), stream);
-          if (config_.time_calls && record_) {
-            out_.latency_ns[i] = static_cast<int64_t>(ticks() - t0);
-          }
+          if (timed_) { out_.latency_ns[i] = static_cast<int64_t>(ticks() - t0); }
         }
         held_bytes_[slot] = -1;
         ptrs_[slot]       = nullptr;
@@ -812,9 +858,14 @@ class Replay {
     check_cuda(cudaSetDevice(config_.device), "cudaSetDevice");
 #endif
     ready_.fetch_add(1);
-    int64_t const n = program_.n_ops;
+    int64_t const n  = program_.n_ops;
+    int64_t previous = -2;  // the op this thread ran last
     for (int64_t i : ops) {
-      if (!wait_turn(i)) { return; }
+      // The turn moves only where the log changes thread: a run of this thread's own ops
+      // waits for nothing, and writes nothing that the idle threads are watching. (Storing
+      // the turn after every op made each op pay for a cache line the idle threads pulled
+      // away: that, not the allocator, was the difference with RMM's replay benchmark.)
+      if (i != previous + 1 && !wait_turn(i)) { return; }
       if ((i & 4095) == 0 && cancelled()) {
         abort_all(HM_CANCELLED);
         return;
@@ -823,10 +874,8 @@ class Replay {
         abort_all(status_.load());  // step set HM_STOPPED or HM_ERROR
         return;
       }
-      turn_.store(i + 1, std::memory_order_release);
-      // Wake sleepers only where the log changes thread: a futex call per op would cost more
-      // than most allocators.
-      if (i + 1 < n && program_.thread[i + 1] != program_.thread[i]) { turn_.notify_all(); }
+      previous = i;
+      if (i + 1 < n && program_.thread[i + 1] != program_.thread[i]) { hand_off(i + 1); }
     }
   }
 
@@ -839,12 +888,25 @@ class Replay {
       if (status_.load(std::memory_order_relaxed) != HM_OK) { return false; }
       cpu_relax();
     }
+    sleepers_.fetch_add(1);  // seq_cst, before the turn is read: see hand_off
     while (true) {
-      int64_t const now = turn_.load(std::memory_order_acquire);
-      if (status_.load(std::memory_order_relaxed) != HM_OK) { return false; }
-      if (now == i) { return true; }
+      int64_t const now = turn_.load();
+      if (status_.load(std::memory_order_relaxed) != HM_OK || now == i) {
+        sleepers_.fetch_sub(1);
+        return now == i && status_.load() == HM_OK;
+      }
       turn_.wait(now, std::memory_order_acquire);
     }
+  }
+
+  // Pass the turn. A notify on a 64-bit atomic costs an atomic add on libstdc++'s shared
+  // waiter table (and a system call when anything waits there), so it is made only when one
+  // of ours sleeps. The turn is stored before `sleepers_` is read and a sleeper counts itself
+  // before it reads the turn, all sequentially consistent: no sleeper can miss its turn.
+  void hand_off(int64_t next)
+  {
+    turn_.store(next);
+    if (sleepers_.load() > 0) { turn_.notify_all(); }
   }
 
   void abort_all(int32_t status)
@@ -870,6 +932,7 @@ class Replay {
   int64_t held_at_end_bytes_ = 0;
   int64_t sampling_ticks_    = 0;
   bool record_               = true;
+  bool timed_                = false;
   void mark_start()
   {
     start_time_  = Clock::now();
@@ -877,12 +940,15 @@ class Replay {
   }
 
   static constexpr int64_t kNotStarted = -2;  // turn_ before the workers may begin
-  std::atomic<int64_t> turn_{0};
-  std::atomic<int32_t> ready_{0};
+  // What idle threads watch, alone on its cache line: written only at hand-offs and on a
+  // stop, so the replaying thread's own writes never travel to the spinning threads.
+  alignas(64) std::atomic<int64_t> turn_{0};
+  std::atomic<int32_t> status_{HM_OK};
+  std::atomic<int32_t> sleepers_{0};  // threads in turn_.wait
   unsigned spin_limit_ = 1 << 12;
+  alignas(64) std::atomic<int32_t> ready_{0};
   Clock::time_point start_time_{};
   uint64_t start_ticks_ = 0;
-  std::atomic<int32_t> status_{HM_OK};
   std::string error_;
 };
 

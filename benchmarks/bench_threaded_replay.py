@@ -1,0 +1,297 @@
+"""hipmem's default replay mode against a threaded C++ reference and RMM's own replay benchmark.
+
+The mode is the one RMM's `REPLAY_BENCH` (rapidsai/rmm, cpp/benchmarks/replay) measures: a
+replay thread per logged thread, every call on the default stream. Needs an NVIDIA GPU, nvcc
+and RMM's wheels (rmm-cu13, librmm-cu13, rapids-logger). For each log (gpt, cnn and serve
+from `--shared`, and a long one: gpt tiled `--long-copies` times, each copy freeing what it
+left live) and each resource as RMM's benchmark builds it (`pool` grown from 0, `binning` with
+bins 2^18..2^22 over such a pool, `arena` of RMM's default size), it measures, side by side:
+
+- hipmem: `replay(..., ReplayOptions(backend="cuda", streams="default", repeats=PASSES))`,
+  i.e. `hipmem replay LOG -r RES --streams default --repeats PASSES`; one repetition is one
+  such replay (a fresh resource, the best of PASSES passes: its `wall_ns`);
+- the reference, `benchmarks/replay_threaded_reference.cu`, built here against the same librmm:
+  RMM's method (one mutex and condition variable, notify_all after every event), the same
+  resources, one repetition = a fresh resource and the best of PASSES passes;
+- RMM's own binary when `--rmm-bench` names one (built from RMM's source; its libraries in
+  `--rmm-bench-libs`): gbenchmark's `real_time` per iteration, one repetition each.
+
+Every tool gets `--repetitions` repetitions; the table shows each one's median and range. The
+ranking check: for each pair of resources on a log whose reference ranges do not overlap, hipmem
+must order them the same way. Then the null resource (a fresh address per allocate, nothing
+freed) in each of hipmem's four modes, per event, against the fastest resource in that mode.
+
+Targets (issue #19): hipmem's median at least the reference's (speed ratio >= 1.0) on pool,
+binning and arena for every log; rankings agree where the reference is sure; null per event
+under 20% of the fastest resource's.
+
+    python benchmarks/bench_threaded_replay.py [--shared DIR] [--out DIR] [--repetitions 5]
+        [--passes 5] [--rmm-bench PATH --rmm-bench-libs DIR:DIR...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from replay import native
+from replay.engine import ReplayOptions, replay
+from replay.log_loader import load_log
+from replay.program import build_program
+from replay.resources import parse_spec
+from tests.fleet_logs import HEADER, read_rows, tiled, write_log
+
+RESOURCES = ("pool", "binning", "arena")
+RMM_NAMES = {"pool": "Pool Resource", "binning": "Binning Resource", "arena": "Arena Resource"}
+MODES = {  # hipmem's four modes: (threads, streams)
+    "threads=logged streams=default": ("logged", "default"),
+    "threads=logged streams=logged": ("logged", "logged"),
+    "threads=single streams=default": ("single", "default"),
+    "threads=single streams=logged": ("single", "logged"),
+}
+NULL_TARGET = 0.20
+
+
+def write_default_stream_csv(rows: list[list[str]], target: Path) -> Path:
+    """A plain CSV with every call on stream 0: RMM's benchmark refuses any other stream."""
+    with target.open("w") as out:
+        out.write(HEADER + "\n")
+        for row in rows:
+            out.write(",".join([*row[:5], "0"]) + "\n")
+    return target
+
+
+def build_reference(work: Path) -> Path:
+    rmm_dir = native._package_dir("librmm")
+    logger_dir = native._package_dir("rapids_logger")
+    nvcc = native.find_nvcc()
+    if rmm_dir is None or logger_dir is None or nvcc is None:
+        sys.exit("bench_threaded_replay: needs nvcc and RMM's wheels (pip install rmm-cu13)")
+    binary = work / "replay_threaded_reference"
+    libs = f"{rmm_dir}/lib64:{logger_dir}/lib64"
+    source = Path(__file__).with_name("replay_threaded_reference.cu")
+    subprocess.run(
+        [nvcc, "-std=c++20", "-O2", "-diag-suppress", "177",
+         f"-I{rmm_dir}/include", f"-I{rmm_dir}/include/rapids", f"-I{logger_dir}/include",
+         str(source), "-o", str(binary),
+         "-Xlinker", "--no-as-needed", f"-L{logger_dir}/lib64", "-lrapids_logger",
+         f"-L{rmm_dir}/lib64", "-lrmm", "-cudart", "static",
+         "-Xlinker", "--disable-new-dtags", "-Xlinker", f"-rpath,{libs}"],
+        check=True,
+    )  # fmt: skip
+    return binary
+
+
+def run_reference(binary: Path, csv: Path, resource: str, passes: int, reps: int) -> list[float]:
+    """Milliseconds per repetition: the best of its passes."""
+    done = subprocess.run(
+        [str(binary), str(csv), resource, str(passes), str(reps)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return [min(line["pass_ns"]) / 1e6 for line in lines]
+
+
+def run_rmm(binary: Path, libs: str, csv: Path, resource: str, reps: int) -> list[float]:
+    """Milliseconds per repetition: gbenchmark's real_time per iteration."""
+    env = dict(os.environ, LD_LIBRARY_PATH=libs + ":" + os.environ.get("LD_LIBRARY_PATH", ""))
+    out = csv.with_suffix(f".{resource}.rmm.json")  # its stdout mixes the log's own lines in
+    subprocess.run(
+        [str(binary), "-f", str(csv), "-r", resource, f"--benchmark_repetitions={reps}",
+         f"--benchmark_out={out}", "--benchmark_out_format=json"],
+        capture_output=True, text=True, check=True, env=env,
+    )  # fmt: skip
+    runs = json.loads(out.read_text())["benchmarks"]
+    return [
+        float(run["real_time"]) * _MS[run["time_unit"]]
+        for run in runs
+        if run.get("run_type") == "iteration" and run["name"].startswith(RMM_NAMES[resource])
+    ]
+
+
+_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+
+
+def run_hipmem(log: Any, program: Any, spec: str, mode: tuple[str, str], passes: int,
+               reps: int) -> list[float]:  # fmt: skip
+    threads, streams = mode
+    options = ReplayOptions(backend="cuda", threads=threads, streams=streams, repeats=passes)
+    walls = []
+    for _ in range(reps):
+        report = replay(log, parse_spec(spec), options, program=program)
+        assert report.outcome == "completed" and report.failure_count == 0, report.outcome
+        walls.append(report.wall_ns / 1e6)
+    return walls
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def agreeing_order(reference: dict[str, list[float]], ours: dict[str, list[float]]) -> list[str]:
+    """The pairs the reference is sure of (ranges apart) that hipmem orders otherwise."""
+    wrong = []
+    for i, a in enumerate(RESOURCES):
+        for b in RESOURCES[i + 1 :]:
+            ra, rb = reference[a], reference[b]
+            sure = max(ra) < min(rb) or max(rb) < min(ra)  # the reference's ranges are apart
+            reference_first = statistics.median(ra) < statistics.median(rb)
+            ours_first = statistics.median(ours[a]) < statistics.median(ours[b])
+            if sure and reference_first != ours_first:
+                wrong.append(f"{a}/{b}")
+    return wrong
+
+
+def machine() -> dict[str, Any]:
+    from cuda.bindings import runtime
+
+    _err, props = runtime.cudaGetDeviceProperties(0)
+    name = props.name.decode() if isinstance(props.name, bytes) else str(props.name)
+    return {
+        "gpu": name.rstrip("\x00"),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "rmm": (native._package_dir("librmm") or Path("?")).joinpath("VERSION").read_text().strip()
+        if native._package_dir("librmm")
+        else "?",
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--shared", type=Path, default=Path(__file__).resolve().parents[2] / "shared"
+    )
+    parser.add_argument("--out", type=Path, default=None, help="folder for bench.json")
+    parser.add_argument("--repetitions", type=int, default=5)
+    parser.add_argument("--passes", type=int, default=5)
+    parser.add_argument("--long-copies", type=int, default=15)
+    parser.add_argument("--logs", default="gpt,cnn,serve,long")
+    parser.add_argument("--rmm-bench", type=Path, default=None, help="RMM's REPLAY_BENCH")
+    parser.add_argument("--rmm-bench-libs", default="", help="LD_LIBRARY_PATH for it")
+    args = parser.parse_args()
+    native.load("rmm")  # build the core before anything is timed
+    work = Path(tempfile.mkdtemp(prefix="bench-threaded-"))
+    reference = build_reference(work)
+    results: dict[str, Any] = {
+        "machine": machine(),
+        "args": vars(args) | {"shared": str(args.shared)},
+    }
+    results["logs"] = {}
+    for name in args.logs.split(","):
+        source = args.shared / "logs" / f"{'gpt' if name == 'long' else name}.csv.gz"
+        rows = read_rows(source)
+        if name == "long":
+            rows = tiled(rows, args.long_copies)
+        csv = write_default_stream_csv(rows, work / f"{name}.csv")
+        log = load_log(csv)
+        # The logged streams too, for hipmem's modes that put each on its own real stream.
+        logged = load_log(write_log(work / f"{name}-streams.csv", rows))
+        results["logs"][name] = measure_log(args, reference, csv, log, logged)
+        print_log(name, results["logs"][name])
+    verdict(results)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "bench_threaded_replay.json").write_text(json.dumps(results, indent=1))
+
+
+def measure_log(args: argparse.Namespace, reference: Path, csv: Path, log: Any,
+                logged: Any) -> dict[str, Any]:  # fmt: skip
+    reps, passes = args.repetitions, args.passes
+    program, logged_program = build_program(log), build_program(logged)
+    found: dict[str, Any] = {
+        "events": len(log.events),
+        "threads": len(program.threads),
+        "hipmem": {},
+        "reference": {},
+        "rmm": {},
+        "modes": {},
+    }
+    default_mode = MODES["threads=logged streams=default"]
+    for resource in RESOURCES:  # the three tools one after another, per resource
+        found["reference"][resource] = run_reference(reference, csv, resource, passes, reps)
+        found["hipmem"][resource] = run_hipmem(log, program, resource, default_mode, passes, reps)
+        if args.rmm_bench:
+            found["rmm"][resource] = run_rmm(
+                args.rmm_bench, args.rmm_bench_libs, csv, resource, reps
+            )
+    found["reference"]["null"] = run_reference(reference, csv, "null", passes, reps)
+    for label, mode in MODES.items():
+        per_event = {
+            spec: statistics.median(run_hipmem(logged, logged_program, spec, mode, 3, 3))
+            * 1e6
+            / len(log.events)
+            for spec in (*RESOURCES, "null")
+        }
+        found["modes"][label] = per_event  # ns per event, median of 3
+    return found
+
+
+def print_log(name: str, found: dict[str, Any]) -> None:
+    print(
+        f"\n{name}: {found['events']:,} events, {found['threads']} threads (ms; median [min-max])"
+    )
+    print("| resource | RMM REPLAY_BENCH | reference | hipmem | hipmem vs reference | vs RMM |")
+    print("|---|---|---|---|---|---|")
+    for resource in RESOURCES:
+        cells = []
+        for tool in ("rmm", "reference", "hipmem"):
+            values = found[tool].get(resource)
+            if values:
+                s = spread(values)
+                cells.append(f"{s['median']:.2f} [{s['min']:.2f}-{s['max']:.2f}]")
+            else:
+                cells.append("-")
+        hip = statistics.median(found["hipmem"][resource])
+        ref = statistics.median(found["reference"][resource])
+        rmm = found["rmm"].get(resource)
+        vs_rmm = f"{statistics.median(rmm) / hip:.2f}x" if rmm else "-"
+        print(f"| {resource} | {' | '.join(cells)} | {ref / hip:.2f}x | {vs_rmm} |")
+    print("null per event (ns) against the fastest resource, per hipmem mode:")
+    for label, per_event in found["modes"].items():
+        fastest = min(per_event[r] for r in RESOURCES)
+        share = per_event["null"] / fastest
+        print(f"  {label}: null {per_event['null']:.1f} ns, fastest {fastest:.1f} ns "
+              f"({share:.0%}{'' if share < NULL_TARGET else ' OVER 20%'})")  # fmt: skip
+
+
+def verdict(results: dict[str, Any]) -> None:
+    print("\nverdict:")
+    ok = True
+    for name, found in results["logs"].items():
+        slower = [
+            r
+            for r in RESOURCES
+            if statistics.median(found["hipmem"][r]) > statistics.median(found["reference"][r])
+        ]
+        wrong = agreeing_order(found["reference"], found["hipmem"])
+        ref_vs_rmm = [
+            r
+            for r in RESOURCES
+            if found["rmm"].get(r)
+            and statistics.median(found["reference"][r]) > statistics.median(found["rmm"][r])
+        ]
+        over = [
+            label
+            for label, per_event in found["modes"].items()
+            if per_event["null"] >= NULL_TARGET * min(per_event[r] for r in RESOURCES)
+        ]
+        ok &= not (slower or wrong or ref_vs_rmm or over)
+        print(f"  {name}: hipmem slower than the reference on {slower or 'none'}; "
+              f"order differs on {wrong or 'none'}; reference slower than RMM on "
+              f"{ref_vs_rmm or 'none'}; null over 20% in {over or 'no mode'}")  # fmt: skip
+    print("  ALL TARGETS MET" if ok else "  NOT all targets met")
+
+
+if __name__ == "__main__":
+    main()
