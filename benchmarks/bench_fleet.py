@@ -185,8 +185,9 @@ def main() -> None:
     target = median[2]["events_per_s"] / median[1]["events_per_s"]
     verdict = "met" if target >= 1.8 else "NOT met"
     print(f"2 {unit} / 1: {target:.2f}x events/s (target >= 1.8x): {verdict}")
-    args.out.write_text(json.dumps({str(n): rs for n, rs in rounds.items()}, indent=1, default=str))
-    print(f"records: {args.out}")
+    out = args.out / "bench_fleet.json" if args.out.is_dir() else args.out  # a folder: inside it
+    out.write_text(json.dumps({str(n): rs for n, rs in rounds.items()}, indent=1, default=str))
+    print(f"records: {out}")
 
 
 if __name__ == "__main__":
