@@ -202,7 +202,9 @@ def main() -> None:
     verdict(results)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "bench_threaded_replay.json").write_text(json.dumps(results, indent=1, default=str))
+        (args.out / "bench_threaded_replay.json").write_text(
+            json.dumps(results, indent=1, default=str)
+        )
 
 
 def measure_log(args: argparse.Namespace, reference: Path, csv: Path, log: Any,
