@@ -60,11 +60,10 @@ _FLOOR_LINE = re.compile(r"^(\w+)\s+([\d.]+) M events/s\s+([\d.]+) ms")
 
 
 def build_floor(source: Path, work: Path) -> Path:
-    rmm_dir = native._package_dir("librmm")
-    logger_dir = native._package_dir("rapids_logger")
-    nvcc = native.find_nvcc()
-    if rmm_dir is None or logger_dir is None or nvcc is None:
-        sys.exit("bench_replay: needs nvcc and RMM's wheels (pip install rmm-cu13)")
+    try:
+        nvcc, rmm_dir, logger_dir = native.rmm_build_inputs()
+    except native.NativeCoreUnavailable as missing:
+        sys.exit(f"bench_replay: {missing}")
     binary = work / "replay_floor"
     subprocess.run(
         [

@@ -72,11 +72,10 @@ def write_default_stream_csv(rows: list[list[str]], target: Path) -> Path:
 
 
 def build_reference(work: Path) -> Path:
-    rmm_dir = native._package_dir("librmm")
-    logger_dir = native._package_dir("rapids_logger")
-    nvcc = native.find_nvcc()
-    if rmm_dir is None or logger_dir is None or nvcc is None:
-        sys.exit("bench_threaded_replay: needs nvcc and RMM's wheels (pip install rmm-cu13)")
+    try:
+        nvcc, rmm_dir, logger_dir = native.rmm_build_inputs()
+    except native.NativeCoreUnavailable as missing:
+        sys.exit(f"bench_threaded_replay: {missing}")
     binary = work / "replay_threaded_reference"
     libs = f"{rmm_dir}/lib64:{logger_dir}/lib64"
     source = Path(__file__).with_name("replay_threaded_reference.cu")

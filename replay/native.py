@@ -162,8 +162,9 @@ def find_nvcc() -> str | None:
     return str(fallback) if fallback.is_file() else None
 
 
-def rmm_toolchain() -> Toolchain:
-    """The nvcc + RMM build, or NativeCoreUnavailable naming what is missing."""
+def rmm_build_inputs() -> tuple[str, Path, Path]:
+    """(nvcc, librmm's folder, rapids_logger's folder) for building against RMM's wheels, or
+    NativeCoreUnavailable naming what is missing. The benchmarks build their C++ with it too."""
     nvcc = find_nvcc()
     rmm_dir = _package_dir("librmm")
     logger_dir = _package_dir("rapids_logger")
@@ -176,6 +177,12 @@ def rmm_toolchain() -> Toolchain:
             "the cuda backend needs nvcc to build its replay core: install the CUDA toolkit "
             "or set CUDA_HOME"
         )
+    return nvcc, rmm_dir, logger_dir
+
+
+def rmm_toolchain() -> Toolchain:
+    """The nvcc + RMM build, or NativeCoreUnavailable naming what is missing."""
+    nvcc, rmm_dir, logger_dir = rmm_build_inputs()
     version = (rmm_dir / "VERSION").read_text().strip() if (rmm_dir / "VERSION").is_file() else "?"
     libs = (str(rmm_dir / "lib64"), str(logger_dir / "lib64"))
     command = (
