@@ -14,12 +14,17 @@ bins 2^18..2^22 over such a pool, `arena` of RMM's default size), it measures, s
   RMM's method (one mutex and condition variable, notify_all after every event), the same
   resources, one repetition = a fresh resource and the best of PASSES passes;
 - RMM's own binary when `--rmm-bench` names one (built from RMM's source; its libraries in
-  `--rmm-bench-libs`): gbenchmark's `real_time` per iteration, one repetition each.
+  `--rmm-bench-libs`): one repetition is one Google Benchmark run, a fresh resource replayed
+  N times; its figure is the mean wall time of one replay, `real_time * threads` (see
+  `run_rmm`). The reference is then measured the same way for that comparison: a fresh
+  resource, N passes, their mean.
 
 Every tool gets `--repetitions` repetitions; the table shows each one's median and range. The
 ranking check: for each pair of resources on a log whose reference ranges do not overlap, hipmem
 must order them the same way. Then the null resource (a fresh address per allocate, nothing
-freed) in each of hipmem's four modes, per event, against the fastest resource in that mode.
+freed) in each of hipmem's four modes, per event, against the fastest resource in that mode;
+and what a hand-off between replay threads costs the null resource, beside the machine's own
+one-way hand-off between two cores (`core_to_core_handoff.cpp`, built here with c++).
 
 Targets (issue #19): hipmem's median at least the reference's (speed ratio >= 1.0) on pool,
 binning and arena for every log; rankings agree where the reference is sure; null per event
@@ -35,10 +40,13 @@ import argparse
 import json
 import os
 import platform
+import re
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +68,7 @@ MODES = {  # hipmem's four modes: (threads, streams)
     "threads=single streams=logged": ("single", "logged"),
 }
 NULL_TARGET = 0.20
+_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}  # gbenchmark time units
 
 
 def write_default_stream_csv(rows: list[list[str]], target: Path) -> Path:
@@ -80,7 +89,7 @@ def build_reference(work: Path) -> Path:
     libs = f"{rmm_dir}/lib64:{logger_dir}/lib64"
     source = Path(__file__).with_name("replay_threaded_reference.cu")
     subprocess.run(
-        [nvcc, "-std=c++20", "-O2", "-diag-suppress", "177",
+        [nvcc, "-std=c++20", "-O3", "-DNDEBUG", "-diag-suppress", "177",
          f"-I{rmm_dir}/include", f"-I{rmm_dir}/include/rapids", f"-I{logger_dir}/include",
          str(source), "-o", str(binary),
          "-Xlinker", "--no-as-needed", f"-L{logger_dir}/lib64", "-lrapids_logger",
@@ -91,18 +100,54 @@ def build_reference(work: Path) -> Path:
     return binary
 
 
-def run_reference(binary: Path, csv: Path, resource: str, passes: int, reps: int) -> list[float]:
-    """Milliseconds per repetition: the best of its passes."""
+def bare_handoff(work: Path) -> dict[str, float] | None:
+    """The machine's own one-way hand-off between two cores (`core_to_core_handoff.cpp`)."""
+    compiler = shutil.which("c++") or shutil.which("g++")
+    if compiler is None:
+        return None
+    binary = work / "core_to_core_handoff"
+    source = Path(__file__).with_name("core_to_core_handoff.cpp")
+    subprocess.run([compiler, "-O2", "-std=c++20", "-pthread", str(source), "-o", str(binary)],
+                   check=True)  # fmt: skip
+    done = subprocess.run([str(binary)], capture_output=True, text=True, check=True)
+    found: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return found
+
+
+def handoffs(program: Any) -> int:
+    """How many times the log changes thread: the hand-offs of a threaded replay."""
+    threads = program.thread_index
+    return int((threads[1:] != threads[:-1]).sum())
+
+
+def run_reference(binary: Path, csv: Path, resource: str, passes: int,
+                  reps: int) -> list[list[float]]:  # fmt: skip
+    """Milliseconds of every pass, per repetition (a fresh resource each)."""
     done = subprocess.run(
         [str(binary), str(csv), resource, str(passes), str(reps)],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    return [min(line["pass_ns"]) / 1e6 for line in lines]
+    return [[ns / 1e6 for ns in line["pass_ns"]] for line in lines]
 
 
-def run_rmm(binary: Path, libs: str, csv: Path, resource: str, reps: int) -> list[float]:
-    """Milliseconds per repetition: gbenchmark's real_time per iteration."""
+def best_passes(repetitions: list[list[float]]) -> list[float]:
+    """Per repetition, its best pass: what hipmem's `--repeats` reports."""
+    return [min(passes) for passes in repetitions]
+
+
+def run_rmm(binary: Path, libs: str, csv: Path, resource: str, reps: int) -> list[dict[str, float]]:
+    """Per repetition: `wall_ms`, the wall time of one replay of the log (one iteration), and
+    `iterations`, how many replays each thread made in it.
+
+    Google Benchmark runs a multi-threaded benchmark's `threads` threads `iters` iterations
+    each, sums the iterations over the threads and averages their wall times (v1.7.1,
+    src/benchmark_runner.cc: `results.iterations += st.iterations()` and
+    `real_time_used /= b.threads`), so its `real_time` per iteration is the wall time of one
+    replay divided by the thread count. RMM's benchmark replays the whole log in each
+    iteration on every thread, so the wall time per replay is `real_time * threads`.
+    `check_rmm_time_unit` measures this on RMM's binary in each run.
+    """
     env = dict(os.environ, LD_LIBRARY_PATH=libs + ":" + os.environ.get("LD_LIBRARY_PATH", ""))
     out = csv.with_suffix(f".{resource}.rmm.json")  # its stdout mixes the log's own lines in
     subprocess.run(
@@ -110,15 +155,55 @@ def run_rmm(binary: Path, libs: str, csv: Path, resource: str, reps: int) -> lis
          f"--benchmark_out={out}", "--benchmark_out_format=json"],
         capture_output=True, text=True, check=True, env=env,
     )  # fmt: skip
-    runs = json.loads(out.read_text())["benchmarks"]
-    return [
-        float(run["real_time"]) * _MS[run["time_unit"]]
-        for run in runs
-        if run.get("run_type") == "iteration" and run["name"].startswith(RMM_NAMES[resource])
-    ]
+    found = []
+    for run in json.loads(out.read_text())["benchmarks"]:
+        if run.get("run_type") == "iteration" and run["name"].startswith(RMM_NAMES[resource]):
+            threads = int(run["threads"])
+            real_ms = float(run["real_time"]) * _MS[run["time_unit"]]
+            found.append({
+                "wall_ms": real_ms * threads,
+                "real_time_ms": real_ms,
+                "iterations": int(run["iterations"]) // threads,
+            })  # fmt: skip
+    return found
 
 
-_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+def check_rmm_time_unit(binary: Path, libs: str, csv: Path) -> dict[str, Any]:
+    """Time RMM's binary from outside: the wall per replay against `real_time * threads`.
+
+    With `--v=2` Google Benchmark prints "Running NAME for N" before each run of N iterations
+    and "Ran in CPU/REAL" after it, on stderr as they happen. The time between the two lines
+    of the last run, read on this side's clock, divided by N, is the wall time of one replay.
+    """
+    env = dict(os.environ, LD_LIBRARY_PATH=libs + ":" + os.environ.get("LD_LIBRARY_PATH", ""))
+    out = csv.with_suffix(".check.rmm.json")
+    started: dict[str, float] = {}
+    spans: list[tuple[int, float]] = []
+    with subprocess.Popen(
+        [str(binary), "-f", str(csv), "-r", "pool", "--v=2", f"--benchmark_out={out}",
+         "--benchmark_out_format=json"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+    ) as proc:  # fmt: skip
+        assert proc.stderr is not None
+        for line in proc.stderr:  # "-- LOG(2): Running Pool Resource/threads:5 for 10"
+            now = time.perf_counter()
+            if running := re.search(r"Running .* for (\d+)$", line.strip()):
+                started = {"iters": float(running[1]), "at": now}
+            elif "Ran in " in line and started:
+                spans.append((int(started["iters"]), now - started["at"]))
+    if not spans:
+        return {"error": "no --v=2 lines from RMM's binary"}
+    iters, seconds = spans[-1]
+    run = next(r for r in json.loads(out.read_text())["benchmarks"] if r["name"].startswith("Pool"))
+    real_ms = float(run["real_time"]) * _MS[run["time_unit"]]
+    return {
+        "threads": int(run["threads"]),
+        "iterations_per_thread": iters,
+        "reported_iterations": int(run["iterations"]),
+        "real_time_ms": real_ms,
+        "real_time_x_threads_ms": real_ms * int(run["threads"]),
+        "outside_wall_per_iteration_ms": seconds * 1e3 / iters,
+    }
 
 
 def run_hipmem(log: Any, program: Any, spec: str, mode: tuple[str, str], passes: int,
@@ -187,6 +272,16 @@ def main() -> None:
         "args": vars(args) | {"shared": str(args.shared)},
     }
     results["logs"] = {}
+    results["bare_handoff"] = bare_handoff(work)
+    print(f"one-way hand-off between two cores on this machine (core_to_core_handoff.cpp): "
+          f"{results['bare_handoff']}")  # fmt: skip
+    if args.rmm_bench:
+        serve = write_default_stream_csv(
+            read_rows(args.shared / "logs" / "serve.csv.gz"), work / "check.csv"
+        )
+        results["rmm_time_unit"] = check_rmm_time_unit(args.rmm_bench, args.rmm_bench_libs, serve)
+        print(f"RMM's real_time per iteration, checked on serve.csv (pool): "
+              f"{results['rmm_time_unit']}")  # fmt: skip
     for name in args.logs.split(","):
         source = args.shared / "logs" / f"{'gpt' if name == 'long' else name}.csv.gz"
         rows = read_rows(source)
@@ -213,20 +308,32 @@ def measure_log(args: argparse.Namespace, reference: Path, csv: Path, log: Any,
     found: dict[str, Any] = {
         "events": len(log.events),
         "threads": len(program.threads),
+        "handoffs": handoffs(program),
         "hipmem": {},
         "reference": {},
+        "reference_as_rmm": {},
         "rmm": {},
+        "rmm_runs": {},
         "modes": {},
     }
     default_mode = MODES["threads=logged streams=default"]
     for resource in RESOURCES:  # the three tools one after another, per resource
-        found["reference"][resource] = run_reference(reference, csv, resource, passes, reps)
+        passes_ms = run_reference(reference, csv, resource, passes, reps)
+        found["reference"][resource] = best_passes(passes_ms)
         found["hipmem"][resource] = run_hipmem(log, program, resource, default_mode, passes, reps)
         if args.rmm_bench:
-            found["rmm"][resource] = run_rmm(
-                args.rmm_bench, args.rmm_bench_libs, csv, resource, reps
-            )
-    found["reference"]["null"] = run_reference(reference, csv, "null", passes, reps)
+            runs = run_rmm(args.rmm_bench, args.rmm_bench_libs, csv, resource, reps)
+            found["rmm_runs"][resource] = runs
+            found["rmm"][resource] = [run["wall_ms"] for run in runs]
+            # The reference measured as Google Benchmark measures RMM's binary: one fresh
+            # resource, as many passes as RMM's threads made, the mean pass (the cold first
+            # one included, as RMM's first iteration is).
+            iterations = round(statistics.median(run["iterations"] for run in runs))
+            found["reference_as_rmm"][resource] = [
+                statistics.mean(passes)
+                for passes in run_reference(reference, csv, resource, iterations, reps)
+            ]
+    found["reference"]["null"] = best_passes(run_reference(reference, csv, "null", passes, reps))
     for label, mode in MODES.items():
         per_event = {
             spec: statistics.median(run_hipmem(logged, logged_program, spec, mode, 3, 3))
@@ -242,11 +349,12 @@ def print_log(name: str, found: dict[str, Any]) -> None:
     print(
         f"\n{name}: {found['events']:,} events, {found['threads']} threads (ms; median [min-max])"
     )
-    print("| resource | RMM REPLAY_BENCH | reference | hipmem | hipmem vs reference | vs RMM |")
-    print("|---|---|---|---|---|---|")
+    print("| resource | RMM REPLAY_BENCH (mean) | reference (mean, as RMM) | reference (best) "
+          "| hipmem (best) | hipmem vs reference | reference vs RMM |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
     for resource in RESOURCES:
         cells = []
-        for tool in ("rmm", "reference", "hipmem"):
+        for tool in ("rmm", "reference_as_rmm", "reference", "hipmem"):
             values = found[tool].get(resource)
             if values:
                 s = spread(values)
@@ -256,7 +364,8 @@ def print_log(name: str, found: dict[str, Any]) -> None:
         hip = statistics.median(found["hipmem"][resource])
         ref = statistics.median(found["reference"][resource])
         rmm = found["rmm"].get(resource)
-        vs_rmm = f"{statistics.median(rmm) / hip:.2f}x" if rmm else "-"
+        as_rmm = found["reference_as_rmm"].get(resource)
+        vs_rmm = f"{statistics.median(rmm) / statistics.median(as_rmm):.2f}x" if rmm else "-"
         print(f"| {resource} | {' | '.join(cells)} | {ref / hip:.2f}x | {vs_rmm} |")
     print("null per event (ns) against the fastest resource, per hipmem mode:")
     for label, per_event in found["modes"].items():
@@ -264,6 +373,14 @@ def print_log(name: str, found: dict[str, Any]) -> None:
         share = per_event["null"] / fastest
         print(f"  {label}: null {per_event['null']:.1f} ns, fastest {fastest:.1f} ns "
               f"({share:.0%}{'' if share < NULL_TARGET else ' OVER 20%'})")  # fmt: skip
+    print(f"  {found['handoffs']:,} hand-offs ({found['handoffs'] / found['events']:.2f} per "
+          f"event); null with logged threads above null on one thread, per hand-off:")  # fmt: skip
+    for streams in ("default", "logged"):
+        logged = found["modes"][f"threads=logged streams={streams}"]["null"]
+        single = found["modes"][f"threads=single streams={streams}"]["null"]
+        if found["handoffs"]:
+            per_handoff = (logged - single) * found["events"] / found["handoffs"]
+            print(f"    streams={streams}: {per_handoff:.0f} ns")
 
 
 def verdict(results: dict[str, Any]) -> None:
@@ -280,7 +397,7 @@ def verdict(results: dict[str, Any]) -> None:
             r
             for r in RESOURCES
             if found["rmm"].get(r)
-            and statistics.median(found["reference"][r]) > statistics.median(found["rmm"][r])
+            and statistics.median(found["reference_as_rmm"][r]) > statistics.median(found["rmm"][r])
         ]
         over = [
             label

@@ -7,7 +7,8 @@
 //     event index, runs the allocator call with the mutex held, bumps the index and wakes
 //     every waiter (notify_all after every event). REFERENCE_WAKE_NEXT builds a variant that
 //     wakes only the thread whose turn it is, on a condition variable of its own;
-//   - every call on the default stream (allocate_sync / deallocate_sync);
+//   - every call on the default stream, as RMM's allocate_sync / deallocate_sync make them
+//     (see wait_for_default_stream);
 //   - the resource is built once per repetition and replayed `--passes` times on it, a barrier
 //     between passes; a pass is timed from the start barrier to the last event, plus returning
 //     what the log never freed (hipmem returns it inside its timed pass too);
@@ -16,13 +17,13 @@
 //     address per allocate, nothing freed) for the machinery's own cost.
 //
 // Bookkeeping differs on purpose: pointers are resolved to slots while the log is read, so no
-// hash map is touched while timed. Even so, on the H200 this reference is slower than RMM's
-// own REPLAY_BENCH binary on the same logs (README, "Threaded replay against RMM's
-// benchmark"), and so is RMM's per-event loop itself when it is timed outside Google
-// Benchmark: what makes RMM's binary faster under Google Benchmark is not understood yet.
+// hash map is touched while timed. Google Benchmark reports RMM's binary per thread-iteration
+// (its `real_time` is the wall time of one replay divided by the thread count), so compare
+// this reference's pass times with `real_time * threads` (README, "Threaded replay against
+// RMM's own replay benchmark").
 //
 // Build (benchmarks/bench_threaded_replay.py does it):
-//   nvcc -std=c++20 -O2 -I$LIBRMM/include -I$LIBRMM/include/rapids -I$LOGGER/include \
+//   nvcc -std=c++20 -O3 -DNDEBUG -I$LIBRMM/include -I$LIBRMM/include/rapids -I$LOGGER/include \
 //        replay_threaded_reference.cu -o replay_threaded_reference \
 //        -L$LIBRMM/lib64 -lrmm -L$LOGGER/lib64 -lrapids_logger
 // Run:
@@ -149,9 +150,24 @@ void* next_null_address(std::size_t bytes)
   return reinterpret_cast<void*>((uintptr_t{1} << 44) + at);
 }
 
-// The calls RMM's benchmark makes: allocate_sync / deallocate_sync (the default stream; the
-// allocate waits for the stream). REFERENCE_STREAM_ORDERED instead allocates and frees on the
-// default stream without waiting, as hipmem does: built only to measure what the wait costs.
+// The calls RMM's benchmark makes are `allocate_sync` and `deallocate_sync`. In RMM 26.04, the
+// version its replay.cpp is written against (device_memory_resource), `allocate_sync` allocates
+// on the default stream and waits for that stream, and `deallocate_sync` frees on the default
+// stream without waiting. From the CCCL-based resources on (26.10 here:
+// stream_ordered_memory_resource::deallocate_sync) `deallocate_sync` waits for the stream too:
+// one more synchronisation per free than RMM's binary makes. So the reference spells the calls
+// out itself, the same with every RMM: allocate on the default stream then wait for it; free on
+// the default stream. REFERENCE_STREAM_ORDERED waits for nothing, as hipmem does: built only to
+// measure what the wait costs.
+void wait_for_default_stream()
+{
+#ifndef REFERENCE_STREAM_ORDERED
+  if (cudaStreamSynchronize(nullptr) != cudaSuccess) {
+    throw std::runtime_error("cudaStreamSynchronize failed");
+  }
+#endif
+}
+
 #if REFERENCE_OLD_RMM
 class null_resource final : public rmm::mr::device_memory_resource {
   void* do_allocate(std::size_t bytes, rmm::cuda_stream_view) override
@@ -183,16 +199,16 @@ class Resource {
       throw std::invalid_argument("unknown resource " + name + " (pool, binning, arena, null)");
     }
   }
-#ifdef REFERENCE_STREAM_ORDERED
-  void* allocate(std::size_t bytes) { return top_->allocate(rmm::cuda_stream_view{}, bytes); }
+  void* allocate(std::size_t bytes)
+  {
+    void* ptr = top_->allocate(rmm::cuda_stream_view{}, bytes);
+    wait_for_default_stream();
+    return ptr;
+  }
   void deallocate(void* ptr, std::size_t bytes)
   {
     top_->deallocate(rmm::cuda_stream_view{}, ptr, bytes);
   }
-#else
-  void* allocate(std::size_t bytes) { return top_->allocate_sync(bytes); }
-  void deallocate(void* ptr, std::size_t bytes) { top_->deallocate_sync(ptr, bytes); }
-#endif
 
  private:
   rmm::mr::cuda_memory_resource cuda_;
@@ -236,19 +252,16 @@ any_device_mr make_resource(std::string const& name)
 class Resource {
  public:
   explicit Resource(std::string const& name) : mr_{make_resource(name)} {}
-#ifdef REFERENCE_STREAM_ORDERED
   void* allocate(std::size_t bytes)
   {
-    return mr_.allocate(cuda::stream_ref{cudaStream_t{nullptr}}, bytes, 256);
+    void* ptr = mr_.allocate(cuda::stream_ref{cudaStream_t{nullptr}}, bytes, 256);
+    wait_for_default_stream();
+    return ptr;
   }
   void deallocate(void* ptr, std::size_t bytes)
   {
     mr_.deallocate(cuda::stream_ref{cudaStream_t{nullptr}}, ptr, bytes, 256);
   }
-#else
-  void* allocate(std::size_t bytes) { return mr_.allocate_sync(bytes, 256); }
-  void deallocate(void* ptr, std::size_t bytes) { mr_.deallocate_sync(ptr, bytes, 256); }
-#endif
 
  private:
   any_device_mr mr_;

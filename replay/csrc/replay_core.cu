@@ -191,20 +191,32 @@ struct ByteCounter {
 
 struct Failure {};  // an allocation the resource refused (out of memory / over a limit)
 
-// The null resource's addresses: distinct, aligned, never dereferenced. An atomic counter,
-// since replay threads take turns calling it; it is one uncontended add per allocate.
+// The null resource's addresses: distinct, aligned, never dereferenced. Each replay thread
+// hands them out from a range of its own (thread_local), so that an allocate writes nothing
+// another thread reads: with one shared counter, every hand-off between replay threads also
+// moved that counter's cache line, and the null resource is there to measure the replay
+// machinery alone. Ranges come from one process-wide counter, so no two ever overlap.
 class NullAddresses {
  public:
   void* next(size_t bytes) noexcept
   {
-    size_t const step = (bytes + 255) & ~size_t{255};
-    return reinterpret_cast<void*>(kBase + next_.fetch_add(step == 0 ? 256 : step,
-                                                           std::memory_order_relaxed));
+    thread_local uintptr_t next_address = 0;
+    thread_local uintptr_t range_end    = 0;
+    size_t const step = bytes == 0 ? 256 : (bytes + 255) & ~size_t{255};
+    if (range_end - next_address < step) {
+      uintptr_t const range_bytes = std::max<uintptr_t>(kRangeBytes, step);
+      next_address = kBase + ranges_claimed_.fetch_add(range_bytes, std::memory_order_relaxed);
+      range_end    = next_address + range_bytes;
+    }
+    void* const ptr = reinterpret_cast<void*>(next_address);
+    next_address += step;
+    return ptr;
   }
 
  private:
-  static constexpr uintptr_t kBase = uintptr_t{1} << 44;
-  std::atomic<uintptr_t> next_{0};
+  static constexpr uintptr_t kBase       = uintptr_t{1} << 44;
+  static constexpr uintptr_t kRangeBytes = uintptr_t{1} << 40;
+  static inline std::atomic<uintptr_t> ranges_claimed_{0};
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -657,9 +669,9 @@ class Replay {
  public:
   Replay(hm_config const& config, hm_program const& program, hm_outputs& out, Stack& stack)
     : config_{config}, program_{program}, out_{out}, stack_{stack},
-      ptrs_(static_cast<size_t>(program.n_slots), nullptr),
-      held_bytes_(static_cast<size_t>(program.n_slots), -1),
-      slot_stream_(static_cast<size_t>(program.n_slots), 0)
+      slots_(static_cast<size_t>(program.n_slots)),
+      tallies_(static_cast<size_t>(std::max(1, program.n_threads))),
+      turns_(static_cast<size_t>(std::max(1, program.n_threads)))
   {
   }
 
@@ -668,11 +680,10 @@ class Replay {
   {
     record_ = record;
     timed_  = record && config_.time_calls != 0;  // later passes are timed as a whole only
-    std::fill(ptrs_.begin(), ptrs_.end(), nullptr);
-    std::fill(held_bytes_.begin(), held_bytes_.end(), -1);
-    live_bytes_        = 0;
-    ops_done_          = 0;
+    std::fill(slots_.begin(), slots_.end(), Slot{});
+    std::fill(tallies_.begin(), tallies_.end(), Tally{});
     held_at_end_bytes_ = 0;
+    ended_             = false;
     status_.store(HM_OK);
     if (config_.threaded != 0 && program_.n_threads > 1) {
       run_threads();
@@ -683,6 +694,11 @@ class Replay {
     return status_.load();
   }
 
+  // When the last op of the pass returned, if it ran: with replay threads, the time they
+  // then take to exit and be joined is not replay time (as their start-up is not).
+  bool ended() const { return ended_; }
+  Clock::time_point end_time() const { return end_time_; }
+
   // When the timed part of the last pass began: after the worker threads were started and
   // bound to the device, so that thread start-up is not counted as replay time.
   Clock::time_point start_time() const { return start_time_; }
@@ -691,20 +707,24 @@ class Replay {
   // Return every byte still held: logged allocations never freed, and everything after a stop.
   void release_all() noexcept
   {
-    for (size_t s = 0; s < ptrs_.size(); ++s) {
-      if (held_bytes_[s] >= 0) {
-        if (ptrs_[s] != nullptr) {
-          stack_.deallocate(ptrs_[s], static_cast<size_t>(held_bytes_[s]), slot_stream_[s]);
+    for (Slot& slot : slots_) {
+      if (slot.bytes >= 0) {
+        if (slot.ptr != nullptr) {
+          stack_.deallocate(slot.ptr, static_cast<size_t>(slot.bytes), slot.stream);
         }
-        held_at_end_bytes_ += held_bytes_[s];
-        held_bytes_[s] = -1;
-        ptrs_[s]       = nullptr;
+        held_at_end_bytes_ += slot.bytes;
+        slot = Slot{};
       }
     }
-    live_bytes_ = 0;
+    for (Tally& tally : tallies_) { tally.live_bytes = 0; }
   }
 
-  int64_t ops_done() const { return ops_done_; }
+  int64_t ops_done() const
+  {
+    int64_t sum = 0;
+    for (Tally const& tally : tallies_) { sum += tally.ops_done; }
+    return sum;
+  }
   int64_t failures() const { return n_failures_; }
   int64_t samples() const { return n_samples_; }
   int64_t sampled_peak() const { return sampled_peak_; }
@@ -713,10 +733,43 @@ class Replay {
   std::string const& error() const { return error_; }
 
  private:
-  // One op. Returns false when the replay must stop.
-  bool step(int64_t i)
+  static constexpr int64_t kNotStarted = -2;  // a turn before the workers may begin
+
+  // What a slot holds between its allocate and its free. One struct, so that an event whose
+  // slot another thread touched last pulls one cache line, not one per field.
+  struct alignas(32) Slot {
+    void* ptr      = nullptr;
+    int64_t bytes  = -1;  // -1: not held (never allocated, freed, or its allocate failed)
+    int32_t stream = 0;   // the stream it was allocated on
+  };
+
+  // What each op moves, counted per replay thread on a cache line of that thread's own: the
+  // thread that takes the turn then finds its counters in its own cache.
+  struct alignas(64) Tally {
+    int64_t live_bytes = 0;  // allocated minus freed by this thread (negative when it frees
+                             // what others allocated); their sum is what the replay holds
+    int64_t ops_done   = 0;
+  };
+
+  // One per replay thread, alone on its cache line: the op that thread may run next. Only the
+  // thread passing the turn writes it and only the thread it names watches it, so a hand-off
+  // moves one cache line between two cores, however many threads wait.
+  struct alignas(64) Turn {
+    std::atomic<int64_t> op{kNotStarted};
+    std::atomic<int32_t> sleeping{0};  // its thread is in (or entering) op.wait
+  };
+
+  int64_t live_bytes() const
   {
-    int32_t const slot   = program_.slot[i];
+    int64_t sum = 0;
+    for (Tally const& tally : tallies_) { sum += tally.live_bytes; }
+    return sum;
+  }
+
+  // One op. Returns false when the replay must stop.
+  bool step(int64_t i, Tally& tally)
+  {
+    Slot& slot           = slots_[static_cast<size_t>(program_.slot[i])];
     int32_t const stream = program_.stream[i];
     if (program_.op[i] == 0) {
       size_t const bytes = static_cast<size_t>(program_.size[i]);
@@ -733,35 +786,31 @@ class Replay {
           status_.store(HM_STOPPED);
           return false;
         }
-        after_op(i);
+        after_op(i, tally);
         return true;
       }
       if (timed_) { out_.latency_ns[i] = static_cast<int64_t>(ticks() - t0); }
-      ptrs_[slot]        = ptr;
-      held_bytes_[slot]  = static_cast<int64_t>(bytes);
-      slot_stream_[slot] = stream;
-      live_bytes_ += static_cast<int64_t>(bytes);
+      slot = Slot{ptr, static_cast<int64_t>(bytes), stream};
+      tally.live_bytes += static_cast<int64_t>(bytes);
     } else {
-      int64_t const bytes = held_bytes_[slot];
+      int64_t const bytes = slot.bytes;
       if (bytes >= 0) {  // < 0: its allocate failed and was skipped
-        void* const ptr = ptrs_[slot];
-        if (ptr != nullptr) {
+        if (slot.ptr != nullptr) {
           uint64_t const t0 = timed_ ? ticks() : 0;
-          stack_.deallocate(ptr, static_cast<size_t>(bytes), stream);
+          stack_.deallocate(slot.ptr, static_cast<size_t>(bytes), stream);
           if (timed_) { out_.latency_ns[i] = static_cast<int64_t>(ticks() - t0); }
         }
-        held_bytes_[slot] = -1;
-        ptrs_[slot]       = nullptr;
-        live_bytes_ -= bytes;
+        slot = Slot{};
+        tally.live_bytes -= bytes;
       }
     }
-    after_op(i);
+    after_op(i, tally);
     return true;
   }
 
-  void after_op(int64_t i)
+  void after_op(int64_t i, Tally& tally)
   {
-    ++ops_done_;
+    ++tally.ops_done;
     if (!record_) { return; }
     bool const sample_now = i == program_.peak_op ||
                             (program_.sample_every > 0 && i % program_.sample_every == 0);
@@ -770,7 +819,7 @@ class Replay {
       int64_t const now  = stack_.reserved_now();
       out_.sample_op[n_samples_]             = i;
       out_.sample_reserved_bytes[n_samples_] = now;
-      out_.sample_live_bytes[n_samples_]     = live_bytes_;
+      out_.sample_live_bytes[n_samples_]     = live_bytes();
       ++n_samples_;
       sampled_peak_ = std::max(sampled_peak_, now);
       sampling_ticks_ += static_cast<int64_t>(ticks() - t0);
@@ -781,7 +830,7 @@ class Replay {
   {
     if (n_failures_ < out_.failure_capacity) {
       out_.failure_op[n_failures_]             = i;
-      out_.failure_live_bytes[n_failures_]     = live_bytes_;
+      out_.failure_live_bytes[n_failures_]     = live_bytes();
       out_.failure_reserved_bytes[n_failures_] = stack_.reserved_now();
     }
   }
@@ -804,17 +853,19 @@ class Replay {
   void run_range_single()
   {
     int64_t const n = program_.n_ops;
+    Tally& tally    = tallies_[0];
     for (int64_t i = 0; i < n; ++i) {
       if ((i & 4095) == 0 && cancelled()) {
         status_.store(HM_CANCELLED);
         return;
       }
-      if (!step(i)) { return; }
+      if (!step(i, tally)) { return; }
     }
   }
 
-  // One OS thread per logged thread; a shared turn counter keeps the log's global order, so
-  // all bookkeeping is touched by one thread at a time (the turn's acquire/release orders it).
+  // One OS thread per logged thread; turns passed from thread to thread keep the log's global
+  // order, so all bookkeeping is touched by one thread at a time (the turn's seq_cst store and
+  // acquire load order it).
   void run_threads()
   {
     int32_t const n_threads = program_.n_threads;
@@ -822,7 +873,10 @@ class Replay {
     for (int64_t i = 0; i < program_.n_ops; ++i) {
       mine[static_cast<size_t>(program_.thread[i])].push_back(i);
     }
-    turn_.store(kNotStarted);
+    for (Turn& turn : turns_) {
+      turn.op.store(kNotStarted);
+      turn.sleeping.store(0);
+    }
     ready_.store(0);
     // Idle workers spin while there are spare cores: a hand-off between threads then costs
     // a cache line, not a futex wake-up (tens of microseconds, which swamped fast pools).
@@ -833,7 +887,7 @@ class Replay {
     for (int32_t t = 0; t < n_threads; ++t) {
       workers.emplace_back([this, t, &mine, &errors] {
         try {
-          worker(mine[static_cast<size_t>(t)]);
+          worker(t, mine[static_cast<size_t>(t)]);
         } catch (...) {
           errors[static_cast<size_t>(t)] = std::current_exception();
           ready_.fetch_add(1);  // never leave the starter waiting
@@ -843,21 +897,25 @@ class Replay {
     }
     while (ready_.load() < n_threads) { std::this_thread::yield(); }
     mark_start();
-    int64_t not_started = kNotStarted;
-    turn_.compare_exchange_strong(not_started, 0);  // unless a worker failed to start
-    turn_.notify_all();
+    if (program_.n_ops > 0) {
+      Turn& first             = turns_[static_cast<size_t>(program_.thread[0])];
+      int64_t not_started     = kNotStarted;  // unless a worker failed to start
+      if (first.op.compare_exchange_strong(not_started, 0)) { first.op.notify_all(); }
+    }
     for (auto& w : workers) { w.join(); }
     for (auto& e : errors) {
       if (e) { fail_hard(e); }
     }
   }
 
-  void worker(std::vector<int64_t> const& ops)
+  void worker(int32_t t, std::vector<int64_t> const& ops)
   {
 #ifdef HIPMEM_WITH_RMM
     check_cuda(cudaSetDevice(config_.device), "cudaSetDevice");
 #endif
     ready_.fetch_add(1);
+    Turn& turn       = turns_[static_cast<size_t>(t)];
+    Tally& tally     = tallies_[static_cast<size_t>(t)];
     int64_t const n  = program_.n_ops;
     int64_t previous = -2;  // the op this thread ran last
     for (int64_t i : ops) {
@@ -865,92 +923,111 @@ class Replay {
       // waits for nothing, and writes nothing that the idle threads are watching. (Storing
       // the turn after every op made each op pay for a cache line the idle threads pulled
       // away: that, not the allocator, was the difference with RMM's replay benchmark.)
-      if (i != previous + 1 && !wait_turn(i)) { return; }
+      if (i != previous + 1 && !wait_turn(turn, i)) { return; }
       if ((i & 4095) == 0 && cancelled()) {
         abort_all(HM_CANCELLED);
         return;
       }
-      if (!step(i)) {
+      if (!step(i, tally)) {
         abort_all(status_.load());  // step set HM_STOPPED or HM_ERROR
         return;
       }
       previous = i;
-      if (i + 1 < n && program_.thread[i + 1] != program_.thread[i]) { hand_off(i + 1); }
+      if (i + 1 == n) { mark_end(); }
+      if (i + 1 < n && program_.thread[i + 1] != t) { hand_off(i + 1); }
     }
   }
 
-  // Spin briefly (handoffs between threads are often close together), then sleep until the
-  // turn moves, so idle threads do not compete with the one replaying.
-  bool wait_turn(int64_t i)
+  // Spin briefly (hand-offs between threads are often close together), then sleep until the
+  // turn comes, so idle threads do not compete with the one replaying. `status_` is read
+  // while spinning: it is written only when a pass starts or stops, so it stays in every
+  // core's cache.
+  bool wait_turn(Turn& turn, int64_t i)
   {
     for (unsigned spin = 0; spin < spin_limit_; ++spin) {
-      if (turn_.load(std::memory_order_acquire) == i) { return status_.load() == HM_OK; }
+      if (turn.op.load(std::memory_order_acquire) == i) { return status_.load() == HM_OK; }
       if (status_.load(std::memory_order_relaxed) != HM_OK) { return false; }
       cpu_relax();
     }
-    sleepers_.fetch_add(1);  // seq_cst, before the turn is read: see hand_off
+    turn.sleeping.store(1);  // seq_cst, before the turn is read: see hand_off
     while (true) {
-      int64_t const now = turn_.load();
+      int64_t const now = turn.op.load();
       if (status_.load(std::memory_order_relaxed) != HM_OK || now == i) {
-        sleepers_.fetch_sub(1);
+        turn.sleeping.store(0, std::memory_order_relaxed);
         return now == i && status_.load() == HM_OK;
       }
-      turn_.wait(now, std::memory_order_acquire);
+      turn.op.wait(now, std::memory_order_acquire);
     }
   }
 
-  // Pass the turn. A notify on a 64-bit atomic costs an atomic add on libstdc++'s shared
-  // waiter table (and a system call when anything waits there), so it is made only when one
-  // of ours sleeps. The turn is stored before `sleepers_` is read and a sleeper counts itself
-  // before it reads the turn, all sequentially consistent: no sleeper can miss its turn.
+  // Pass the turn to the thread of op `next`. A notify costs an atomic add on libstdc++'s
+  // shared waiter table (and a system call when anything waits there), so it is made only
+  // when that thread sleeps. The turn is stored before `sleeping` is read, and a sleeper
+  // marks itself before it reads the turn, all sequentially consistent: no sleeper can miss
+  // its turn.
   void hand_off(int64_t next)
   {
-    turn_.store(next);
-    if (sleepers_.load() > 0) { turn_.notify_all(); }
+    Turn& theirs = turns_[static_cast<size_t>(program_.thread[next])];
+    theirs.op.store(next);
+    if (theirs.sleeping.load() != 0) { theirs.op.notify_all(); }
   }
 
+  // Stop every thread: the status first, then every turn, so that a thread sees the stop
+  // whether it spins, sleeps or is handed a turn after this.
   void abort_all(int32_t status)
   {
     int32_t expected = HM_OK;
     status_.compare_exchange_strong(expected, status);
-    turn_.store(-1, std::memory_order_release);
-    turn_.notify_all();
+    for (Turn& turn : turns_) {
+      turn.op.store(-1);
+      turn.op.notify_all();
+    }
   }
 
-  hm_config const& config_;
-  hm_program const& program_;
-  hm_outputs& out_;
-  Stack& stack_;
-  std::vector<void*> ptrs_;
-  std::vector<int64_t> held_bytes_;  // -1: slot not held
-  std::vector<int32_t> slot_stream_;  // stream each held slot was allocated on
-  int64_t live_bytes_        = 0;
-  int64_t ops_done_          = 0;
-  int64_t n_failures_        = 0;
-  int64_t n_samples_         = 0;
-  int64_t sampled_peak_      = -1;
-  int64_t held_at_end_bytes_ = 0;
-  int64_t sampling_ticks_    = 0;
-  bool record_               = true;
-  bool timed_                = false;
   void mark_start()
   {
     start_time_  = Clock::now();
     start_ticks_ = ticks();
   }
 
-  static constexpr int64_t kNotStarted = -2;  // turn_ before the workers may begin
-  // What idle threads watch, alone on its cache line: written only at hand-offs and on a
-  // stop, so the replaying thread's own writes never travel to the spinning threads.
-  alignas(64) std::atomic<int64_t> turn_{0};
-  std::atomic<int32_t> status_{HM_OK};
-  std::atomic<int32_t> sleepers_{0};  // threads in turn_.wait
+  // Only the thread that runs the last op writes these; the join orders them for the reader.
+  void mark_end()
+  {
+    end_time_ = Clock::now();
+    ended_    = true;
+  }
+
+  // Read-only while a pass runs.
+  hm_config const& config_;
+  hm_program const& program_;
+  hm_outputs& out_;
+  Stack& stack_;
+  std::vector<Slot> slots_;
+  std::vector<Tally> tallies_;  // [thread]; [0] alone when replaying on one thread
+  std::vector<Turn> turns_;     // [thread]
+  bool record_         = true;
+  bool timed_          = false;
   unsigned spin_limit_ = 1 << 12;
-  alignas(64) std::atomic<int32_t> ready_{0};
   Clock::time_point start_time_{};
   uint64_t start_ticks_ = 0;
+  // Written rarely: on a refused allocate, a sample, the end of a pass.
+  alignas(64) int64_t n_failures_ = 0;
+  Clock::time_point end_time_{};
+  bool ended_ = false;
+  int64_t n_samples_              = 0;
+  int64_t sampled_peak_           = -1;
+  int64_t held_at_end_bytes_      = 0;
+  int64_t sampling_ticks_         = 0;
   std::string error_;
+  // Read by every waiting thread, written only when a pass starts or stops.
+  alignas(64) std::atomic<int32_t> status_{HM_OK};
+  alignas(64) std::atomic<int32_t> ready_{0};
 };
+
+int64_t nanoseconds(Clock::duration span)
+{
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(span).count();
+}
 
 int64_t replay_with(hm_config const& config, hm_program const& program, hm_outputs& out,
                     hm_result& result, Stack& stack)
@@ -971,12 +1048,18 @@ int64_t replay_with(hm_config const& config, hm_program const& program, hm_outpu
     }
     uint64_t const tick0 = replay.start_ticks();
     auto const t0        = replay.start_time();
+    auto const joined    = Clock::now();
     replay.release_all();  // what the log never freed: part of the pass, as in the floor
     stack.synchronize();
-    auto const t1         = Clock::now();
-    uint64_t const tick1  = ticks();
-    int64_t const wall_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
-    if (tick1 > tick0) { ns_per_tick = static_cast<double>(wall_ns) / double(tick1 - tick0); }
+    auto const t1        = Clock::now();
+    uint64_t const tick1 = ticks();
+    int64_t const elapsed_ns = nanoseconds(t1 - t0);
+    if (tick1 > tick0) { ns_per_tick = static_cast<double>(elapsed_ns) / double(tick1 - tick0); }
+    // The pass: from the start to its last op, then returning what is still held. Waiting for
+    // the replay threads to exit (a futex wake-up of this thread, tens of microseconds on an
+    // idle core) lies between the two and is left out.
+    int64_t const wall_ns =
+      replay.ended() ? nanoseconds(replay.end_time() - t0) + nanoseconds(t1 - joined) : elapsed_ns;
     int64_t const sampling_ns =
       record ? static_cast<int64_t>(double(replay.sampling_ticks()) * ns_per_tick) : 0;
     if (record) {
