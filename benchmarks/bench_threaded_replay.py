@@ -68,6 +68,7 @@ MODES = {  # hipmem's four modes: (threads, streams)
     "threads=single streams=logged": ("single", "logged"),
 }
 NULL_TARGET = 0.20
+MODE_REPLAYS, MODE_PASSES = 5, 3  # per mode and resource: median of 5 replays, best of 3 passes
 _MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}  # gbenchmark time units
 
 
@@ -336,12 +337,14 @@ def measure_log(args: argparse.Namespace, reference: Path, csv: Path, log: Any,
     found["reference"]["null"] = best_passes(run_reference(reference, csv, "null", passes, reps))
     for label, mode in MODES.items():
         per_event = {
-            spec: statistics.median(run_hipmem(logged, logged_program, spec, mode, 3, 3))
+            spec: statistics.median(
+                run_hipmem(logged, logged_program, spec, mode, MODE_PASSES, MODE_REPLAYS)
+            )
             * 1e6
             / len(log.events)
             for spec in (*RESOURCES, "null")
         }
-        found["modes"][label] = per_event  # ns per event, median of 3
+        found["modes"][label] = per_event  # ns per event: median replay, best pass
     return found
 
 
