@@ -31,7 +31,7 @@ binning and arena for every log; rankings agree where the reference is sure; nul
 under 20% of the fastest resource's.
 
     python benchmarks/bench_threaded_replay.py [--shared DIR] [--out DIR] [--repetitions 5]
-        [--passes 5] [--rmm-bench PATH --rmm-bench-libs DIR:DIR...]
+        [--passes 5] [--rmm-bench PATH --rmm-bench-libs DIR:DIR... [--rmm-repetitions N]]
 """
 
 from __future__ import annotations
@@ -264,6 +264,13 @@ def main() -> None:
     parser.add_argument("--logs", default="gpt,cnn,serve,long")
     parser.add_argument("--rmm-bench", type=Path, default=None, help="RMM's REPLAY_BENCH")
     parser.add_argument("--rmm-bench-libs", default="", help="LD_LIBRARY_PATH for it")
+    parser.add_argument(
+        "--rmm-repetitions",
+        type=int,
+        default=None,
+        help="repetitions of RMM's binary and of the reference measured as it (default: "
+        "--repetitions); both spread widely, since every event wakes every thread",
+    )
     args = parser.parse_args()
     native.load("rmm")  # build the core before anything is timed
     work = Path(tempfile.mkdtemp(prefix="bench-threaded-"))
@@ -323,7 +330,8 @@ def measure_log(args: argparse.Namespace, reference: Path, csv: Path, log: Any,
         found["reference"][resource] = best_passes(passes_ms)
         found["hipmem"][resource] = run_hipmem(log, program, resource, default_mode, passes, reps)
         if args.rmm_bench:
-            runs = run_rmm(args.rmm_bench, args.rmm_bench_libs, csv, resource, reps)
+            rmm_reps = args.rmm_repetitions or reps
+            runs = run_rmm(args.rmm_bench, args.rmm_bench_libs, csv, resource, rmm_reps)
             found["rmm_runs"][resource] = runs
             found["rmm"][resource] = [run["wall_ms"] for run in runs]
             # The reference measured as Google Benchmark measures RMM's binary: one fresh
@@ -332,7 +340,7 @@ def measure_log(args: argparse.Namespace, reference: Path, csv: Path, log: Any,
             iterations = round(statistics.median(run["iterations"] for run in runs))
             found["reference_as_rmm"][resource] = [
                 statistics.mean(passes)
-                for passes in run_reference(reference, csv, resource, iterations, reps)
+                for passes in run_reference(reference, csv, resource, iterations, rmm_reps)
             ]
     found["reference"]["null"] = best_passes(run_reference(reference, csv, "null", passes, reps))
     for label, mode in MODES.items():
