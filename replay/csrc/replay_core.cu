@@ -669,7 +669,8 @@ class Replay {
  public:
   Replay(hm_config const& config, hm_program const& program, hm_outputs& out, Stack& stack)
     : config_{config}, program_{program}, out_{out}, stack_{stack},
-      slots_(static_cast<size_t>(program.n_slots)),
+      slots_(static_cast<size_t>(program.n_slots) +
+             kSlotsPerLine * static_cast<size_t>(std::max(1, program.n_threads))),
       tallies_(static_cast<size_t>(std::max(1, program.n_threads))),
       turns_(static_cast<size_t>(std::max(1, program.n_threads)))
   {
@@ -734,6 +735,7 @@ class Replay {
 
  private:
   static constexpr int64_t kNotStarted = -2;  // a turn before the workers may begin
+  static constexpr size_t kLineBytes    = 64;
 
   // What a slot holds between its allocate and its free. One struct, so that an event whose
   // slot another thread touched last pulls one cache line, not one per field.
@@ -742,6 +744,7 @@ class Replay {
     int64_t bytes  = -1;  // -1: not held (never allocated, freed, or its allocate failed)
     int32_t stream = 0;   // the stream it was allocated on
   };
+  static constexpr size_t kSlotsPerLine = kLineBytes / sizeof(Slot);
 
   // What each op moves, counted per replay thread on a cache line of that thread's own: the
   // thread that takes the turn then finds its counters in its own cache.
@@ -766,15 +769,31 @@ class Replay {
     return sum;
   }
 
-  // One op. Returns false when the replay must stop.
+  // An op as a replay thread runs it, copied from the program before the pass is timed into
+  // an array of that thread's own: taking a turn then pulls none of the program's cache lines
+  // from the core that ran the ops before.
+  struct ThreadOp {
+    int64_t i;            // its index in the program
+    int64_t bytes;        // an allocate's size
+    int32_t slot;         // its slot's position in slots_ (thread_slot_positions)
+    int32_t stream;
+    int32_t next_thread;  // the thread of op i + 1 when that is another thread, else -1
+    int8_t allocate;
+  };
+
+  // One op of the program, on one thread.
   bool step(int64_t i, Tally& tally)
   {
-    Slot& slot           = slots_[static_cast<size_t>(program_.slot[i])];
-    int32_t const stream = program_.stream[i];
-    if (program_.op[i] == 0) {
-      size_t const bytes = static_cast<size_t>(program_.size[i]);
-      uint64_t const t0  = timed_ ? ticks() : 0;
-      void* ptr          = nullptr;
+    return step(i, program_.op[i] == 0, slots_[static_cast<size_t>(program_.slot[i])],
+                program_.stream[i], static_cast<size_t>(program_.size[i]), tally);
+  }
+
+  // One op. Returns false when the replay must stop.
+  bool step(int64_t i, bool allocate, Slot& slot, int32_t stream, size_t bytes, Tally& tally)
+  {
+    if (allocate) {
+      uint64_t const t0 = timed_ ? ticks() : 0;
+      void* ptr         = nullptr;
       try {
         ptr = stack_.allocate(bytes, stream);
       } catch (...) {
@@ -793,15 +812,15 @@ class Replay {
       slot = Slot{ptr, static_cast<int64_t>(bytes), stream};
       tally.live_bytes += static_cast<int64_t>(bytes);
     } else {
-      int64_t const bytes = slot.bytes;
-      if (bytes >= 0) {  // < 0: its allocate failed and was skipped
+      int64_t const held = slot.bytes;
+      if (held >= 0) {  // < 0: its allocate failed and was skipped
         if (slot.ptr != nullptr) {
           uint64_t const t0 = timed_ ? ticks() : 0;
-          stack_.deallocate(slot.ptr, static_cast<size_t>(bytes), stream);
+          stack_.deallocate(slot.ptr, static_cast<size_t>(held), stream);
           if (timed_) { out_.latency_ns[i] = static_cast<int64_t>(ticks() - t0); }
         }
         slot = Slot{};
-        tally.live_bytes -= bytes;
+        tally.live_bytes -= held;
       }
     }
     after_op(i, tally);
@@ -869,10 +888,7 @@ class Replay {
   void run_threads()
   {
     int32_t const n_threads = program_.n_threads;
-    std::vector<std::vector<int64_t>> mine(static_cast<size_t>(n_threads));
-    for (int64_t i = 0; i < program_.n_ops; ++i) {
-      mine[static_cast<size_t>(program_.thread[i])].push_back(i);
-    }
+    std::vector<std::vector<ThreadOp>> mine = thread_ops();
     for (Turn& turn : turns_) {
       turn.op.store(kNotStarted);
       turn.sleeping.store(0);
@@ -908,7 +924,7 @@ class Replay {
     }
   }
 
-  void worker(int32_t t, std::vector<int64_t> const& ops)
+  void worker(int32_t t, std::vector<ThreadOp> const& ops)
   {
 #ifdef HIPMEM_WITH_RMM
     check_cuda(cudaSetDevice(config_.device), "cudaSetDevice");
@@ -918,24 +934,70 @@ class Replay {
     Tally& tally     = tallies_[static_cast<size_t>(t)];
     int64_t const n  = program_.n_ops;
     int64_t previous = -2;  // the op this thread ran last
-    for (int64_t i : ops) {
+    for (ThreadOp const& op : ops) {
       // The turn moves only where the log changes thread: a run of this thread's own ops
       // waits for nothing, and writes nothing that the idle threads are watching. (Storing
       // the turn after every op made each op pay for a cache line the idle threads pulled
       // away: that, not the allocator, was the difference with RMM's replay benchmark.)
-      if (i != previous + 1 && !wait_turn(turn, i)) { return; }
-      if ((i & 4095) == 0 && cancelled()) {
+      if (op.i != previous + 1 && !wait_turn(turn, op.i)) { return; }
+      if ((op.i & 4095) == 0 && cancelled()) {
         abort_all(HM_CANCELLED);
         return;
       }
-      if (!step(i, tally)) {
+      Slot& slot = slots_[static_cast<size_t>(op.slot)];
+      if (!step(op.i, op.allocate != 0, slot, op.stream, static_cast<size_t>(op.bytes), tally)) {
         abort_all(status_.load());  // step set HM_STOPPED or HM_ERROR
         return;
       }
-      previous = i;
-      if (i + 1 == n) { mark_end(); }
-      if (i + 1 < n && program_.thread[i + 1] != t) { hand_off(i + 1); }
+      previous = op.i;
+      if (op.i + 1 == n) { mark_end(); }
+      if (op.next_thread >= 0) { hand_off(op.i + 1, op.next_thread); }
     }
+  }
+
+  // Each replay thread's ops, in order, with what it needs of the program.
+  std::vector<std::vector<ThreadOp>> thread_ops() const
+  {
+    std::vector<int32_t> const position = thread_slot_positions();
+    std::vector<std::vector<ThreadOp>> ops(static_cast<size_t>(program_.n_threads));
+    int64_t const n = program_.n_ops;
+    for (int64_t i = 0; i < n; ++i) {
+      int32_t const thread = program_.thread[i];
+      int32_t const next   = i + 1 < n ? program_.thread[i + 1] : thread;
+      ops[static_cast<size_t>(thread)].push_back(ThreadOp{
+        i, program_.size[i], position[static_cast<size_t>(program_.slot[i])], program_.stream[i],
+        next != thread ? next : -1, static_cast<int8_t>(program_.op[i] == 0)});
+    }
+    return ops;
+  }
+
+  // Where each slot lives when replay threads run: the slots a thread allocates side by
+  // side, each thread's from a cache line of its own, so that writing one's slot does not pull
+  // the line from the thread that allocated the slot beside it.
+  std::vector<int32_t> thread_slot_positions() const
+  {
+    size_t const n_slots = static_cast<size_t>(program_.n_slots);
+    std::vector<int32_t> owner(n_slots, 0);
+    for (int64_t i = 0; i < program_.n_ops; ++i) {
+      if (program_.op[i] == 0) { owner[static_cast<size_t>(program_.slot[i])] = program_.thread[i]; }
+    }
+    std::vector<size_t> next(static_cast<size_t>(program_.n_threads), 0);  // counts, then starts
+    for (int32_t t : owner) { ++next[static_cast<size_t>(t)]; }
+    // The first slot on a cache-line boundary: slots_ is aligned to a slot, not to a line.
+    size_t const base =
+      (kLineBytes - reinterpret_cast<uintptr_t>(slots_.data()) % kLineBytes) % kLineBytes /
+      sizeof(Slot);
+    size_t start = base;
+    for (size_t& count : next) {
+      size_t const here = start;
+      start += (count + kSlotsPerLine - 1) / kSlotsPerLine * kSlotsPerLine;
+      count = here;
+    }
+    std::vector<int32_t> position(n_slots);
+    for (size_t s = 0; s < n_slots; ++s) {
+      position[s] = static_cast<int32_t>(next[static_cast<size_t>(owner[s])]++);
+    }
+    return position;
   }
 
   // Spin briefly (hand-offs between threads are often close together), then sleep until the
@@ -960,14 +1022,14 @@ class Replay {
     }
   }
 
-  // Pass the turn to the thread of op `next`. A notify costs an atomic add on libstdc++'s
+  // Pass the turn to `thread`, whose op `next` is. A notify costs an atomic add on libstdc++'s
   // shared waiter table (and a system call when anything waits there), so it is made only
   // when that thread sleeps. The turn is stored before `sleeping` is read, and a sleeper
   // marks itself before it reads the turn, all sequentially consistent: no sleeper can miss
   // its turn.
-  void hand_off(int64_t next)
+  void hand_off(int64_t next, int32_t thread)
   {
-    Turn& theirs = turns_[static_cast<size_t>(program_.thread[next])];
+    Turn& theirs = turns_[static_cast<size_t>(thread)];
     theirs.op.store(next);
     if (theirs.sleeping.load() != 0) { theirs.op.notify_all(); }
   }
