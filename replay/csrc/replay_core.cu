@@ -938,7 +938,7 @@ class Replay {
       // The turn moves only where the log changes thread: a run of this thread's own ops
       // waits for nothing, and writes nothing that the idle threads are watching. (Storing
       // the turn after every op made each op pay for a cache line the idle threads pulled
-      // away: that, not the allocator, was the difference with RMM's replay benchmark.)
+      // away.)
       if (op.i != previous + 1 && !wait_turn(turn, op.i)) { return; }
       if ((op.i & 4095) == 0 && cancelled()) {
         abort_all(HM_CANCELLED);
@@ -979,7 +979,9 @@ class Replay {
     size_t const n_slots = static_cast<size_t>(program_.n_slots);
     std::vector<int32_t> owner(n_slots, 0);
     for (int64_t i = 0; i < program_.n_ops; ++i) {
-      if (program_.op[i] == 0) { owner[static_cast<size_t>(program_.slot[i])] = program_.thread[i]; }
+      if (program_.op[i] == 0) {
+        owner[static_cast<size_t>(program_.slot[i])] = program_.thread[i];
+      }
     }
     std::vector<size_t> next(static_cast<size_t>(program_.n_threads), 0);  // counts, then starts
     for (int32_t t : owner) { ++next[static_cast<size_t>(t)]; }
