@@ -137,6 +137,11 @@ def best_passes(repetitions: list[list[float]]) -> list[float]:
     return [min(passes) for passes in repetitions]
 
 
+def _with_libraries(libs: str) -> dict[str, str]:
+    """The environment RMM's binary runs in: its libraries first on the loader path."""
+    return dict(os.environ, LD_LIBRARY_PATH=libs + ":" + os.environ.get("LD_LIBRARY_PATH", ""))
+
+
 def run_rmm(binary: Path, libs: str, csv: Path, resource: str, reps: int) -> list[dict[str, float]]:
     """Per repetition: `wall_ms`, the wall time of one replay of the log (one iteration), and
     `iterations`, how many replays each thread made in it.
@@ -149,7 +154,7 @@ def run_rmm(binary: Path, libs: str, csv: Path, resource: str, reps: int) -> lis
     iteration on every thread, so the wall time per replay is `real_time * threads`.
     `check_rmm_time_unit` measures this on RMM's binary in each run.
     """
-    env = dict(os.environ, LD_LIBRARY_PATH=libs + ":" + os.environ.get("LD_LIBRARY_PATH", ""))
+    env = _with_libraries(libs)
     out = csv.with_suffix(f".{resource}.rmm.json")  # its stdout mixes the log's own lines in
     subprocess.run(
         [str(binary), "-f", str(csv), "-r", resource, f"--benchmark_repetitions={reps}",
@@ -176,7 +181,7 @@ def check_rmm_time_unit(binary: Path, libs: str, csv: Path) -> dict[str, Any]:
     and "Ran in CPU/REAL" after it, on stderr as they happen. The time between the two lines
     of the last run, read on this side's clock, divided by N, is the wall time of one replay.
     """
-    env = dict(os.environ, LD_LIBRARY_PATH=libs + ":" + os.environ.get("LD_LIBRARY_PATH", ""))
+    env = _with_libraries(libs)
     out = csv.with_suffix(".check.rmm.json")
     started: dict[str, float] = {}
     spans: list[tuple[int, float]] = []
@@ -195,7 +200,8 @@ def check_rmm_time_unit(binary: Path, libs: str, csv: Path) -> dict[str, Any]:
     if not spans:
         return {"error": "no --v=2 lines from RMM's binary"}
     iters, seconds = spans[-1]
-    run = next(r for r in json.loads(out.read_text())["benchmarks"] if r["name"].startswith("Pool"))
+    runs = json.loads(out.read_text())["benchmarks"]
+    run = next(r for r in runs if r["name"].startswith(RMM_NAMES["pool"]))
     real_ms = float(run["real_time"]) * _MS[run["time_unit"]]
     return {
         "threads": int(run["threads"]),
