@@ -27,8 +27,12 @@
 //        replay_threaded_reference.cu -o replay_threaded_reference \
 //        -L$LIBRMM/lib64 -lrmm -L$LOGGER/lib64 -lrapids_logger
 // Run:
-//   replay_threaded_reference LOG.csv RESOURCE [PASSES] [REPETITIONS]
-// prints one JSON line per repetition: {"resource":..,"events":..,"threads":..,"pass_ns":[..]}
+//   replay_threaded_reference LOG.csv RESOURCE [PASSES] [REPETITIONS] [WARMUP_PASSES]
+// prints one JSON line per repetition: {"resource":..,"events":..,"threads":..,"pass_ns":[..]}.
+// WARMUP_PASSES > 0 first replays that many passes on a resource of its own, untimed: Google
+// Benchmark runs RMM's benchmark a few times in the same process (fresh resource each) before
+// the run it reports, so RMM's figure never includes the process's first replay (CUDA context,
+// first cudaMalloc, the log's pages); a repetition measured beside it must not either.
 
 #include <cuda_runtime_api.h>
 #include <rmm/mr/arena_memory_resource.hpp>
@@ -370,7 +374,9 @@ class Replay {
 int main(int argc, char** argv)
 {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s LOG.csv pool|binning|arena|null [PASSES] [REPETITIONS]\n",
+    std::fprintf(stderr,
+                 "usage: %s LOG.csv pool|binning|arena|null [PASSES] [REPETITIONS] "
+                 "[WARMUP_PASSES]\n",
                  argv[0]);
     return 2;
   }
@@ -379,6 +385,8 @@ int main(int argc, char** argv)
     std::string const res = argv[2];
     int const passes      = argc > 3 ? std::atoi(argv[3]) : 5;
     int const repetitions = argc > 4 ? std::atoi(argv[4]) : 1;
+    int const warmup      = argc > 5 ? std::atoi(argv[5]) : 0;
+    if (warmup > 0) { Replay{log, res, warmup}.run(); }
     for (int r = 0; r < repetitions; ++r) {
       std::vector<int64_t> pass_ns;
       {
