@@ -1,0 +1,75 @@
+"""The null resource's share of the fastest resource, per event, measured again and again.
+
+`bench_threaded_replay.py` measures each of hipmem's modes once per run (median of 5 replays,
+best of 3 passes). Where that share sits near the 20% target (serve with logged threads,
+whose 5,062 hand-offs cost what the machine's cores take to pass a cache line), one figure
+says little: this repeats the same measurement `--rounds` times on one log, in the two
+threaded modes, and prints every round and the median. Needs an NVIDIA GPU, nvcc and RMM's
+wheels.
+
+    python benchmarks/null_share_rounds.py [--shared DIR] [--log serve] [--rounds 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.bench_threaded_replay import MODE_PASSES, MODE_REPLAYS, MODES, RESOURCES, run_hipmem
+from replay import native
+from replay.events import AllocationLog
+from replay.log_loader import load_log
+from replay.program import ReplayProgram, build_program
+from tests.fleet_logs import read_rows, write_log
+
+THREADED = ("threads=logged streams=default", "threads=logged streams=logged")
+
+
+def null_share(
+    log: AllocationLog, program: ReplayProgram, mode: tuple[str, str]
+) -> tuple[float, float]:
+    """(null ns per event, fastest resource ns per event), each the median of 5 replays."""
+    per_event = {
+        spec: statistics.median(run_hipmem(log, program, spec, mode, MODE_PASSES, MODE_REPLAYS))
+        * 1e6
+        / len(log.events)
+        for spec in (*RESOURCES, "null")
+    }
+    return per_event["null"], min(per_event[r] for r in RESOURCES)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--shared", type=Path, default=Path(__file__).resolve().parents[2] / "shared"
+    )
+    parser.add_argument("--log", default="serve")
+    parser.add_argument("--rounds", type=int, default=10)
+    args = parser.parse_args()
+    native.load("rmm")  # build the core before anything is timed
+    rows = read_rows(args.shared / "logs" / f"{args.log}.csv.gz")
+    work = Path(tempfile.mkdtemp(prefix="null-share-"))
+    log = load_log(write_log(work / f"{args.log}-streams.csv", rows))  # the logged streams
+    program = build_program(log)
+    shares: dict[str, list[float]] = {label: [] for label in THREADED}
+    for round_index in range(args.rounds):
+        cells = []
+        for label in THREADED:
+            null_ns, fastest_ns = null_share(log, program, MODES[label])
+            shares[label].append(null_ns / fastest_ns)
+            cells.append(f"{label}: null {null_ns:.1f} of {fastest_ns:.1f} ns "
+                         f"({null_ns / fastest_ns:.1%})")  # fmt: skip
+        print(f"round {round_index + 1}: " + " | ".join(cells), flush=True)
+    for label, values in shares.items():
+        over = sum(share >= 0.20 for share in values)
+        print(f"{label}: median {statistics.median(values):.1%} [{min(values):.1%}-"
+              f"{max(values):.1%}], at or over 20% in {over} of {len(values)}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
