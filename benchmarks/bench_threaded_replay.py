@@ -108,8 +108,10 @@ def build_reference(work: Path) -> Path:
     return binary
 
 
-def bare_handoff(work: Path) -> dict[str, float] | None:
-    """The machine's own one-way hand-off between two cores (`core_to_core_handoff.cpp`)."""
+def bare_handoff(work: Path) -> dict[str, Any] | None:
+    """The machine's own one-way hand-off between two cores (`core_to_core_handoff.cpp`):
+    min, median and max over all pairs, and the whole matrix (ns, row: first CPU), which says
+    which cores pass a cache line fastest."""
     compiler = shutil.which("c++") or shutil.which("g++")
     if compiler is None:
         return None
@@ -118,7 +120,11 @@ def bare_handoff(work: Path) -> dict[str, float] | None:
     subprocess.run([compiler, "-O2", "-std=c++20", "-pthread", str(source), "-o", str(binary)],
                    check=True)  # fmt: skip
     done = subprocess.run([str(binary)], capture_output=True, text=True, check=True)
-    found: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    *matrix, summary = done.stdout.strip().splitlines()
+    found: dict[str, Any] = json.loads(summary)
+    found["matrix_ns"] = [
+        [None if cell == "-" else float(cell) for cell in row.split()] for row in matrix
+    ]
     return found
 
 
@@ -328,8 +334,9 @@ def main() -> None:
     }
     results["logs"] = {}
     results["bare_handoff"] = bare_handoff(work)
+    summary = {k: v for k, v in (results["bare_handoff"] or {}).items() if k != "matrix_ns"}
     print(f"one-way hand-off between two cores on this machine (core_to_core_handoff.cpp): "
-          f"{results['bare_handoff']}")  # fmt: skip
+          f"{summary}")  # fmt: skip
     if args.rmm_bench:
         serve = write_default_stream_csv(
             read_rows(args.shared / "logs" / "serve.csv.gz"), work / "check.csv"
