@@ -29,10 +29,11 @@
 // Run:
 //   replay_threaded_reference LOG.csv RESOURCE [PASSES] [REPETITIONS] [WARMUP_PASSES]
 // prints one JSON line per repetition: {"resource":..,"events":..,"threads":..,"pass_ns":[..]}.
-// WARMUP_PASSES > 0 first replays that many passes on a resource of its own, untimed: Google
-// Benchmark runs RMM's benchmark a few times in the same process (fresh resource each) before
-// the run it reports, so RMM's figure never includes the process's first replay (CUDA context,
-// first cudaMalloc, the log's pages); a repetition measured beside it must not either.
+// WARMUP_PASSES > 0 first replays that many passes on a resource of its own, untimed. Unless
+// one iteration is long enough to report, Google Benchmark runs RMM's benchmark more than once
+// in the same process (a fresh resource each) and reports the last run, so RMM's figure then
+// leaves out the process's first replay (first cudaMalloc, the log's pages, thread start-up);
+// a repetition measured beside it must leave it out too.
 
 #include <cuda_runtime_api.h>
 #include <rmm/mr/arena_memory_resource.hpp>
