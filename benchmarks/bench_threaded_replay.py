@@ -29,7 +29,8 @@ whose reference ranges do not overlap, hipmem must order them the same way. Then
 resource (a fresh address per allocate, nothing freed) in each of hipmem's four modes, per
 event, against the fastest resource in that mode; and what a hand-off between replay threads
 costs the null resource, beside the machine's own one-way hand-off between two cores
-(`core_to_core_handoff.cpp`, built here with c++).
+(`core_to_core_handoff.cpp`, built here with c++), and per hand-off when bare threads pass
+a turn in the log's own order (`--sequence`): the replay's hand-offs with no replay.
 
 Targets (issue #19): hipmem's median at least the reference's (speed ratio >= 1.0) on pool,
 binning and arena for every log; rankings agree where the reference is sure; the reference not
@@ -57,6 +58,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from replay import native
@@ -77,6 +80,7 @@ MODES = {  # hipmem's four modes: (threads, streams)
 NULL_TARGET = 0.20
 SIGNIFICANCE = 0.05  # "the reference is slower than RMM's binary" must be this sure
 MODE_REPLAYS, MODE_PASSES = 5, 3  # per mode and resource: median of 5 replays, best of 3 passes
+SEQUENCE_RUNS = 5  # runs of a log's bare hand-offs: their median and range
 _MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}  # gbenchmark time units
 
 
@@ -109,24 +113,52 @@ def build_reference(work: Path) -> Path:
     return binary
 
 
-def bare_handoff(work: Path) -> dict[str, Any] | None:
-    """The machine's own one-way hand-off between two cores (`core_to_core_handoff.cpp`):
-    min, median and max over all pairs, and the whole matrix (ns, row: first CPU), which says
-    which cores pass a cache line fastest."""
+def handoff_binary(work: Path) -> Path | None:
+    """`core_to_core_handoff.cpp` built with the host's C++ compiler, or None without one."""
     compiler = shutil.which("c++") or shutil.which("g++")
     if compiler is None:
         return None
     binary = work / "core_to_core_handoff"
-    source = Path(__file__).with_name("core_to_core_handoff.cpp")
-    subprocess.run([compiler, "-O2", "-std=c++20", "-pthread", str(source), "-o", str(binary)],
-                   check=True)  # fmt: skip
-    done = subprocess.run([str(binary)], capture_output=True, text=True, check=True)
+    if not binary.exists():
+        source = Path(__file__).with_name("core_to_core_handoff.cpp")
+        subprocess.run([compiler, "-O2", "-std=c++20", "-pthread", str(source), "-o",
+                        str(binary)], check=True)  # fmt: skip
+    return binary
+
+
+def bare_handoff(binary: Path | None, rounds: int = 20_000) -> dict[str, Any] | None:
+    """The machine's own one-way hand-off between two cores (`core_to_core_handoff.cpp`):
+    min, median and max over all pairs, and the whole matrix (ns, row: first CPU), which says
+    which cores pass a cache line fastest."""
+    if binary is None:
+        return None
+    done = subprocess.run([str(binary), str(rounds)], capture_output=True, text=True, check=True)
     *matrix, summary = done.stdout.strip().splitlines()
     found: dict[str, Any] = json.loads(summary)
     found["matrix_ns"] = [
         [None if cell == "-" else float(cell) for cell in row.split()] for row in matrix
     ]
     return found
+
+
+def turn_owners(program: Any) -> Any:
+    """The replay thread that holds the turn after each hand-off (and at the start): the
+    thread of each run of consecutive ops on one thread."""
+    threads = program.thread_index
+    return threads[np.r_[0, np.flatnonzero(threads[1:] != threads[:-1]) + 1]]
+
+
+def sequence_handoff(binary: Path | None, program: Any, runs: int, work: Path) -> list[float]:
+    """ns per hand-off when bare threads pass a turn in this program's order, one figure per
+    run (`core_to_core_handoff --sequence`): the replay's hand-offs with no replay."""
+    owners = turn_owners(program)
+    if binary is None or len(owners) < 2:
+        return []
+    sequence = work / "turn_owners.txt"
+    sequence.write_text(" ".join(str(int(t)) for t in owners) + "\n")
+    done = subprocess.run([str(binary), "--sequence", str(sequence), str(runs)],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    return [float(ns) for ns in json.loads(done.stdout)["ns_per_handoff"]]
 
 
 def handoffs(program: Any) -> int:
@@ -334,7 +366,8 @@ def main() -> None:
         "args": vars(args) | {"shared": str(args.shared)},
     }
     results["logs"] = {}
-    results["bare_handoff"] = bare_handoff(work)
+    handoff = handoff_binary(work)
+    results["bare_handoff"] = bare_handoff(handoff)
     summary = {k: v for k, v in (results["bare_handoff"] or {}).items() if k != "matrix_ns"}
     print(f"one-way hand-off between two cores on this machine (core_to_core_handoff.cpp): "
           f"{summary}")  # fmt: skip
@@ -354,7 +387,7 @@ def main() -> None:
         log = load_log(csv)
         # The logged streams too, for hipmem's modes that put each on its own real stream.
         logged = load_log(write_log(work / f"{name}-streams.csv", rows))
-        results["logs"][name] = measure_log(args, reference, csv, log, logged)
+        results["logs"][name] = measure_log(args, reference, handoff, csv, log, logged)
         print_log(name, results["logs"][name])
     verdict(results)
     if args.out:
@@ -364,8 +397,8 @@ def main() -> None:
         )
 
 
-def measure_log(args: argparse.Namespace, reference: Path, csv: Path, log: Any,
-                logged: Any) -> dict[str, Any]:  # fmt: skip
+def measure_log(args: argparse.Namespace, reference: Path, handoff: Path | None, csv: Path,
+                log: Any, logged: Any) -> dict[str, Any]:  # fmt: skip
     reps, passes = args.repetitions, args.passes
     program, logged_program = build_program(log), build_program(logged)
     found: dict[str, Any] = {
@@ -390,6 +423,9 @@ def measure_log(args: argparse.Namespace, reference: Path, csv: Path, log: Any,
     found["reference"]["null"] = best_passes(run_reference(reference, csv, "null", passes, reps))
     for label, mode in MODES.items():
         found["modes"][label] = per_event_ns(logged, logged_program, mode)
+    found["bare_sequence_ns_per_handoff"] = sequence_handoff(
+        handoff, program, SEQUENCE_RUNS, csv.parent
+    )
     return found
 
 
@@ -472,6 +508,11 @@ def print_log(name: str, found: dict[str, Any]) -> None:
         if found["handoffs"]:
             per_handoff = (logged - single) * found["events"] / found["handoffs"]
             print(f"    streams={streams}: {per_handoff:.0f} ns")
+    bare = found.get("bare_sequence_ns_per_handoff")
+    if bare:
+        low, middle, high = min(bare), statistics.median(bare), max(bare)
+        print(f"    bare threads passing a turn in the same order, nothing else: "
+              f"{middle:.0f} ns per hand-off [{low:.0f}-{high:.0f}]")  # fmt: skip
 
 
 def verdict(results: dict[str, Any]) -> None:

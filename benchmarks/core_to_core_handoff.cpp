@@ -9,6 +9,12 @@
 //   ./core_to_core_handoff [ROUNDS]
 // prints a matrix of ns per one-way hand-off (row: first CPU, column: second), then one JSON
 // line: {"cpus": N, "min_ns": .., "median_ns": .., "max_ns": ..}.
+//   ./core_to_core_handoff --sequence FILE RUNS
+// passes one turn between fresh, unpinned threads in the order FILE gives (the thread that
+// holds the turn after each hand-off, as whitespace-separated indices): the hand-offs of a
+// log's threaded replay, in its order, with no replay around them (one turn per thread on a
+// cache line of its own, threads placed by the kernel and started anew for every run). RUNS
+// runs; prints one JSON line: {"threads": T, "handoffs": H, "ns_per_handoff": [one per run]}.
 
 #include <pthread.h>
 #include <sched.h>
@@ -19,6 +25,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -73,10 +80,82 @@ std::vector<int> allowed_cpus()
   return cpus;
 }
 
+// One turn per thread, alone on its cache line, as in the replay.
+struct alignas(64) SequenceTurn {
+  std::atomic<long> hop{-1};
+};
+
+// Nanoseconds per hand-off when fresh, unpinned threads pass one turn in the order `owner`
+// gives (owner[h]: the thread that holds the turn at hop h), from the first hand-off to the
+// last (thread start-up excluded, as in the replay).
+double sequence_ns_per_handoff(std::vector<int> const& owner, int threads)
+{
+  std::vector<SequenceTurn> turns(static_cast<size_t>(threads));
+  std::atomic<int> ready{0};
+  std::chrono::steady_clock::time_point end;
+  long const hops = static_cast<long>(owner.size());
+  std::vector<std::thread> team;
+  for (int t = 0; t < threads; ++t) {
+    team.emplace_back([&, t] {
+      std::vector<long> mine;  // this thread's hops, found before the clock starts
+      for (long hop = 0; hop < hops; ++hop) {
+        if (owner[static_cast<size_t>(hop)] == t) { mine.push_back(hop); }
+      }
+      ready.fetch_add(1);
+      for (long hop : mine) {
+        wait_for(turns[static_cast<size_t>(t)].hop, hop);
+        if (hop + 1 == hops) {
+          end = std::chrono::steady_clock::now();
+        } else {
+          int const next = owner[static_cast<size_t>(hop + 1)];
+          turns[static_cast<size_t>(next)].hop.store(hop + 1, std::memory_order_release);
+        }
+      }
+    });
+  }
+  while (ready.load() < threads) { std::this_thread::yield(); }
+  auto const start = std::chrono::steady_clock::now();
+  turns[static_cast<size_t>(owner[0])].hop.store(0, std::memory_order_release);
+  for (auto& thread : team) { thread.join(); }
+  return std::chrono::duration<double, std::nano>(end - start).count() / double(hops - 1);
+}
+
+// Reads the turn's owners (whitespace-separated thread indices, 0..T-1) from `path`.
+std::vector<int> read_owners(char const* path)
+{
+  std::vector<int> owner;
+  if (FILE* file = std::fopen(path, "r")) {
+    int t = 0;
+    while (std::fscanf(file, "%d", &t) == 1 && t >= 0 && t < 1024) { owner.push_back(t); }
+    std::fclose(file);
+  }
+  return owner;
+}
+
+int sequence_main(char const* path, int runs)
+{
+  std::vector<int> const owner = read_owners(path);
+  if (owner.size() < 2) {
+    std::fprintf(stderr, "%s: need at least two thread indices\n", path);
+    return 2;
+  }
+  int const threads = *std::max_element(owner.begin(), owner.end()) + 1;
+  std::printf("{\"threads\": %d, \"handoffs\": %zu, \"ns_per_handoff\": [", threads,
+              owner.size() - 1);
+  for (int run = 0; run < runs; ++run) {
+    std::printf("%s%.1f", run == 0 ? "" : ", ", sequence_ns_per_handoff(owner, threads));
+  }
+  std::printf("]}\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv)
 {
+  if (argc == 4 && std::string(argv[1]) == "--sequence") {
+    return sequence_main(argv[2], std::max(1, std::atoi(argv[3])));
+  }
   long const rounds          = argc > 1 ? std::atol(argv[1]) : 20000;
   std::vector<int> const ids = allowed_cpus();
   int const cpus             = static_cast<int>(ids.size());

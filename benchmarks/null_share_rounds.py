@@ -4,8 +4,11 @@
 best of 3 passes). Where that share sits near the 20% target (serve with logged threads,
 whose 5,062 hand-offs cost what the machine's cores take to pass a cache line), one figure
 says little: this repeats the same measurement `--rounds` times on one log, in the two
-threaded modes, and prints every round and the median. Needs an NVIDIA GPU, nvcc and RMM's
-wheels.
+threaded modes, and prints every round and the median. Each round also measures what the
+null replay pays per hand-off (logged threads against one thread, streams logged) beside
+bare threads passing a turn in the log's own order (`core_to_core_handoff.cpp --sequence`):
+what the machine itself charges for those hand-offs. Needs an NVIDIA GPU, nvcc, c++ and
+RMM's wheels.
 
     python benchmarks/null_share_rounds.py [--shared DIR] [--log serve] [--rounds 10]
 """
@@ -20,7 +23,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.bench_threaded_replay import MODES, RESOURCES, per_event_ns
+from benchmarks.bench_threaded_replay import (
+    MODE_PASSES,
+    MODE_REPLAYS,
+    MODES,
+    RESOURCES,
+    handoff_binary,
+    handoffs,
+    per_event_ns,
+    run_hipmem,
+    sequence_handoff,
+)
 from replay import native
 from replay.events import AllocationLog
 from replay.log_loader import load_log
@@ -38,6 +51,12 @@ def null_share(
     return per_event["null"], min(per_event[r] for r in RESOURCES)
 
 
+def null_ns_per_event(log: AllocationLog, program: ReplayProgram, mode: tuple[str, str]) -> float:
+    """The null resource alone, measured as `per_event_ns` measures it."""
+    walls_ms = run_hipmem(log, program, "null", mode, MODE_PASSES, MODE_REPLAYS)
+    return statistics.median(walls_ms) * 1e6 / len(log.events)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -51,7 +70,10 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="null-share-"))
     log = load_log(write_log(work / f"{args.log}-streams.csv", rows))  # the logged streams
     program = build_program(log)
+    bare = handoff_binary(work)
+    n_handoffs, n_threads = handoffs(program), len(program.threads)
     shares: dict[str, list[float]] = {label: [] for label in THREADED}
+    per_handoff: dict[str, list[float]] = {"null replay": [], "bare threads": []}
     for round_index in range(args.rounds):
         cells = []
         for label in THREADED:
@@ -59,11 +81,27 @@ def main() -> None:
             shares[label].append(null_ns / fastest_ns)
             cells.append(f"{label}: null {null_ns:.1f} of {fastest_ns:.1f} ns "
                          f"({null_ns / fastest_ns:.1%})")  # fmt: skip
+        if n_handoffs and bare is not None:
+            threaded_ns = null_ns_per_event(log, program, ("logged", "logged"))
+            single_ns = null_ns_per_event(log, program, ("single", "logged"))
+            per_handoff["null replay"].append(
+                (threaded_ns - single_ns) * len(log.events) / n_handoffs
+            )
+            per_handoff["bare threads"].append(
+                statistics.median(sequence_handoff(bare, program, 5, work))
+            )
+            cells.append(f"per hand-off: null replay {per_handoff['null replay'][-1]:.0f} ns, "
+                         f"bare threads {per_handoff['bare threads'][-1]:.0f} ns")  # fmt: skip
         print(f"round {round_index + 1}: " + " | ".join(cells), flush=True)
     for label, values in shares.items():
         over = sum(share >= 0.20 for share in values)
         print(f"{label}: median {statistics.median(values):.1%} [{min(values):.1%}-"
               f"{max(values):.1%}], at or over 20% in {over} of {len(values)}")  # fmt: skip
+    for name, values in per_handoff.items():
+        if values:
+            low, middle, high = min(values), statistics.median(values), max(values)
+            print(f"per hand-off ({n_handoffs:,} of them, {n_threads} threads), {name}: median "
+                  f"{middle:.0f} ns [{low:.0f}-{high:.0f}]")  # fmt: skip
 
 
 if __name__ == "__main__":
