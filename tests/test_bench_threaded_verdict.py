@@ -91,3 +91,16 @@ def test_from_json_reprints_a_saved_run_without_a_gpu(tmp_path: Path) -> None:
     assert "| arena | 50.50 [50.00-51.00] | 49.50 [49.00-50.00] |" in done.stdout
     assert "faster in 2 of 2 pairs" in done.stdout
     assert "ALL TARGETS MET" in done.stdout
+
+
+def test_hand_offs_are_priced_only_where_frequent(capsys: pytest.CaptureFixture[str]) -> None:
+    found = saved_log([50.0] * 3, [50.0] * 3)
+    found["modes"]["threads=logged streams=logged"]["null"] = 60.0  # single: 20.0
+    found["bare_sequence_ns_per_handoff"] = [150.0, 170.0, 160.0]
+    bench.print_handoffs(found)  # 10 in 1,000 events
+    assert "too few to price" in capsys.readouterr().out
+    found["handoffs"] = 200  # 0.2 per event: 40 ns per event more is 200 ns per hand-off
+    bench.print_handoffs(found)
+    out = capsys.readouterr().out
+    assert "streams=logged: 200 ns" in out and "streams=default: 0 ns" in out
+    assert "160 ns per hand-off [150-170]" in out
