@@ -149,6 +149,8 @@ def turn_owners(program: Any) -> Any:
     """The replay thread that holds the turn after each hand-off (and at the start): the
     thread of each run of consecutive ops on one thread."""
     threads = program.thread_index
+    if len(threads) == 0:
+        return threads
     return threads[np.r_[0, np.flatnonzero(threads[1:] != threads[:-1]) + 1]]
 
 
@@ -167,8 +169,7 @@ def sequence_handoff(binary: Path | None, program: Any, runs: int, work: Path) -
 
 def handoffs(program: Any) -> int:
     """How many times the log changes thread: the hand-offs of a threaded replay."""
-    threads = program.thread_index
-    return int((threads[1:] != threads[:-1]).sum())
+    return max(0, len(turn_owners(program)) - 1)
 
 
 def run_reference(binary: Path, csv: Path, resource: str, passes: int, reps: int,
@@ -433,14 +434,15 @@ def measure_log(args: argparse.Namespace, reference: Path, handoff: Path | None,
     return found
 
 
-def per_event_ns(log: Any, program: Any, mode: tuple[str, str]) -> dict[str, float]:
-    """ns per event of every resource and of null in one of hipmem's modes: the median of
-    MODE_REPLAYS replays, each the best of MODE_PASSES passes."""
+def per_event_ns(log: Any, program: Any, mode: tuple[str, str],
+                 specs: tuple[str, ...] = (*RESOURCES, "null")) -> dict[str, float]:  # fmt: skip
+    """ns per event of every resource and of null (or of `specs`) in one of hipmem's modes: the
+    median of MODE_REPLAYS replays, each the best of MODE_PASSES passes."""
     return {
         spec: statistics.median(run_hipmem(log, program, spec, mode, MODE_PASSES, MODE_REPLAYS))
         * 1e6
         / len(log.events)
-        for spec in (*RESOURCES, "null")
+        for spec in specs
     }
 
 

@@ -24,14 +24,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.bench_threaded_replay import (
-    MODE_PASSES,
-    MODE_REPLAYS,
     MODES,
     RESOURCES,
+    SEQUENCE_RUNS,
     handoff_binary,
     handoffs,
     per_event_ns,
-    run_hipmem,
     sequence_handoff,
 )
 from replay import native
@@ -49,12 +47,6 @@ def null_share(
     """(null ns per event, fastest resource ns per event), as the bench measures them."""
     per_event = per_event_ns(log, program, mode)
     return per_event["null"], min(per_event[r] for r in RESOURCES)
-
-
-def null_ns_per_event(log: AllocationLog, program: ReplayProgram, mode: tuple[str, str]) -> float:
-    """The null resource alone, measured as `per_event_ns` measures it."""
-    walls_ms = run_hipmem(log, program, "null", mode, MODE_PASSES, MODE_REPLAYS)
-    return statistics.median(walls_ms) * 1e6 / len(log.events)
 
 
 def main() -> None:
@@ -76,19 +68,22 @@ def main() -> None:
     per_handoff: dict[str, list[float]] = {"null replay": [], "bare threads": []}
     for round_index in range(args.rounds):
         cells = []
+        null_by_mode: dict[str, float] = {}
         for label in THREADED:
             null_ns, fastest_ns = null_share(log, program, MODES[label])
+            null_by_mode[label] = null_ns
             shares[label].append(null_ns / fastest_ns)
             cells.append(f"{label}: null {null_ns:.1f} of {fastest_ns:.1f} ns "
                          f"({null_ns / fastest_ns:.1%})")  # fmt: skip
         if n_handoffs and bare is not None:
-            threaded_ns = null_ns_per_event(log, program, ("logged", "logged"))
-            single_ns = null_ns_per_event(log, program, ("single", "logged"))
+            threaded_ns = null_by_mode["threads=logged streams=logged"]
+            single_mode = MODES["threads=single streams=logged"]
+            single_ns = per_event_ns(log, program, single_mode, specs=("null",))["null"]
             per_handoff["null replay"].append(
                 (threaded_ns - single_ns) * len(log.events) / n_handoffs
             )
             per_handoff["bare threads"].append(
-                statistics.median(sequence_handoff(bare, program, 5, work))
+                statistics.median(sequence_handoff(bare, program, SEQUENCE_RUNS, work))
             )
             cells.append(f"per hand-off: null replay {per_handoff['null replay'][-1]:.0f} ns, "
                          f"bare threads {per_handoff['bare threads'][-1]:.0f} ns")  # fmt: skip
