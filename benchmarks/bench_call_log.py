@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from sizing.call_logs import read_call_log
+from hipmem.sizing.call_logs import read_call_log
 
 _TRANS = ("N", "T")
 
@@ -87,7 +87,7 @@ def main() -> None:
         assert log.call_count == options.lines and len(log.calls) == options.distinct
         print(f"read + count + parse: {read_s:.2f} s")
 
-        command = [sys.executable, "-m", "hipmem_cli.main", "size", "--device", "MI210"]
+        command = [sys.executable, "-m", "hipmem.cli.main", "size", "--device", "MI210"]
         command += ["--from-log", str(log_path), "--json", "--top", "10"]
         started = time.perf_counter()
         run = subprocess.run(command, capture_output=True, text=True, check=False)

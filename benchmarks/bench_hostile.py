@@ -20,7 +20,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "samples" / "serve-first-2000.csv.gz"
-HIPMEM = [sys.executable, "-m", "hipmem_cli.main"]
+HIPMEM = [sys.executable, "-m", "hipmem.cli.main"]
 GEMM = "./rocblas-bench -f gemm -r f32_r --transposeA N --transposeB N -m 64 -n 64 -k 64\n"
 
 

@@ -81,7 +81,7 @@ def measure(kind: str, path: str) -> dict[str, float]:
         start = time.perf_counter()
         rows = pa_csv.read_csv(path).num_rows
     else:
-        from replay.log_loader import load_log
+        from hipmem.replay.log_loader import load_log
 
         start = time.perf_counter()
         rows = len(load_log([path]).events)
@@ -131,7 +131,8 @@ def report(best: dict[str, dict[str, float]]) -> None:
     machine += f", Python {platform.python_version()}"
     print(f"machine: {machine}")
     print(f"{'reader':<28}{'rows':>12}{'seconds':>10}{'M rows/s':>10}{'peak MB':>10}")
-    for kind, label in (("pyarrow", "pyarrow.csv.read_csv alone"), ("loader", "replay.log_loader")):
+    readers = (("pyarrow", "pyarrow.csv.read_csv alone"), ("loader", "hipmem.replay.log_loader"))
+    for kind, label in readers:
         r = best[kind]
         print(
             f"{label:<28}{int(r['rows']):>12,}{r['seconds']:>10.2f}"

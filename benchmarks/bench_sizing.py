@@ -13,17 +13,17 @@ import subprocess
 import sys
 import time
 
-from sizing.call_spec import Call, make_call
-from sizing.catalog import load_catalog
-from sizing.rocm_fetch import cached_releases
-from sizing.session import SizingSession
+from hipmem.sizing.call_spec import Call, make_call
+from hipmem.sizing.catalog import load_catalog
+from hipmem.sizing.rocm_fetch import cached_releases
+from hipmem.sizing.session import SizingSession
 
 RUNS = 7
 DISTINCT_CALLS = 10_000
 
 
 def one_call_end_to_end_s(release: str) -> list[float]:
-    command = [sys.executable, "-m", "hipmem_cli.main", "size", "-d", "MI210", "--json",
+    command = [sys.executable, "-m", "hipmem.cli.main", "size", "-d", "MI210", "--json",
                "--rocm", release, "rocsolver_dgetrf:m=1024,n=1024"]  # fmt: skip
     subprocess.run(command, check=True, capture_output=True)  # warm the page cache
     times = []
@@ -60,11 +60,11 @@ def session_of_distinct_calls_s(calls: list[Call], release: str) -> tuple[float,
 def hipblaslt_heuristic_ms(release: str) -> tuple[float, float]:
     """The first hipblasLtMatmulAlgoGetHeuristic of a worker (bf16, gfx90a), then the median of
     100 more distinct shapes, each timed alone through the worker protocol."""
-    from sizing.hipblaslt_locator import hipblaslt_for
-    from sizing.hipblaslt_matmul import parse_matmul
-    from sizing.library_locator import locate
-    from sizing.virtual_device import resolve
-    from sizing.worker_process import WorkerProcess
+    from hipmem.sizing.hipblaslt_locator import hipblaslt_for
+    from hipmem.sizing.hipblaslt_matmul import parse_matmul
+    from hipmem.sizing.library_locator import locate
+    from hipmem.sizing.virtual_device import resolve
+    from hipmem.sizing.worker_process import WorkerProcess
 
     build = hipblaslt_for(locate(rocm=release))
     worker = WorkerProcess(build.runs_with, resolve("MI210"))

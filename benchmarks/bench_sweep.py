@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from sizing.session import SizingSession
+from hipmem.sizing.session import SizingSession
 
 POINTS = 100_000
 SWEEPS = [
@@ -68,7 +68,7 @@ def main() -> None:
         f"  peak resident memory of this process after {len(SWEEPS) + 1} sweeps: {peak_mib:.0f} MiB"
     )
     name, call, sweep = SWEEPS[0]
-    command = [sys.executable, "-m", "hipmem_cli.main", "size", "-d", "MI210", "--rocm",
+    command = [sys.executable, "-m", "hipmem.cli.main", "size", "-d", "MI210", "--rocm",
                release, "--json", "--sweep", sweep, call]  # fmt: skip
     start = time.perf_counter()
     done = subprocess.run(command, check=True, capture_output=True)

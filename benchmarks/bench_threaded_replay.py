@@ -62,11 +62,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from replay import native
-from replay.engine import ReplayOptions, replay
-from replay.log_loader import load_log
-from replay.program import build_program
-from replay.resources import parse_spec
+from hipmem.replay import native
+from hipmem.replay.engine import ReplayOptions, replay
+from hipmem.replay.log_loader import load_log
+from hipmem.replay.program import build_program
+from hipmem.replay.resources import parse_spec
 from tests.fleet_logs import HEADER, read_rows, tiled, write_log
 
 RESOURCES = ("pool", "binning", "arena")

@@ -28,11 +28,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from replay.engine import ReplayOptions, _program_arrays, replay
-from replay.events import AllocationLog
-from replay.log_loader import load_log
-from replay.program import build_program
-from replay.resources import parse_spec
+from hipmem.replay.engine import ReplayOptions, _program_arrays, replay
+from hipmem.replay.events import AllocationLog
+from hipmem.replay.log_loader import load_log
+from hipmem.replay.program import build_program
+from hipmem.replay.resources import parse_spec
 
 REPO = Path(__file__).resolve().parents[1]
 SNAPSHOTS = REPO / "tests" / "data" / "snapshots"
@@ -44,7 +44,7 @@ def _plain_child(source: str) -> None:
     """In a fresh process: the bare loop, best of N passes; prints ns."""
     import torch
 
-    from replay.torch_worker import load_extension
+    from hipmem.replay.torch_worker import load_extension
 
     torch.cuda.set_device(0)  # initialises CUDA and the caching allocator, as the worker does
     extension = load_extension(torch)

@@ -32,10 +32,10 @@ from benchmarks.bench_threaded_replay import (
     per_event_ns,
     sequence_handoff,
 )
-from replay import native
-from replay.events import AllocationLog
-from replay.log_loader import load_log
-from replay.program import ReplayProgram, build_program
+from hipmem.replay import native
+from hipmem.replay.events import AllocationLog
+from hipmem.replay.log_loader import load_log
+from hipmem.replay.program import ReplayProgram, build_program
 from tests.fleet_logs import read_rows, write_log
 
 THREADED = ("threads=logged streams=default", "threads=logged streams=logged")

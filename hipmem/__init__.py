@@ -25,44 +25,44 @@ from typing import TYPE_CHECKING, Any
 # name -> (module, attribute)
 _API = {
     # sizing
-    "SizingSession": ("sizing.session", "SizingSession"),
-    "SessionResult": ("sizing.session", "SessionResult"),
-    "CallResult": ("sizing.session", "CallResult"),
-    "size_calls": ("sizing.session", "size_calls"),
-    "Minimum": ("sizing.minimum", "Minimum"),
-    "parse_call": ("sizing.call_spec", "parse_call"),
-    "read_workload": ("sizing.workload_file", "read_workload"),
-    "read_workload_entries": ("sizing.workload_file", "read_workload_entries"),
-    "SweepResult": ("sizing.sweep", "SweepResult"),
-    "SweptCall": ("sizing.sweep", "SweptCall"),
-    "plan_sweep": ("sizing.sweep", "plan_sweep"),
-    "parse_sweep": ("sizing.sweep_range", "parse_sweep"),
-    "read_call_log": ("sizing.call_logs", "read_call_log"),
-    "size_matmuls": ("sizing.hipblaslt_matmul", "size_matmul_specs"),
-    "recommended_hipblaslt_kib": ("sizing.hipblaslt_matmul", "recommended_kib"),
-    "record_call_logs": ("sizing.call_log_recorder", "record_call_logs"),
-    "recommend": ("sizing.recommend", "recommend"),
-    "Recommendation": ("sizing.recommend", "Recommendation"),
-    "read_setting": ("sizing.workspace_check", "read_setting"),
-    "check": ("sizing.workspace_check", "check"),
+    "SizingSession": ("hipmem.sizing.session", "SizingSession"),
+    "SessionResult": ("hipmem.sizing.session", "SessionResult"),
+    "CallResult": ("hipmem.sizing.call_result", "CallResult"),
+    "size_calls": ("hipmem.sizing.session", "size_calls"),
+    "Minimum": ("hipmem.sizing.minimum", "Minimum"),
+    "parse_call": ("hipmem.sizing.call_spec", "parse_call"),
+    "read_workload": ("hipmem.sizing.workload_file", "read_workload"),
+    "read_workload_entries": ("hipmem.sizing.workload_file", "read_workload_entries"),
+    "SweepResult": ("hipmem.sizing.sweep", "SweepResult"),
+    "SweptCall": ("hipmem.sizing.sweep", "SweptCall"),
+    "plan_sweep": ("hipmem.sizing.sweep", "plan_sweep"),
+    "parse_sweep": ("hipmem.sizing.sweep_range", "parse_sweep"),
+    "read_call_log": ("hipmem.sizing.call_logs", "read_call_log"),
+    "size_matmuls": ("hipmem.sizing.hipblaslt_matmul", "size_matmul_specs"),
+    "recommended_hipblaslt_kib": ("hipmem.sizing.hipblaslt_matmul", "recommended_kib"),
+    "record_call_logs": ("hipmem.sizing.call_log_recorder", "record_call_logs"),
+    "recommend": ("hipmem.sizing.recommend", "recommend"),
+    "Recommendation": ("hipmem.sizing.recommend", "Recommendation"),
+    "read_setting": ("hipmem.sizing.workspace_check", "read_setting"),
+    "check": ("hipmem.sizing.workspace_check", "check"),
     # replay
-    "load_log": ("replay.log_loader", "load_log"),
-    "AllocationLog": ("replay.events", "AllocationLog"),
-    "analyze": ("replay.analysis", "analyze"),
-    "replay": ("replay.engine", "replay"),
-    "ReplayOptions": ("replay.engine", "ReplayOptions"),
-    "parse_spec": ("replay.resources", "parse_spec"),
-    "find_capacity": ("replay.capacity", "find_capacity"),
-    "write_rmm_csv": ("replay.log_writer", "write_rmm_csv"),
-    "FleetRequest": ("replay.fleet", "FleetRequest"),
-    "run_fleet": ("replay.fleet", "run_fleet"),
-    "fleet_client": ("replay.fleet_cluster", "fleet_client"),
-    "summarize_fleet": ("replay.fleet_summary", "summarize"),
+    "load_log": ("hipmem.replay.log_loader", "load_log"),
+    "AllocationLog": ("hipmem.replay.events", "AllocationLog"),
+    "analyze": ("hipmem.replay.analysis", "analyze"),
+    "replay": ("hipmem.replay.engine", "replay"),
+    "ReplayOptions": ("hipmem.replay.engine", "ReplayOptions"),
+    "parse_spec": ("hipmem.replay.resources", "parse_spec"),
+    "find_capacity": ("hipmem.replay.capacity", "find_capacity"),
+    "write_rmm_csv": ("hipmem.replay.log_writer", "write_rmm_csv"),
+    "FleetRequest": ("hipmem.replay.fleet", "FleetRequest"),
+    "run_fleet": ("hipmem.replay.fleet", "run_fleet"),
+    "fleet_client": ("hipmem.replay.fleet_cluster", "fleet_client"),
+    "summarize_fleet": ("hipmem.replay.fleet_summary", "summarize"),
     # shared
-    "HipmemError": ("hipmem.errors", "HipmemError"),
-    "UsageError": ("hipmem.errors", "UsageError"),
-    "parse_bytes": ("hipmem.byte_sizes", "parse_bytes"),
-    "format_bytes": ("hipmem.byte_sizes", "format_bytes"),
+    "HipmemError": ("hipmem._core.errors", "HipmemError"),
+    "UsageError": ("hipmem._core.errors", "UsageError"),
+    "parse_bytes": ("hipmem._core.byte_sizes", "parse_bytes"),
+    "format_bytes": ("hipmem._core.byte_sizes", "format_bytes"),
 }
 
 __all__ = [
@@ -106,30 +106,31 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # for type checkers and editors; at run time __getattr__ imports lazily
-    from hipmem.byte_sizes import format_bytes, parse_bytes
-    from hipmem.errors import HipmemError, UsageError
-    from replay.analysis import analyze
-    from replay.capacity import find_capacity
-    from replay.engine import ReplayOptions, replay
-    from replay.events import AllocationLog
-    from replay.fleet import FleetRequest, run_fleet
-    from replay.fleet_cluster import fleet_client
-    from replay.fleet_summary import summarize as summarize_fleet
-    from replay.log_loader import load_log
-    from replay.log_writer import write_rmm_csv
-    from replay.resources import parse_spec
-    from sizing.call_log_recorder import record_call_logs
-    from sizing.call_logs import read_call_log
-    from sizing.call_spec import parse_call
-    from sizing.hipblaslt_matmul import recommended_kib as recommended_hipblaslt_kib
-    from sizing.hipblaslt_matmul import size_matmul_specs as size_matmuls
-    from sizing.minimum import Minimum
-    from sizing.recommend import Recommendation, recommend
-    from sizing.session import CallResult, SessionResult, SizingSession, size_calls
-    from sizing.sweep import SweepResult, SweptCall, plan_sweep
-    from sizing.sweep_range import parse_sweep
-    from sizing.workload_file import read_workload, read_workload_entries
-    from sizing.workspace_check import check, read_setting
+    from hipmem._core.byte_sizes import format_bytes, parse_bytes
+    from hipmem._core.errors import HipmemError, UsageError
+    from hipmem.replay.analysis import analyze
+    from hipmem.replay.capacity import find_capacity
+    from hipmem.replay.engine import ReplayOptions, replay
+    from hipmem.replay.events import AllocationLog
+    from hipmem.replay.fleet import FleetRequest, run_fleet
+    from hipmem.replay.fleet_cluster import fleet_client
+    from hipmem.replay.fleet_summary import summarize as summarize_fleet
+    from hipmem.replay.log_loader import load_log
+    from hipmem.replay.log_writer import write_rmm_csv
+    from hipmem.replay.resources import parse_spec
+    from hipmem.sizing.call_log_recorder import record_call_logs
+    from hipmem.sizing.call_logs import read_call_log
+    from hipmem.sizing.call_result import CallResult
+    from hipmem.sizing.call_spec import parse_call
+    from hipmem.sizing.hipblaslt_matmul import recommended_kib as recommended_hipblaslt_kib
+    from hipmem.sizing.hipblaslt_matmul import size_matmul_specs as size_matmuls
+    from hipmem.sizing.minimum import Minimum
+    from hipmem.sizing.recommend import Recommendation, recommend
+    from hipmem.sizing.session import SessionResult, SizingSession, size_calls
+    from hipmem.sizing.sweep import SweepResult, SweptCall, plan_sweep
+    from hipmem.sizing.sweep_range import parse_sweep
+    from hipmem.sizing.workload_file import read_workload, read_workload_entries
+    from hipmem.sizing.workspace_check import check, read_setting
 
 
 def __getattr__(name: str) -> Any:

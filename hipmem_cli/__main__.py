@@ -1,4 +1,4 @@
-"""The console script's entry (`hipmem`, and `python -m hipmem_cli`).
+"""The console script's entry (`hipmem`, and `python -m hipmem.cli`).
 
 It exists for one reason: a Ctrl-C while Python is still importing typer, rich and the
 libraries must end as the one "interrupted" line, exit 130, not as a traceback. So the first
@@ -24,7 +24,7 @@ signal.signal(signal.SIGINT, _interrupted_while_starting)
 
 
 def main() -> None:
-    from hipmem_cli.main import main as run
+    from hipmem.cli.main import main as run
 
     run()
 

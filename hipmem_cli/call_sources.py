@@ -9,14 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hipmem_cli import output
-from sizing.call_logs import CallLog, read_call_log
-from sizing.call_spec import Call, parse_call
-from sizing.catalog import Catalog, load_catalog
-from sizing.errors import CallLogError, UsageError
-from sizing.sweep import SweptCall, plan_sweep
-from sizing.sweep_range import DEFAULT_MAX_POINTS, BadSweep, parse_sweep
-from sizing.workload_file import read_workload_entries
+from hipmem.cli import output
+from hipmem.sizing.call_logs import CallLog, read_call_log
+from hipmem.sizing.call_spec import Call, parse_call
+from hipmem.sizing.catalog import Catalog, load_catalog
+from hipmem.sizing.errors import CallLogError, UsageError
+from hipmem.sizing.sweep import SweptCall, plan_sweep
+from hipmem.sizing.sweep_range import DEFAULT_MAX_POINTS, BadSweep, parse_sweep
+from hipmem.sizing.workload_file import read_workload_entries
 
 _PROBLEMS_SHOWN = 5  # per log file; the rest are counted
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import typer
 
-from hipmem_cli import output
-from hipmem_cli.options import JsonOption
-from sizing.real_devices import real_devices
-from sizing.rocm_fetch import cached_archs
-from sizing.rocm_releases import RELEASES
-from sizing.virtual_device import ARCHS, PRODUCTS
+from hipmem.cli import output
+from hipmem.cli.options import JsonOption
+from hipmem.sizing.real_devices import real_devices
+from hipmem.sizing.rocm_fetch import cached_archs
+from hipmem.sizing.rocm_releases import RELEASES
+from hipmem.sizing.virtual_device import ARCHS, PRODUCTS
 
 
 def gemm_data() -> dict[str, dict[str, list[str] | None]]:

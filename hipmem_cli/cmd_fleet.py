@@ -7,16 +7,16 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from hipmem_cli import output
-from hipmem_cli.options import JsonOption
-from replay.backends import is_host_spec, resolve_backend
-from replay.engine import ReplayOptions
-from replay.fleet import DEFAULT_RETRIES, FleetRequest, FleetRun, find_fleet_logs, run_fleet
-from replay.fleet_cluster import fleet_client, plan_local_cluster, require_dask
-from replay.fleet_results import STATUS_OK, ResultsFile
-from replay.fleet_summary import ResourceSummary, Spread, summarize
-from replay.log_plot import check_plot_path
-from replay.resources import parse_spec
+from hipmem.cli import output
+from hipmem.cli.options import JsonOption
+from hipmem.replay.backends import is_host_spec, resolve_backend
+from hipmem.replay.engine import ReplayOptions
+from hipmem.replay.fleet import DEFAULT_RETRIES, FleetRequest, FleetRun, find_fleet_logs, run_fleet
+from hipmem.replay.fleet_cluster import fleet_client, plan_local_cluster, require_dask
+from hipmem.replay.fleet_results import STATUS_OK, ResultsFile
+from hipmem.replay.fleet_summary import ResourceSummary, Spread, summarize
+from hipmem.replay.log_plot import check_plot_path
+from hipmem.replay.resources import parse_spec
 
 _NAMES_SHOWN = 5  # logs named per line below the table; --json names all
 
@@ -116,7 +116,7 @@ def fleet_command(
     names = [spec.label for spec in specs]
     summaries = summarize(run.records, names)
     if plot is not None:
-        from replay.fleet_plot import write_fleet_plot
+        from hipmem.replay.fleet_plot import write_fleet_plot
 
         write_fleet_plot(plot, run.records, names)
     if json_out:

@@ -7,12 +7,12 @@ from typing import Annotated
 
 import typer
 
-from hipmem_cli import output
-from hipmem_cli.options import JsonOption, PlotOption, check_plot_option
-from replay.analysis import LogSummary, analyze, live_trace
-from replay.errors import ReplayUsageError
-from replay.events import AllocationLog
-from replay.log_loader import load_log
+from hipmem.cli import output
+from hipmem.cli.options import JsonOption, PlotOption, check_plot_option
+from hipmem.replay.analysis import LogSummary, analyze, live_trace
+from hipmem.replay.errors import ReplayUsageError
+from hipmem.replay.events import AllocationLog
+from hipmem.replay.log_loader import load_log
 
 log_app = typer.Typer(
     help="Read RMM/hipMM allocation logs (no GPU needed).",
@@ -60,7 +60,7 @@ def inspect(
         progress(0, None)
         summary = analyze(log)
     if plot is not None:
-        from replay.log_plot import plot_timeline
+        from hipmem.replay.log_plot import plot_timeline
 
         with output.progress("plotting") as progress:
             progress(0, None)
@@ -272,7 +272,7 @@ def convert(
     A snapshot of several devices gives one file per device, named as rmm names them
     (`OUT.dev<N>.csv`).
     """
-    from replay.log_writer import output_paths, write_rmm_csv
+    from hipmem.replay.log_writer import output_paths, write_rmm_csv
 
     if not out.parent.is_dir():
         raise ReplayUsageError(

@@ -9,9 +9,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from hipmem_cli import hipblaslt_calls, output
-from hipmem_cli.call_sources import CallSources, gather_calls
-from hipmem_cli.options import (
+from hipmem.cli import hipblaslt_calls, output
+from hipmem.cli.call_sources import CallSources, gather_calls
+from hipmem.cli.options import (
     MAX_POINTS_DEFAULT_TEXT,
     CusOption,
     DeviceOption,
@@ -25,12 +25,12 @@ from hipmem_cli.options import (
     SweepOption,
     WorkloadOption,
 )
-from hipmem_cli.rocm_choice import one_release, release_line, several_cached_warning
-from sizing import env_formats
-from sizing.catalog import load_catalog
-from sizing.errors import UsageError
-from sizing.library_locator import Libraries
-from sizing.recommend import (
+from hipmem.cli.rocm_choice import one_release, release_line, several_cached_warning
+from hipmem.sizing import env_formats
+from hipmem.sizing.catalog import load_catalog
+from hipmem.sizing.errors import UsageError
+from hipmem.sizing.library_locator import Libraries
+from hipmem.sizing.recommend import (
     PYTORCH_VARIABLE,
     PYTORCH_WHY,
     BadSize,
@@ -39,9 +39,9 @@ from sizing.recommend import (
     parse_headroom,
     recommend,
 )
-from sizing.session import SessionResult, size_calls
-from sizing.sweep_range import parse_max_points
-from sizing.workspace_check import VARIABLE, check, read_pytorch_config, read_setting
+from hipmem.sizing.session import SessionResult, size_calls
+from hipmem.sizing.sweep_range import parse_max_points
+from hipmem.sizing.workspace_check import VARIABLE, check, read_pytorch_config, read_setting
 
 
 class Format(str, Enum):

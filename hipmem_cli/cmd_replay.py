@@ -8,19 +8,19 @@ from typing import Annotated, Optional
 
 import typer
 
-from hipmem_cli import output
-from hipmem_cli.cmd_log import skipped_rows_json, warn_skipped_rows
-from hipmem_cli.options import JsonOption, PlotOption, check_plot_option
-from replay.backends import resolve_backend
-from replay.capacity import CapacityResult, NoCapacityFound, find_capacity
-from replay.engine import ReplayOptions, replay
-from replay.errors import ReplayUsageError
-from replay.events import AllocationLog
-from replay.log_loader import load_log
-from replay.plot import write_plot
-from replay.program import ReplayProgram, build_program
-from replay.report import LatencyStats, RecordedFigures, ReplayReport, recorded_figures
-from replay.resources import STREAM_ORDERED_KINDS, ResourceSpec, parse_spec
+from hipmem.cli import output
+from hipmem.cli.cmd_log import skipped_rows_json, warn_skipped_rows
+from hipmem.cli.options import JsonOption, PlotOption, check_plot_option
+from hipmem.replay.backends import resolve_backend
+from hipmem.replay.capacity import CapacityResult, NoCapacityFound, find_capacity
+from hipmem.replay.engine import ReplayOptions, replay
+from hipmem.replay.errors import ReplayUsageError
+from hipmem.replay.events import AllocationLog
+from hipmem.replay.log_loader import load_log
+from hipmem.replay.plot import write_plot
+from hipmem.replay.program import ReplayProgram, build_program
+from hipmem.replay.report import LatencyStats, RecordedFigures, ReplayReport, recorded_figures
+from hipmem.replay.resources import STREAM_ORDERED_KINDS, ResourceSpec, parse_spec
 
 EPILOG = """\b
 Resource specs (--resource, repeatable;

@@ -6,18 +6,18 @@ from typing import Annotated, Any
 
 import typer
 
-from hipmem_cli import output
-from hipmem_cli.command_help import FETCH_EPILOG, WHERE_EPILOG
-from hipmem_cli.options import JsonOption, RocmDirOption
-from hipmem_cli.rocm_choice import requested
-from sizing import rocm_fetch
-from sizing.errors import PinnedVersionGone, SizingError
-from sizing.hipblaslt_fetch import fetch_hipblaslt
-from sizing.hipblaslt_locator import hipblaslt_beside
-from sizing.hipblaslt_releases import for_rocm
-from sizing.library_locator import Libraries, available, locate
-from sizing.rocm_releases import NEWEST, RELEASES, find_release
-from sizing.shim_build import build_shim
+from hipmem.cli import output
+from hipmem.cli.command_help import FETCH_EPILOG, WHERE_EPILOG
+from hipmem.cli.options import JsonOption, RocmDirOption
+from hipmem.cli.rocm_choice import requested
+from hipmem.sizing import rocm_fetch
+from hipmem.sizing.errors import PinnedVersionGone, SizingError
+from hipmem.sizing.hipblaslt_fetch import fetch_hipblaslt
+from hipmem.sizing.hipblaslt_locator import hipblaslt_beside
+from hipmem.sizing.hipblaslt_releases import for_rocm
+from hipmem.sizing.library_locator import Libraries, available, locate
+from hipmem.sizing.rocm_releases import NEWEST, RELEASES, find_release
+from hipmem.sizing.shim_build import build_shim
 
 rocm_app = typer.Typer(help="Get rocBLAS/rocSOLVER for size queries, and show which are used.")
 

@@ -8,9 +8,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from hipmem_cli import hipblaslt_calls, output
-from hipmem_cli.call_sources import CallSources, gather_calls
-from hipmem_cli.options import (
+from hipmem._core.plot_files import check_plot_path
+from hipmem.cli import hipblaslt_calls, output
+from hipmem.cli.call_sources import CallSources, gather_calls
+from hipmem.cli.options import (
     MAX_POINTS_DEFAULT_TEXT,
     CusOption,
     DeviceOption,
@@ -22,16 +23,16 @@ from hipmem_cli.options import (
     SweepOption,
     WorkloadOption,
 )
-from hipmem_cli.rocm_choice import in_release, releases
-from hipmem_cli.sweep_output import render_sweeps
-from replay.plot_files import check_plot_path
-from sizing.call_spec import Call
-from sizing.catalog import load_catalog
-from sizing.errors import UsageError
-from sizing.library_locator import Libraries
-from sizing.session import CallResult, SessionResult, size_calls
-from sizing.sweep import SweptCall
-from sizing.sweep_range import parse_max_points
+from hipmem.cli.rocm_choice import in_release, releases
+from hipmem.cli.sweep_output import render_sweeps
+from hipmem.sizing.call_result import CallResult
+from hipmem.sizing.call_spec import Call
+from hipmem.sizing.catalog import load_catalog
+from hipmem.sizing.errors import UsageError
+from hipmem.sizing.library_locator import Libraries
+from hipmem.sizing.session import SessionResult, size_calls
+from hipmem.sizing.sweep import SweptCall
+from hipmem.sizing.sweep_range import parse_max_points
 
 
 def size(
@@ -189,7 +190,7 @@ def _size_sweeps(
         render(result, top)
         render_sweeps(result.sweeps)
     if plot is not None:
-        from sizing.sweep_plot import write_sweep_plot  # matplotlib: only when asked for
+        from hipmem.sizing.sweep_plot import write_sweep_plot  # matplotlib: only when asked for
 
         write_sweep_plot(plot, result.sweeps, f"Workspace on {_device_line(result)}")
         if not json:

@@ -30,4 +30,4 @@ def register(app: typer.Typer, argv: list[str]) -> None:
     wanted = COMMAND_MODULES.get(words[0]) if words else None
     modules = [wanted] if wanted else list(dict.fromkeys(COMMAND_MODULES.values()))
     for name in modules:
-        importlib.import_module(f"hipmem_cli.{name}").register(app)
+        importlib.import_module(f"hipmem.cli.{name}").register(app)

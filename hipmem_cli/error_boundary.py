@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-from hipmem.errors import HipmemError
+from hipmem._core.errors import HipmemError
 
 try:  # recent typer carries its own copy of click; older ones use click itself
     click_exceptions = importlib.import_module("typer._click.exceptions")
@@ -25,7 +25,7 @@ def report(err: BaseException) -> int:
 
     `hipmem` or `hipmem log` alone print the help on stderr with exit 2, as click does.
     """
-    from hipmem_cli import output
+    from hipmem.cli import output
 
     if isinstance(err, click_exceptions.NoArgsIsHelpError):
         output.block(err.format_message(), err=True)

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hipmem_cli import output
-from sizing.hipblaslt_matmul import (
+from hipmem.cli import output
+from hipmem.sizing.hipblaslt_matmul import (
     MatmulCall,
     MatmulReport,
     MatmulResult,
@@ -16,8 +16,8 @@ from sizing.hipblaslt_matmul import (
     parse_matmul,
     size_matmuls,
 )
-from sizing.library_locator import Libraries
-from sizing.session import _choose_device
+from hipmem.sizing.library_locator import Libraries
+from hipmem.sizing.session import _choose_device
 
 
 def split_specs(specs: list[str]) -> tuple[list[str], list[str]]:
@@ -28,7 +28,7 @@ def split_specs(specs: list[str]) -> tuple[list[str], list[str]]:
 
 def split_logs(paths: list[Path]) -> tuple[list[Path], list[Path]]:
     """(rocBLAS/rocSOLVER logs, hipBLASLt bench logs)."""
-    from sizing.hipblaslt_log import is_hipblaslt_log
+    from hipmem.sizing.hipblaslt_log import is_hipblaslt_log
 
     ours = [path for path in paths if is_hipblaslt_log(path)]
     return [path for path in paths if path not in ours], ours
@@ -37,8 +37,8 @@ def split_logs(paths: list[Path]) -> tuple[list[Path], list[Path]]:
 def read_logs(paths: list[Path], strict: bool) -> dict[MatmulCall, int]:
     """Every call of the hipBLASLt logs, as often as logged; skipped lines are warned about
     with their numbers (the first one is an error with --strict)."""
-    from sizing.errors import CallLogError
-    from sizing.hipblaslt_log import read_hipblaslt_log
+    from hipmem.sizing.errors import CallLogError
+    from hipmem.sizing.hipblaslt_log import read_hipblaslt_log
 
     counts: dict[MatmulCall, int] = {}
     for path in paths:
@@ -164,7 +164,7 @@ def recommend_variable(
     found: Gathered, libraries: Libraries, device: str | None, cus: int | None
 ) -> tuple[str, str]:
     """(HIPBLASLT_WORKSPACE_SIZE, KiB): the smallest cap keeping every first choice."""
-    from sizing.hipblaslt_matmul import recommended_kib
+    from hipmem.sizing.hipblaslt_matmul import recommended_kib
 
     (report,) = size_specs(found.specs, [libraries], device, cus, found.logged)
     if report_failures([report]):
@@ -185,8 +185,8 @@ def read_kib(value: str | None) -> tuple[int | None, str]:
     CUBLASLT_WORKSPACE_SIZE, else HIPBLASLT_WORKSPACE_SIZE (KiB); None: PyTorch's default."""
     import os
 
-    from sizing.call_spec import _DECIMAL
-    from sizing.errors import BadArgument
+    from hipmem.sizing.call_spec import _DECIMAL
+    from hipmem.sizing.errors import BadArgument
 
     source = "--hipblaslt-value"
     if value is None:
@@ -207,7 +207,7 @@ def check_specs(
 ) -> bool:
     """Re-ask each call's heuristic with the value as its cap; False (and one line per call)
     when a first choice changes."""
-    from sizing.hipblaslt_matmul import (
+    from hipmem.sizing.hipblaslt_matmul import (
         PYTORCH_DEFAULT_CAP_BYTES,
         changed_by_cap,
         size_matmuls,
@@ -242,7 +242,7 @@ def check_specs(
 
 def read_workloads(paths: list[Path]) -> tuple[dict[MatmulCall, int], int]:
     """The hipBLASLt calls of workload files (with counts), and how many other calls they hold."""
-    from sizing.workload_file import read_workload_matmuls
+    from hipmem.sizing.workload_file import read_workload_matmuls
 
     found: dict[MatmulCall, int] = {}
     others = 0

@@ -17,7 +17,7 @@ import signal
 import sys
 from typing import Any
 
-from hipmem_cli import output
+from hipmem.cli import output
 
 # Accepted anywhere on the command line (before a `--`), not only before the subcommand.
 GLOBAL_FLAGS = ("--debug", "--version")
@@ -52,8 +52,8 @@ def split_global_flags(argv: list[str]) -> tuple[set[str], list[str]]:
 def build_app(argv: list[str]) -> Any:
     import typer
 
-    from hipmem_cli import commands
-    from hipmem_cli.help_format import plain_argument_names
+    from hipmem.cli import commands
+    from hipmem.cli.help_format import plain_argument_names
 
     plain_argument_names()
 
@@ -124,7 +124,7 @@ def _run(argv: list[str]) -> int:
 
 
 def _report(err: Exception) -> int:
-    from hipmem_cli.error_boundary import report
+    from hipmem.cli.error_boundary import report
 
     return report(err)
 

@@ -55,7 +55,7 @@ PlotOption = Annotated[
 def check_plot_option(path: Path | None) -> None:
     """Refuse a --plot FILE that cannot be written before any work starts."""
     if path is not None:
-        from replay.plot_files import check_plot_path
+        from hipmem._core.plot_files import check_plot_path
 
         check_plot_path(path)
 

@@ -31,8 +31,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from hipmem.byte_sizes import format_bytes
-from hipmem.progress import ProgressCallback, no_progress
+from hipmem._core.byte_sizes import format_bytes
+from hipmem._core.progress import ProgressCallback, no_progress
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -262,7 +262,7 @@ def print_json(payload: Any) -> None:
 # ---------------------------------------------------------------------------------------------
 # Numbers
 
-# One byte formatter for the whole tool (hipmem.byte_sizes); the name the commands use.
+# One byte formatter for the whole tool (hipmem._core.byte_sizes); the name the commands use.
 human_bytes = format_bytes
 
 

@@ -8,12 +8,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sizing.call_spec import Call, make_call
-from sizing.catalog import load_catalog
-from sizing.errors import UsageError
-from sizing.library_locator import Libraries, locate
-from sizing.rocm_releases import normalise, sort_key
-from sizing.sweep import SweptCall, plan_sweep
+from hipmem.sizing.call_spec import Call, make_call
+from hipmem.sizing.catalog import load_catalog
+from hipmem.sizing.errors import UsageError
+from hipmem.sizing.library_locator import Libraries, locate
+from hipmem.sizing.rocm_releases import normalise, sort_key
+from hipmem.sizing.sweep import SweptCall, plan_sweep
 
 ROCM_ENV = "HIPMEM_ROCM"
 

@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from replay.events import ALLOCATE, ALLOCATE_FAILURE, FREE, AllocationLog, LineRef, Recording
+from hipmem.replay.events import ALLOCATE, ALLOCATE_FAILURE, FREE, AllocationLog, LineRef, Recording
 
 #: How many line numbers each anomaly keeps, and how many largest allocations are listed.
 FIRST_LINES = 5

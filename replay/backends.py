@@ -21,13 +21,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from replay.errors import ReplayError, ReplayUsageError
-from replay.report import (
+from hipmem.replay.errors import ReplayError, ReplayUsageError
+from hipmem.replay.report import (
     RESERVED_FROM_FREE_MEMORY,
     RESERVED_FROM_POOL_ATTRIBUTE,
     RESERVED_FROM_RESOURCE,
 )
-from replay.resources import ResourceSpec
+from hipmem.replay.resources import ResourceSpec
 
 BACKENDS = ("auto", "cuda", "hip", "host")
 
@@ -128,7 +128,7 @@ def resolve_backend(requested: str, spec: ResourceSpec, device: int = 0) -> Back
     if spec.kind == "null":
         return _null_backend(requested, device)
     if spec.kind == "torch":  # PyTorch finds its own GPU, in its own process
-        from replay.torch_resource import require_torch
+        from hipmem.replay.torch_resource import require_torch
 
         require_torch()
         return Backend("torch", device)

@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from hipmem.progress import ProgressCallback
-from replay.engine import ReplayOptions, replay
-from replay.errors import ReplayError, ReplayUsageError
-from replay.events import AllocationLog
-from replay.program import ReplayProgram, build_program
-from replay.resources import ResourceSpec
+from hipmem._core.progress import ProgressCallback
+from hipmem.replay.engine import ReplayOptions, replay
+from hipmem.replay.errors import ReplayError, ReplayUsageError
+from hipmem.replay.events import AllocationLog
+from hipmem.replay.program import ReplayProgram, build_program
+from hipmem.replay.resources import ResourceSpec
 
 MIB = 1 << 20
 GROWTH_LIMIT = 64  # give up when even this many times the peak requested bytes fails

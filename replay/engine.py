@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from replay import native, torch_resource
-from replay.backends import (
+from hipmem.replay import native, torch_resource
+from hipmem.replay.backends import (
     AllocationRefused,
     Allocator,
     Backend,
@@ -42,17 +42,17 @@ from replay.backends import (
     is_host_spec,
     resolve_backend,
 )
-from replay.errors import ReplayError, ReplayUsageError
-from replay.events import AllocationLog
-from replay.program import OP_ALLOCATE, OP_FREE, ReplayProgram, build_program
-from replay.report import (
+from hipmem.replay.errors import ReplayError, ReplayUsageError
+from hipmem.replay.events import AllocationLog
+from hipmem.replay.program import OP_ALLOCATE, OP_FREE, ReplayProgram, build_program
+from hipmem.replay.report import (
     RESERVED_SOURCES,
     AllocationFailure,
     LatencyStats,
     ReplayReport,
     ReservedSamples,
 )
-from replay.resources import RMM_KINDS, ResourceSpec
+from hipmem.replay.resources import RMM_KINDS, ResourceSpec
 
 THREADS = ("logged", "single")
 STREAMS = ("logged", "default")

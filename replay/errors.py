@@ -1,9 +1,9 @@
 """Errors raised by the replay library (log loading, analysis, replay), under hipmem's one
-error root (`hipmem.errors`): exit code 2 for a malformed request, 1 for everything else."""
+error root (`hipmem._core.errors`): exit code 2 for a malformed request, 1 for everything else."""
 
 from __future__ import annotations
 
-from hipmem import errors
+from hipmem._core import errors
 
 
 class ReplayError(errors.HipmemError):

@@ -36,12 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hipmem.progress import ProgressCallback
-from replay.engine import ReplayOptions
-from replay.errors import ReplayError, ReplayUsageError
-from replay.fleet_pair import LogRef, PairTask, hash_log, run_pair
-from replay.fleet_queue import WorkQueue
-from replay.fleet_results import (
+from hipmem._core.progress import ProgressCallback
+from hipmem.replay.engine import ReplayOptions
+from hipmem.replay.errors import ReplayError, ReplayUsageError
+from hipmem.replay.fleet_pair import LogRef, PairTask, hash_log, run_pair
+from hipmem.replay.fleet_queue import WorkQueue
+from hipmem.replay.fleet_results import (
     STATUS_FAILED,
     STATUS_OK,
     TASK_CAPACITY,
@@ -49,8 +49,8 @@ from replay.fleet_results import (
     PairKey,
     ResultsFile,
 )
-from replay.log_loader import LogFileNotFoundError
-from replay.resources import ResourceSpec
+from hipmem.replay.log_loader import LogFileNotFoundError
+from hipmem.replay.resources import ResourceSpec
 
 # What a folder given as a log holds that hipmem reads: RMM CSVs and PyTorch snapshots.
 LOG_SUFFIXES = (".csv", ".csv.gz", ".pickle", ".pickle.gz", ".pkl", ".pkl.gz")
@@ -229,7 +229,7 @@ def _with_content(ref: LogRef, send: bool) -> LogRef:
 def _failed(
     request: FleetRequest, ref: LogRef, sha256: str, spec: ResourceSpec, reason: str, attempts: int
 ) -> dict[str, Any]:
-    from replay.fleet_results import RESULTS_VERSION
+    from hipmem.replay.fleet_results import RESULTS_VERSION
 
     return {
         "version": RESULTS_VERSION,

@@ -24,8 +24,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from replay.backends import cuda_device_count, hip_device_count
-from replay.errors import ReplayError, ReplayUsageError
+from hipmem.replay.backends import cuda_device_count, hip_device_count
+from hipmem.replay.errors import ReplayError, ReplayUsageError
 
 INSTALL_HINT = "the fleet needs Dask: pip install 'hipmem[fleet]'"
 

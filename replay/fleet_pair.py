@@ -20,14 +20,14 @@ from pathlib import Path
 from time import perf_counter_ns
 from typing import Any
 
-from replay.capacity import find_capacity
-from replay.engine import ReplayOptions, replay
-from replay.errors import ReplayError
-from replay.events import ALLOCATE_FAILURE, AllocationLog
-from replay.fleet_results import RESULTS_VERSION, STATUS_FAILED, STATUS_OK, TASK_CAPACITY
-from replay.log_loader import load_log
-from replay.program import ReplayProgram, build_program
-from replay.resources import parse_spec
+from hipmem.replay.capacity import find_capacity
+from hipmem.replay.engine import ReplayOptions, replay
+from hipmem.replay.errors import ReplayError
+from hipmem.replay.events import ALLOCATE_FAILURE, AllocationLog
+from hipmem.replay.fleet_results import RESULTS_VERSION, STATUS_FAILED, STATUS_OK, TASK_CAPACITY
+from hipmem.replay.log_loader import load_log
+from hipmem.replay.program import ReplayProgram, build_program
+from hipmem.replay.resources import parse_spec
 
 _HASH_BLOCK_BYTES = 1 << 20
 
@@ -124,7 +124,7 @@ def run_pair(pair: PairTask) -> dict[str, Any]:
         record.update(_replay_pair(pair))
         record["status"] = STATUS_OK
     except Exception as err:
-        from hipmem.errors import HipmemError
+        from hipmem._core.errors import HipmemError
 
         if not isinstance(err, HipmemError):
             raise  # a bug, not a property of the log: the client reports it

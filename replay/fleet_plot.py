@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from hipmem.atomic_write import atomic_output
-from replay.fleet_results import STATUS_OK
-from replay.pyplot import pyplot
+from hipmem._core.atomic_write import atomic_output
+from hipmem._core.pyplot import pyplot
+from hipmem.replay.fleet_results import STATUS_OK
 
 _STYLES = ("-", "--", ":", "-.")
 

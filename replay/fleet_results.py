@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from replay.errors import ReplayError, ReplayUsageError
+from hipmem.replay.errors import ReplayError, ReplayUsageError
 
 RESULTS_VERSION = 1
 TASK_REPLAY = "replay"

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from replay.fleet_results import STATUS_OK
+from hipmem.replay.fleet_results import STATUS_OK
 
 
 @dataclass(frozen=True)

@@ -53,9 +53,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
-from hipmem.progress import ProgressCallback
-from replay.errors import LogFormatError, ReplayUsageError
-from replay.events import (
+from hipmem._core.progress import ProgressCallback
+from hipmem.replay.errors import LogFormatError, ReplayUsageError
+from hipmem.replay.events import (
     ALLOCATE,
     ALLOCATE_FAILURE,
     COLUMNS,
@@ -64,7 +64,7 @@ from replay.events import (
     Recording,
     SkippedRow,
 )
-from replay.snapshot import is_snapshot, read_snapshot
+from hipmem.replay.snapshot import is_snapshot, read_snapshot
 
 HEADER_WITH_THREAD = "Thread,Time,Action,Pointer,Size,Stream"
 HEADER_WITHOUT_THREAD = "Time,Action,Pointer,Size,Stream"

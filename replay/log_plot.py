@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from replay.analysis import LiveTrace, LogSummary, owner_traces
-from replay.events import AllocationLog, Recording
-from replay.plot_files import byte_unit, check_plot_path, plain_text, save_atomically
-from replay.pyplot import pyplot
+from hipmem._core.plot_files import byte_unit, check_plot_path, plain_text, save_atomically
+from hipmem._core.pyplot import pyplot
+from hipmem.replay.analysis import LiveTrace, LogSummary, owner_traces
+from hipmem.replay.events import AllocationLog, Recording
 
 MAX_POINTS = 4000  # envelope columns per line: about one per pixel of a wide figure
 _READABLE = {"boxstyle": "round", "fc": "white", "ec": "none", "alpha": 0.85}  # text over data

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from hipmem.atomic_write import atomic_output
-from replay.errors import ReplayUsageError
-from replay.events import ACTION_NAMES, AllocationLog
+from hipmem._core.atomic_write import atomic_output
+from hipmem.replay.errors import ReplayUsageError
+from hipmem.replay.events import ACTION_NAMES, AllocationLog
 
 HEADER = "Thread,Time,Action,Pointer,Size,Stream\n"
 _US_PER_DAY = 86_400 * 10**6

@@ -6,8 +6,9 @@ Two builds come from the one source:
   `librmm-cu13`), for the cuda backend. It builds every RMM resource stack in C++;
 - `host`: any C++ compiler, host memory only, so CI replays through the same loop.
 
-Builds are cached under `$HIPMEM_CACHE` (default `~/.cache/hipmem`), keyed by a hash of the
-source, the compiler and the RMM version, and written atomically (temp file, then rename).
+Builds are cached under hipmem's cache root (`$HIPMEM_CACHE_DIR`, else `~/.cache/hipmem`),
+keyed by a hash of the source, the compiler and the RMM version, and written atomically
+(temp file, then rename).
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from hipmem.atomic_write import atomic_output
-from hipmem.cache_root import cache_dir
-from replay.errors import ReplayError
+from hipmem._core.atomic_write import atomic_output
+from hipmem._core.cache_root import cache_dir
+from hipmem.replay.errors import ReplayError
 
 SOURCE = Path(__file__).with_name("csrc") / "replay_core.cu"
 

@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from replay.plot_files import byte_unit, check_plot_path, plain_text, save_atomically
-from replay.program import ReplayProgram
-from replay.pyplot import pyplot
-from replay.report import ReplayReport
+from hipmem._core.plot_files import byte_unit, check_plot_path, plain_text, save_atomically
+from hipmem._core.pyplot import pyplot
+from hipmem.replay.program import ReplayProgram
+from hipmem.replay.report import ReplayReport
 
 _POINTS = 4000  # the requested curve is thinned to about this many points
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from replay.analysis import live_trace
-from replay.events import ALLOCATE, ALLOCATE_FAILURE, FREE, AllocationLog, LineRef
+from hipmem.replay.analysis import live_trace
+from hipmem.replay.events import ALLOCATE, ALLOCATE_FAILURE, FREE, AllocationLog, LineRef
 
 OP_ALLOCATE = 0
 OP_FREE = 1

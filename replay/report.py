@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from replay.events import AllocationLog, LineRef
-from replay.program import Anomalies
+from hipmem.replay.events import AllocationLog, LineRef
+from hipmem.replay.program import Anomalies
 
 # Where a report's peak reserved figure comes from. The order is replay_core.cu's enum
 # hm_reserved_source, which reports an index into this tuple.

@@ -12,7 +12,7 @@ Kinds follow RMM/hipMM's names (`pool`, `arena`, `binning`, `fixed`, `async`, `m
 the vendor's plain allocator (`cuda` and `hip` both mean cudaMalloc/hipMalloc on the chosen
 backend); `host` is host memory (plain, or pinned with `pinned=1`). Any kind takes
 `limit=BYTES`, which caps it with RMM's limiting adaptor. Sizes follow hipmem's one byte
-grammar (`hipmem.byte_sizes`): `1073741824`, `1GiB`, `1.5GiB`, `512MiB`; `8GB` is refused as
+grammar (`hipmem._core.byte_sizes`): `1073741824`, `1GiB`, `1.5GiB`, `512MiB`; `8GB` is refused as
 ambiguous, with the IEC spelling to use.
 """
 
@@ -22,9 +22,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Union
 
-from hipmem.byte_sizes import format_bytes_exact, parse_bytes
-from hipmem.errors import HipmemError
-from replay.errors import ReplayUsageError
+from hipmem._core.byte_sizes import format_bytes_exact, parse_bytes
+from hipmem._core.errors import HipmemError
+from hipmem.replay.errors import ReplayUsageError
 
 OptionValue = Union[int, str, bool, None]  # noqa: UP007 - a runtime alias on Python 3.10
 

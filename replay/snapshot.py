@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from hipmem.byte_sizes import GiB, parse_bytes
-from replay.errors import LogFormatError
-from replay.events import (
+from hipmem._core.byte_sizes import GiB, parse_bytes
+from hipmem.replay.errors import LogFormatError
+from hipmem.replay.events import (
     ALLOCATE,
     ALLOCATE_FAILURE,
     FREE,

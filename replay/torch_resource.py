@@ -1,7 +1,7 @@
 """`-r torch[:...]`: replay through PyTorch's own caching allocator, beside RMM's resources.
 
 PyTorch reads its allocator settings (PYTORCH_CUDA_ALLOC_CONF) once per process, so each torch
-resource replays in a process of its own (`replay.torch_worker`), with the settings in its
+resource replays in a process of its own (`hipmem.replay.torch_worker`), with the settings in its
 environment; the replay loop there is a C++ extension built against the installed PyTorch.
 Peak reserved comes from the allocator's own statistics (`reserved_bytes.all.peak`), the
 figure a PyTorch snapshot records, so `-r torch:settings=recorded` reproduces a recording.
@@ -27,10 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from hipmem.byte_sizes import MiB
-from replay.errors import ReplayError, ReplayUsageError
-from replay.events import AllocationLog
-from replay.resources import ResourceSpec
+from hipmem import _core
+from hipmem._core.byte_sizes import MiB
+from hipmem.replay.errors import ReplayError, ReplayUsageError
+from hipmem.replay.events import AllocationLog
+from hipmem.replay.resources import ResourceSpec
 
 RESERVED_FROM_TORCH = "PyTorch allocator statistics (reserved_bytes.all.peak)"
 ALLOC_CONF = "PYTORCH_CUDA_ALLOC_CONF"
@@ -140,10 +141,11 @@ def run_torch(
 
 def _run_worker(source: Path, target: Path, conf: str) -> None:
     env = {**os.environ, ALLOC_CONF: conf}
-    command = [sys.executable, "-m", "replay.torch_worker", str(source), str(target)]
+    command = [sys.executable, "-m", "hipmem.replay.torch_worker", str(source), str(target)]
     # The worker's GPU memory is the driver's to take back when it ends, whatever happens:
     # a Ctrl-C here ends it (same process group) and every byte goes back with it.
-    root = str(Path(__file__).resolve().parents[1])
+    # The folder that holds the `hipmem` package, installed or a checkout on sys.path.
+    root = str(Path(_core.__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     with subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True) as worker:
         try:

@@ -1,4 +1,4 @@
-"""The process that replays through PyTorch's caching allocator: `python -m replay.torch_worker
+"""The process that replays through PyTorch's caching allocator: `python -m hipmem.replay.torch_worker
 IN.npz OUT.npz`. PyTorch reads PYTORCH_CUDA_ALLOC_CONF once per process, at its first CUDA
 allocation, so each torch resource gets a process of its own, started by
 `replay.torch_resource` with the settings in its environment.
@@ -25,7 +25,7 @@ def load_extension(torch: Any) -> Any:
     """Build (once per PyTorch version and source) and import the replay extension."""
     from torch.utils.cpp_extension import load
 
-    from hipmem.cache_root import cache_dir
+    from hipmem._core.cache_root import cache_dir
 
     digest = hashlib.sha256(SOURCE.read_bytes() + torch.__version__.encode()).hexdigest()[:16]
     build_dir = cache_dir() / "torch-replay" / digest

@@ -17,11 +17,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from sizing.call_spec import Call
-from sizing.catalog import load_catalog
-from sizing.library_locator import locate
-from sizing.virtual_device import resolve
-from sizing.worker_process import WorkerProcess
+from hipmem.sizing.call_spec import Call
+from hipmem.sizing.catalog import load_catalog
+from hipmem.sizing.library_locator import locate
+from hipmem.sizing.virtual_device import resolve
+from hipmem.sizing.worker_process import WorkerProcess
 
 LOG_FILES = {
     "ROCBLAS_LOG_TRACE_PATH": "rocblas-trace.log",

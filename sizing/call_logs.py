@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from hipmem.progress import ProgressCallback
-from sizing.call_spec import Call, Value, make_call
-from sizing.catalog import Catalog, Routine, load_catalog
-from sizing.errors import CallLogError, CallLogRefused, SizingError
-from sizing.input_files import UnreadableInput, open_input
-from sizing.strict_yaml import StrictYamlError, load_strict
+from hipmem._core.progress import ProgressCallback
+from hipmem.sizing.call_spec import Call, Value, make_call
+from hipmem.sizing.catalog import Catalog, Routine, load_catalog
+from hipmem.sizing.errors import CallLogError, CallLogRefused, SizingError
+from hipmem.sizing.input_files import UnreadableInput, open_input
+from hipmem.sizing.strict_yaml import StrictYamlError, load_strict
 
 # Kinds of line that are not calls (Problem.kind).
 NOT_A_CALL = "not a call"

@@ -12,9 +12,9 @@ from typing import Any
 
 import simpleeval
 
-from sizing.catalog import Catalog, Param, Routine, load_catalog
-from sizing.defaults import FUNCTIONS, rules_for
-from sizing.errors import BadArgument
+from hipmem.sizing.catalog import Catalog, Param, Routine, load_catalog
+from hipmem.sizing.defaults import FUNCTIONS, rules_for
+from hipmem.sizing.errors import BadArgument
 
 Value = int | float | str
 

@@ -11,8 +11,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from sizing.errors import UnknownRoutine
-from sizing.rocm_releases import sort_key
+from hipmem.sizing.errors import UnknownRoutine
+from hipmem.sizing.rocm_releases import sort_key
 
 DATA_DIR = Path(__file__).parent / "data"
 

@@ -7,7 +7,7 @@ below (every rocSOLVER routine; the rocBLAS families in `ROCBLAS_FAMILIES`); add
 means widening it, not writing code.
 
 One catalog per release, because routines and arguments may change between releases.
-Run after `hipmem rocm fetch`:  python -m sizing.catalog_build [--rocm 7.2] [--check]
+Run after `hipmem rocm fetch`:  python -m hipmem.sizing.catalog_build [--rocm 7.2] [--check]
 (without --rocm: every release in the cache).
 """
 
@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--include-dir", type=Path, help="headers (with a single --rocm)")
     parser.add_argument("--check", action="store_true", help="fail if a file would change")
     options = parser.parse_args(argv)
-    from sizing.rocm_fetch import cached_releases, load_offline
+    from hipmem.sizing.rocm_fetch import cached_releases, load_offline
 
     releases = options.rocm or cached_releases()
     if not releases:

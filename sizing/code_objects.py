@@ -18,7 +18,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from hipmem.cache_root import cache_dir
+from hipmem._core.cache_root import cache_dir
 
 TENSILE_PATH_VARIABLE = "ROCBLAS_TENSILE_LIBPATH"
 _READY = ".complete"

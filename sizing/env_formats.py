@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from sizing.errors import SizingError, UsageError
+from hipmem.sizing.errors import SizingError, UsageError
 
 FORMATS = ("shell", "dotenv", "json", "yaml", "github")
 NAMES = (

@@ -1,9 +1,9 @@
-"""Errors raised by the sizing library, under hipmem's one error root (`hipmem.errors`):
+"""Errors raised by the sizing library, under hipmem's one error root (`hipmem._core.errors`):
 exit code 2 when the request itself is malformed (usage), 1 for everything else."""
 
 from __future__ import annotations
 
-from hipmem import errors
+from hipmem._core import errors
 
 
 class SizingError(errors.HipmemError):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sizing.call_spec import Call
+from hipmem.sizing.call_spec import Call
 
 # family -> why executing it is sound (its host code does not read device results).
 EXECUTED: dict[str, str] = {

@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hipmem.atomic_write import write_text_atomically
-from hipmem.cache_root import cache_dir
-from hipmem.progress import ProgressCallback, no_progress
-from sizing import rocm_fetch
-from sizing.errors import FetchError, LibraryNotFound, PinnedVersionGone
-from sizing.hipblaslt_releases import HIPBLASLT_RELEASES, HipblasltRelease, find_hipblaslt
+from hipmem._core.atomic_write import write_text_atomically
+from hipmem._core.cache_root import cache_dir
+from hipmem._core.progress import ProgressCallback, no_progress
+from hipmem.sizing import rocm_fetch
+from hipmem.sizing.errors import FetchError, LibraryNotFound, PinnedVersionGone
+from hipmem.sizing.hipblaslt_releases import HIPBLASLT_RELEASES, HipblasltRelease, find_hipblaslt
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = 1

@@ -23,16 +23,16 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from sizing.elf_file import needed_libraries
-from sizing.errors import LibraryNotFound
-from sizing.hipblaslt_fetch import LIBRARY_SUBDIR, load_hipblaslt
-from sizing.hipblaslt_releases import (
+from hipmem.sizing.elf_file import needed_libraries
+from hipmem.sizing.errors import LibraryNotFound
+from hipmem.sizing.hipblaslt_fetch import LIBRARY_SUBDIR, load_hipblaslt
+from hipmem.sizing.hipblaslt_releases import (
     DATA_ELSEWHERE,
     HIPBLASLT_RELEASES,
     HipblasltRelease,
     for_rocm,
 )
-from sizing.library_locator import CACHE_LABEL, Libraries, MixedReleases, cached_libraries
+from hipmem.sizing.library_locator import CACHE_LABEL, Libraries, MixedReleases, cached_libraries
 
 _VERSION_FILE_BYTES = 64 * 1024  # version files are a few hundred bytes; read no more
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sizing.call_logs import MAX_LINE_BYTES, _bounded_lines
-from sizing.errors import CallLogError, SizingError
-from sizing.hipblaslt_matmul import MatmulCall, parse_matmul
-from sizing.input_files import UnreadableInput, open_input
+from hipmem.sizing.call_logs import MAX_LINE_BYTES, _bounded_lines
+from hipmem.sizing.errors import CallLogError, SizingError
+from hipmem.sizing.hipblaslt_matmul import MatmulCall, parse_matmul
+from hipmem.sizing.input_files import UnreadableInput, open_input
 
 PROGRAM = "hipblaslt-bench"
 MAX_DISTINCT_CALLS = 100_000

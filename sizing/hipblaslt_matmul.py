@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sizing.call_spec import _DECIMAL
-from sizing.errors import BadArgument, LibraryNotFound, SizingError
-from sizing.hipblaslt_locator import HipblasltBuild, hipblaslt_for, no_data_error
-from sizing.library_locator import Libraries
-from sizing.virtual_device import Device
-from sizing.worker_process import Crash, WorkerProcess
+from hipmem.sizing.call_spec import _DECIMAL
+from hipmem.sizing.errors import BadArgument, LibraryNotFound, SizingError
+from hipmem.sizing.hipblaslt_locator import HipblasltBuild, hipblaslt_for, no_data_error
+from hipmem.sizing.library_locator import Libraries
+from hipmem.sizing.virtual_device import Device
+from hipmem.sizing.worker_process import Crash, WorkerProcess
 
 ROUTINE = "hipblaslt_matmul"
 # PyTorch's default hipBLASLt workspace on ROCm: 80 MiB since pytorch/pytorch#197201 (2026,
@@ -140,7 +140,7 @@ def is_matmul_spec(text: str) -> bool:
 
 def parse_matmul(text: str) -> MatmulCall:
     """`hipblaslt_matmul:m=..,n=..,k=..[,...]`; BadArgument (exit 2) naming what is wrong."""
-    from hipmem.byte_sizes import parse_bytes
+    from hipmem._core.byte_sizes import parse_bytes
 
     _, _, rest = text.strip().partition(":")
     given: dict[str, str] = {}
@@ -399,8 +399,8 @@ def size_matmul_specs(
     (`"hipblaslt_matmul:m=4096,n=16,k=14336,a_type=bf16_r"`), on a device name or Device,
     with the hipBLASLt that goes with the chosen ROCm libraries (default: as `hipmem size`
     picks them; `rocm_dir` as `--rocm-dir`)."""
-    from sizing.library_locator import locate
-    from sizing.virtual_device import resolve
+    from hipmem.sizing.library_locator import locate
+    from hipmem.sizing.virtual_device import resolve
 
     calls = [s if isinstance(s, MatmulCall) else parse_matmul(s) for s in specs]
     target = device if isinstance(device, Device) else resolve(device, compute_units)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sizing.errors import UsageError
+from hipmem.sizing.errors import UsageError
 
 
 @dataclass(frozen=True)

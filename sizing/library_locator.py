@@ -22,10 +22,10 @@ import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from sizing.elf_file import needed_libraries
-from sizing.errors import LibraryNotFound, UsageError
-from sizing.rocm_fetch import cached_releases, load_offline
-from sizing.rocm_releases import normalise, release_names, rocm_of_rocblas
+from hipmem.sizing.elf_file import needed_libraries
+from hipmem.sizing.errors import LibraryNotFound, UsageError
+from hipmem.sizing.rocm_fetch import cached_releases, load_offline
+from hipmem.sizing.rocm_releases import normalise, release_names, rocm_of_rocblas
 
 LIBDIR_ENV = "HIPMEM_ROCM_LIBDIR"
 LOADER_NAME = "ld-linux-x86-64.so.2"

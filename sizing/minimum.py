@@ -25,14 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hipmem.byte_sizes import MiB
-from sizing.call_spec import Call
-from sizing.catalog import Catalog
-from sizing.code_objects import TENSILE_PATH_VARIABLE, placeholder_library
-from sizing.executed_routines import buffers, execution_reason
-from sizing.library_locator import Libraries
-from sizing.virtual_device import Device
-from sizing.worker_process import Crash, WorkerProcess
+from hipmem._core.byte_sizes import MiB
+from hipmem.sizing.call_spec import Call
+from hipmem.sizing.catalog import Catalog
+from hipmem.sizing.code_objects import TENSILE_PATH_VARIABLE, placeholder_library
+from hipmem.sizing.executed_routines import buffers, execution_reason
+from hipmem.sizing.library_locator import Libraries
+from hipmem.sizing.virtual_device import Device
+from hipmem.sizing.worker_process import Crash, WorkerProcess
 
 STATUS_SUCCESS = 0
 STATUS_MEMORY_ERROR = 5

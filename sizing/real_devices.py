@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sizing.virtual_device import ARCHS, Arch, Device
+from hipmem.sizing.virtual_device import ARCHS, Arch, Device
 
 
 def real_devices() -> tuple[list[Device], str]:

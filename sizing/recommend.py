@@ -21,12 +21,13 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from hipmem.byte_sizes import BadSize, KiB, MiB, parse_bytes
-from sizing.call_spec import Call
-from sizing.errors import SizingError
-from sizing.rocm_releases import rocm_of_rocblas
-from sizing.session import CallResult, SessionResult
-from sizing.virtual_device import Arch
+from hipmem._core.byte_sizes import BadSize, KiB, MiB, parse_bytes
+from hipmem.sizing.call_result import CallResult
+from hipmem.sizing.call_spec import Call
+from hipmem.sizing.errors import SizingError
+from hipmem.sizing.rocm_releases import rocm_of_rocblas
+from hipmem.sizing.session import SessionResult
+from hipmem.sizing.virtual_device import Arch
 
 DEFAULT_HANDLE_BYTES = 32 * MiB
 LARGE_DEFAULT_HANDLE_BYTES = 128 * MiB  # gfx94x (MI300) and gfx950 (MI350)

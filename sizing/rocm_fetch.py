@@ -41,12 +41,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hipmem.atomic_write import write_text_atomically
-from hipmem.cache_root import cache_dir
-from hipmem.progress import ProgressCallback, no_progress
-from sizing.elf_file import section_range
-from sizing.errors import FetchError, LibraryNotFound, PinnedVersionGone
-from sizing.rocm_releases import BASE_SUITE, NEWEST, RELEASES, Release, find_release, sort_key
+from hipmem._core.atomic_write import write_text_atomically
+from hipmem._core.cache_root import cache_dir
+from hipmem._core.progress import ProgressCallback, no_progress
+from hipmem.sizing.elf_file import section_range
+from hipmem.sizing.errors import FetchError, LibraryNotFound, PinnedVersionGone
+from hipmem.sizing.rocm_releases import (
+    BASE_SUITE,
+    NEWEST,
+    RELEASES,
+    Release,
+    find_release,
+    sort_key,
+)
 
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 DEBIAN_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")

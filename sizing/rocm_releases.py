@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sizing.errors import UsageError
+from hipmem.sizing.errors import UsageError
 
 BASE_SUITE = "sid"
 # From BASE_SUITE at fetch time, unpinned; recorded in the manifest.

@@ -18,7 +18,7 @@ import operator
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
-from sizing.defaults import FUNCTIONS
+from hipmem.sizing.defaults import FUNCTIONS
 
 Closure = Callable[[Mapping[str, Any]], Any]
 _BINARY: dict[type, Callable[[Any, Any], Any]] = {

@@ -1,6 +1,6 @@
 """Size-query sessions: the public Python API of hipmem's sizing.
 
-    from sizing.session import SizingSession
+    from hipmem.sizing.session import SizingSession
 
     with SizingSession(device="MI210") as session:
         session.size("rocsolver_dgetrf:m=1024,n=1024")
@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hipmem.progress import ProgressCallback
-from sizing.call_spec import Call, Value, make_call, parse_call
-from sizing.catalog import Catalog, load_catalog
-from sizing.errors import (
+from hipmem._core.progress import ProgressCallback
+from hipmem.sizing.call_result import SIZE_STATUSES, WRAPPED_BYTES, CallResult
+from hipmem.sizing.call_spec import Call, Value, make_call, parse_call
+from hipmem.sizing.catalog import Catalog, load_catalog
+from hipmem.sizing.errors import (
     ImplausibleSize,
     MissingSymbol,
     NoGpu,
@@ -32,56 +33,18 @@ from sizing.errors import (
     WorkerCrashed,
     WorkerTimedOut,
 )
-from sizing.library_locator import Libraries, MixedReleases, locate
-from sizing.minimum import Minimum, MinimumFinder
-from sizing.rocm_releases import RELEASES, rocm_of_rocblas, rocm_of_rocsolver
-from sizing.sweep_range import DEFAULT_MAX_POINTS, Sweep
-from sizing.virtual_device import Device, resolve
-from sizing.worker_process import Crash, WorkerInfo, WorkerProcess
+from hipmem.sizing.library_locator import Libraries, MixedReleases, locate
+from hipmem.sizing.minimum import MinimumFinder
+from hipmem.sizing.rocm_releases import RELEASES, rocm_of_rocblas, rocm_of_rocsolver
+from hipmem.sizing.sweep_range import DEFAULT_MAX_POINTS, Sweep
+from hipmem.sizing.virtual_device import Device, resolve
+from hipmem.sizing.worker_process import Crash, WorkerInfo, WorkerProcess
 
 if TYPE_CHECKING:
-    from sizing.sweep import SweepResult, SweptCall
+    from hipmem.sizing.sweep import SweepResult, SweptCall
 
-SIZE_STATUSES = ("size_increased", "size_unchanged", "success")
-# A size_t the library computed of 2**63 or more has wrapped (no device is near it).
-WRAPPED_BYTES = 2**63
 MAX_COUNT = 2**63 - 1  # how often one call may be counted (an int64, as JSON readers hold it)
 Counted = tuple[Call | str, int]
-
-
-@dataclass
-class CallResult:
-    """One distinct call: its workspace, or why there is none."""
-
-    call: Call
-    bytes: int | None  # the minimum workspace the library asks for; None on error
-    status: str  # the library's status by name, or "crashed" / "missing_symbol"
-    error: SizingError | None = None
-    count: int = 1  # how many times the request contained this call
-    fits_device: bool = True  # False: more than the device's memory (unsatisfiable there)
-    minimum: Minimum | None = None  # minimum vs optimal, when asked for (sizing/minimum.py)
-
-    @property
-    def minimum_or_query_bytes(self) -> int | None:
-        """The least workspace known to work: the measured minimum, else the query."""
-        if self.minimum is not None and self.minimum.minimum_bytes is not None:
-            return self.minimum.minimum_bytes
-        return self.bytes
-
-    def as_dict(self) -> dict[str, Any]:
-        payload: dict[str, Any] = {
-            "routine": self.call.routine.name,
-            "args": self.call.args,
-            "bytes": self.bytes,
-            "status": self.status,
-            "count": self.count,
-            "fits_device": self.fits_device,
-        }
-        if self.error is not None:
-            payload["error"] = str(self.error)
-        if self.minimum is not None:
-            payload |= self.minimum.as_dict()
-        return payload
 
 
 @dataclass
@@ -299,7 +262,7 @@ class SizingSession:
         `ARG=RANGE` (`1..64`, `1..4096:64`, `1..65536*2`, `1,8,20,64`); several form a grid
         of at most `max_points` points. The point of the largest need joins the session's
         calls (so `result()`, `recommend` and `check` cover it)."""
-        from sizing.sweep import plan_sweep
+        from hipmem.sizing.sweep import plan_sweep
 
         plan = plan_sweep(
             call, sweeps, self.catalog, given=args, count=count, max_points=max_points
@@ -307,8 +270,8 @@ class SizingSession:
         return self.size_sweep(plan, progress)
 
     def size_sweep(self, plan: SweptCall, progress: ProgressCallback | None = None) -> SweepResult:
-        """Size an already checked sweep (`sizing.sweep.plan_sweep`)."""
-        from sizing.sweep import run_sweep
+        """Size an already checked sweep (`hipmem.sizing.sweep.plan_sweep`)."""
+        from hipmem.sizing.sweep import run_sweep
 
         swept = run_sweep(self, plan, progress)
         for joined in (swept.max_result(), swept.first_failure()):
@@ -387,7 +350,7 @@ def size_calls(
     """Open a session, size every call (and every point of each SweptCall), and return the
     result (`rocm="7.2"`: that release). `minimum=True` also measures each call's minimum
     and optimal workspace (of a sweep, at its largest point)."""
-    from sizing.sweep import SweptCall
+    from hipmem.sizing.sweep import SweptCall
 
     libraries = libraries or locate(rocm_dir, rocm)
     catalog = load_catalog(libraries.rocm)
@@ -446,7 +409,7 @@ def _choose_device(device: str | Device | None, compute_units: int | None) -> De
         return device
     if device is not None:
         return resolve(device, compute_units)
-    from sizing.real_devices import real_devices
+    from hipmem.sizing.real_devices import real_devices
 
     found, reason = real_devices()
     if not found:

@@ -16,8 +16,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from hipmem.cache_root import cache_dir
-from sizing.errors import ShimBuildError
+from hipmem._core.cache_root import cache_dir
+from hipmem.sizing.errors import ShimBuildError
 
 SHIM_SOURCES = Path(__file__).parent / "shim"
 DEFAULT_SONAME = "libamdhip64.so.6"

@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 import simpleeval
 
-from hipmem.progress import ProgressCallback
-from sizing.call_spec import (
+from hipmem._core.progress import ProgressCallback
+from hipmem.sizing.call_result import SIZE_STATUSES, WRAPPED_BYTES, CallResult
+from hipmem.sizing.call_spec import (
     Call,
     Value,
     _convert,
@@ -37,11 +38,11 @@ from sizing.call_spec import (
     rule_names,
     split_call,
 )
-from sizing.catalog import Catalog, Param, Routine
-from sizing.defaults import FUNCTIONS, rules_for
-from sizing.errors import BadArgument, SizingError
-from sizing.rule_closures import closure_of
-from sizing.sweep_range import (
+from hipmem.sizing.catalog import Catalog, Param, Routine
+from hipmem.sizing.defaults import FUNCTIONS, rules_for
+from hipmem.sizing.errors import BadArgument, SizingError
+from hipmem.sizing.rule_closures import closure_of
+from hipmem.sizing.sweep_range import (
     DEFAULT_MAX_POINTS,
     BadSweep,
     Sweep,
@@ -51,9 +52,9 @@ from sizing.sweep_range import (
     point_count,
 )
 
-if TYPE_CHECKING:
-    from sizing.session import CallResult, SizingSession
-    from sizing.worker_process import Crash
+if TYPE_CHECKING:  # the session drives a sweep; a sweep only reads it
+    from hipmem.sizing.session import SizingSession
+    from hipmem.sizing.worker_process import Crash
 
 _WHOLE_NUMBER_KINDS = ("i8", "i32", "i64", "u32")
 _CHUNK_POINTS = 8192  # points per worker request: bounded memory, and progress to show
@@ -314,8 +315,6 @@ class SweepResult:
 
     def max_result(self) -> CallResult | None:
         """The first point of the largest need, as one call of the workload."""
-        from sizing.session import CallResult
-
         largest = self.max_bytes
         if largest is None:
             return None
@@ -328,8 +327,6 @@ class SweepResult:
 
     def first_failure(self) -> CallResult | None:
         """The first failed point, its error saying how many more failed."""
-        from sizing.session import CallResult
-
         if not self.failures:
             return None
         index = min(self.failures)
@@ -570,8 +567,6 @@ def _collect(
     crashes_allowed: int,
 ) -> int:
     """Record the answers; the number of crashes (it stops at `crashes_allowed`)."""
-    from sizing.session import SIZE_STATUSES, WRAPPED_BYTES
-
     sized_codes = {
         code for code in _status_codes(session) if session.status_name(code) in SIZE_STATUSES
     }

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from replay.plot_files import byte_unit, check_plot_path, plain_text, save_atomically
-from replay.pyplot import pyplot
-from sizing.sweep import SweepResult
+from hipmem._core.plot_files import byte_unit, check_plot_path, plain_text, save_atomically
+from hipmem._core.pyplot import pyplot
+from hipmem.sizing.sweep import SweepResult
 
 _MAX_LINES = 8
 

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import product
 
-from sizing.errors import UsageError
+from hipmem.sizing.errors import UsageError
 
 DEFAULT_MAX_POINTS = 1_000_000
 # Past this, one request's points no longer fit a machine's memory comfortably: each point

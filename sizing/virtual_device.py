@@ -12,7 +12,7 @@ import difflib
 import re
 from dataclasses import dataclass, replace
 
-from sizing.errors import UnknownDevice
+from hipmem.sizing.errors import UnknownDevice
 
 GiB = 1 << 30
 

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from sizing.errors import SizingError, UsageError, WorkerCrashed
-from sizing.library_locator import Libraries
-from sizing.shim_build import build_shim
-from sizing.virtual_device import Device
+from hipmem.sizing.errors import SizingError, UsageError, WorkerCrashed
+from hipmem.sizing.library_locator import Libraries
+from hipmem.sizing.shim_build import build_shim
+from hipmem.sizing.virtual_device import Device
 
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")
 DEFAULT_CALL_DEADLINE_S = 60.0

@@ -23,13 +23,13 @@ from typing import Any
 import jsonschema
 import yaml
 
-from sizing.call_spec import Call, make_call, parse_call
-from sizing.catalog import Catalog, load_catalog
-from sizing.errors import SizingError, WorkloadError
-from sizing.input_files import UnreadableInput, read_capped
-from sizing.strict_yaml import StrictYamlError, compose_strict, load_strict
-from sizing.sweep import SweptCall, plan_sweep
-from sizing.sweep_range import DEFAULT_MAX_POINTS, parse_sweep
+from hipmem.sizing.call_spec import Call, make_call, parse_call
+from hipmem.sizing.catalog import Catalog, load_catalog
+from hipmem.sizing.errors import SizingError, WorkloadError
+from hipmem.sizing.input_files import UnreadableInput, read_capped
+from hipmem.sizing.strict_yaml import StrictYamlError, compose_strict, load_strict
+from hipmem.sizing.sweep import SweptCall, plan_sweep
+from hipmem.sizing.sweep_range import DEFAULT_MAX_POINTS, parse_sweep
 
 MAX_WORKLOAD_BYTES = 16 << 20  # written by hand: far more than any real one
 MAX_COUNT = 2**63 - 1
@@ -223,7 +223,7 @@ def is_matmul_entry(entry: dict[str, Any]) -> bool:
 def read_workload_matmuls(path: Path) -> tuple[dict[Any, int], int]:
     """The hipBLASLt calls of a workload with their counts, and how many other calls it has.
     The file is checked exactly as `read_workload` checks it (schema, aliases, lines)."""
-    from sizing.hipblaslt_matmul import parse_matmul
+    from hipmem.sizing.hipblaslt_matmul import parse_matmul
 
     root, data = _load_yaml(path)
     found: dict[Any, int] = {}

@@ -16,12 +16,13 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from sizing.errors import SizingError, UsageError
-from sizing.recommend import degraded_calls, query_kind
-from sizing.session import CallResult, SessionResult
+from hipmem.sizing.call_result import CallResult
+from hipmem.sizing.errors import SizingError, UsageError
+from hipmem.sizing.recommend import degraded_calls, query_kind
+from hipmem.sizing.session import SessionResult
 
 if TYPE_CHECKING:
-    from sizing.sweep import SweepResult
+    from hipmem.sizing.sweep import SweepResult
 
 VARIABLE = "ROCBLAS_DEVICE_MEMORY_SIZE"
 ULONG_MAX = 2**64 - 1  # unsigned long on the 64-bit Linux targets ROCm supports

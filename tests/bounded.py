@@ -48,4 +48,4 @@ def python_bounded(code: str, **kwargs: object) -> subprocess.CompletedProcess[s
 
 def hipmem_bounded(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
     """Run the CLI under the limits."""
-    return run_bounded([sys.executable, "-m", "hipmem_cli.main", *args], **kwargs)  # type: ignore[arg-type]
+    return run_bounded([sys.executable, "-m", "hipmem.cli.main", *args], **kwargs)  # type: ignore[arg-type]

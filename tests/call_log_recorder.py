@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sizing.call_log_recorder import record_call_logs
-from sizing.call_spec import parse_call
-from sizing.catalog import load_catalog
+from hipmem.sizing.call_log_recorder import record_call_logs
+from hipmem.sizing.call_spec import parse_call
+from hipmem.sizing.catalog import load_catalog
 
 FIXTURES = Path(__file__).parent / "data" / "call_logs"
 

@@ -23,9 +23,9 @@ _UNAVAILABLE: dict[str, str] = {}  # release -> why it could not be fetched
 
 def _releases() -> dict[str, Path]:
     """Every release's root, fetched on first use (once per test session)."""
-    from sizing import rocm_fetch
-    from sizing.errors import LibraryNotFound, PinnedVersionGone
-    from sizing.rocm_releases import RELEASES
+    from hipmem.sizing import rocm_fetch
+    from hipmem.sizing.errors import LibraryNotFound, PinnedVersionGone
+    from hipmem.sizing.rocm_releases import RELEASES
 
     roots: dict[str, Path] = {}
     for release in RELEASES:
@@ -78,8 +78,8 @@ def rocm72(rocm_roots: dict[str, Path]) -> Path:
 @pytest.fixture(scope="session")
 def hipblaslt(rocm_roots: dict[str, Path]) -> dict[str, Path]:
     """Every hipBLASLt build in the cache (fetched with gfx90a and gfx1100 data if not)."""
-    from sizing.hipblaslt_fetch import fetch_hipblaslt
-    from sizing.hipblaslt_releases import HIPBLASLT_RELEASES
+    from hipmem.sizing.hipblaslt_fetch import fetch_hipblaslt
+    from hipmem.sizing.hipblaslt_releases import HIPBLASLT_RELEASES
 
     return {
         r.version: fetch_hipblaslt(r.version, ["gfx90a", "gfx1100"]).root

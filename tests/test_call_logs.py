@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sizing.call_log_recorder import record_call_logs as record
-from sizing.call_logs import (
+from hipmem.sizing.call_log_recorder import record_call_logs as record
+from hipmem.sizing.call_logs import (
     BAD_ARGUMENT,
     BENCH_COMMANDS,
     NEWER_LIBRARY,
@@ -25,10 +25,10 @@ from sizing.call_logs import (
     UNKNOWN_FUNCTION,
     read_call_log,
 )
-from sizing.call_spec import Call, make_call, parse_call
-from sizing.catalog import load_catalog
-from sizing.defaults import rules_for
-from sizing.errors import CallLogError
+from hipmem.sizing.call_spec import Call, make_call, parse_call
+from hipmem.sizing.catalog import load_catalog
+from hipmem.sizing.defaults import rules_for
+from hipmem.sizing.errors import CallLogError
 from tests.call_log_recorder import FIXTURE_CALLS, FIXTURES
 
 REPO = Path(__file__).parents[1]
@@ -205,7 +205,7 @@ def test_pasted_bench_commands_are_data(tmp_path: Path) -> None:
 
 
 def _hipmem(*args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "hipmem_cli.main", *args]
+    command = [sys.executable, "-m", "hipmem.cli.main", *args]
     return subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
 
 

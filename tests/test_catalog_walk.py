@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from sizing.call_spec import Call, make_call
-from sizing.catalog import Routine, load_catalog
-from sizing.defaults import rules_for
-from sizing.session import SIZE_STATUSES, CallResult, SizingSession
+from hipmem.sizing.call_result import SIZE_STATUSES, CallResult
+from hipmem.sizing.call_spec import Call, make_call
+from hipmem.sizing.catalog import Routine, load_catalog
+from hipmem.sizing.defaults import rules_for
+from hipmem.sizing.session import SizingSession
 
 REPO = Path(__file__).parents[1]
 # A dimension the catalog has no default for (m, n, k, nrhs, nb, nnz...) gets this in the walk.
@@ -109,7 +110,7 @@ def test_catalog_covers_the_issue_families_in_every_form() -> None:
 
 def test_a_missing_dimension_is_a_usage_error() -> None:
     run = subprocess.run(
-        [sys.executable, "-m", "hipmem_cli.main", "size", "--device", "MI210", "rocblas_sgemv"],
+        [sys.executable, "-m", "hipmem.cli.main", "size", "--device", "MI210", "rocblas_sgemv"],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -121,13 +122,13 @@ def test_a_missing_dimension_is_a_usage_error() -> None:
 def test_catalog_is_what_the_headers_give() -> None:
     if importlib.util.find_spec("clang") is None:
         pytest.skip("libclang (the `clang` Python package) is not installed")
-    from sizing.catalog import catalog_releases
-    from sizing.rocm_fetch import cached_releases
+    from hipmem.sizing.catalog import catalog_releases
+    from hipmem.sizing.rocm_fetch import cached_releases
 
     if not cached_releases():
         pytest.skip("no fetched ROCm headers: run `hipmem rocm fetch`")
     run = subprocess.run(
-        [sys.executable, "-m", "sizing.catalog_build", "--check"],
+        [sys.executable, "-m", "hipmem.sizing.catalog_build", "--check"],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hipmem_cli.commands import COMMAND_MODULES
+from hipmem.cli.commands import COMMAND_MODULES
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 
@@ -17,7 +17,7 @@ README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 def test_command_is_in_the_readme_and_has_help(command: str) -> None:
     assert f"hipmem {command}" in README
     done = subprocess.run(
-        [sys.executable, "-m", "hipmem_cli.main", command, "--help"],
+        [sys.executable, "-m", "hipmem.cli.main", command, "--help"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

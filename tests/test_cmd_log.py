@@ -16,7 +16,7 @@ REPO = Path(__file__).parents[1]
 
 def hipmem(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "hipmem_cli.main", *args],
+        [sys.executable, "-m", "hipmem.cli.main", *args],
         capture_output=True, text=True, cwd=REPO, timeout=120,
     )  # fmt: skip
 

@@ -22,7 +22,7 @@ OPTIMAL, MINIMUM = trsm_formula(1024, 256, left=True, element_bytes=8)
 def hipmem(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "ROCBLAS_DEVICE_MEMORY_SIZE"}
     return subprocess.run(
-        [sys.executable, "-m", "hipmem_cli.main", *args],
+        [sys.executable, "-m", "hipmem.cli.main", *args],
         capture_output=True,
         text=True,
         env={**env, "COLUMNS": "80"},
@@ -56,7 +56,7 @@ def test_size_minimum_table_never_cuts_a_number(rocm64: Path) -> None:
 
 
 def _human(n_bytes: int) -> str:
-    from hipmem_cli.output import human_bytes
+    from hipmem.cli.output import human_bytes
 
     return human_bytes(n_bytes)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sizing.session import SessionResult, SizingSession
+from hipmem.sizing.session import SessionResult, SizingSession
 
 CALLS = ["rocsolver_dgetrf:m=1024,n=1024", "rocsolver_dgetrs:n=1024,nrhs=1"]
 MiB = 1 << 20
@@ -30,7 +30,7 @@ def hipmem(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
         and not k.startswith("ROCBLAS_STREAM")
     }
     return subprocess.run(
-        [sys.executable, "-m", "hipmem_cli.main", *args],
+        [sys.executable, "-m", "hipmem.cli.main", *args],
         capture_output=True,
         text=True,
         env={**environ, "COLUMNS": "200", "HIPMEM_ROCM": _release(), **(env or {})},
@@ -38,7 +38,7 @@ def hipmem(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
 
 
 def _release() -> str:
-    from sizing.library_locator import locate
+    from hipmem.sizing.library_locator import locate
 
     return locate().rocm or ""
 
@@ -133,7 +133,7 @@ def test_summary_on_a_terminal(session: SessionResult) -> None:
     env = {**os.environ, "COLUMNS": "200"}
     env.pop("ROCBLAS_STREAM_ORDER_ALLOC", None)
     with subprocess.Popen(
-        [sys.executable, "-m", "hipmem_cli.main", "recommend", "--device", "MI210", *CALLS,
+        [sys.executable, "-m", "hipmem.cli.main", "recommend", "--device", "MI210", *CALLS,
          "--handles", "2"],
         stdout=follower, stderr=subprocess.DEVNULL, env=env,
     ) as process:  # fmt: skip

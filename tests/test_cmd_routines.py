@@ -7,14 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sizing.catalog import load_catalog
-from sizing.defaults import rules_for
+from hipmem.sizing.catalog import load_catalog
+from hipmem.sizing.defaults import rules_for
 
 REPO = Path(__file__).parents[1]
 
 
 def _hipmem(*args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "hipmem_cli.main", *args]
+    command = [sys.executable, "-m", "hipmem.cli.main", *args]
     return subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
 
 

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from sizing.session import size_calls
+from hipmem.sizing.session import size_calls
 from tests.conftest import cli_env
 
 
 def hipmem(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "hipmem_cli.main", *args],
+        [sys.executable, "-m", "hipmem.cli.main", *args],
         capture_output=True, text=True, env=cli_env(**env), timeout=120,
     )  # fmt: skip
 
@@ -144,8 +144,8 @@ def test_devices_lists_products_and_archs() -> None:
 
 def test_devices_reads_real_devices_through_hip_python(rocm: Path) -> None:
     # The stand-in runtime plays a real one: hip-python finds it on the loader path.
-    from sizing.library_locator import locate
-    from sizing.shim_build import build_shim
+    from hipmem.sizing.library_locator import locate
+    from hipmem.sizing.shim_build import build_shim
 
     include_dir = locate().include_dir
     assert include_dir is not None

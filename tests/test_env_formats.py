@@ -11,16 +11,16 @@ import pytest
 import yaml
 from dotenv import dotenv_values
 
-from sizing.env_formats import (
+from hipmem.sizing.env_formats import (
     GithubFileError,
     UnknownFormat,
     UnsafeVariable,
     render,
     write_github,
 )
-from sizing.recommend import Recommendation, recommend
-from sizing.session import SizingSession
-from sizing.workspace_check import strtoul
+from hipmem.sizing.recommend import Recommendation, recommend
+from hipmem.sizing.session import SizingSession
+from hipmem.sizing.workspace_check import strtoul
 
 CALLS = ["rocsolver_dgetrf:m=1024,n=1024", "rocsolver_dgetrs:n=1024,nrhs=1"]
 

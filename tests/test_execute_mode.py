@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sizing.library_locator import locate
-from sizing.shim_build import build_shim
+from hipmem.sizing.library_locator import locate
+from hipmem.sizing.shim_build import build_shim
 
 
 @pytest.fixture(scope="module")

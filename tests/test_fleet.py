@@ -20,15 +20,15 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from replay.capacity import find_capacity
-from replay.engine import ReplayOptions, replay
-from replay.fleet import FleetRequest, find_fleet_logs, run_fleet
-from replay.fleet_cluster import ClusterPlan, fleet_client, plan_local_cluster
-from replay.fleet_results import ResultsFile
-from replay.fleet_summary import summarize
-from replay.log_loader import load_log
-from replay.program import build_program
-from replay.resources import parse_spec
+from hipmem.replay.capacity import find_capacity
+from hipmem.replay.engine import ReplayOptions, replay
+from hipmem.replay.fleet import FleetRequest, find_fleet_logs, run_fleet
+from hipmem.replay.fleet_cluster import ClusterPlan, fleet_client, plan_local_cluster
+from hipmem.replay.fleet_results import ResultsFile
+from hipmem.replay.fleet_summary import summarize
+from hipmem.replay.log_loader import load_log
+from hipmem.replay.program import build_program
+from hipmem.replay.resources import parse_spec
 from tests.fleet_logs import REAL, SNAPSHOTS, read_rows, real_fleet, tiled, write_log
 
 REPO = Path(__file__).resolve().parents[1]
@@ -309,7 +309,7 @@ def test_a_crash_leaves_only_whole_lines(tmp_path):
 
 
 def test_a_foreign_results_file_is_refused_naming_its_line(tmp_path):
-    from replay.fleet_results import ResultsFileError
+    from hipmem.replay.fleet_results import ResultsFileError
 
     path = tmp_path / "r.jsonl"
     path.write_text('{"version":1,"log_sha256":"a","spec":"host","task":"replay","settings":"s",'
@@ -324,7 +324,7 @@ def test_a_foreign_results_file_is_refused_naming_its_line(tmp_path):
 def hipmem(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}
     return subprocess.run(
-        [sys.executable, "-m", "hipmem_cli.main", *args],
+        [sys.executable, "-m", "hipmem.cli.main", *args],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -360,7 +360,7 @@ def test_the_command_on_a_folder_of_logs(fleet, tmp_path):
 
 def test_the_command_resumes_after_ctrl_c(long_logs, tmp_path):
     results = tmp_path / "results.jsonl"
-    args = [sys.executable, "-m", "hipmem_cli.main", "fleet", *map(str, long_logs), "-r", "host",
+    args = [sys.executable, "-m", "hipmem.cli.main", "fleet", *map(str, long_logs), "-r", "host",
             "--find-capacity", "--workers", "1", "--results", str(results)]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     sweep = subprocess.Popen(

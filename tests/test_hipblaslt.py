@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sizing.hipblaslt_matmul import (
+from hipmem.sizing.hipblaslt_matmul import (
     PYTORCH_DEFAULT_CAP_BYTES,
     changed_by_cap,
     parse_matmul,
@@ -20,8 +20,8 @@ from sizing.hipblaslt_matmul import (
     size_matmuls,
     with_cap,
 )
-from sizing.library_locator import locate
-from sizing.virtual_device import resolve
+from hipmem.sizing.library_locator import locate
+from hipmem.sizing.virtual_device import resolve
 from tests.conftest import cli_env
 
 DECODE = "hipblaslt_matmul:m=8192,n=16,k=8192,transA=T,a_type=bf16_r"
@@ -41,7 +41,7 @@ KNOWN = {
 
 def hipmem(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "hipmem_cli.main", *args],
+        [sys.executable, "-m", "hipmem.cli.main", *args],
         capture_output=True, text=True, env=cli_env(), timeout=300,
     )  # fmt: skip
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from sizing.hipblaslt_locator import read_version
-from sizing.library_locator import CACHE_LABEL
+from hipmem.sizing.hipblaslt_locator import read_version
+from hipmem.sizing.library_locator import CACHE_LABEL
 
 LIB = "usr/lib/x86_64-linux-gnu"
 GEMV = "hipblaslt_matmul:m=4096,n=1,k=14336,transA=T,a_type=bf16_r"
@@ -74,7 +74,7 @@ def hipmem(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """The CLI with no ROCm location from the developer's environment, plus `env`."""
     clean = {k: v for k, v in os.environ.items() if k not in _LOCATIONS}
     return subprocess.run(
-        [sys.executable, "-m", "hipmem_cli.main", *args],
+        [sys.executable, "-m", "hipmem.cli.main", *args],
         capture_output=True, text=True, env=clean | env, timeout=300,
     )  # fmt: skip
 

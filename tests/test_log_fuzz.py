@@ -10,8 +10,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from replay.errors import LogFormatError
-from replay.log_loader import load_log
+from hipmem.replay.errors import LogFormatError
+from hipmem.replay.log_loader import load_log
 from tests.log_reference import DATA_LOGS
 
 # A Thread-era log with every anomaly, failures, (nil) pointers and hex streams.

@@ -11,9 +11,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from replay.errors import LogFormatError, ReplayUsageError
-from replay.events import ACTION_NAMES, COLUMNS
-from replay.log_loader import (
+from hipmem.replay.errors import LogFormatError, ReplayUsageError
+from hipmem.replay.events import ACTION_NAMES, COLUMNS
+from hipmem.replay.log_loader import (
     HEADER_WITH_THREAD,
     device_of,
     find_log_files,

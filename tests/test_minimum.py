@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from sizing.call_spec import parse_call
-from sizing.executed_routines import buffers, execution_reason
-from sizing.minimum import MinimumFinder
-from sizing.session import SizingSession
+from hipmem.sizing.call_spec import parse_call
+from hipmem.sizing.executed_routines import buffers, execution_reason
+from hipmem.sizing.minimum import MinimumFinder
+from hipmem.sizing.session import SizingSession
 
 HPA_GEMM = (
     "rocblas_gemm_ex:m=1024,n=1024,k=16384,a_type=f16_r,b_type=f16_r,c_type=f16_r,"

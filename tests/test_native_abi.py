@@ -7,7 +7,7 @@ import ctypes
 
 import pytest
 
-from replay import native
+from hipmem.replay import native
 
 
 def _host_core() -> ctypes.CDLL:

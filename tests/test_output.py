@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from hipmem_cli import output
+from hipmem.cli import output
 
 CLI = Path(__file__).resolve().parents[1] / "hipmem_cli"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -208,7 +208,7 @@ def test_progress_is_one_line_in_iec_units_and_pulses_before_progress(width: int
 
 
 def test_help_pages_go_through_the_choke_point(monkeypatch: pytest.MonkeyPatch) -> None:
-    from hipmem_cli import main
+    from hipmem.cli import main
 
     shown: list[str] = []
     monkeypatch.setattr(output, "block", lambda text, err=False: shown.append(text))

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -54,12 +55,33 @@ def test_the_wheel_installs_and_sizes_a_call_in_a_fresh_venv(
     )  # fmt: skip
     assert sized.returncode == 0, sized.stderr[-2000:]
     assert '"session_bytes": 4732160' in sized.stdout
+    # One namespace: the parts are hipmem.sizing and friends, never top-level modules.
+    python = bin_dir / "python"
+    for gone in ("sizing", "replay", "hipmem_cli"):
+        found = _run(python, "-c", f"import {gone}", cwd=tmp_path)
+        assert found.returncode == 1 and "ModuleNotFoundError" in found.stderr, gone
+    api = _run(python, "-c", "import hipmem.cli.main, hipmem; print(hipmem.SizingSession)",
+               cwd=tmp_path)  # fmt: skip
+    assert api.returncode == 0 and "hipmem.sizing.session.SizingSession" in api.stdout, api
+
+
+def test_the_wheel_installs_one_top_level_package(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        (top_level,) = [n for n in names if n.endswith(".dist-info/top_level.txt")]
+        listed = archive.read(top_level).decode().split()
+    tops = {name.split("/")[0] for name in names if ".dist-info/" not in name}
+    assert tops == {"hipmem"} and listed == ["hipmem"]
+    for data in ("hipmem/sizing/data/catalog-7.2.json", "hipmem/sizing/shim/virtual_hip.c",
+                 "hipmem/replay/csrc/replay_core.cu", "hipmem/replay/csrc/torch_replay.cpp",
+                 "hipmem/py.typed"):  # fmt: skip
+        assert data in names
 
 
 def test_import_hipmem_is_cheap_and_names_the_api() -> None:
     probe = (
         "import sys, hipmem; "
-        "assert 'pandas' not in sys.modules and 'sizing.session' not in sys.modules; "
+        "assert 'pandas' not in sys.modules and 'hipmem.sizing.session' not in sys.modules; "
         "print(sorted(hipmem.__all__))"
     )
     done = _run(sys.executable, "-c", probe, cwd=REPO)

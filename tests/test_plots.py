@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from replay import log_plot, plot
-from replay.analysis import analyze, live_trace
-from replay.engine import ReplayOptions, replay
-from replay.log_loader import load_log
-from replay.plot_files import byte_unit
-from replay.program import build_program
-from replay.resources import parse_spec
+from hipmem._core.plot_files import byte_unit
+from hipmem.replay import log_plot, plot
+from hipmem.replay.analysis import analyze, live_trace
+from hipmem.replay.engine import ReplayOptions, replay
+from hipmem.replay.log_loader import load_log
+from hipmem.replay.program import build_program
+from hipmem.replay.resources import parse_spec
 
 SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "serve-first-2000.csv.gz"
 

@@ -1,5 +1,5 @@
 """`import hipmem` is the documented Python API, and the concepts both libraries share exist
-once (hipmem.errors, byte_sizes, cache_root, atomic_write, progress)."""
+once (hipmem._core: errors, byte_sizes, cache_root, atomic_write, progress)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 import hipmem
-from hipmem.atomic_write import write_text_atomically
-from hipmem.cache_root import CacheUnusable, cache_dir
-from replay import native
-from replay.errors import ReplayError, ReplayUsageError
-from sizing.errors import SizingError
-from sizing.errors import UsageError as SizingUsageError
+from hipmem._core.atomic_write import write_text_atomically
+from hipmem._core.cache_root import CacheUnusable, cache_dir
+from hipmem.replay import native
+from hipmem.replay.errors import ReplayError, ReplayUsageError
+from hipmem.sizing.errors import SizingError
+from hipmem.sizing.errors import UsageError as SizingUsageError
 from tests.log_reference import DATA_LOGS, REAL_LOGS_DIR
 
 REPO = Path(__file__).resolve().parents[1]

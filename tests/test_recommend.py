@@ -8,9 +8,9 @@ from fractions import Fraction
 
 import pytest
 
-from hipmem.byte_sizes import MAX_BYTES, parse_bytes
-from sizing.call_spec import parse_call
-from sizing.recommend import (
+from hipmem._core.byte_sizes import MAX_BYTES, parse_bytes
+from hipmem.sizing.call_spec import parse_call
+from hipmem.sizing.recommend import (
     BadSize,
     Headroom,
     Unsatisfiable,
@@ -20,8 +20,8 @@ from sizing.recommend import (
     query_kind,
     recommend,
 )
-from sizing.session import SessionResult, SizingSession
-from sizing.virtual_device import resolve
+from hipmem.sizing.session import SessionResult, SizingSession
+from hipmem.sizing.virtual_device import resolve
 
 CALLS = ["rocsolver_dgetrf:m=1024,n=1024", "rocsolver_dgetrs:n=1024,nrhs=1"]
 HPA_GEMM = (

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from replay.backends import cuda_device_count, hip_device_count
-from replay.log_loader import load_log
+from hipmem.replay.backends import cuda_device_count, hip_device_count
+from hipmem.replay.log_loader import load_log
 from tests.log_reference import REAL_LOGS_DIR
 from tests.replay_reference import reference_failures, reference_peak_bytes
 
@@ -27,7 +27,7 @@ def hipmem(*args: str) -> subprocess.CompletedProcess[str]:
         "COLUMNS": "200",
     }
     return subprocess.run(
-        [sys.executable, "-m", "hipmem_cli.main", *args],
+        [sys.executable, "-m", "hipmem.cli.main", *args],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -14,13 +14,13 @@ import time
 import numpy as np
 import pytest
 
-from replay import analysis, native
-from replay.capacity import find_capacity
-from replay.engine import ReplayOptions, replay
-from replay.errors import ReplayUsageError
-from replay.log_loader import load_log
-from replay.program import OP_ALLOCATE, OP_FREE, build_program
-from replay.resources import parse_spec
+from hipmem.replay import analysis, native
+from hipmem.replay.capacity import find_capacity
+from hipmem.replay.engine import ReplayOptions, replay
+from hipmem.replay.errors import ReplayUsageError
+from hipmem.replay.log_loader import load_log
+from hipmem.replay.program import OP_ALLOCATE, OP_FREE, build_program
+from hipmem.replay.resources import parse_spec
 from tests.log_reference import REAL_LOGS_DIR
 from tests.replay_reference import (
     log_from_rows,
@@ -247,9 +247,9 @@ def test_ctrl_c_stops_the_native_replay_quickly():
 
 @pytest.mark.skipif(not _has_compiler(), reason="no C++ compiler")
 def test_a_cancelled_native_call_returns_every_byte():
-    from replay.backends import Backend
-    from replay.engine import ReplayOptions as Options
-    from replay.engine import _program_arrays, native_config
+    from hipmem.replay.backends import Backend
+    from hipmem.replay.engine import ReplayOptions as Options
+    from hipmem.replay.engine import _program_arrays, native_config
 
     log = load_log([LOGS / "gpt.csv.gz"])
     program = build_program(log)
@@ -313,7 +313,7 @@ def test_capacity_search_goes_on_when_a_size_fails_on_a_later_try(monkeypatch):
         fails = size < edge or (size == edge and tries[size] > 1)
         return dataclasses.replace(report, failure_count=1 if fails else 0)
 
-    monkeypatch.setattr("replay.capacity.replay", flaky)
+    monkeypatch.setattr("hipmem.replay.capacity.replay", flaky)
     found = find_capacity(log, parse_spec("host"), program=program, confirm_runs=2)
     assert found.capacity_bytes == edge + mib
     assert tries[edge] >= 2 and tries[edge + mib] >= 3  # found once, then confirmed twice

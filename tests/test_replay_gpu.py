@@ -13,13 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from replay import native
-from replay.backends import cuda_device_count
-from replay.capacity import find_capacity
-from replay.engine import ReplayOptions, replay
-from replay.log_loader import load_log
-from replay.program import build_program
-from replay.resources import parse_spec
+from hipmem.replay import native
+from hipmem.replay.backends import cuda_device_count
+from hipmem.replay.capacity import find_capacity
+from hipmem.replay.engine import ReplayOptions, replay
+from hipmem.replay.log_loader import load_log
+from hipmem.replay.program import build_program
+from hipmem.replay.resources import parse_spec
 from tests.log_reference import REAL_LOGS_DIR
 from tests.replay_reference import reference_first_failure, reference_peak_bytes
 
@@ -212,7 +212,7 @@ def test_cli_compares_two_resources_as_json():
         [
             sys.executable,
             "-m",
-            "hipmem_cli.main",
+            "hipmem.cli.main",
             "replay",
             str(LOGS / "cnn.csv.gz"),
             "-r",

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from replay.log_loader import load_log
-from sizing.library_locator import locate
-from sizing.shim_build import build_shim
+from hipmem.replay.log_loader import load_log
+from hipmem.sizing.library_locator import locate
+from hipmem.sizing.shim_build import build_shim
 from tests.conftest import REPO, cli_env
 from tests.replay_reference import reference_failures, reference_peak_bytes
 
@@ -30,7 +30,7 @@ def shim(rocm: Path) -> Path:
 def replay_json(shim: Path, memory_bytes: int, *resources: str) -> dict:
     args = [arg for resource in resources for arg in ("-r", resource)]
     done = subprocess.run(
-        [sys.executable, "-m", "hipmem_cli.main", "replay", str(SAMPLE), *args,
+        [sys.executable, "-m", "hipmem.cli.main", "replay", str(SAMPLE), *args,
          "--backend", "hip", "--threads", "single", "--json"],
         capture_output=True, text=True, timeout=300,
         env=cli_env(LD_LIBRARY_PATH=str(shim), HIPMEM_VDEV_MEM_BYTES=str(memory_bytes)),

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from hipmem.byte_sizes import parse_bytes
-from hipmem.errors import UsageError
-from replay.errors import ReplayUsageError
-from replay.resources import ResourceSpec, parse_spec
+from hipmem._core.byte_sizes import parse_bytes
+from hipmem._core.errors import UsageError
+from hipmem.replay.errors import ReplayUsageError
+from hipmem.replay.resources import ResourceSpec, parse_spec
 
 
 @pytest.mark.parametrize(

@@ -15,16 +15,16 @@ from pathlib import Path
 import pytest
 import typer
 
-from sizing import rocm_fetch
-from sizing.errors import FetchError, PinnedVersionGone
-from sizing.library_locator import locate
-from sizing.rocm_releases import RELEASES, Release, find_release
+from hipmem.sizing import rocm_fetch
+from hipmem.sizing.errors import FetchError, PinnedVersionGone
+from hipmem.sizing.library_locator import locate
+from hipmem.sizing.rocm_releases import RELEASES, Release, find_release
 from tests.conftest import cli_env
 
 
 def hipmem(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "hipmem_cli.main", *args],
+        [sys.executable, "-m", "hipmem.cli.main", *args],
         capture_output=True, text=True, env=cli_env(**env), timeout=600,
     )  # fmt: skip
 
@@ -234,7 +234,7 @@ def test_a_second_fetch_waits_for_the_first_with_a_message(rocm72: Path, tmp_pat
     with lock_path.open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a first fetch holds the cache
         second = subprocess.Popen(
-            [sys.executable, "-m", "hipmem_cli.main", "rocm", "fetch", "--rocm", "7.2"],
+            [sys.executable, "-m", "hipmem.cli.main", "rocm", "fetch", "--rocm", "7.2"],
             stderr=subprocess.PIPE, text=True, env=cli_env(HIPMEM_CACHE_DIR=str(cache)),
         )  # fmt: skip
         assert second.stderr is not None
@@ -248,7 +248,7 @@ def test_a_second_fetch_waits_for_the_first_with_a_message(rocm72: Path, tmp_pat
 
 
 def test_every_release_names_a_stand_in_for_its_hip_runtime() -> None:
-    from sizing.shim_build import supported_sonames
+    from hipmem.sizing.shim_build import supported_sonames
 
     assert {release.hip_soname for release in RELEASES} <= set(supported_sonames())
 
@@ -266,7 +266,7 @@ def test_of_several_releases_one_the_archive_no_longer_offers_is_skipped(
 ) -> None:
     from typer.testing import CliRunner
 
-    from hipmem_cli import cmd_rocm
+    from hipmem.cli import cmd_rocm
 
     monkeypatch.setattr(rocm_fetch, "find_release", _gone_64)
     app = typer.Typer()

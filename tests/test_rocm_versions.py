@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from sizing.catalog import load_catalog
-from sizing.errors import UnknownRoutine, UsageError
-from sizing.library_locator import MixedReleases, locate
-from sizing.recommend import version_warnings
-from sizing.session import SizingSession, size_calls
+from hipmem.sizing.catalog import load_catalog
+from hipmem.sizing.errors import UnknownRoutine, UsageError
+from hipmem.sizing.library_locator import MixedReleases, locate
+from hipmem.sizing.recommend import version_warnings
+from hipmem.sizing.session import SizingSession, size_calls
 from tests.conftest import cli_env, rocm_release
 
 GEMM_F16_HPA = (
@@ -47,7 +47,7 @@ LIBRARY_VERSIONS = {
 
 def hipmem(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "hipmem_cli.main", *args],
+        [sys.executable, "-m", "hipmem.cli.main", *args],
         capture_output=True, text=True, env=cli_env(**env), timeout=300,
     )  # fmt: skip
 
@@ -297,7 +297,7 @@ def test_each_release_has_its_own_catalog() -> None:
 def test_a_routine_one_release_lacks_names_the_releases_that_have_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sizing import catalog as catalog_module
+    from hipmem.sizing import catalog as catalog_module
 
     # An older release without dgetrs: its catalog is 6.4's minus that routine.
     data = json.loads((catalog_module.DATA_DIR / "catalog-6.4.json").read_text())

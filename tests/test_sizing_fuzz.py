@@ -11,11 +11,11 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sizing.call_logs import read_call_log
-from sizing.call_spec import parse_call
-from sizing.catalog import load_catalog
-from sizing.errors import CallLogError, SizingError, UsageError, WorkloadError
-from sizing.workload_file import MAX_COUNT, read_workload
+from hipmem.sizing.call_logs import read_call_log
+from hipmem.sizing.call_spec import parse_call
+from hipmem.sizing.catalog import load_catalog
+from hipmem.sizing.errors import CallLogError, SizingError, UsageError, WorkloadError
+from hipmem.sizing.workload_file import MAX_COUNT, read_workload
 
 REPO = Path(__file__).resolve().parents[1]
 CALL_LOGS = REPO / "tests" / "data" / "call_logs"

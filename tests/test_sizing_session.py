@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from sizing.call_spec import make_call, parse_call
-from sizing.catalog import Catalog, Param, Routine, load_catalog
-from sizing.session import SizingSession, size_calls
+from hipmem.sizing.call_spec import make_call, parse_call
+from hipmem.sizing.catalog import Catalog, Param, Routine, load_catalog
+from hipmem.sizing.session import SizingSession, size_calls
 
 # Known answers, keyed by the versions the libraries report (rocBLAS, rocSOLVER).
 # rocSOLVER's memory-model documentation example: dgetrf 1024x1024 then dgetrs with 1 rhs.

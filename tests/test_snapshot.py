@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 import hipmem
-from replay import snapshot
-from replay.events import ACTION_NAMES
-from replay.log_writer import write_rmm_csv
+from hipmem.replay import snapshot
+from hipmem.replay.events import ACTION_NAMES
+from hipmem.replay.log_writer import write_rmm_csv
 from tests.snapshot_reference import NAMES, SNAPSHOTS, figures
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,7 +27,7 @@ PATHS = [SNAPSHOTS / f"{name}.pickle.gz" for name in NAMES]
 
 def hipmem_cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "hipmem_cli.main", *args],
+        [sys.executable, "-m", "hipmem.cli.main", *args],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from sizing.session import SizingSession
-from sizing.sweep_range import BadSweep, check_grid, parse_max_points, parse_sweep
+from hipmem.sizing.session import SizingSession
+from hipmem.sizing.sweep_range import BadSweep, check_grid, parse_max_points, parse_sweep
 from tests.conftest import cli_env
 
 # The HPA gemm (f16 in, f32 compute) picks its kernel, and so its workspace, from the tuned
@@ -29,7 +29,7 @@ PEAK_FIRST_K, PEAK_LAST_K = 10_450, 13_595
 
 def hipmem(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "hipmem_cli.main", *args],
+        [sys.executable, "-m", "hipmem.cli.main", *args],
         capture_output=True, text=True, env=cli_env(**env), timeout=300,
     )  # fmt: skip
 
@@ -283,8 +283,8 @@ def test_rule_closures_compute_what_simpleeval_computes() -> None:
     and simpleeval (which make_call uses) agree, or the closure is not used (None)."""
     import simpleeval
 
-    from sizing.defaults import COMMON, FAMILY, FUNCTIONS
-    from sizing.rule_closures import closure_of
+    from hipmem.sizing.defaults import COMMON, FAMILY, FUNCTIONS
+    from hipmem.sizing.rule_closures import closure_of
 
     samples = [
         {"m": 7, "n": 300, "k": 12, "nrhs": 3, "nb": 4, "nblocks": 5, "batch_count": 9},

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import hipmem
-from replay import torch_resource
-from replay.resources import parse_spec
+from hipmem.replay import torch_resource
+from hipmem.replay.resources import parse_spec
 from tests.snapshot_reference import COMPLETE, NAMES, SNAPSHOTS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -70,7 +70,7 @@ def test_max_split_size_must_be_whole_mib() -> None:
 @pytest.mark.skipif(importlib.util.find_spec("torch") is not None, reason="PyTorch is installed")
 def test_without_pytorch_the_resource_says_so_in_one_line() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "hipmem_cli.main", "replay", str(TRAIN), "-r", "torch"],
+        [sys.executable, "-m", "hipmem.cli.main", "replay", str(TRAIN), "-r", "torch"],
         capture_output=True,
         text=True,
         cwd=REPO,

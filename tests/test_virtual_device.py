@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sizing.errors import UnknownDevice
-from sizing.virtual_device import GiB, resolve
+from hipmem.sizing.errors import UnknownDevice
+from hipmem.sizing.virtual_device import GiB, resolve
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from sizing.library_locator import locate
-from sizing.shim_build import build_shim
+from hipmem.sizing.library_locator import locate
+from hipmem.sizing.shim_build import build_shim
 from tests.conftest import cli_env
 
 PROGRAM = textwrap.dedent(

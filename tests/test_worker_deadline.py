@@ -11,9 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from sizing.errors import UsageError, WorkerTimedOut
-from sizing.session import SizingSession
-from sizing.worker_process import DEADLINE_ENV, DEFAULT_CALL_DEADLINE_S, deadline_from_environment
+from hipmem.sizing.errors import UsageError, WorkerTimedOut
+from hipmem.sizing.session import SizingSession
+from hipmem.sizing.worker_process import (
+    DEADLINE_ENV,
+    DEFAULT_CALL_DEADLINE_S,
+    deadline_from_environment,
+)
 
 
 def test_a_stopped_worker_times_out_and_the_other_calls_are_answered(rocm: Path) -> None:

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sizing.call_spec import make_call, parse_call
-from sizing.errors import WorkloadError
-from sizing.workload_file import read_workload
+from hipmem.sizing.call_spec import make_call, parse_call
+from hipmem.sizing.errors import WorkloadError
+from hipmem.sizing.workload_file import read_workload
 
 REPO = Path(__file__).parents[1]
 SAMPLE = REPO / "samples" / "workload.yaml"
@@ -61,7 +61,7 @@ def test_schema_errors_name_the_line(tmp_path: Path, text: str, line: int, messa
 
 
 def test_cli_sizes_a_workload_and_counts(tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "hipmem_cli.main", "size", "--device", "MI210",
+    command = [sys.executable, "-m", "hipmem.cli.main", "size", "--device", "MI210",
                "--workload", str(SAMPLE), "--json"]  # fmt: skip
     run = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
     assert run.returncode == 0, run.stderr

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sizing.library_locator import locate
-from sizing.session import SessionResult, SizingSession
-from sizing.workspace_check import (
+from hipmem.sizing.library_locator import locate
+from hipmem.sizing.session import SessionResult, SizingSession
+from hipmem.sizing.workspace_check import (
     ULONG_MAX,
     AmbiguousValue,
     IncompleteSizing,

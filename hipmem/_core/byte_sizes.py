@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from hipmem.errors import UsageError
+from hipmem._core.errors import UsageError
 
 KiB = 1 << 10
 MiB = 1 << 20

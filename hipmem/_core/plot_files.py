@@ -11,15 +11,15 @@ import tempfile
 from pathlib import Path
 from typing import Any, NoReturn
 
-from hipmem.atomic_write import atomic_output
-from replay.errors import ReplayUsageError
-from replay.pyplot import require_matplotlib
+from hipmem._core.atomic_write import atomic_output
+from hipmem._core.errors import UsageError
+from hipmem._core.pyplot import require_matplotlib
 
 PLOT_SUFFIXES = (".png", ".svg")
 _UNITS = ((1024**4, "TiB"), (1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB"))
 
 
-class PlotPathError(ReplayUsageError):
+class PlotPathError(UsageError):
     """The plot file name has a suffix we cannot render, or it cannot be written there."""
 
 

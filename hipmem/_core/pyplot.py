@@ -9,12 +9,12 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-from replay.errors import ReplayUsageError
+from hipmem._core.errors import UsageError
 
 INSTALL_HINT = "plots need matplotlib: pip install 'hipmem[plot]'"
 
 
-class PlotUnavailable(ReplayUsageError):
+class PlotUnavailable(UsageError):
     """A plot was asked for, but matplotlib is not installed."""
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import platformdirs
 
-from hipmem.errors import HipmemError
+from hipmem._core.errors import HipmemError
 
 CACHE_ENV = "HIPMEM_CACHE_DIR"
 
