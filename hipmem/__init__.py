@@ -145,6 +145,8 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'hipmem' has no attribute {name!r}")
     module, attribute = _API[name]
     value = getattr(importlib.import_module(module), attribute)
+    if name == "replay":  # the package, callable as the function (see hipmem/replay/__init__)
+        value = importlib.import_module("hipmem.replay")
     globals()[name] = value
     return value
 

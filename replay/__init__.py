@@ -3,7 +3,21 @@
 Usable from Python alone; never imports typer or rich. The supported entry points are named
 in `hipmem` (`hipmem.load_log`, `hipmem.replay`, ...); `__all__` lists the public modules,
 each named after its one concept. `native` (the C++ replay core's bindings) is internal.
+
+`hipmem.replay` is both this package and the API's `replay()` function, which it has been
+since before the package was installed under `hipmem`: Python binds a subpackage's name on its
+parent once the subpackage is imported, so the two cannot be separate objects. This package is
+therefore callable, and calling it is `hipmem.replay.engine.replay`.
 """
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hipmem.replay.report import ReplayReport
 
 __all__ = [
     "analysis",
@@ -22,7 +36,17 @@ __all__ = [
     "log_plot",
     "plot",
     "program",
-    "pyplot",
     "report",
     "resources",
 ]
+
+
+class _CallablePackage(types.ModuleType):
+    def __call__(self, *args: Any, **kwargs: Any) -> ReplayReport:
+        """`hipmem.replay(log, spec, options)`: see `hipmem.replay.engine.replay`."""
+        from hipmem.replay.engine import replay
+
+        return replay(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallablePackage

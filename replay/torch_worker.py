@@ -1,5 +1,5 @@
-"""The process that replays through PyTorch's caching allocator: `python -m hipmem.replay.torch_worker
-IN.npz OUT.npz`. PyTorch reads PYTORCH_CUDA_ALLOC_CONF once per process, at its first CUDA
+"""The process that replays through PyTorch's caching allocator:
+`python -m hipmem.replay.torch_worker IN.npz OUT.npz`. PyTorch reads PYTORCH_CUDA_ALLOC_CONF once per process, at its first CUDA
 allocation, so each torch resource gets a process of its own, started by
 `replay.torch_resource` with the settings in its environment.
 
