@@ -1,7 +1,7 @@
 """The process that replays through PyTorch's caching allocator:
-`python -m hipmem.replay.torch_worker IN.npz OUT.npz`. PyTorch reads PYTORCH_CUDA_ALLOC_CONF once per process, at its first CUDA
-allocation, so each torch resource gets a process of its own, started by
-`replay.torch_resource` with the settings in its environment.
+`python -m hipmem.replay.torch_worker IN.npz OUT.npz`. PyTorch reads PYTORCH_CUDA_ALLOC_CONF
+once per process, at its first CUDA allocation, so each torch resource gets a process of its
+own, started by `hipmem.replay.torch_resource` with the settings in its environment.
 
 IN holds the program's arrays and the run's parameters; OUT the results. The replay loop is a
 small C++ extension (replay/csrc/torch_replay.cpp) built on first use against the installed
