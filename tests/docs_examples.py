@@ -104,8 +104,8 @@ def _with_exit_codes(commands: list[Command]) -> list[Command]:
     return kept
 
 
-def page_examples(page: Path) -> list[Example]:
-    """Every fenced block of a page in a language that runs."""
+def page_examples(page: Path, languages: tuple[str, ...] = RUN_LANGUAGES) -> list[Example]:
+    """Every fenced block of a page in one of `languages` (by default: those that run)."""
     lines = page.read_text().splitlines()
     found: list[Example] = []
     index = 0
@@ -122,7 +122,7 @@ def page_examples(page: Path) -> list[Example]:
             line[len(indent) :] if line.startswith(indent) else line
             for line in lines[index + 1 : end]
         ]
-        if language in RUN_LANGUAGES:
+        if language in languages:
             found.append(Example(page, index + 1, language, body, _no_run_reason(lines, index)))
         index = end + 1
     return found

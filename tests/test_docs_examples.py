@@ -25,7 +25,9 @@ from tests.docs_examples import (
     Command,
     Example,
     all_examples,
+    documentation_pages,
     numbers_in,
+    page_examples,
 )
 from tests.terminal import Seen, command_on_terminal
 
@@ -145,3 +147,21 @@ def test_every_shell_example_runs_hipmem() -> None:
 def test_the_examples_are_found() -> None:
     # The pages hold dozens of examples; a parser that finds none would pass everything.
     assert len(RUNNABLE) >= 20 and {e.language for e in RUNNABLE} >= {"console", "python"}
+
+
+def test_the_workload_files_shown_are_valid(tmp_path: Path) -> None:
+    """A YAML block that is a workload file (`version:` and `calls:`) reads as one."""
+    from hipmem.sizing.workload_file import read_workload_entries
+
+    shown = [
+        block
+        for page in documentation_pages()
+        for block in page_examples(page, ("yaml",))
+        if any(line.startswith("version:") for line in block.body)
+        and any(line.startswith("calls:") for line in block.body)
+    ]
+    assert len(shown) >= 3
+    for block in shown:
+        workload = tmp_path / "workload.yaml"
+        workload.write_text("\n".join(block.body) + "\n")
+        assert read_workload_entries(workload), block.name
