@@ -74,6 +74,8 @@ Examples:
   hipmem devices --json
 
 Exit codes: 0 listed; 130 interrupted.
+
+Docs: docs/devices.md
 """
 
 

@@ -22,7 +22,7 @@ _NAMES_SHOWN = 5  # logs named per line below the table; --json names all
 
 
 def register(app: typer.Typer) -> None:
-    app.command("fleet")(fleet_command)
+    app.command("fleet", epilog="Docs: docs/fleet.md")(fleet_command)
 
 
 def fleet_command(

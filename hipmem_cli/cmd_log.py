@@ -16,6 +16,7 @@ from hipmem.replay.log_loader import load_log
 
 log_app = typer.Typer(
     help="Read RMM/hipMM allocation logs (no GPU needed).",
+    epilog="Docs: docs/allocation-logs.md",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
@@ -28,6 +29,8 @@ Examples:
 
 Exit codes: 0 read; 1 a file cannot be read (or, with --strict, a row); 2 usage;
 130 interrupted.
+
+Docs: docs/allocation-logs.md
 """
 
 NS_PER_S = 1_000_000_000
@@ -292,6 +295,8 @@ Examples:
 
 Exit codes: 0 written; 1 the log cannot be read or the file written; 2 usage;
 130 interrupted.
+
+Docs: docs/snapshots.md
 """
 
 

@@ -62,6 +62,8 @@ Examples:
 
 Exit codes: 0 recommended; 1 a call could not be sized (or a file could not be
 written); 2 usage (a bare --headroom 10: say 10% or 10B); 130 interrupted.
+
+Docs: docs/recommend.md
 """
 
 CHECK_EPILOG = """\b
@@ -71,6 +73,8 @@ Examples:
 
 Exit codes: 0 the value covers the workload; 1 it does not (the reason on stderr), or a
 call could not be sized; 2 usage; 130 interrupted.
+
+Docs: docs/recommend.md
 """
 
 CallsArgument = Annotated[

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from hipmem.cli import output
-from hipmem.cli.command_help import FETCH_EPILOG, WHERE_EPILOG
+from hipmem.cli.command_help import FETCH_EPILOG, ROCM_EPILOG, WHERE_EPILOG
 from hipmem.cli.options import JsonOption, RocmDirOption
 from hipmem.cli.rocm_choice import requested
 from hipmem.sizing import rocm_fetch
@@ -19,7 +19,9 @@ from hipmem.sizing.library_locator import Libraries, available, locate
 from hipmem.sizing.rocm_releases import NEWEST, RELEASES, find_release
 from hipmem.sizing.shim_build import build_shim
 
-rocm_app = typer.Typer(help="Get rocBLAS/rocSOLVER for size queries, and show which are used.")
+rocm_app = typer.Typer(
+    help="Get rocBLAS/rocSOLVER for size queries, and show which are used.", epilog=ROCM_EPILOG
+)
 
 
 @rocm_app.command("fetch", epilog=FETCH_EPILOG)

@@ -126,6 +126,8 @@ Examples:
   hipmem routines syevd --json
 
 Exit codes: 0 listed; 2 no routine matches (usage); 130 interrupted.
+
+Docs: docs/size.md
 """
 
 

@@ -8,6 +8,8 @@ Examples:
 
 Exit codes: 0 the libraries are ready; 1 a download, check or unpack failed (run it
 again: it resumes); 2 usage; 130 interrupted (run it again: it resumes).
+
+Docs: docs/rocm-releases.md
 """
 
 WHERE_EPILOG = """\b
@@ -17,4 +19,8 @@ Examples:
 
 Exit codes: 0 found; 1 no rocBLAS in any place searched (each is named); 2 usage;
 130 interrupted.
+
+Docs: docs/rocm-releases.md
 """
+
+ROCM_EPILOG = "Docs: docs/rocm-releases.md"

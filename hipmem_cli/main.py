@@ -60,7 +60,7 @@ def build_app(argv: list[str]) -> Any:
     app = typer.Typer(
         name="hipmem",
         help="Size rocBLAS/rocSOLVER workspaces, recommend settings, replay allocation logs.",
-        epilog=EXIT_CODES_HELP,
+        epilog=f"{EXIT_CODES_HELP}\n\nDocs: docs/index.md",
         no_args_is_help=True,
         pretty_exceptions_enable=False,
         add_completion=False,

@@ -47,16 +47,21 @@ def on_terminal(*args: str, columns: int = 80, env: dict[str, str] | None = None
 
     Colours and styles are stripped from what is returned: the text is what the user reads.
     """
+    return command_on_terminal([str(HIPMEM), *args], columns=columns, env=_env(columns, env))
+
+
+def command_on_terminal(
+    argv: list[str], *, columns: int, env: dict[str, str], cwd: Path = REPO
+) -> Seen:
+    """Any command (`argv`, in `cwd`, with exactly `env`) with stdout on a pseudo-terminal
+    `columns` wide and stderr piped; colours and styles stripped, as in `on_terminal`."""
     leader, follower = pty.openpty()
     import fcntl
     import struct
     import termios
 
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    process = subprocess.Popen(
-        [str(HIPMEM), *args], stdout=follower, stderr=subprocess.PIPE, cwd=REPO,
-        env=_env(columns, env),
-    )  # fmt: skip
+    process = subprocess.Popen(argv, stdout=follower, stderr=subprocess.PIPE, cwd=cwd, env=env)
     os.close(follower)
     chunks: list[bytes] = []
     deadline = time.monotonic() + 300

@@ -1,24 +1,64 @@
-"""Every command is documented in the README and has its own help text."""
+"""Every command is documented: its `--help` ends with the page of docs/ that documents it
+(`Docs: docs/<page>.md`), and that page exists and names the command. The commands are read
+from the CLI itself, so a new command or subcommand is checked without being listed here."""
 
 from __future__ import annotations
 
+import re
 import subprocess
-import sys
-from pathlib import Path
+from typing import Any
 
 import pytest
+import typer
 
-from hipmem.cli.commands import COMMAND_MODULES
+from hipmem.cli.main import build_app
+from tests.terminal import HIPMEM, REPO
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+DOCS_LINE = re.compile(r"Docs: (docs/[\w./-]+\.md)")
 
 
-@pytest.mark.parametrize("command", sorted(COMMAND_MODULES))
-def test_command_is_in_the_readme_and_has_help(command: str) -> None:
-    assert f"hipmem {command}" in README
+def command_paths() -> list[list[str]]:
+    """Every command and command group of `hipmem`, the top level included ([])."""
+    found: list[list[str]] = []
+
+    def walk(command: Any, path: list[str]) -> None:
+        found.append(path)
+        # A group has subcommands (typer may bring a click of its own: no isinstance check).
+        for name, sub in getattr(command, "commands", {}).items():
+            walk(sub, [*path, name])
+
+    walk(typer.main.get_command(build_app([])), [])
+    return found
+
+
+COMMANDS = command_paths()
+
+
+def test_every_command_is_found() -> None:
+    # A walk that found nothing would check nothing.
+    names = {" ".join(path) for path in COMMANDS}
+    assert {"size", "rocm fetch", "log inspect", "log convert", "fleet", "check"} <= names
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=lambda path: " ".join(path) or "hipmem")
+def test_help_ends_with_its_docs_page_which_documents_it(path: list[str]) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "hipmem.cli.main", command, "--help"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [str(HIPMEM), *path, "--help"], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
     assert done.returncode == 0, done.stderr
-    assert "Usage: hipmem" in done.stdout and command in done.stdout
+    assert done.stdout.startswith("Usage: hipmem")
+    last = done.stdout.strip().splitlines()[-1].strip()
+    docs = DOCS_LINE.fullmatch(last)
+    assert docs, f"`hipmem {' '.join(path)} --help` ends with {last!r}, not `Docs: docs/PAGE.md`"
+    page = REPO / docs[1]
+    assert page.is_file(), f"{docs[1]} does not exist"
+    assert " ".join(["hipmem", *path]) in page.read_text(), f"{docs[1]} never names the command"
+
+
+def test_the_readme_keeps_one_example_per_job() -> None:
+    """The README is for users: under 400 lines, an example for each job, the rest in docs/."""
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) < 400
+    sections = dict(re.findall(r"^## ([^\n]+)\n(.*?)(?=^## |\Z)", readme, flags=re.M | re.S))
+    for job in ("Size", "Recommend", "Replay", "Snapshots", "Fleets", "Virtual GPUs"):
+        assert "```console\n$ hipmem" in sections.get(job, ""), f"README: no example under {job}"
