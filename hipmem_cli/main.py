@@ -1,7 +1,7 @@
 """Entry point: builds the typer app from one module per command group and runs it inside
 one error boundary, so that every failure is one line on stderr with its exit code.
 
-Exit codes, the same in every command (also in each command's --help and the README):
+Exit codes, the same in every command (also in each command's --help and docs/exit-codes.md):
 0 done; 1 the work failed or found a problem (a call the library rejected, a replay with
 refused allocations, a check that does not pass, a missing GPU or library); 2 the command
 line or an input file is wrong (usage); 130 interrupted (Ctrl-C).

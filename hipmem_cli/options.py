@@ -75,7 +75,7 @@ WorkloadOption = Annotated[
     Optional[list[Path]],  # noqa: UP045
     typer.Option(
         "--workload",
-        help="Workload file of calls (see README); repeatable.",
+        help="Workload file of calls (see docs/call-logs.md); repeatable.",
         metavar="FILE",
         exists=True,
         dir_okay=False,

@@ -369,7 +369,7 @@ def _stream_order(environ: Mapping[str, str]) -> str:
     return environ.get("ROCBLAS_STREAM_ORDER_ALLOC", "").strip()
 
 
-# Facts from the vendor's release notes and the libraries themselves (see README).
+# Facts from the vendor's release notes and the libraries themselves (see docs/recommend.md).
 VERSION_WARNINGS = (
     VersionWarning(
         (4, 4, 0),
