@@ -19,8 +19,7 @@
 // Bookkeeping differs on purpose: pointers are resolved to slots while the log is read, so no
 // hash map is touched while timed. Google Benchmark reports RMM's binary per thread-iteration
 // (its `real_time` is the wall time of one replay divided by the thread count), so compare
-// this reference's pass times with `real_time * threads` (docs/threaded-replay.md, "Threaded replay against
-// RMM's own replay benchmark").
+// this reference's pass times with `real_time * threads` (docs/threaded-replay.md).
 //
 // Build (benchmarks/bench_threaded_replay.py does it):
 //   nvcc -std=c++20 -O3 -DNDEBUG -I$LIBRMM/include -I$LIBRMM/include/rapids -I$LOGGER/include \
