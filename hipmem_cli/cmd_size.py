@@ -18,12 +18,13 @@ from hipmem.cli.options import (
     FromLogOption,
     JsonOption,
     MaxPointsOption,
+    OfflineOption,
     RocmDirOption,
     StrictOption,
     SweepOption,
     WorkloadOption,
 )
-from hipmem.cli.rocm_choice import in_release, releases
+from hipmem.cli.rocm_choice import in_release, on_demand, releases
 from hipmem.cli.sweep_output import render_sweeps
 from hipmem.sizing.call_result import CallResult
 from hipmem.sizing.call_spec import Call
@@ -60,6 +61,7 @@ def size(
             metavar="RELEASES",
         ),
     ] = None,
+    offline: OfflineOption = False,
     json: JsonOption = False,
     top: Annotated[
         Optional[int],  # noqa: UP045
@@ -90,12 +92,15 @@ def size(
     """Size rocBLAS/rocSOLVER calls with the real libraries, on a real or virtual GPU."""
     if plot is not None:
         check_plot_path(plot)  # before any work: a typo should not cost a sweep
-    chosen = releases(rocm, rocm_dir)
+    fetch = on_demand(offline, device, cus)
+    chosen = releases(rocm, rocm_dir, fetch)
     found = hipblaslt_calls.gather(calls, from_log, workload, strict)
     calls, from_log, workload = found.calls, found.from_log, found.workload
     matmul_specs = found.specs or (["(from logs and workloads)"] if found.logged else [])
     if found.any:
-        matmuls = hipblaslt_calls.size_specs(found.specs, chosen, device, cus, found.logged)
+        matmuls = hipblaslt_calls.size_specs(
+            found.specs, chosen, device, cus, found.logged, fetch=fetch
+        )
         if found.only:
             if json:
                 output.print_json({"hipblaslt": hipblaslt_calls.as_json(matmuls)})

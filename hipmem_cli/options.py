@@ -40,6 +40,15 @@ RocmOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON only.")]
+# size, recommend, check: what the cache lacks is fetched on first use unless this says not to.
+OfflineOption = Annotated[
+    bool,
+    typer.Option(
+        "--offline",
+        help="Never download: when the cache lacks the ROCm release (or hipBLASLt build) this "
+        "needs, fail naming the `hipmem rocm fetch` to run. Also HIPMEM_OFFLINE=1.",
+    ),
+]
 
 # One rule for every --plot (replay and log inspect): see replay/plot_files.py.
 PlotOption = Annotated[
