@@ -31,6 +31,7 @@ from hipmem.sizing.call_spec import Call
 from hipmem.sizing.catalog import load_catalog
 from hipmem.sizing.errors import UsageError
 from hipmem.sizing.library_locator import Libraries
+from hipmem.sizing.rocm_releases import NEWEST
 from hipmem.sizing.session import SessionResult, size_calls
 from hipmem.sizing.sweep import SweptCall
 from hipmem.sizing.sweep_range import parse_max_points
@@ -56,7 +57,8 @@ def size(
         typer.Option(
             "--rocm",
             help="ROCm release(s) to answer with: 7.2, or 6.4,7.2 to compare them side by side. "
-            "Default: $HIPMEM_ROCM, else the local install, else the newest in the cache.",
+            "Default: $HIPMEM_ROCM, else the local install, else the newest in the cache "
+            f"({NEWEST.name}, fetched, when it is empty).",
             show_default=False,
             metavar="RELEASES",
         ),

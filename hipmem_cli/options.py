@@ -7,6 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from hipmem.sizing.rocm_releases import NEWEST, release_names
+
 DeviceOption = Annotated[
     Optional[str],  # noqa: UP045 - typer reads the annotation at runtime on Python 3.10
     typer.Option(
@@ -34,8 +36,9 @@ RocmOption = Annotated[
     Optional[str],  # noqa: UP045
     typer.Option(
         "--rocm",
-        help="ROCm release to answer with (6.4, 7.2). Default: $HIPMEM_ROCM, else the local "
-        "install, else the newest release in the cache.",
+        help=f"ROCm release to answer with ({', '.join(release_names())}). Default: "
+        f"$HIPMEM_ROCM, else the local install, else the newest release in the cache "
+        f"({NEWEST.name}, fetched, when it is empty).",
         show_default=False,
     ),
 ]
