@@ -31,6 +31,7 @@ from hipmem.sizing.rocm_releases import find_release
 OFFLINE_ENV = "HIPMEM_OFFLINE"
 _YES = ("1", "true", "yes", "on")
 _NO = ("", "0", "false", "no", "off")
+_ARCHS_NAMED = 3  # more archs than this are counted in the download line, not named
 
 
 class FetchRefused(LibraryNotFound):
@@ -125,7 +126,12 @@ def download_line(why: str, plan: rocm_fetch.FetchPlan) -> str:
     count = len(plan.files)
     packages = f"{count} Debian package{'s' if count != 1 else ''}"
     data = "solution data" if plan.what.startswith("hipBLASLt") else "gemm data"
-    archs = f"{data} for {', '.join(plan.archs)} only" if plan.archs else f"no {data}"
+    if not plan.archs:
+        archs = f"no {data}"
+    elif len(plan.archs) <= _ARCHS_NAMED:
+        archs = f"{data} for {', '.join(plan.archs)} only"
+    else:  # a repair of a cache fetched for every arch: the list would fill the line
+        archs = f"{data} for {len(plan.archs)} archs"
     size = format_bytes(plan.download_bytes)
     return f"{why}: downloading {size} ({plan.what}: {packages}; {archs}) into {plan.target}"
 

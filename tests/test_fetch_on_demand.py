@@ -152,14 +152,14 @@ def test_a_damaged_release_is_repaired_on_first_use_in_one_line(
 ) -> None:
     cache = _mirror_cache(tmp_path, "7.2")
     damaged, content = _damage_roctx(cache)
-    archs = ", ".join(rocm_fetch.cached_archs("7.2") or [])
+    archs = len(rocm_fetch.cached_archs("7.2") or [])  # every arch 7.2 has: counted, not named
     args = ("size", "--rocm", "7.2", "-d", "MI210", "--json", "dgetrs:n=1024,nrhs=1")
     done = hipmem(*args, HIPMEM_CACHE_DIR=str(cache))
     assert done.returncode == 0, done.stderr
     (line,) = done.stderr.splitlines()  # piped: the line and no bar
     assert re.fullmatch(
         r"the cached ROCm 7\.2 is incomplete or damaged: downloading [0-9.]+ (B|KiB|MiB) "
-        rf"\(ROCm 7\.2: 1 Debian package; gemm data for {archs} only\) into "
+        rf"\(ROCm 7\.2: 1 Debian package; gemm data for {archs} archs\) into "
         + re.escape(str(cache / "rocm" / "7.2")),
         line,
     ), line
@@ -226,3 +226,21 @@ def test_an_empty_cache_gets_the_release_with_the_devices_gemm_data_only(
     assert sizes(second.stdout) == sizes(hipmem(*mi210).stdout)
     manifest = json.loads((cache / "rocm" / "7.2" / rocm_fetch.MANIFEST_NAME).read_text())
     assert manifest["archs"] == ["gfx90a", "gfx942"]
+
+
+def test_the_download_line_names_a_few_archs_and_counts_many(tmp_path: Path) -> None:
+    from hipmem.sizing.fetch_on_demand import download_line
+
+    deb = rocm_fetch.PackageFile("librocblas5", "http://x/a.deb", "a.deb", 3 << 20, "00")
+    few = rocm_fetch.FetchPlan("ROCm 7.2", [deb, deb], ["gfx90a", "gfx942"], tmp_path)
+    assert download_line("ROCm 7.2 is not in the cache", few) == (
+        "ROCm 7.2 is not in the cache: downloading 6.0 MiB (ROCm 7.2: 2 Debian packages; "
+        f"gemm data for gfx90a, gfx942 only) into {tmp_path}"
+    )
+    every = find_release("7.2").gemm_archs
+    many = rocm_fetch.FetchPlan("hipBLASLt 7.2.4", [deb], list(every), tmp_path)
+    assert f"(hipBLASLt 7.2.4: 1 Debian package; solution data for {len(every)} archs)" in (
+        download_line("why", many)
+    )
+    none = rocm_fetch.FetchPlan("ROCm 6.4", [deb], [], tmp_path)
+    assert "; no gemm data)" in download_line("why", none)
