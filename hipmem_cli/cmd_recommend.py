@@ -19,13 +19,14 @@ from hipmem.cli.options import (
     JsonOption,
     MaxPointsOption,
     MinimumOption,
+    OfflineOption,
     RocmDirOption,
     RocmOption,
     StrictOption,
     SweepOption,
     WorkloadOption,
 )
-from hipmem.cli.rocm_choice import one_release, release_line, several_cached_warning
+from hipmem.cli.rocm_choice import on_demand, one_release, release_line, several_cached_warning
 from hipmem.sizing import env_formats
 from hipmem.sizing.catalog import load_catalog
 from hipmem.sizing.errors import UsageError
@@ -126,6 +127,7 @@ def recommend_command(
     cus: CusOption = None,
     rocm_dir: RocmDirOption = None,
     rocm: RocmOption = None,
+    offline: OfflineOption = False,
     sweep: SweepOption = None,
     max_points: MaxPointsOption = MAX_POINTS_DEFAULT_TEXT,
     minimum: MinimumOption = False,
@@ -143,11 +145,14 @@ def recommend_command(
     calls, from_log, workload = matmuls.calls, matmuls.from_log, matmuls.workload
     sources = CallSources(calls or [], from_log or [], workload or [], strict)
     sources.sweeps, sources.max_points = sweep or [], parse_max_points(max_points)
-    libraries = one_release(rocm, rocm_dir, "recommend")
+    fetch = on_demand(offline, device, cus)
+    libraries = one_release(rocm, rocm_dir, "recommend", fetch)
     matmul_variables: list[tuple[str, str]] = []
     if matmuls.any:
         hipblaslt_calls.warn_cuda_variables()
-        matmul_variables.append(hipblaslt_calls.recommend_variable(matmuls, libraries, device, cus))
+        matmul_variables.append(
+            hipblaslt_calls.recommend_variable(matmuls, libraries, device, cus, fetch)
+        )
         if matmuls.only and not sources.sweeps:
             _emit(chosen, matmul_variables, details={}, comment=None)
             return
@@ -201,6 +206,7 @@ def check_command(
     cus: CusOption = None,
     rocm_dir: RocmDirOption = None,
     rocm: RocmOption = None,
+    offline: OfflineOption = False,
     json: JsonOption = False,
     sweep: SweepOption = None,
     max_points: MaxPointsOption = MAX_POINTS_DEFAULT_TEXT,
@@ -235,10 +241,11 @@ def check_command(
     calls, from_log, workload = matmuls.calls, matmuls.from_log, matmuls.workload
     sources = CallSources(calls or [], from_log or [], workload or [], strict)
     sources.sweeps, sources.max_points = sweep or [], parse_max_points(max_points)
-    libraries = one_release(rocm, rocm_dir, "check")
+    fetch = on_demand(offline, device, cus)
+    libraries = one_release(rocm, rocm_dir, "check", fetch)
     if matmuls.any:
         hipblaslt_calls.warn_cuda_variables()
-        if not hipblaslt_calls.check_specs(matmuls, hipblaslt_value, libraries, device, cus):
+        if not hipblaslt_calls.check_specs(matmuls, hipblaslt_value, libraries, device, cus, fetch):
             raise typer.Exit(1)
         if matmuls.only and not sources.sweeps:
             return

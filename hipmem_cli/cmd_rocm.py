@@ -57,8 +57,9 @@ def fetch(
 ) -> None:
     """Download Debian's rocBLAS and rocSOLVER into the user cache (resumable, idempotent).
 
-    With several releases, one whose pinned packages have left the archive is reported and
-    skipped; the command fails when none could be fetched."""
+    size, recommend and check fetch what they need on first use; this fetches ahead (every
+    arch's data unless --arch). With several releases, one whose pinned packages have left
+    the archive is reported and skipped; the command fails when none could be fetched."""
     names = requested(rocm)[0] or [NEWEST.name]
     releases = [find_release(name) for name in names]  # every name checked before any download
     gone: list[PinnedVersionGone] = []

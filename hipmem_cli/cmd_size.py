@@ -18,18 +18,20 @@ from hipmem.cli.options import (
     FromLogOption,
     JsonOption,
     MaxPointsOption,
+    OfflineOption,
     RocmDirOption,
     StrictOption,
     SweepOption,
     WorkloadOption,
 )
-from hipmem.cli.rocm_choice import in_release, releases
+from hipmem.cli.rocm_choice import in_release, on_demand, releases
 from hipmem.cli.sweep_output import render_sweeps
 from hipmem.sizing.call_result import CallResult
 from hipmem.sizing.call_spec import Call
 from hipmem.sizing.catalog import load_catalog
 from hipmem.sizing.errors import UsageError
 from hipmem.sizing.library_locator import Libraries
+from hipmem.sizing.rocm_releases import NEWEST
 from hipmem.sizing.session import SessionResult, size_calls
 from hipmem.sizing.sweep import SweptCall
 from hipmem.sizing.sweep_range import parse_max_points
@@ -55,11 +57,13 @@ def size(
         typer.Option(
             "--rocm",
             help="ROCm release(s) to answer with: 7.2, or 6.4,7.2 to compare them side by side. "
-            "Default: $HIPMEM_ROCM, else the local install, else the newest in the cache.",
+            "Default: $HIPMEM_ROCM, else the local install, else the newest in the cache "
+            f"({NEWEST.name}, fetched, when it is empty).",
             show_default=False,
             metavar="RELEASES",
         ),
     ] = None,
+    offline: OfflineOption = False,
     json: JsonOption = False,
     top: Annotated[
         Optional[int],  # noqa: UP045
@@ -90,12 +94,15 @@ def size(
     """Size rocBLAS/rocSOLVER calls with the real libraries, on a real or virtual GPU."""
     if plot is not None:
         check_plot_path(plot)  # before any work: a typo should not cost a sweep
-    chosen = releases(rocm, rocm_dir)
+    fetch = on_demand(offline, device, cus)
+    chosen = releases(rocm, rocm_dir, fetch)
     found = hipblaslt_calls.gather(calls, from_log, workload, strict)
     calls, from_log, workload = found.calls, found.from_log, found.workload
     matmul_specs = found.specs or (["(from logs and workloads)"] if found.logged else [])
     if found.any:
-        matmuls = hipblaslt_calls.size_specs(found.specs, chosen, device, cus, found.logged)
+        matmuls = hipblaslt_calls.size_specs(
+            found.specs, chosen, device, cus, found.logged, fetch=fetch
+        )
         if found.only:
             if json:
                 output.print_json({"hipblaslt": hipblaslt_calls.as_json(matmuls)})

@@ -6,6 +6,10 @@ Examples:
   hipmem rocm fetch
   hipmem rocm fetch --rocm 6.4,7.2 --arch gfx90a --arch gfx942
 
+size, recommend and check fetch what they need on first use (the release, the device's
+arch's gemm data, hipBLASLt); fetch ahead for a machine without network, then pass --offline
+or set HIPMEM_OFFLINE=1 there.
+
 Exit codes: 0 the libraries are ready; 1 a download, check or unpack failed (run it
 again: it resumes); 2 usage; 130 interrupted (run it again: it resumes).
 

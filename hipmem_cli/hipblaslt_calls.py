@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hipmem.cli import output
+from hipmem.sizing.fetch_on_demand import OnDemand
 from hipmem.sizing.hipblaslt_matmul import (
     MatmulCall,
     MatmulReport,
@@ -63,15 +64,17 @@ def size_specs(
     device: str | None,
     cus: int | None,
     logged: dict[MatmulCall, int] | None = None,
+    fetch: OnDemand | None = None,
 ) -> list[MatmulReport]:
-    """Size the named calls and the logged ones (each counted as often as it was logged)."""
+    """Size the named calls and the logged ones (each counted as often as it was logged);
+    `fetch`: how a hipBLASLt build the cache lacks is fetched."""
     logged = logged or {}
     calls = [parse_matmul(spec) for spec in specs] + list(logged)
     target = _choose_device(device, cus)
     reports = []
     for libraries in chosen:
         with output.progress(f"hipBLASLt heuristics with ROCm {libraries.rocm}"):
-            report = size_matmuls(calls, target, libraries)
+            report = size_matmuls(calls, target, libraries, on_demand=fetch)
         warn_notice(report)
         for result in report.results:  # a logged call counts as often as it was logged
             result.count += max(0, logged.get(result.call, 0) - 1)
@@ -161,12 +164,16 @@ def warn_cuda_variables() -> None:
 
 
 def recommend_variable(
-    found: Gathered, libraries: Libraries, device: str | None, cus: int | None
+    found: Gathered,
+    libraries: Libraries,
+    device: str | None,
+    cus: int | None,
+    fetch: OnDemand | None = None,
 ) -> tuple[str, str]:
     """(HIPBLASLT_WORKSPACE_SIZE, KiB): the smallest cap keeping every first choice."""
     from hipmem.sizing.hipblaslt_matmul import recommended_kib
 
-    (report,) = size_specs(found.specs, [libraries], device, cus, found.logged)
+    (report,) = size_specs(found.specs, [libraries], device, cus, found.logged, fetch)
     if report_failures([report]):
         import typer
 
@@ -203,7 +210,12 @@ def read_kib(value: str | None) -> tuple[int | None, str]:
 
 
 def check_specs(
-    found: Gathered, value: str | None, libraries: Libraries, device: str | None, cus: int | None
+    found: Gathered,
+    value: str | None,
+    libraries: Libraries,
+    device: str | None,
+    cus: int | None,
+    fetch: OnDemand | None = None,
 ) -> bool:
     """Re-ask each call's heuristic with the value as its cap; False (and one line per call)
     when a first choice changes."""
@@ -217,7 +229,7 @@ def check_specs(
     cap_bytes, source = read_kib(value)
     named = [parse_matmul(s) for s in found.specs] + list(found.logged)
     calls = with_cap(named, cap_bytes or PYTORCH_DEFAULT_CAP_BYTES)
-    report = size_matmuls(calls, _choose_device(device, cus), libraries)
+    report = size_matmuls(calls, _choose_device(device, cus), libraries, on_demand=fetch)
     warn_notice(report)
     if report_failures([report]):
         return False

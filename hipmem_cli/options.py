@@ -7,6 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from hipmem.sizing.rocm_releases import NEWEST, release_names
+
 DeviceOption = Annotated[
     Optional[str],  # noqa: UP045 - typer reads the annotation at runtime on Python 3.10
     typer.Option(
@@ -34,12 +36,22 @@ RocmOption = Annotated[
     Optional[str],  # noqa: UP045
     typer.Option(
         "--rocm",
-        help="ROCm release to answer with (6.4, 7.2). Default: $HIPMEM_ROCM, else the local "
-        "install, else the newest release in the cache.",
+        help=f"ROCm release to answer with ({', '.join(release_names())}). Default: "
+        f"$HIPMEM_ROCM, else the local install, else the newest release in the cache "
+        f"({NEWEST.name}, fetched, when it is empty).",
         show_default=False,
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON only.")]
+# size, recommend, check: what the cache lacks is fetched on first use unless this says not to.
+OfflineOption = Annotated[
+    bool,
+    typer.Option(
+        "--offline",
+        help="Never download: when the cache lacks the ROCm release (or hipBLASLt build) this "
+        "needs, fail naming the `hipmem rocm fetch` to run. Also HIPMEM_OFFLINE=1.",
+    ),
+]
 
 # One rule for every --plot (replay and log inspect): see replay/plot_files.py.
 PlotOption = Annotated[

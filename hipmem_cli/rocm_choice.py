@@ -1,5 +1,9 @@
 """`--rocm VERSION` (or `HIPMEM_ROCM`): which ROCm release answers, for size, recommend,
-check and routines. The rules themselves live in sizing.library_locator."""
+check and routines. The rules themselves live in sizing.library_locator.
+
+size, recommend and check fetch what the cache lacks on first use (`on_demand`), unless
+`--offline` or `HIPMEM_OFFLINE=1`: one line on stderr before each download, a progress bar on
+a terminal, nothing on stdout."""
 
 from __future__ import annotations
 
@@ -8,9 +12,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from hipmem.cli import output
 from hipmem.sizing.call_spec import Call, make_call
 from hipmem.sizing.catalog import load_catalog
 from hipmem.sizing.errors import UsageError
+from hipmem.sizing.fetch_on_demand import OnDemand, offline_reason
 from hipmem.sizing.library_locator import Libraries, locate
 from hipmem.sizing.rocm_releases import normalise, sort_key
 from hipmem.sizing.sweep import SweptCall, plan_sweep
@@ -45,7 +51,26 @@ def _from_environment(asked_as: str) -> Iterator[None]:
         raise UsageError(f"{ROCM_ENV}={err.value!r}: {err.detail}") from None
 
 
-def one_release(option: str | None, rocm_dir: Path | None, command: str) -> Libraries:
+def on_demand(offline: bool, device: str | None, cus: int | None) -> OnDemand:
+    """How this command fetches what the cache lacks: for the device's arch (resolved now,
+    so that an unknown device or a missing GPU is said before any download), announced on
+    stderr, with a bar on a terminal; or, offline, not at all."""
+    from hipmem.sizing.session import _choose_device
+
+    offline_by = offline_reason(offline)
+    arch = _choose_device(device, cus).arch.name
+    return OnDemand(
+        arch=arch,
+        offline_by=offline_by,
+        announce=output.info,
+        progress=lambda title: output.progress(title, transfer=True),
+        notice=output.warning,
+    )
+
+
+def one_release(
+    option: str | None, rocm_dir: Path | None, command: str, fetch: OnDemand | None = None
+) -> Libraries:
     """The libraries of the single release recommend/check/routines answer with."""
     names, asked_as = requested(option)
     if len(names) > 1:
@@ -54,15 +79,17 @@ def one_release(option: str | None, rocm_dir: Path | None, command: str) -> Libr
             f"(`hipmem size --rocm {','.join(names)}` compares them)"
         )
     with _from_environment(asked_as):
-        return locate(rocm_dir, names[0] if names else None)
+        return locate(rocm_dir, names[0] if names else None, fetch)
 
 
-def releases(option: str | None, rocm_dir: Path | None) -> list[Libraries]:
+def releases(
+    option: str | None, rocm_dir: Path | None, fetch: OnDemand | None = None
+) -> list[Libraries]:
     """The libraries of every release asked for (one when none was)."""
     names, asked_as = requested(option)
     with _from_environment(asked_as):
         wanted: list[str | None] = [*names] if names else [None]
-        return [locate(rocm_dir, name) for name in wanted]
+        return [locate(rocm_dir, name, fetch) for name in wanted]
 
 
 def in_release(

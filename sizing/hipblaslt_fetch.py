@@ -132,22 +132,28 @@ def fetch_hipblaslt(
     mirror: str = rocm_fetch.DEFAULT_MIRROR,
     progress: ProgressCallback | None = None,
     notice: Callable[[str], None] | None = None,
+    plan: rocm_fetch.PlanCallback | None = None,
 ) -> OfflineHipblaslt:
     """Download and unpack one hipBLASLt build (and its host ROCm release's runtime tree).
     `archs`: whose solution data to unpack (default: every arch the build has). Safe to run
-    again: a complete fetch covering `archs` does nothing."""
+    again: a complete fetch covering `archs` does nothing. `plan` hears what each part will
+    download before it starts (as in `rocm_fetch.fetch`)."""
     release = find_hipblaslt(version, parameter="hipblaslt")
     chosen = sorted(set(archs) if archs is not None else set(release.solution_archs))
     # Archs the build has no data for are left out (a call for one says so when asked).
     chosen = [arch for arch in chosen if arch in release.solution_archs]
-    rocm_fetch.fetch(release.host_rocm, archs=[], mirror=mirror, progress=progress, notice=notice)
+    rocm_fetch.fetch(release.host_rocm, [], mirror, progress, notice, plan)
     report: ProgressCallback = progress or no_progress
     with rocm_fetch._fetch_lock(notice or (lambda message: None)):
-        return _fetch_locked(release, chosen, mirror, report)
+        return _fetch_locked(release, chosen, mirror, report, plan or (lambda planned: None))
 
 
 def _fetch_locked(
-    release: HipblasltRelease, archs: list[str], mirror: str, report: ProgressCallback
+    release: HipblasltRelease,
+    archs: list[str],
+    mirror: str,
+    report: ProgressCallback,
+    plan: rocm_fetch.PlanCallback,
 ) -> OfflineHipblaslt:
     base = hipblaslt_dir() / release.version
     state = _read_manifest(base / MANIFEST_NAME)
@@ -168,6 +174,8 @@ def _fetch_locked(
         if state.packages.get(f.name) != f.version
         or (f.name == "libhipblaslt1" and not set(archs) <= set(state.archs))
     ]
+    if todo:
+        plan(rocm_fetch.FetchPlan(release.label, todo, archs, base))
     total_bytes = sum(f.size_bytes for f in todo)
     done_bytes = 0
     for package in todo:

@@ -14,6 +14,8 @@ loader path, then the cache):
   (the answer is then Debian's build, not the install's); an error naming the fetch command
   when that build is not cached either.
 - rocBLAS from the cache: Debian's build for that release, from the cache.
+With an `OnDemand` (`sizing.fetch_on_demand`), Debian's build is fetched when the cache lacks
+it (or is damaged), and the device's arch's solution data when the cached build lacks it.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from pathlib import Path
 
 from hipmem.sizing.elf_file import needed_libraries
 from hipmem.sizing.errors import LibraryNotFound
-from hipmem.sizing.hipblaslt_fetch import LIBRARY_SUBDIR, load_hipblaslt
+from hipmem.sizing.fetch_on_demand import OnDemand
+from hipmem.sizing.hipblaslt_fetch import LIBRARY_SUBDIR, OfflineHipblaslt, load_hipblaslt
 from hipmem.sizing.hipblaslt_releases import (
     DATA_ELSEWHERE,
     HIPBLASLT_RELEASES,
@@ -83,13 +86,13 @@ class HipblasltBuild:
         }
 
 
-def hipblaslt_for(libraries: Libraries) -> HipblasltBuild:
+def hipblaslt_for(libraries: Libraries, on_demand: OnDemand | None = None) -> HipblasltBuild:
     """The hipBLASLt that answers beside these rocBLAS/rocSOLVER libraries (module docstring)."""
     if libraries.found_in == CACHE_LABEL:
-        return _cached_build(libraries.rocm, libraries)
+        return _cached_build(libraries.rocm, libraries, on_demand=on_demand)
     library = _library_in(libraries.lib_dir)
     if library is None:
-        return _fallback(libraries)
+        return _fallback(libraries, on_demand)
     _check_hip_runtime(library, libraries)
     version, version_from = read_version(library)
     return HipblasltBuild(version, version_from, library, libraries.found_in, libraries)
@@ -159,7 +162,10 @@ def no_data_error(build: HipblasltBuild, arch: str) -> str | None:
 
 
 def _cached_build(
-    rocm: str | None, runs_with: Libraries, notice: str | None = None
+    rocm: str | None,
+    runs_with: Libraries,
+    notice: str | None = None,
+    on_demand: OnDemand | None = None,
 ) -> HipblasltBuild:
     release = for_rocm(rocm or "")
     if release is None:
@@ -167,7 +173,7 @@ def _cached_build(
         raise LibraryNotFound(
             f"no hipBLASLt build runs with ROCm {rocm or '(unknown)'}; hipmem has {pairs}"
         )
-    found = load_hipblaslt(release.version)
+    found = _load_or_fetch(release, on_demand) if on_demand else load_hipblaslt(release.version)
     if found is None:
         raise LibraryNotFound(
             f"hipBLASLt {release.version} is not in the cache; run "
@@ -179,10 +185,35 @@ def _cached_build(
     )
 
 
-def _fallback(libraries: Libraries) -> HipblasltBuild:
+def _load_or_fetch(
+    release: HipblasltRelease, on_demand: OnDemand, missing: str | None = None
+) -> OfflineHipblaslt:
+    """The cached build, fetched first when it is missing or damaged, or lacks the solution
+    data of the device's arch. `missing`: what to say when it is not in the cache."""
+    try:
+        found = load_hipblaslt(release.version)
+    except LibraryNotFound:
+        if on_demand.offline_by is not None:
+            raise  # its message names the fetch that repairs it
+        return on_demand.hipblaslt(release, f"the cached {release.label} is incomplete or damaged")
+    if found is None:
+        return on_demand.hipblaslt(release, missing or f"{release.label} is not in the cache")
+    if on_demand.lacks_solution_data(release, found.archs):
+        why = f"the cached {release.label} has no solution data for {on_demand.arch}"
+        return on_demand.hipblaslt(release, why)
+    return found
+
+
+def _fallback(libraries: Libraries, on_demand: OnDemand | None = None) -> HipblasltBuild:
     """A local install without hipBLASLt: Debian's build of its release, saying so."""
     where = f"{libraries.found_in} ({libraries.lib_dir})"
     release = for_rocm(libraries.rocm or "")
+    if release is not None and on_demand is not None:
+        missing = (
+            f"ROCm {libraries.rocm} at {where} has no hipBLASLt (no libhipblaslt.so.* there), "
+            f"and Debian's {release.label} for it is not in the cache"
+        )
+        _load_or_fetch(release, on_demand, missing)
     if release is None or load_hipblaslt(release.version) is None:
         if release is None:
             fix = "hipmem has no Debian hipBLASLt for that release either"

@@ -22,6 +22,7 @@ from typing import Any
 
 from hipmem.sizing.call_spec import _DECIMAL
 from hipmem.sizing.errors import BadArgument, LibraryNotFound, SizingError
+from hipmem.sizing.fetch_on_demand import OnDemand
 from hipmem.sizing.hipblaslt_locator import HipblasltBuild, hipblaslt_for, no_data_error
 from hipmem.sizing.library_locator import Libraries
 from hipmem.sizing.virtual_device import Device
@@ -270,10 +271,11 @@ def size_matmuls(
     device: Device,
     libraries: Libraries,
     worker: WorkerProcess | None = None,
+    on_demand: OnDemand | None = None,
 ) -> MatmulReport:
     """Ask the heuristic for each distinct call, with its cap and with none, of the hipBLASLt
-    that goes with `libraries` (`sizing.hipblaslt_locator`)."""
-    build = hipblaslt_for(libraries)
+    that goes with `libraries` (`sizing.hipblaslt_locator`; `on_demand`: fetched if missing)."""
+    build = hipblaslt_for(libraries, on_demand)
     distinct: dict[MatmulCall, int] = {}
     for call in calls:
         distinct[call] = distinct.get(call, 0) + 1

@@ -12,6 +12,11 @@ Which one answers:
   newest release in the cache.
 An explicit directory that holds no rocBLAS is an error, never silently passed over, and a
 directory whose rocBLAS and rocSOLVER belong to different releases is refused.
+
+With an `OnDemand` (the commands pass one; `sizing.fetch_on_demand`), what the cache lacks is
+fetched where the rules above would have ended in "not here": the release asked for, else
+(no install, an empty cache) the newest release hipmem knows; a damaged cached release is
+repaired; and a cached release without the device's arch's gemm data gets it.
 """
 
 from __future__ import annotations
@@ -24,8 +29,9 @@ from pathlib import Path
 
 from hipmem.sizing.elf_file import needed_libraries
 from hipmem.sizing.errors import LibraryNotFound, UsageError
+from hipmem.sizing.fetch_on_demand import OnDemand
 from hipmem.sizing.rocm_fetch import cached_releases, load_offline
-from hipmem.sizing.rocm_releases import normalise, release_names, rocm_of_rocblas
+from hipmem.sizing.rocm_releases import NEWEST, normalise, release_names, rocm_of_rocblas
 
 LIBDIR_ENV = "HIPMEM_ROCM_LIBDIR"
 LOADER_NAME = "ld-linux-x86-64.so.2"
@@ -58,7 +64,11 @@ class Libraries:
         return found[-1] if found else None
 
 
-def locate(explicit_dir: Path | None = None, rocm: str | None = None) -> Libraries:
+def locate(
+    explicit_dir: Path | None = None,
+    rocm: str | None = None,
+    on_demand: OnDemand | None = None,
+) -> Libraries:
     """The libraries that answer, by the rules in the module docstring."""
     wanted = normalise(rocm) if rocm else None
     passed_over: list[str] = []
@@ -81,11 +91,17 @@ def locate(explicit_dir: Path | None = None, rocm: str | None = None) -> Librari
             passed_over.append(f"{label} has ROCm {found.rocm or 'of unknown release'}")
     cached = cached_releases()
     if wanted is not None:
-        if wanted in cached:
-            return _with(_cached(wanted), why=f"asked for ROCm {wanted}", cached=cached)
+        if wanted in cached or (on_demand is not None and wanted in release_names()):
+            found = _from_cache(wanted, on_demand)
+            return _with(found, why=f"asked for ROCm {wanted}", cached=cached_releases())
         raise UsageError(_unavailable(wanted, passed_over, cached), parameter="rocm", value=rocm)
     if cached:
-        return _with(_newest_intact(cached), why="the newest release in the cache", cached=cached)
+        found = _newest_intact(cached, on_demand)
+        return _with(found, why="the newest release in the cache", cached=cached)
+    if on_demand is not None:
+        tried.append("offline cache (empty)")
+        on_demand.rocm(NEWEST.name, "rocBLAS not found; tried " + "; ".join(tried))
+        return _with(_cached(NEWEST.name), why="the newest release hipmem knows, fetched")
     tried.append("offline cache (empty: run `hipmem rocm fetch`)")
     raise LibraryNotFound(
         "rocBLAS not found; tried "
@@ -111,17 +127,41 @@ def _with(found: Libraries, *, why: str, cached: list[str] | None = None) -> Lib
     return replace(found, why=why, other_cached=others)
 
 
-def _newest_intact(cached: list[str]) -> Libraries:
+def _newest_intact(cached: list[str], on_demand: OnDemand | None) -> Libraries:
     """The newest cached release that is complete (one being fetched, or damaged, is passed
-    over); when none is, the newest one's error, which says how to repair it."""
+    over); when none is, the newest one's error, which says how to repair it (or, on
+    demand, the newest one repaired)."""
     first_error: LibraryNotFound | None = None
     for release in reversed(cached):
         try:
-            return _cached(release)
+            found = _cached(release)
         except LibraryNotFound as err:
             first_error = first_error or err
+            continue
+        return found if on_demand is None else _from_cache(release, on_demand)
+    if on_demand is not None:
+        return _from_cache(cached[-1], on_demand)
     assert first_error is not None
     raise first_error
+
+
+def _from_cache(release: str, on_demand: OnDemand | None) -> Libraries:
+    """The cache's copy of `release`; on demand, fetched first when it is missing or
+    damaged, or lacks the gemm data of the device's arch."""
+    if on_demand is None:
+        return _cached(release)
+    try:
+        offline = load_offline(release)
+    except LibraryNotFound:
+        if on_demand.offline_by is not None:
+            raise  # its message names the fetch that repairs it
+        on_demand.rocm(release, f"the cached ROCm {release} is incomplete or damaged")
+        return _cached(release)
+    if offline is None:
+        on_demand.rocm(release, f"ROCm {release} is not in the cache")
+    elif on_demand.lacks_gemm_data(release, offline.archs):
+        on_demand.rocm(release, f"the cached ROCm {release} has no gemm data for {on_demand.arch}")
+    return _cached(release)
 
 
 def _unavailable(wanted: str, passed_over: list[str], cached: list[str]) -> str:

@@ -136,6 +136,24 @@ class OfflineRocm:
         return damaged
 
 
+@dataclass(frozen=True)
+class FetchPlan:
+    """What a fetch is about to download, said before the first byte: `what` ("ROCm 7.2",
+    "hipBLASLt 7.2.4"), the files, the archs whose data it unpacks, and where it goes."""
+
+    what: str
+    files: list[PackageFile]
+    archs: list[str]
+    target: Path
+
+    @property
+    def download_bytes(self) -> int:
+        return sum(file.size_bytes for file in self.files)
+
+
+PlanCallback = Callable[[FetchPlan], None]
+
+
 def rocm_dir() -> Path:
     return cache_dir() / "rocm"
 
@@ -229,10 +247,13 @@ def fetch(
     mirror: str = DEFAULT_MIRROR,
     progress: ProgressCallback | None = None,
     notice: Callable[[str], None] | None = None,
+    plan: PlanCallback | None = None,
 ) -> OfflineRocm:
     """Download and unpack one release; returns the result. Safe to run again: a complete
     fetch that covers `archs` only checks the tree (offline), an interrupted one resumes, a
-    damaged one is repaired. Two fetches on one cache take turns (a lock file)."""
+    damaged one is repaired. Two fetches on one cache take turns (a lock file). `plan` hears
+    what will be downloaded once that is known, before the download starts (not at all
+    when nothing is)."""
     wanted = find_release(release, parameter="release")
     chosen = sorted(set(archs) if archs is not None else set(wanted.gemm_archs))
     unknown = [arch for arch in chosen if arch not in wanted.gemm_archs]
@@ -243,11 +264,15 @@ def fetch(
         )
     report: ProgressCallback = progress or no_progress
     with _fetch_lock(notice or (lambda message: None)):
-        return _fetch_locked(wanted, chosen, mirror, report)
+        return _fetch_locked(wanted, chosen, mirror, report, plan or (lambda planned: None))
 
 
 def _fetch_locked(
-    release: Release, archs: list[str], mirror: str, report: ProgressCallback
+    release: Release,
+    archs: list[str],
+    mirror: str,
+    report: ProgressCallback,
+    plan: PlanCallback,
 ) -> OfflineRocm:
     base = offline_dir(release.name)
     before = _read_manifest(base / MANIFEST_NAME)
@@ -263,8 +288,11 @@ def _fetch_locked(
         if _is_complete(before, release) and set(archs) == set(before.archs):
             return before  # complete and intact: no network needed
     state = before or OfflineRocm(root=base / "root", release=release.name, archs=[])
+    report(0, None, "reading Debian's package index")
     files = resolve_packages(rocm_dir() / "apt", release, mirror)
     todo = [f for f in files if not _unpacked(state, f, archs, release)]
+    if todo:
+        plan(FetchPlan(f"ROCm {release.name}", todo, archs, base))
     debs = base / "debs"
     total_bytes = sum(f.size_bytes for f in todo)
     done_bytes = 0

@@ -1,6 +1,7 @@
 """Shared fixtures. Sizing tests run the real rocBLAS/rocSOLVER through the virtual device:
-the `rocm` fixture makes sure every ROCm release hipmem knows is in the cache (the same
-`hipmem rocm fetch` path users take; a no-op when the README's set-up already ran it).
+the `rocm` fixture makes sure every ROCm release hipmem knows is in the cache with the gemm
+data of every arch it has (the same `hipmem rocm fetch` path users take; the README's first
+command fetched only ROCm 7.2 with gfx942's data, so the rest is fetched here).
 
 A release whose pinned packages have left Debian's archive cannot be fetched: the tests of
 that release (`rocm_release("6.4")`) skip with the fetch's own reason, and the suite fails
@@ -36,7 +37,8 @@ def _releases() -> dict[str, Path]:
                 offline = rocm_fetch.load_offline(release.name)
             except LibraryNotFound:  # damaged: the fetch repairs it
                 offline = None
-            offline = offline or rocm_fetch.fetch(release.name)
+            if offline is None or not set(release.gemm_archs) <= set(offline.archs):
+                offline = rocm_fetch.fetch(release.name)  # every arch the release has
         except PinnedVersionGone as err:
             _UNAVAILABLE[release.name] = str(err)
             continue

@@ -109,7 +109,7 @@ def test_missing_libraries_list_every_place_tried(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     done = hipmem(
-        "size", "-d", "MI210", "dgetrf:m=1,n=1",
+        "size", "--offline", "-d", "MI210", "dgetrf:m=1,n=1",
         HIPMEM_CACHE_DIR=str(tmp_path / "cache"), ROCM_PATH=str(empty),
     )  # fmt: skip
     assert done.returncode == 1
@@ -117,7 +117,10 @@ def test_missing_libraries_list_every_place_tried(tmp_path: Path) -> None:
     assert len(lines) == 1
     for place in (f"$ROCM_PATH/lib ({empty / 'lib'})", "/opt/rocm/lib", "offline cache"):
         assert place in lines[0]
-    assert "hipmem rocm fetch" in lines[0]
+    assert lines[0].endswith(
+        "--offline forbids downloading ROCm 7.2: run "
+        "`hipmem rocm fetch --rocm 7.2 --arch gfx90a --no-hipblaslt`"
+    )
 
 
 def test_debug_shows_the_traceback(rocm: Path) -> None:

@@ -174,13 +174,14 @@ def test_an_install_without_hipblaslt_falls_back_to_the_cache_saying_so(
     assert payload["hipblaslt_notice"] == notice
     assert payload["calls"][0]["bytes"] == GEMV_MI210_BYTES
     empty = hipmem(
-        "size", "--rocm-dir", str(tree / "lib"), "--device", "MI210", GEMV,
+        "size", "--offline", "--rocm-dir", str(tree / "lib"), "--device", "MI210", GEMV,
         HIPMEM_CACHE_DIR=str(tmp_path / "empty-cache"),
     )  # fmt: skip
     assert empty.returncode == 1
-    assert empty.stderr.strip().endswith(
-        "and Debian's hipBLASLt 7.2.4 for it is not cached either: run "
-        "`hipmem rocm fetch --rocm 7.2`"
+    assert empty.stderr.strip() == (
+        f"Error: ROCm 7.2 at --rocm-dir ({tree}/lib) has no hipBLASLt (no libhipblaslt.so.* "
+        "there), and Debian's hipBLASLt 7.2.4 for it is not in the cache; --offline forbids "
+        "downloading it: run `hipmem rocm fetch --rocm 7.2 --arch gfx90a`"
     ), empty.stderr
 
 

@@ -159,7 +159,8 @@ def test_a_cut_short_manifest_is_one_line_saying_to_fetch(rocm72: Path, tmp_path
     cache = _mirror_cache(tmp_path, "7.2")
     manifest = cache / "rocm" / "7.2" / rocm_fetch.MANIFEST_NAME
     manifest.write_text(manifest.read_text()[:1000])
-    done = hipmem("size", "--rocm", "7.2", "-d", "MI210", "dgetrf:m=8,n=8",
+    # Offline: a size query would otherwise repair it (tests/test_fetch_on_demand.py).
+    done = hipmem("size", "--offline", "--rocm", "7.2", "-d", "MI210", "dgetrf:m=8,n=8",
                   HIPMEM_CACHE_DIR=str(cache))  # fmt: skip
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
@@ -181,7 +182,7 @@ def test_by_default_a_release_being_fetched_is_passed_over(
     payload = json.loads(done.stdout)
     assert (payload["library"]["rocm"], payload["session_bytes"]) == ("6.4", 64)
     asked = hipmem("size", "--rocm", "7.2", "-d", "MI210", "dgetrs:n=1024,nrhs=1",
-                   HIPMEM_CACHE_DIR=str(cache))  # fmt: skip
+                   HIPMEM_CACHE_DIR=str(cache), HIPMEM_OFFLINE="1")  # fmt: skip
     assert asked.returncode == 1 and "run `hipmem rocm fetch --rocm 7.2`" in asked.stderr
 
 
@@ -195,7 +196,7 @@ def test_a_truncated_library_is_found_and_the_fetch_repairs_only_its_package(
     damaged.unlink()
     damaged.write_bytes(content[: len(content) // 2])
     done = hipmem("size", "--rocm", "7.2", "-d", "MI210", "dgetrf:m=8,n=8",
-                  HIPMEM_CACHE_DIR=str(cache))  # fmt: skip
+                  HIPMEM_CACHE_DIR=str(cache), HIPMEM_OFFLINE="1")  # fmt: skip
     assert done.returncode == 1
     assert "libroctx64.so.4.1.0 changed since it was fetched" in done.stderr
     assert "run `hipmem rocm fetch --rocm 7.2` to repair it" in done.stderr
