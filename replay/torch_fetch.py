@@ -216,6 +216,8 @@ def fetch(
     disk instead of downloading it. Two fetches on one cache take turns (a lock file)."""
     release = find_release(version)
     report = progress or no_progress
+    if wheel is not None:  # a wheel that is not this PyTorch is refused before any download
+        check_torch_wheel(wheel, release)
     with _fetch_lock(notice or (lambda message: None)):
         target = torch_dir() / release.version
         before = _read_manifest(target / MANIFEST_NAME)
@@ -287,36 +289,51 @@ def _one(folder: Path, prefix: str) -> Path:
     return found[0]
 
 
+def check_torch_wheel(wheel: Path, release: TorchRelease) -> str:
+    """The wheel's PyTorch version; a wheel that is not PyTorch, not this release, or not a
+    CUDA build is refused with the way out."""
+    with _open_wheel(wheel) as archive:
+        return _check_torch(archive, wheel, release)
+
+
+def _open_wheel(wheel: Path) -> zipfile.ZipFile:
+    try:
+        return zipfile.ZipFile(wheel)
+    except (OSError, zipfile.BadZipFile):
+        raise TorchFetchError(f"{wheel}: not a wheel (not a zip archive)") from None
+
+
+def _check_torch(archive: zipfile.ZipFile, wheel: Path, release: TorchRelease) -> str:
+    names = set(archive.namelist())
+    if "torch/version.py" not in names:
+        raise TorchFetchError(f"{wheel}: not a PyTorch wheel (it has no torch/version.py)")
+    version = _version_of(archive.read("torch/version.py").decode(errors="replace"))
+    if version.split("+")[0] != release.version:
+        raise TorchFetchError(
+            f"{wheel}: PyTorch {version}, not {release.version}; pass --torch "
+            f"{version.split('+')[0]} if hipmem supports it"
+        )
+    if "torch/lib/libc10_cuda.so" not in names:
+        raise TorchFetchError(
+            f"{wheel}: PyTorch {version} is not a CUDA build (no libc10_cuda.so); use "
+            "PyPI's default Linux wheel (`hipmem torch fetch` downloads it)"
+        )
+    return version
+
+
 def _extract_torch(
     wheel: Path, staged: Path, files: dict[str, list[object]], release: TorchRelease
 ) -> str:
-    """Keep the allocator's members of a torch wheel; returns its version. A wheel that is not
-    PyTorch, not this release, or not a CUDA build is refused with the way out."""
-    try:
-        archive = zipfile.ZipFile(wheel)
-    except (OSError, zipfile.BadZipFile):
-        raise TorchFetchError(f"{wheel}: not a wheel (not a zip archive)") from None
-    with archive:
+    """Keep the allocator's members of a torch wheel (checked first); returns its version."""
+    with _open_wheel(wheel) as archive:
+        version = _check_torch(archive, wheel, release)
         names = set(archive.namelist())
-        if "torch/version.py" not in names:
-            raise TorchFetchError(f"{wheel}: not a PyTorch wheel (it has no torch/version.py)")
-        version = _version_of(archive.read("torch/version.py").decode(errors="replace"))
-        if version.split("+")[0] != release.version:
-            raise TorchFetchError(
-                f"{wheel}: PyTorch {version}, not {release.version}; pass --torch "
-                f"{version.split('+')[0]} if hipmem supports it"
-            )
-        if "torch/lib/libc10_cuda.so" not in names:
-            raise TorchFetchError(
-                f"{wheel}: PyTorch {version} is not a CUDA build (no libc10_cuda.so); use "
-                "PyPI's default Linux wheel (`hipmem torch fetch` downloads it)"
-            )
         for name in sorted(names):
             for prefix, folder in _TORCH_MEMBERS.items():
                 if name.startswith(prefix) and not name.endswith("/"):
-                    relative = folder + name.removeprefix("torch/").removeprefix("include/")
-                    if prefix == "torch/lib/libc10.so" or prefix == "torch/lib/libc10_cuda.so":
-                        relative = folder + Path(name).name
+                    relative = folder + name.removeprefix(prefix.rpartition("/")[0] + "/")
+                    if prefix.startswith("torch/include/"):
+                        relative = folder + name.removeprefix("torch/include/")
                     _write_member(archive, name, staged, relative, files)
     return version
 

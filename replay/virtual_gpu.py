@@ -6,12 +6,13 @@ address space only and refuses what exceeds the device's memory. The answers are
 allocator's own: the reserved peak of a snapshot replayed with its recorded settings equals
 the recorded one byte for byte.
 
-A `VirtualGpu` is one driver process: one allocator, one settings string (PyTorch reads
-PYTORCH_CUDA_ALLOC_CONF once per process), any number of replays ("probes"), each of which
-may size the device anew. Between probes the driver empties the allocator's cache and resets
-its statistics, and tests/test_virtual_gpu.py checks that a probe in a used process answers as
-a fresh process does. The process is the crash boundary: an abort inside PyTorch (a setting it
-refuses) is one error line here, and Ctrl-C ends it with the caller.
+A `VirtualGpu` is one program, one allocator and one settings string (PyTorch reads
+PYTORCH_CUDA_ALLOC_CONF once per process); each replay ("probe") runs in a driver process of
+its own, which costs about 10 ms. Replays sharing a process do not always start from a fresh
+allocator's state: with expandable segments, a replay after a refused one on a smaller device
+reserved 2 MiB more than the same replay in a fresh process (the segments outlive
+`emptyCache`), so none share one. The process is also the crash boundary: an abort inside
+PyTorch (a setting it refuses) is one error line here, and Ctrl-C ends it with the caller.
 """
 
 from __future__ import annotations
@@ -74,7 +75,8 @@ def check_settings(conf: str) -> None:
 
 
 class VirtualGpu:
-    """One driver process replaying one program with one settings string."""
+    """One program and one settings string, replayed on demand, each replay in a process of
+    its own (see the module's docstring: a process is the unit of a fresh allocator)."""
 
     def __init__(
         self,
@@ -87,30 +89,34 @@ class VirtualGpu:
         *,
         plain: bool = False,
     ) -> None:
-        """`plain`: a process that runs only the bare loop (`plain_loop_ns`)."""
+        """`plain`: processes that run only the bare loop (`plain_loop_ns`)."""
         check_settings(conf)
-        self.device = device
-        self.allocator = allocator
+        self.device, self.allocator, self.conf = device, allocator, conf
         self.n_ops = len(arrays["op"])
-        build_dir = vcuda_build.build(allocator)
+        self._build_dir = vcuda_build.build(allocator)
         self._folder = Path(tempfile.mkdtemp(prefix="hipmem-vgpu-"))
         self._process: subprocess.Popen[str] | None = None
+        self._stderr: IO[str] | None = None
+        self._arguments = [str(n_slots), str(max(n_streams, 1)), *(["--plain"] if plain else [])]
+        self.peak_rss: int | None = None  # the largest VmHWM of the processes so far
         try:
             for name, dtype in (("op", np.int8), ("slot", np.int32), ("size", np.int64),
                                 ("stream", np.int32)):  # fmt: skip
                 np.ascontiguousarray(arrays[name], dtype=dtype).tofile(self._folder / f"{name}.bin")
-            self._stderr: IO[str] = (self._folder / "stderr.txt").open("w+")
-            env = {**os.environ, **device.environment(), ALLOC_CONF: conf}
-            command = [str(build_dir / vcuda_build.DRIVER), str(self._folder), str(n_slots),
-                       str(max(n_streams, 1)), *(["--plain"] if plain else [])]  # fmt: skip
-            self._process = subprocess.Popen(
-                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-                text=True, env=env,
-            )  # fmt: skip
         except BaseException:
             self.close()
             raise
-        self.conf = conf
+
+    def _start(self, device: DevicePreset) -> subprocess.Popen[str]:
+        self._stop()
+        self._stderr = (self._folder / "stderr.txt").open("w+")
+        env = {**os.environ, **device.environment(), ALLOC_CONF: self.conf}
+        command = [str(self._build_dir / vcuda_build.DRIVER), str(self._folder), *self._arguments]
+        self._process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+            text=True, env=env,
+        )  # fmt: skip
+        return self._process
 
     def replay(
         self,
@@ -120,12 +126,21 @@ class VirtualGpu:
         stop_on_failure: bool = False,
         time_calls: bool = False,
         repeats: int = 1,
+        device: DevicePreset | None = None,
     ) -> ProbeResult:
-        """Replay the program once (`repeats` passes) on a device of `device_bytes`."""
-        size = self.device.memory_bytes if device_bytes is None else device_bytes
+        """Replay the program once (`repeats` passes on one allocator, its cache warm after
+        the first) on `device` (default: this one's), with `device_bytes` of memory if given,
+        under a per-process memory cap of `limit_bytes` if given."""
+        chosen = device or self.device
+        size = chosen.memory_bytes if device_bytes is None else device_bytes
         limit = -1 if limit_bytes is None else limit_bytes
-        line = f"{size} {limit} {int(stop_on_failure)} {int(time_calls)} {repeats}\n"
-        answer = self._ask(line)
+        self._start(chosen)
+        try:
+            answer = self._ask(
+                f"{size} {limit} {int(stop_on_failure)} {int(time_calls)} {repeats}\n"
+            )
+        finally:
+            self._stop()
         latency = None
         if time_calls:
             latency = np.fromfile(self._folder / "latency.bin", dtype=np.int64)
@@ -149,9 +164,24 @@ class VirtualGpu:
 
     def plain_loop_ns(self, device_bytes: int | None = None) -> int:
         """Wall time of a bare loop over the same calls on the default stream, with no timing
-        and no bookkeeping: the benchmark's yardstick (a process made with `plain=True`)."""
+        and no bookkeeping: the benchmark's yardstick (needs `plain=True`)."""
         size = self.device.memory_bytes if device_bytes is None else device_bytes
-        return int(self._ask(f"{size} -1 0 0 1\n")["wall_ns"])
+        self._start(self.device)
+        try:
+            return int(self._ask(f"{size} -1 0 0 1\n")["wall_ns"])
+        finally:
+            self._stop()
+
+    def _note_rss(self, process: subprocess.Popen[str]) -> None:
+        """Keep the process's peak resident memory (Linux: VmHWM) while it is still there."""
+        try:
+            status = Path(f"/proc/{process.pid}/status").read_text()
+        except OSError:
+            return
+        for line in status.splitlines():
+            if line.startswith("VmHWM:"):
+                rss = int(line.split()[1]) * 1024
+                self.peak_rss = max(self.peak_rss or 0, rss)
 
     def _ask(self, line: str) -> dict[str, Any]:
         process = self._process
@@ -161,6 +191,7 @@ class VirtualGpu:
             process.stdin.write(line)
             process.stdin.flush()
             answer = process.stdout.readline()
+            self._note_rss(process)
         except (BrokenPipeError, OSError):
             answer = ""
         if not answer:
@@ -168,21 +199,27 @@ class VirtualGpu:
             raise VirtualGpuFailed(self._why_it_died(process.returncode))
         data: dict[str, Any] = json.loads(answer)
         if "error" in data:
-            raise VirtualGpuFailed(f"{self.allocator.describe()}: {data['error']}")
+            said = f"PyTorch {self.allocator.version}"
+            if self.conf:  # most such errors are PyTorch's own about its settings
+                said += f" with the settings {self.conf!r}"
+            raise VirtualGpuFailed(f"{said} stopped: {data['error']}")
         return data
 
     def _why_it_died(self, code: int | None) -> str:
-        self._stderr.flush()
-        self._stderr.seek(0)
-        lines = [ln.strip() for ln in self._stderr.read().splitlines() if ln.strip()]
+        lines: list[str] = []
+        if self._stderr is not None:
+            self._stderr.flush()
+            self._stderr.seek(0)
+            lines = [ln.strip() for ln in self._stderr.read().splitlines() if ln.strip()]
         what = next((ln.removeprefix("what():").strip() for ln in lines if ln.startswith("what()")),
                     lines[-1] if lines else "")  # fmt: skip
         if self.conf and ("config" in what.lower() or "alloc" in what.lower()):
-            return f"PyTorch {self.allocator.version} refused the settings {self.conf!r}: {what}"
+            return (
+                f"PyTorch {self.allocator.version} with the settings {self.conf!r} stopped: {what}"
+            )
         return f"the virtual GPU's process ended (exit {code}): {what[:300]}"
 
-    def close(self) -> None:
-        """End the process and remove its files (idempotent)."""
+    def _stop(self) -> None:
         process, self._process = self._process, None
         if process is not None:
             if process.stdin is not None:
@@ -194,9 +231,13 @@ class VirtualGpu:
                 process.wait()
             if process.stdout is not None:
                 process.stdout.close()
-        stderr = getattr(self, "_stderr", None)
+        stderr, self._stderr = self._stderr, None
         if stderr is not None:
             stderr.close()
+
+    def close(self) -> None:
+        """End any process and remove the program's files (idempotent)."""
+        self._stop()
         shutil.rmtree(self._folder, ignore_errors=True)
 
     def __enter__(self) -> VirtualGpu:

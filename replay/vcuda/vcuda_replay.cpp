@@ -18,11 +18,11 @@
 // free -> raw_delete, a refusal (c10::OutOfMemoryError, after the allocator freed its cache and
 // retried) is recorded with its op index and the live bytes, and leftovers are returned.
 //
-// Between probes the allocator is brought back to where a fresh process starts: every block
-// returned, the cache emptied (so no device memory is in use, which the stand-in checks
-// before it changes size), statistics reset. PYTORCH_CUDA_ALLOC_CONF is read once per
-// process, so a process serves one settings string; tests/test_virtual_gpu.py checks that
-// probes in one process answer as fresh processes do.
+// After a probe every block is returned and the cache emptied (so no device memory is in use,
+// which the stand-in checks before it changes size). hipmem still starts a process per probe
+// (replay/virtual_gpu.py): with expandable segments, a probe after a refused one on a smaller
+// device did not answer as a fresh process does. PYTORCH_CUDA_ALLOC_CONF is read once per
+// process in any case.
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
