@@ -173,13 +173,24 @@ def load_fetched(version: str) -> FetchedTorch | None:
     repair = f"run `hipmem torch fetch --torch {release.version}` to repair it"
     if found is None:
         raise TorchNotFetched(f"the fetched PyTorch {release.version} is damaged; {repair}")
-    damaged = found.damaged_files()
+    damaged = _damaged_once(found, manifest)
     if damaged:
         raise TorchNotFetched(
             f"the fetched PyTorch {release.version} is damaged ({damaged[0]} changed since it "
             f"was fetched); {repair}"
         )
     return found
+
+
+_CHECKED: dict[tuple[Path, int], list[str]] = {}
+
+
+def _damaged_once(found: FetchedTorch, manifest: Path) -> list[str]:
+    """Every file checked by SHA256 (about 10 MB, some 30 ms), once per process and fetch."""
+    key = (manifest, manifest.stat().st_mtime_ns)
+    if key not in _CHECKED:
+        _CHECKED[key] = found.damaged_files(hashes=True)
+    return _CHECKED[key]
 
 
 def _read_manifest(path: Path) -> FetchedTorch | None:
