@@ -23,7 +23,7 @@ from hipmem._core.byte_sizes import GiB, MiB
 from hipmem.replay.errors import ReplayUsageError
 
 MEASURED_H100 = "measured on the lent H100 (torch.cuda.mem_get_info, driver 580.159.04)"
-MEASURED_H200 = "measured on the lent H200 (torch.cuda.mem_get_info, driver 580)"
+MEASURED_H200 = "measured on the lent H200 (torch.cuda.mem_get_info, driver 580.159.04)"
 NVIDIA_GRANULARITY = "cuMemGetAllocationGranularity on the lent H100 and H200: 2 MiB"
 AMD_GRANULARITY = "not measured (no AMD GPU): 2 MiB, which answers as any granularity up to 2 MiB"
 
@@ -73,7 +73,7 @@ PRESETS: dict[str, DevicePreset] = {
         _amd("MI355X", 288, "288 GB HBM3E (AMD Instinct MI355X data sheet)"),
         _amd("MI250X", 64, "128 GB HBM2e per OAM, two GCDs; one GCD is one device"),
         _nvidia("H100", 85_017_493_504, f"H100 80GB HBM3, {MEASURED_H100}"),
-        _nvidia("H200", 150_110_011_392, f"H200 141GB HBM3e, {MEASURED_H200}"),
+        _nvidia("H200", 150_109_880_320, f"H200 141GB HBM3e, {MEASURED_H200}"),
         _nvidia("A100-40GB", 40 * GiB, "NVIDIA's published capacity: 40 GB HBM2 (not measured)"),
         _nvidia("A100-80GB", 80 * GiB, "NVIDIA's published capacity: 80 GB HBM2e (not measured)"),
     )

@@ -168,13 +168,17 @@ def _first_passing(
         if size > GROWTH_LIMIT * device.memory_bytes:
             raise NoCapacityFound(f"{spec.label}: no device up to {size // 2:,} bytes replays it")
         first = gpu.replay(device_bytes=size, stop_on_failure=True)
-    peak = -(-first.peak_reserved_bytes // resolution_bytes) * resolution_bytes
-    upper = min(max(peak, resolution_bytes), device.memory_bytes) if cap == "fraction" else peak
-    if replays(upper):
-        return upper
-    raise ReplayError(  # the allocator never asked for more than `peak` uncapped
-        f"{spec.label}: refused at its own uncapped reserved peak ({upper:,} bytes)"
-    )
+    # Uncapped, the allocator never asked for more than its reserved peak, so a device of
+    # that size refuses nothing. A fraction is PyTorch's own check, which with expandable
+    # segments can refuse at that peak (it counts a whole mapping before it is made): grow.
+    top = device.memory_bytes if cap == "fraction" else size
+    upper = min(max(-(-first.peak_reserved_bytes // resolution_bytes) * resolution_bytes,
+                    resolution_bytes), top)  # fmt: skip
+    while not replays(upper):
+        if upper >= top:
+            raise NoCapacityFound(f"{spec.label}: no {sized} up to {top:,} bytes replays it")
+        upper = min(upper * 2, top)
+    return upper
 
 
 def _bisect(replays: Callable[[int], bool], failing: int, passing: int, step: int) -> int:

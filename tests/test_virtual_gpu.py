@@ -241,15 +241,26 @@ def test_the_smallest_device_is_bisected_to_2_mib_and_holds_in_fresh_processes(
     assert at.failure_count == 0 and below.failure_count > 0
 
 
-def test_the_fraction_cap_is_its_own_figure(torch211: torch_allocator.TorchAllocator) -> None:
-    log = hipmem.load_log(SNAPSHOTS / "train-expandable.pickle.gz")
+@pytest.mark.parametrize(
+    ("name", "spec"),
+    [
+        ("train-expandable", "torch:settings=recorded"),
+        # Under a fraction, expandable segments were refused at their own uncapped reserved
+        # peak here: the search must look above it.
+        ("oom", "torch:expandable_segments=1"),
+    ],
+)
+def test_the_fraction_cap_is_its_own_figure(
+    name: str, spec: str, torch211: torch_allocator.TorchAllocator
+) -> None:
+    log = hipmem.load_log(SNAPSHOTS / f"{name}.pickle.gz")
     options = _virtual(device_name="H100")
-    found = hipmem.find_capacity(log, RECORDED, options, cap="fraction")
+    found = hipmem.find_capacity(log, parse_spec(spec), options, cap="fraction")
     assert found.sized_option == "memory fraction of H100"
     capped = parse_spec(found.sized_spec)
     assert capped.limit_bytes == found.capacity_bytes
     assert hipmem.replay(log, capped, options).failure_count == 0
-    below = parse_spec(f"torch:settings=recorded,limit={found.capacity_bytes - 2 * MiB}")
+    below = parse_spec(f"{spec},limit={found.capacity_bytes - 2 * MiB}")
     assert hipmem.replay(log, below, options).failure_count > 0
 
 
