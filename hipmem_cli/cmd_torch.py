@@ -30,6 +30,11 @@ Exit codes: 0 ready; 1 the download or a check failed (run it again); 2 usage;
 """
 
 WHERE_EPILOG = """\b
+Examples:
+  hipmem torch where
+  hipmem torch where --torch 2.9 --json
+
+\b
 Search order (the first that applies answers):
   1. --torch VERSION or $HIPMEM_TORCH: the installed PyTorch if it is a CUDA build of that
      version, else the one `hipmem torch fetch --torch VERSION` fetched;
