@@ -299,8 +299,9 @@ def test_a_288_gib_device_replays_in_a_few_mb_of_resident_memory(
 
 
 def _locate_in_subprocess(tmp_path: Path, torch_version: str, **env: str) -> str:
-    code = (
+    code = (  # an installed PyTorch (a GPU machine's) is hidden unless the test brings one
         "import sys; from hipmem.replay import torch_allocator as t\n"
+        "if 'PYTHONPATH' not in __import__('os').environ: t.installed_torch = lambda: None\n"
         f"try: print(t.locate({torch_version!r} or None).describe())\n"
         "except Exception as err: print('error:', err)"
     )
@@ -381,3 +382,31 @@ def test_settings_pytorch_refuses_are_its_own_words(
         "divisions has to be power of 2",
     ):
         hipmem.replay(log, parse_spec("torch:roundup_power2_divisions=3"), _virtual())
+
+
+def test_ctrl_c_ends_the_replay_and_leaves_nothing_behind(
+    tmp_path: Path, torch211: torch_allocator.TorchAllocator
+) -> None:
+    import signal
+    import time
+
+    code = (  # Ctrl-C as at a terminal (a background job's shell may have it ignored)
+        "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "import hipmem\n"
+        "log = hipmem.load_log('tests/data/snapshots/train-default.pickle.gz')\n"
+        "options = hipmem.ReplayOptions(backend='virtual', torch_version='2.11', repeats=1000)\n"
+        "print('replaying', flush=True)\n"
+        "hipmem.replay(log, hipmem.parse_spec('torch'), options)\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env={**os.environ, "TMPDIR": str(tmp_path)}, start_new_session=True,
+    )  # fmt: skip
+    assert child.stdout is not None and child.stdout.readline() == "replaying\n"
+    time.sleep(1.0)  # well into the 1000 passes
+    os.killpg(child.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole group
+    child.wait(timeout=30)
+    assert child.returncode in (-signal.SIGINT, 1, 130)  # ended by the interrupt
+    assert not list(tmp_path.glob("hipmem-vgpu-*"))  # the program's files are gone
+    drivers = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True)
+    assert drivers.stdout == ""  # and no driver process is left
