@@ -394,7 +394,7 @@ def test_ctrl_c_ends_the_replay_and_leaves_nothing_behind(
         "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "import hipmem\n"
         "log = hipmem.load_log('tests/data/snapshots/train-default.pickle.gz')\n"
-        "options = hipmem.ReplayOptions(backend='virtual', torch_version='2.11', repeats=1000)\n"
+        "options = hipmem.ReplayOptions(backend='virtual', torch_version='2.11', repeats=100_000)\n"
         "print('replaying', flush=True)\n"
         "hipmem.replay(log, hipmem.parse_spec('torch'), options)\n"
     )
@@ -403,7 +403,7 @@ def test_ctrl_c_ends_the_replay_and_leaves_nothing_behind(
         text=True, env={**os.environ, "TMPDIR": str(tmp_path)}, start_new_session=True,
     )  # fmt: skip
     assert child.stdout is not None and child.stdout.readline() == "replaying\n"
-    time.sleep(1.0)  # well into the 1000 passes
+    time.sleep(1.0)  # well into the 100,000 passes (about a minute)
     os.killpg(child.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole group
     child.wait(timeout=30)
     assert child.returncode in (-signal.SIGINT, 1, 130)  # ended by the interrupt
