@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hipmem.replay.engine import ReplayOptions, _program_arrays, replay
+from hipmem.replay.engine import ReplayOptions, program_arrays, replay
 from hipmem.replay.events import AllocationLog
 from hipmem.replay.log_loader import load_log
 from hipmem.replay.program import build_program
@@ -57,7 +57,7 @@ def _plain_child(source: str) -> None:
 
 def plain_loop_ns(log: AllocationLog, repeats: int, conf: str) -> int:
     program = build_program(log)
-    arrays = _program_arrays(program)
+    arrays = program_arrays(program)
     with tempfile.TemporaryDirectory() as folder:
         source = Path(folder) / "in.npz"
         np.savez(source, op=arrays["op"], slot=arrays["slot"], size=arrays["size"],

@@ -53,6 +53,8 @@ _API = {
     "ReplayOptions": ("hipmem.replay.engine", "ReplayOptions"),
     "parse_spec": ("hipmem.replay.resources", "parse_spec"),
     "find_capacity": ("hipmem.replay.capacity", "find_capacity"),
+    "fits": ("hipmem.replay.virtual_capacity", "fits"),
+    "fetch_torch": ("hipmem.replay.torch_fetch", "fetch"),
     "write_rmm_csv": ("hipmem.replay.log_writer", "write_rmm_csv"),
     "FleetRequest": ("hipmem.replay.fleet", "FleetRequest"),
     "run_fleet": ("hipmem.replay.fleet", "run_fleet"),
@@ -81,7 +83,9 @@ __all__ = [
     "__version__",
     "analyze",
     "check",
+    "fetch_torch",
     "find_capacity",
+    "fits",
     "fleet_client",
     "format_bytes",
     "load_log",
@@ -118,6 +122,8 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time __getattr__ impo
     from hipmem.replay.log_loader import load_log
     from hipmem.replay.log_writer import write_rmm_csv
     from hipmem.replay.resources import parse_spec
+    from hipmem.replay.torch_fetch import fetch as fetch_torch
+    from hipmem.replay.virtual_capacity import fits
     from hipmem.sizing.call_log_recorder import record_call_logs
     from hipmem.sizing.call_logs import read_call_log
     from hipmem.sizing.call_result import CallResult

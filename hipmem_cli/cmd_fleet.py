@@ -7,9 +7,16 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from hipmem._core.byte_sizes import parse_bytes
 from hipmem.cli import output
-from hipmem.cli.options import JsonOption
-from hipmem.replay.backends import is_host_spec, resolve_backend
+from hipmem.cli.backend_check import check_backends
+from hipmem.cli.options import (
+    DeviceMemoryOption,
+    JsonOption,
+    TorchVersionOption,
+    VirtualDeviceOption,
+)
+from hipmem.replay.backends import is_host_spec
 from hipmem.replay.engine import ReplayOptions
 from hipmem.replay.fleet import DEFAULT_RETRIES, FleetRequest, FleetRun, find_fleet_logs, run_fleet
 from hipmem.replay.fleet_cluster import fleet_client, plan_local_cluster, require_dask
@@ -65,7 +72,12 @@ def fleet_command(
         bool,
         typer.Option("--send-logs", help="Send each log's bytes to its worker (no shared disk)."),
     ] = False,
-    backend: Annotated[str, typer.Option(help="hip, cuda, host or auto.")] = "auto",
+    backend: Annotated[
+        str, typer.Option(help="hip, cuda, host, virtual (torch resources, no GPU) or auto.")
+    ] = "auto",
+    device: VirtualDeviceOption = None,
+    device_memory: DeviceMemoryOption = None,
+    torch: TorchVersionOption = None,
     threads: Annotated[
         str, typer.Option(help="logged: one replay thread per logged thread; single: one.")
     ] = "logged",
@@ -88,7 +100,16 @@ def fleet_command(
     """
     require_dask()
     specs = [parse_spec(text) for text in resource]
-    options = ReplayOptions(backend=backend, threads=threads, streams=streams)
+    options = ReplayOptions(
+        backend=backend,
+        threads=threads,
+        streams=streams,
+        device_name=device,
+        device_memory_bytes=None
+        if device_memory is None
+        else parse_bytes(device_memory, name="--device-memory"),
+        torch_version=torch,
+    )
     options.check()
     if plot is not None:
         check_plot_path(plot)
@@ -105,11 +126,14 @@ def fleet_command(
         send_logs=send_logs,
     )
     request.check()
-    gpus = backend != "host" and not all(is_host_spec(spec) for spec in specs)
     plan = None
     if scheduler is None:
-        for spec in specs:  # a missing GPU or library is said before any worker starts
-            resolve_backend(options.backend, spec, options.device)
+        # A missing GPU or library is said before any worker starts; the virtual GPU and
+        # host memory need no GPU, so their workers are one per CPU core.
+        virtual = check_backends(specs, options, device, device_memory, torch)
+        gpus = backend != "host" and not all(
+            is_host_spec(spec) or spec in virtual for spec in specs
+        )
         plan = plan_local_cluster(gpus_needed=gpus, workers=workers)
     with fleet_client(scheduler, plan) as client, output.progress("fleet") as bar:
         run = run_fleet(client, request, results_file, progress=bar)

@@ -8,10 +8,18 @@ from typing import Annotated, Optional
 
 import typer
 
-from hipmem.cli import output
+from hipmem._core.byte_sizes import parse_bytes
+from hipmem.cli import output, virtual_capacity_output
+from hipmem.cli.backend_check import check_backends
 from hipmem.cli.cmd_log import skipped_rows_json, warn_skipped_rows
-from hipmem.cli.options import JsonOption, PlotOption, check_plot_option
-from hipmem.replay.backends import resolve_backend
+from hipmem.cli.options import (
+    DeviceMemoryOption,
+    JsonOption,
+    PlotOption,
+    TorchVersionOption,
+    VirtualDeviceOption,
+    check_plot_option,
+)
 from hipmem.replay.capacity import CapacityResult, NoCapacityFound, find_capacity
 from hipmem.replay.engine import ReplayOptions, replay
 from hipmem.replay.errors import ReplayUsageError
@@ -36,6 +44,13 @@ any takes limit=BYTES):
   torch[:settings=recorded,expandable_segments=1]
 
 \b
+With no GPU, torch resources replay PyTorch's own allocator on a virtual GPU
+(--backend virtual; `hipmem torch fetch` gets the allocator once):
+  hipmem replay run.pickle -r torch:settings=recorded --device MI300X
+  hipmem replay run.pickle -r torch:settings=recorded -r torch:expandable_segments=1 \\
+      --device MI300X --find-capacity
+
+\b
 Examples:
   hipmem replay samples/serve-first-2000.csv.gz -r pool -r async -r cuda
   hipmem replay samples/serve-first-2000.csv.gz -r host:limit=600MiB --plot replay.png
@@ -54,6 +69,7 @@ class Backend(str, Enum):
     cuda = "cuda"
     hip = "hip"
     host = "host"
+    virtual = "virtual"
 
 
 class Threads(str, Enum):
@@ -87,8 +103,15 @@ def replay_command(
         ),
     ],
     backend: Annotated[
-        Backend, typer.Option(help="Where to allocate; auto: the GPU there is.")
+        Backend,
+        typer.Option(
+            help="Where to allocate; auto: the GPU there is, or for torch resources with no "
+            "GPU, the virtual GPU."
+        ),
     ] = Backend.auto,
+    device: VirtualDeviceOption = None,
+    device_memory: DeviceMemoryOption = None,
+    torch: TorchVersionOption = None,
     threads: Annotated[
         Threads, typer.Option(help="logged: one replay thread per logged thread; single: one.")
     ] = Threads.logged,
@@ -138,17 +161,21 @@ def replay_command(
         on_failure=on_failure.value,
         repeats=repeats,
         plot_samples=2000 if plot else 0,
+        device_name=device,
+        device_memory_bytes=None
+        if device_memory is None
+        else parse_bytes(device_memory, name="--device-memory"),
+        torch_version=torch,
     )
     options.check()
-    for spec in specs:  # a missing GPU or library is said before the log is read
-        resolve_backend(options.backend, spec, options.device)
+    virtual = check_backends(specs, options, device, device_memory, torch)
     with output.progress("loading", transfer=True) as bar:
         log = load_log(logs, strict=strict, progress=bar)
     warn_skipped_rows(log)
     program = build_program(log)
     if capacity:
         confirm = 2 if confirm_runs is None else confirm_runs
-        if not _find_capacities(log, program, specs, options, confirm, json_out):
+        if not _find_capacities(log, program, specs, options, confirm, json_out, virtual):
             raise typer.Exit(1)
         return
     reports: list[ReplayReport] = []
@@ -170,6 +197,7 @@ def replay_command(
     else:
         _print_table(reports, recorded)
         _print_notes(program, reports)
+        _print_virtual_devices(reports)
     if plot:
         output.written("plot", plot)
     if any(r.failure_count for r in reports):
@@ -183,8 +211,20 @@ def _find_capacities(
     options: ReplayOptions,
     confirm_runs: int,
     json_out: bool,
+    virtual: list[ResourceSpec],
 ) -> bool:
     """Search each resource; print the table (or JSON). True when every search found a size."""
+    found_virtual = virtual_capacity_output.search(log, program, virtual, options, confirm_runs)
+    specs = [s for s in specs if s not in virtual]
+    if not specs:
+        if json_out:
+            output.print_json(
+                {"skipped_rows": skipped_rows_json(log),
+                 "virtual_gpu": [entry.as_dict() for entry in found_virtual]}
+            )  # fmt: skip
+        else:
+            virtual_capacity_output.render(found_virtual, options, program)
+        return all(entry.found for entry in found_virtual)
     results: list[CapacityResult | NoCapacityFound] = []
     with output.progress("finding capacity") as bar:
         for spec in specs:
@@ -201,11 +241,15 @@ def _find_capacities(
             {
                 "skipped_rows": skipped_rows_json(log),
                 "capacities": [_capacity_json(s, r) for s, r in zip(specs, results, strict=True)],
+                **({"virtual_gpu": [e.as_dict() for e in found_virtual]} if found_virtual else {}),
             }
         )
     else:
         _print_capacities(program, specs, results, options, confirm_runs)
-    return all(isinstance(r, CapacityResult) for r in results)
+        if found_virtual:
+            virtual_capacity_output.render(found_virtual, options, program)
+    every = all(isinstance(r, CapacityResult) for r in results)
+    return every and all(entry.found for entry in found_virtual)
 
 
 def _capacity_json(spec: ResourceSpec, result: CapacityResult | NoCapacityFound) -> object:
@@ -317,6 +361,18 @@ def _print_table(reports: list[ReplayReport], recorded: RecordedFigures | None =
             cells = [recorded_cells.get(label, ""), *cells]
         table.add_row(label, *cells)
     output.print_table(table)
+
+
+def _print_virtual_devices(reports: list[ReplayReport]) -> None:
+    """Where PyTorch's allocator ran, said plainly, once per device and allocator."""
+    places: dict[tuple[str, str], list[str]] = {}
+    for report in reports:
+        if report.device is not None:
+            key = (report.device, report.allocator_source or "")
+            places.setdefault(key, []).append(report.resource)
+    for (device, source), names in places.items():
+        whom = "" if len(places) == 1 else f"{', '.join(names)}: "
+        output.line(f"{whom}{device}; the allocator is {source}.")
 
 
 def _recorded_cells(recorded: RecordedFigures) -> dict[str, str]:

@@ -21,6 +21,7 @@ COMMAND_MODULES = {
     "log": "cmd_log",
     "replay": "cmd_replay",
     "fleet": "cmd_fleet",
+    "torch": "cmd_torch",
 }
 
 

@@ -57,7 +57,13 @@ def describe(err: BaseException) -> tuple[int, str | None, bool]:
 
 
 # Library parameters whose flag is not simply `--` + the name with dashes.
-_FLAGS = {"spec": "--resource", "compute_units": "--cus", "align_bytes": "--align"}
+_FLAGS = {
+    "spec": "--resource",
+    "compute_units": "--cus",
+    "align_bytes": "--align",
+    "device_memory_bytes": "--device-memory",
+    "device_memory": "--device-memory",
+}
 
 
 def cli_message(err: HipmemError) -> str:

@@ -122,3 +122,34 @@ MinimumOption = Annotated[
         "device) and use it: calls between their minimum and optimal run degraded.",
     ),
 ]
+
+# The virtual GPU (`replay` and `fleet` with --backend virtual; see replay/device_presets.py).
+VirtualDeviceOption = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option(
+        "--device",
+        metavar="NAME",
+        help="Virtual GPU to replay PyTorch's allocator on: MI300X (default), MI325X, MI355X, "
+        "MI250X, H100, H200, A100-40GB, A100-80GB.",
+        show_default=False,
+    ),
+]
+DeviceMemoryOption = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option(
+        "--device-memory",
+        metavar="SIZE",
+        help="A virtual GPU of this much memory instead of a --device (e.g. 24GiB).",
+        show_default=False,
+    ),
+]
+TorchVersionOption = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option(
+        "--torch",
+        metavar="VERSION",
+        help="PyTorch whose allocator runs on the virtual GPU (2.11, 2.9). Default: "
+        "$HIPMEM_TORCH, else the installed CUDA PyTorch, else the newest fetched.",
+        show_default=False,
+    ),
+]

@@ -23,6 +23,8 @@ __all__ = [
     "analysis",
     "backends",
     "capacity",
+    "capacity_result",
+    "device_presets",
     "engine",
     "errors",
     "events",
@@ -38,6 +40,10 @@ __all__ = [
     "program",
     "report",
     "resources",
+    "torch_allocator",
+    "torch_fetch",
+    "virtual_capacity",
+    "virtual_gpu",
 ]
 
 

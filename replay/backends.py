@@ -5,6 +5,9 @@
 - hip: AMD through hip-python (hipMalloc, hipMallocManaged, hipMallocAsync, hipHostMalloc)
   and hipMM's `rmm.mr` for pool/arena/binning/fixed. Written to mirror the cuda path call for
   call; it has not been measured on an AMD GPU (none was available).
+- virtual: no GPU at all: PyTorch's own caching allocator on hipmem's virtual GPU
+  (replay/virtual_gpu.py), for `-r torch[:...]` only. `auto` picks it for a torch resource
+  when no GPU (or no CUDA PyTorch to drive one) is here.
 - host: host memory. `host` replays through the native core's host build (or a Python loop
   when no C++ compiler exists), so CI exercises the same replay loop with no GPU.
 
@@ -29,7 +32,7 @@ from hipmem.replay.report import (
 )
 from hipmem.replay.resources import ResourceSpec
 
-BACKENDS = ("auto", "cuda", "hip", "host")
+BACKENDS = ("auto", "cuda", "hip", "host", "virtual")
 
 
 class BackendUnavailable(ReplayError):
@@ -44,7 +47,7 @@ class AllocationRefused(Exception):
 class Backend:
     """A resolved backend: its name and the device it replays on."""
 
-    name: str  # cuda, hip, host, or torch (PyTorch's own allocator)
+    name: str  # cuda, hip, host, torch (PyTorch's own allocator on a GPU), or virtual
     device: int = 0
 
 
@@ -126,12 +129,22 @@ def resolve_backend(requested: str, spec: ResourceSpec, device: int = 0) -> Back
     if is_host_spec(spec):
         return Backend("host")
     if spec.kind == "null":
+        if requested == "virtual":
+            raise ReplayUsageError(
+                "the null resource measures the native replay core, which the virtual GPU "
+                "does not run", parameter="backend", value="virtual",
+            )  # fmt: skip
         return _null_backend(requested, device)
-    if spec.kind == "torch":  # PyTorch finds its own GPU, in its own process
-        from hipmem.replay.torch_resource import require_torch
-
-        require_torch()
-        return Backend("torch", device)
+    if spec.kind == "torch":
+        return _torch_backend(requested, device)
+    if requested == "virtual":
+        raise ReplayUsageError(
+            f"{spec.label!r} is an RMM resource, which runs on a GPU only: librmm links the "
+            "CUDA runtime statically, so hipmem's virtual GPU cannot host it; the virtual "
+            "GPU replays `-r torch[:...]` (PyTorch's allocator)",
+            parameter="backend",
+            value="virtual",
+        )
     if requested == "host":
         raise ReplayUsageError(
             f"replays only host memory, not {spec.label!r}", parameter="backend", value="host"
@@ -151,6 +164,32 @@ def resolve_backend(requested: str, spec: ResourceSpec, device: int = 0) -> Back
         f"no GPU to replay {spec.label!r} on (cuda: {why or 'no device'}; hip: {why_hip}); "
         "use a machine with an NVIDIA or AMD GPU, or `--resource host` for host memory"
     )
+
+
+def _torch_backend(requested: str, device: int) -> Backend:
+    """A GPU when one is asked for, or when `auto` finds a GPU and a PyTorch to drive it;
+    else PyTorch's allocator on the virtual GPU."""
+    import importlib.util
+
+    if requested == "virtual":
+        return Backend("virtual")
+    if requested == "host":
+        raise ReplayUsageError(
+            "replays only host memory, not PyTorch's allocator (use --backend virtual for it "
+            "with no GPU)", parameter="backend", value="host",
+        )  # fmt: skip
+    if requested in ("cuda", "hip"):  # PyTorch finds its own GPU, in its own process
+        from hipmem.replay.torch_resource import require_torch
+
+        require_torch()
+        return Backend("torch", device)
+    if requested == "auto" and importlib.util.find_spec("torch") is not None:
+        count, _ = cuda_device_count()
+        if count <= device:
+            count, _ = hip_device_count()
+        if count > device:
+            return Backend("torch", device)
+    return Backend("virtual")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,11 +16,12 @@ it. The answer is a size that replayed without failure every time it was tried a
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from hipmem._core.progress import ProgressCallback
+from hipmem.replay.capacity_result import CapacityResult, NoCapacityFound, Probe
 from hipmem.replay.engine import ReplayOptions, replay
-from hipmem.replay.errors import ReplayError, ReplayUsageError
+from hipmem.replay.errors import ReplayUsageError
 from hipmem.replay.events import AllocationLog
 from hipmem.replay.program import ReplayProgram, build_program
 from hipmem.replay.resources import ResourceSpec
@@ -28,41 +29,7 @@ from hipmem.replay.resources import ResourceSpec
 MIB = 1 << 20
 GROWTH_LIMIT = 64  # give up when even this many times the peak requested bytes fails
 
-
-class NoCapacityFound(ReplayError):
-    """Even a very large pool or limit did not replay the log without failures."""
-
-
-@dataclass(frozen=True)
-class Probe:
-    size_bytes: int
-    replayed: bool  # True: no failure at this size
-
-
-@dataclass
-class CapacityResult:
-    """The smallest size found, and how it was found."""
-
-    resource: str
-    sized_option: str  # "maximum" (a pool's) or "limit"
-    capacity_bytes: int
-    peak_requested_bytes: int
-    resolution_bytes: int
-    confirm_runs: int = 0  # extra replays the final size passed
-    sized_spec: str = ""  # the resource with the capacity filled in: what to use
-    probes: list[Probe] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "resource": self.resource,
-            "sized_option": self.sized_option,
-            "capacity_bytes": self.capacity_bytes,
-            "sized_spec": self.sized_spec,
-            "peak_requested_bytes": self.peak_requested_bytes,
-            "resolution_bytes": self.resolution_bytes,
-            "confirm_runs": self.confirm_runs,
-            "probes": [{"size_bytes": p.size_bytes, "replayed": p.replayed} for p in self.probes],
-        }
+__all__ = ["CapacityResult", "NoCapacityFound", "Probe", "find_capacity", "sized_option"]
 
 
 def sized_option(spec: ResourceSpec) -> str:
@@ -91,8 +58,26 @@ def find_capacity(
     resolution_bytes: int = MIB,
     confirm_runs: int = 2,
     progress: ProgressCallback | None = None,
+    cap: str = "device",
 ) -> CapacityResult:
-    """Bisect the smallest `maximum`/`limit` (a multiple of `resolution_bytes`) with no failure."""
+    """Bisect the smallest `maximum`/`limit` (a multiple of `resolution_bytes`) with no failure.
+
+    PyTorch's allocator on the virtual GPU (backend "virtual", or "auto" with no GPU) is sized
+    by the device instead: `cap="device"` finds the smallest device memory, `cap="fraction"`
+    the smallest per-process memory cap of the options' device (replay.virtual_capacity),
+    to 2 MiB unless another `resolution_bytes` is given."""
+    if spec.kind == "torch":
+        from hipmem.replay.backends import resolve_backend
+
+        base_options = options or ReplayOptions()
+        if resolve_backend(base_options.backend, spec, base_options.device).name == "virtual":
+            from hipmem.replay.virtual_capacity import find_virtual_capacity
+
+            return find_virtual_capacity(
+                log, spec, base_options, cap=cap, program=program,
+                resolution_bytes=2 * MIB if resolution_bytes == MIB else resolution_bytes,
+                confirm_runs=confirm_runs, progress=progress,
+            )  # fmt: skip
     if spec.kind == "null":
         raise ReplayUsageError(
             "the null resource reserves nothing: it has no capacity",

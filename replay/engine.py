@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from hipmem.replay import native, torch_resource
+from hipmem.replay import native, torch_allocator, torch_resource
 from hipmem.replay.backends import (
     AllocationRefused,
     Allocator,
@@ -42,6 +42,8 @@ from hipmem.replay.backends import (
     is_host_spec,
     resolve_backend,
 )
+from hipmem.replay.device_presets import DEFAULT as DEFAULT_PRESET
+from hipmem.replay.device_presets import DevicePreset, custom_device, find_preset
 from hipmem.replay.errors import ReplayError, ReplayUsageError
 from hipmem.replay.events import AllocationLog
 from hipmem.replay.program import OP_ALLOCATE, OP_FREE, ReplayProgram, build_program
@@ -69,7 +71,7 @@ class ReplayCrashed(ReplayError):
 class ReplayOptions:
     """How to replay (validated by `check()`)."""
 
-    backend: str = "auto"  # auto | cuda | hip | host
+    backend: str = "auto"  # auto | cuda | hip | host | virtual
     threads: str = "logged"  # logged | single
     streams: str = "logged"  # logged | default
     on_failure: str = "skip"  # skip | stop
@@ -78,6 +80,11 @@ class ReplayOptions:
     time_calls: bool = True  # time each allocator call (latency percentiles)
     plot_samples: int = 0  # reserved-bytes samples to take for a plot (0: none)
     device: int = 0
+    # The virtual GPU (backend "virtual"): a preset (replay/device_presets.py) or a memory
+    # size, and the PyTorch whose allocator runs there (replay/torch_allocator.py).
+    device_name: str | None = None  # MI300X, H100, ... (default: device_presets.DEFAULT)
+    device_memory_bytes: int | None = None  # instead of a preset
+    torch_version: str | None = None  # 2.11, 2.9 (default: HIPMEM_TORCH, then the search order)
 
     def check(self) -> None:
         for name, value, allowed in (
@@ -92,6 +99,19 @@ class ReplayOptions:
                 )
         if self.repeats < 1:
             raise ReplayUsageError("must be at least 1", parameter="repeats", value=self.repeats)
+        if self.device_name is not None and self.device_memory_bytes is not None:
+            raise ReplayUsageError(
+                "give a device preset or a memory size, not both",
+                parameter="device_memory_bytes",
+                value=self.device_memory_bytes,
+            )
+        self.virtual_device()  # an unknown preset is a usage error before any work
+
+    def virtual_device(self) -> DevicePreset:
+        """The virtual GPU these options name."""
+        if self.device_memory_bytes is not None:
+            return custom_device(self.device_memory_bytes)
+        return find_preset(self.device_name or DEFAULT_PRESET)
 
 
 def replay(
@@ -184,7 +204,7 @@ def native_config(spec: ResourceSpec, backend: Backend, options: ReplayOptions) 
     )
 
 
-def _program_arrays(program: ReplayProgram) -> dict[str, np.ndarray]:
+def program_arrays(program: ReplayProgram) -> dict[str, np.ndarray]:
     return {
         "op": np.ascontiguousarray(program.op, dtype=np.int8),
         "slot": np.ascontiguousarray(program.slot, dtype=np.int32),
@@ -209,7 +229,7 @@ def _replay_native(
     if backend.name == "host" and not (is_host_spec(spec) or spec.kind == "null"):
         raise ReplayUsageError(f"{spec.label!r} is not host memory")
     library = native.load("host" if backend.name == "host" else "rmm")
-    arrays = _program_arrays(program)
+    arrays = program_arrays(program)
     sample_every = _sample_every(program, options.plot_samples)
     capacity = 2 + (program.op_count // sample_every if sample_every else 0)
     c_program = native.make_program(
@@ -270,8 +290,10 @@ def _replay_torch(
 ) -> ReplayReport:
     # One thread, in the log's order: PyTorch's allocator is driven as one process drives it.
     single = dataclasses.replace(options, threads="single")
+    if backend.name == "virtual":
+        return _replay_virtual(log, program, spec, single)
     run = torch_resource.run_torch(
-        _program_arrays(program),
+        program_arrays(program),
         program.slot_count,
         torch_resource.alloc_conf(spec, log),
         limit_bytes=spec.limit_bytes,
@@ -302,6 +324,61 @@ def _replay_torch(
         returned=run.held_at_end_bytes,
         unreturned=0,  # the worker process has ended: the driver took back all it held
         samples=None,
+    )
+
+
+def _replay_virtual(
+    log: AllocationLog, program: ReplayProgram, spec: ResourceSpec, options: ReplayOptions
+) -> ReplayReport:
+    """PyTorch's allocator on the virtual GPU: the same report as on a GPU."""
+    from hipmem.replay.virtual_gpu import VirtualGpu
+
+    device = options.virtual_device()
+    allocator = torch_allocator.locate(options.torch_version)
+    conf = torch_resource.alloc_conf(spec, log)
+    arrays = program_arrays(program)
+    streams = len(program.streams)
+    with VirtualGpu(arrays, program.slot_count, streams, conf, device, allocator) as gpu:
+        run = gpu.replay(
+            limit_bytes=spec.limit_bytes,
+            stop_on_failure=options.on_failure == "stop",
+            time_calls=options.time_calls,
+            repeats=options.repeats,
+        )
+    failures = [
+        _failure(log, program, int(op), int(live), -1)
+        for op, live in zip(run.failure_op[:FAILURES_IN_FULL], run.failure_live_bytes, strict=False)
+    ]
+    stopped = options.on_failure == "stop" and run.failure_count > 0
+    latency = run.latency_ns if run.latency_ns is not None else np.full(program.op_count, -1)
+    report = _report(
+        spec,
+        Backend("virtual"),
+        f"torch {allocator.version}",
+        options,
+        program,
+        latency,
+        wall_ns=run.wall_ns,
+        ops_done=run.ops_done,
+        peak_reserved=run.peak_reserved_bytes,
+        reserved_source=torch_resource.RESERVED_FROM_TORCH,
+        failures=failures,
+        failure_count=run.failure_count,
+        outcome="stopped at first failure" if stopped else "completed",
+        returned=run.held_at_end_bytes,
+        unreturned=0,  # the virtual GPU holds no memory: it is address space in a process
+        samples=None,
+    )
+    report.device = virtual_device_text(allocator, device)
+    report.allocator_source = allocator.describe()
+    return report
+
+
+def virtual_device_text(allocator: torch_allocator.TorchAllocator, device: DevicePreset) -> str:
+    """What the report says of where it ran, plainly."""
+    return (
+        f"PyTorch {allocator.version}'s allocator on a virtual {device.name} "
+        f"({device.memory_bytes:,} bytes)"
     )
 
 

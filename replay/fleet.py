@@ -84,6 +84,9 @@ class FleetRequest:
         o = self.options
         text = f"backend={o.backend},threads={o.threads},streams={o.streams}"
         text += f",on_failure={o.on_failure}"
+        if o.backend == "virtual" or o.device_name or o.device_memory_bytes or o.torch_version:
+            device = o.virtual_device()  # what the virtual GPU's figures depend on
+            text += f",device={device.name}:{device.memory_bytes},torch={o.torch_version or ''}"
         return text + (f",confirm_runs={self.confirm_runs}" if self.find_capacity else "")
 
     def check(self) -> None:

@@ -83,6 +83,10 @@ class ReplayReport:
     unreturned_bytes: int  # device memory not back after teardown (should be 0)
     anomalies: Anomalies
     samples: ReservedSamples | None = field(default=None, repr=False)
+    # The virtual GPU's replays say where they ran ("PyTorch 2.11.0's allocator on a virtual
+    # MI300X (...)") and where that allocator came from; None on a real device.
+    device: str | None = None
+    allocator_source: str | None = None
 
     @property
     def events_per_s(self) -> float:
@@ -143,6 +147,8 @@ class ReplayReport:
             "returned_at_end_bytes": self.returned_at_end_bytes,
             "unreturned_bytes": self.unreturned_bytes,
             "anomalies": self.anomalies.as_dict(),
+            "device": self.device,
+            "allocator_source": self.allocator_source,
         }
 
 

@@ -111,3 +111,30 @@ def cli_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update(extra)
     return env
+
+
+# ---- PyTorch's allocator for the virtual GPU ------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def torch_allocators() -> dict[str, object]:
+    """Every PyTorch release hipmem fetches, fetched on first use (once per test session, the
+    same `hipmem torch fetch` path users take; a check of the cache when it is there)."""
+    from hipmem.replay import torch_allocator, torch_fetch
+
+    found: dict[str, object] = {}
+    for release in torch_fetch.RELEASES:
+        try:
+            fetched = torch_fetch.load_fetched(release.version)
+        except torch_fetch.TorchNotFetched:  # damaged: the fetch repairs it
+            fetched = None
+        if fetched is None:
+            torch_fetch.fetch(release.version)
+        found[release.version] = torch_allocator.locate(release.version)
+    return found
+
+
+@pytest.fixture(scope="session")
+def torch211(torch_allocators: dict[str, object]) -> object:
+    """PyTorch 2.11's allocator: the version the committed snapshots were recorded with."""
+    return torch_allocators["2.11.0"]

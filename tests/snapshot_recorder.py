@@ -33,6 +33,11 @@ SCENARIOS: dict[str, tuple[str, dict[str, Any]]] = {
     "multistream": ("", {"context": None}),
     # Allocation past a memory cap: the trace holds `oom` events.
     "oom": ("", {"context": None}),
+    # Three streams allocating under a memory cap until refused, each letting half of its
+    # tensors go on a refusal: several streams and out-of-memory together (issue 27), with
+    # the default allocator and with expandable segments.
+    "multistream-oom": ("", {"context": None}),
+    "multistream-oom-expandable": ("expandable_segments:True", {"context": None}),
 }
 
 
@@ -103,6 +108,24 @@ def _oom(torch: Any) -> None:
     torch.cuda.synchronize()
 
 
+def _multistream_oom(torch: Any) -> None:
+    torch.cuda.set_per_process_memory_fraction(0.005)  # ~0.7 GB of an H200
+    torch.cuda.memory._record_memory_history(**_RECORD)
+    streams = [torch.cuda.Stream() for _ in range(3)]
+    held: list[list[Any]] = [[] for _ in streams]
+    generator = torch.Generator().manual_seed(3)
+    for _ in range(40):
+        for index, stream in enumerate(streams):
+            with torch.cuda.stream(stream):
+                size = int(torch.randint(4, 97, (1,), generator=generator)) << 20
+                try:
+                    held[index].append(torch.empty(size, dtype=torch.uint8, device="cuda"))
+                except torch.cuda.OutOfMemoryError:
+                    held[index] = held[index][len(held[index]) // 2 :]
+    del held
+    torch.cuda.synchronize()
+
+
 _RECORD: dict[str, Any] = {}
 _WORK = {
     "train-default": _train,
@@ -111,6 +134,8 @@ _WORK = {
     "infer-default": _infer,
     "multistream": _multistream,
     "oom": _oom,
+    "multistream-oom": _multistream_oom,
+    "multistream-oom-expandable": _multistream_oom,
 }
 
 

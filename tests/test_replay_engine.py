@@ -249,11 +249,11 @@ def test_ctrl_c_stops_the_native_replay_quickly():
 def test_a_cancelled_native_call_returns_every_byte():
     from hipmem.replay.backends import Backend
     from hipmem.replay.engine import ReplayOptions as Options
-    from hipmem.replay.engine import _program_arrays, native_config
+    from hipmem.replay.engine import native_config, program_arrays
 
     log = load_log([LOGS / "gpt.csv.gz"])
     program = build_program(log)
-    arrays = _program_arrays(program)
+    arrays = program_arrays(program)
     c_program = native.make_program(
         arrays, program.slot_count, len(program.threads), program.peak_op, 0
     )

@@ -131,7 +131,8 @@ def test_debug_after_the_subcommand_shows_the_traceback(rocm: Path) -> None:
 # -- help -------------------------------------------------------------------------------------
 
 COMMANDS = [["size"], ["routines"], ["recommend"], ["check"], ["devices"], ["rocm", "fetch"],
-            ["rocm", "where"], ["log", "inspect"], ["log", "convert"], ["replay"]]  # fmt: skip
+            ["rocm", "where"], ["log", "inspect"], ["log", "convert"], ["replay"],
+            ["torch", "fetch"], ["torch", "where"]]  # fmt: skip
 
 
 def _help(command: list[str], columns: int = 80) -> str:
@@ -153,7 +154,8 @@ def test_help_shows_flags_as_flags_and_ends_with_examples_and_exit_codes(
 
 def test_help_shows_choices_and_the_resource_specs_whole_at_60_columns() -> None:
     text = _help(["replay"], columns=60)
-    assert "<logged|single>" in text and "<skip|stop>" in text and "<auto|cuda|hip|host>" in text
+    assert "<logged|single>" in text and "<skip|stop>" in text
+    assert "<auto|cuda|hip|host|virtual>" in text
     for spec in ("managed[:prefetch=1,advise=preferred_location]",
                  "pool[:initial=1GiB,maximum=8GiB,upstream=cuda]"):  # fmt: skip
         assert whole_on_a_line(spec, text)

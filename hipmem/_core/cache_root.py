@@ -9,8 +9,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import platformdirs
-
 from hipmem._core.errors import HipmemError
 
 CACHE_ENV = "HIPMEM_CACHE_DIR"
@@ -23,7 +21,12 @@ class CacheUnusable(HipmemError):
 def cache_dir() -> Path:
     """The cache root; created on first use (with the user's umask, so a team can share it)."""
     override = os.environ.get(CACHE_ENV)
-    root = Path(override) if override else Path(platformdirs.user_cache_dir("hipmem"))
+    if override:
+        root = Path(override)
+    else:  # imported here: a GPU machine without it can still name the cache (CACHE_ENV)
+        import platformdirs
+
+        root = Path(platformdirs.user_cache_dir("hipmem"))
     try:
         root.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):

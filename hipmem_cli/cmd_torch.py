@@ -1,0 +1,143 @@
+"""`hipmem torch`: get PyTorch's caching allocator for the virtual GPU, and show which is used."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from hipmem.cli import output
+from hipmem.cli.options import JsonOption
+from hipmem.replay import torch_allocator, torch_fetch
+from hipmem.replay.errors import ReplayUsageError
+
+torch_app = typer.Typer(
+    help="Get PyTorch's caching allocator for replays on the virtual GPU, and show which is used."
+)
+_VERSIONS = ", ".join(r.version for r in torch_fetch.RELEASES)
+
+FETCH_EPILOG = f"""\b
+Examples:
+  hipmem torch fetch
+  hipmem torch fetch --torch 2.11,2.9
+
+Fetches {_VERSIONS} (PyPI's default Linux wheels); keeps libc10.so, libc10_cuda.so and the
+headers (about 10 MB a version) and deletes the wheel.
+
+Exit codes: 0 ready; 1 the download or a check failed (run it again); 2 usage;
+130 interrupted.
+"""
+
+WHERE_EPILOG = """\b
+Examples:
+  hipmem torch where
+  hipmem torch where --torch 2.9 --json
+
+\b
+Search order (the first that applies answers):
+  1. --torch VERSION or $HIPMEM_TORCH: the installed PyTorch if it is a CUDA build of that
+     version, else the one `hipmem torch fetch --torch VERSION` fetched;
+  2. otherwise the installed PyTorch if it is a CUDA build, else the newest fetched one.
+
+Exit codes: 0 an allocator answers; 1 none does (the line says why and what to run);
+2 usage; 130 interrupted.
+"""
+
+
+@torch_app.command("fetch", epilog=FETCH_EPILOG)
+def fetch(
+    torch: Annotated[
+        Optional[str],  # noqa: UP045 - typer reads the annotation at runtime on Python 3.10
+        typer.Option(
+            "--torch",
+            help=f"Version(s) to fetch: {_VERSIONS}, or several (2.11,2.9). Default: "
+            f"$HIPMEM_TORCH, else {torch_fetch.NEWEST.version}.",
+            show_default=False,
+        ),
+    ] = None,
+    wheel: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(
+            "--wheel",
+            help="Take the torch wheel from this file instead of downloading it.",
+            metavar="FILE",
+            exists=True,
+            dir_okay=False,
+        ),
+    ] = None,
+) -> None:
+    """Download PyTorch's allocator (libc10_cuda.so) and the CUDA headers into the cache."""
+    import os
+
+    text = torch or os.environ.get(torch_allocator.TORCH_ENV) or torch_fetch.NEWEST.version
+    releases = [torch_fetch.find_release(name) for name in text.split(",") if name.strip()]
+    if wheel is not None and len(releases) != 1:
+        raise ReplayUsageError("--wheel is one PyTorch: give one --torch version")
+    for release in releases:
+        with output.progress(f"fetching PyTorch {release.version}") as report:
+            found = torch_fetch.fetch(
+                release.version, wheel=wheel, progress=report, notice=output.warning
+            )
+        packages = ", ".join(f"{name} {version}" for name, version in found.packages.items())
+        output.info(f"PyTorch {release.version}'s allocator ready in {found.root}")
+        output.note(f"{packages}; stands in for {release.soname}", err=True)
+
+
+@torch_app.command("where", epilog=WHERE_EPILOG)
+def where(
+    torch: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            "--torch", help="The version asked for (as replay's --torch).", show_default=False
+        ),
+    ] = None,
+    json: JsonOption = False,
+) -> None:
+    """Say which PyTorch allocator the virtual GPU runs, and list the fetched ones."""
+    chosen = torch_allocator.locate(torch)
+    installed = torch_allocator.installed_torch()
+    payload: dict[str, Any] = {
+        "allocator": {
+            "version": chosen.version,
+            "origin": chosen.origin,
+            "location": str(chosen.location),
+            "cuda_runtime": chosen.soname,
+        },
+        "installed": None
+        if installed is None
+        else {"version": installed.version, "cuda": installed.cuda, "path": str(installed.package)},
+        "fetched": torch_fetch.fetched_versions(),
+    }
+    if json:
+        output.print_json(payload)
+        return
+    output.line(f"the virtual GPU runs {chosen.describe()}, standing in for {chosen.soname}")
+    fetched = ", ".join(payload["fetched"]) or "none (hipmem torch fetch)"
+    output.note(f"fetched: {fetched}")
+
+
+@torch_app.command("devices")
+def devices(json: JsonOption = False) -> None:
+    """List the GPUs the virtual GPU can stand for (--device), with where each figure is from."""
+    from hipmem.replay.device_presets import DEFAULT, PRESETS
+
+    if json:
+        output.print_json({"default": DEFAULT, "devices": [p.as_dict() for p in PRESETS.values()]})
+        return
+    table = output.Table(
+        "Virtual GPUs (replay --backend virtual --device NAME)",
+        ["device", "memory", "bytes", "memory from"],
+        right=("memory", "bytes"),
+    )
+    for preset in PRESETS.values():
+        name = preset.name + (" (default)" if preset.name == DEFAULT else "")
+        table.add_row(name, output.human_bytes(preset.memory_bytes), f"{preset.memory_bytes:,}",
+                      preset.memory_source)  # fmt: skip
+    output.print_table(table)
+    granularities = sorted({p.granularity_source for p in PRESETS.values()})
+    output.note("granularity: " + "; ".join(granularities))
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(torch_app, name="torch")

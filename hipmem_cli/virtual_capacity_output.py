@@ -1,0 +1,153 @@
+"""`hipmem replay --find-capacity` on the virtual GPU: the search and its two tables.
+
+Per torch resource: the smallest device memory, the smallest memory fraction of the chosen
+device, then a "fits" table of every preset. Rendering only; the figures come from
+hipmem.replay.virtual_capacity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hipmem.cli import output
+from hipmem.replay.capacity_result import CapacityResult, NoCapacityFound
+from hipmem.replay.device_presets import PRESETS
+from hipmem.replay.engine import ReplayOptions
+from hipmem.replay.events import AllocationLog
+from hipmem.replay.program import ReplayProgram
+from hipmem.replay.resources import ResourceSpec
+from hipmem.replay.torch_allocator import locate
+from hipmem.replay.virtual_capacity import Fit, find_virtual_capacity, fits
+
+CAPS_NOTE = (
+    "device memory: a GPU with that much memory, which refuses what exceeds it (PyTorch then "
+    "frees its cache and retries). Memory fraction: torch.cuda.set_per_process_memory_fraction"
+    "(cap / memory) on {device}, which PyTorch checks itself; with expandable segments it can "
+    "map 2 MiB past the cap. Neither counts the memory a real GPU keeps for the CUDA/HIP "
+    "context and the libraries of a running program (several hundred MiB): leave room for it."
+)
+
+
+@dataclass
+class VirtualCapacity:
+    """Both searches and the fits of one resource."""
+
+    spec: ResourceSpec
+    device: CapacityResult | NoCapacityFound
+    fraction: CapacityResult | NoCapacityFound
+    fits: list[Fit]
+
+    @property
+    def found(self) -> bool:
+        return isinstance(self.device, CapacityResult) and isinstance(self.fraction, CapacityResult)
+
+    def as_dict(self) -> dict[str, object]:
+        def one(result: CapacityResult | NoCapacityFound) -> object:
+            if isinstance(result, CapacityResult):
+                return result.as_dict()
+            return {"capacity_bytes": None, "error": str(result)}
+
+        return {
+            "resource": self.spec.label,
+            "device_memory": one(self.device),
+            "memory_fraction": one(self.fraction),
+            "fits": [fit.as_dict() for fit in self.fits],
+        }
+
+
+def search(
+    log: AllocationLog,
+    program: ReplayProgram,
+    specs: list[ResourceSpec],
+    options: ReplayOptions,
+    confirm_runs: int,
+) -> list[VirtualCapacity]:
+    """Run both searches and the fits for each resource, with a progress bar."""
+    found: list[VirtualCapacity] = []
+    with output.progress("finding capacity on the virtual GPU") as bar:
+        for spec in specs:
+            results: list[CapacityResult | NoCapacityFound] = []
+            for cap in ("device", "fraction"):
+                try:
+                    results.append(
+                        find_virtual_capacity(log, spec, options, cap=cap, program=program,
+                                              confirm_runs=confirm_runs, progress=bar)
+                    )  # fmt: skip
+                except NoCapacityFound as err:
+                    results.append(err)
+            bar(0, None, f"{spec.label}: fits")
+            presets = fits(log, spec, options, program=program)
+            found.append(VirtualCapacity(spec, results[0], results[1], presets))
+    return found
+
+
+def render(found: list[VirtualCapacity], options: ReplayOptions, program: ReplayProgram) -> None:
+    device = options.virtual_device()
+    allocator = locate(options.torch_version)
+    output.line(
+        f"PyTorch {allocator.version}'s allocator on a virtual GPU ({allocator.origin}: "
+        f"{allocator.location})"
+    )
+    fraction_column = f"fraction of {device.name}"
+    table = output.Table(
+        "Smallest capacity that replays the log with no refused allocation",
+        ["resource", "device memory", fraction_column, "probes"],
+        right=("device memory", fraction_column, "probes"),
+    )
+    for entry in found:
+        table.add_row(
+            entry.spec.label,
+            _capacity(entry.device),
+            _fraction(entry.fraction, device.memory_bytes),
+            f"{_probes(entry.device) + _probes(entry.fraction):,}",
+        )
+    output.print_table(table)
+    peak = program.peak_requested_bytes
+    output.line(
+        f"peak requested by the log: {output.human_bytes(peak)} ({peak:,} bytes); each search "
+        "bisected to 2 MiB and confirmed (the size replays again, 2 MiB less does not)."
+    )
+    output.line(CAPS_NOTE.format(device=device.name))
+    for entry in found:
+        for result in (entry.device, entry.fraction):
+            if isinstance(result, NoCapacityFound):
+                output.error(str(result))
+    _render_fits(found)
+
+
+def _capacity(result: CapacityResult | NoCapacityFound) -> output.Cell:
+    if not isinstance(result, CapacityResult):
+        return output.Styled("none found", "red")
+    return f"{output.human_bytes(result.capacity_bytes)} ({result.capacity_bytes:,})"
+
+
+def _fraction(result: CapacityResult | NoCapacityFound, memory_bytes: int) -> output.Cell:
+    if not isinstance(result, CapacityResult):
+        return output.Styled("does not fit", "red")
+    share = result.capacity_bytes / memory_bytes
+    return f"{share:.6f} = {output.human_bytes(result.capacity_bytes)} ({result.capacity_bytes:,})"
+
+
+def _probes(result: CapacityResult | NoCapacityFound) -> int:
+    return len(result.probes) if isinstance(result, CapacityResult) else 0
+
+
+def _render_fits(found: list[VirtualCapacity]) -> None:
+    columns = ["device", "memory", *(entry.spec.label for entry in found)]
+    table = output.Table(
+        "Fits: the log on each device, headroom at the reserved peak", columns, right=columns[1:]
+    )
+    for name, preset in PRESETS.items():
+        cells: list[output.Cell] = []
+        for entry in found:
+            fit = next(f for f in entry.fits if f.device.name == name)
+            if fit.fits:
+                cells.append(f"fits, {output.human_bytes(fit.headroom_bytes)} free")
+            else:
+                cells.append(output.Styled(f"does not fit ({fit.refused_count:,} refused)", "red"))
+        table.add_row(name, output.human_bytes(preset.memory_bytes), *cells)
+    output.print_table(table)
+    output.note(
+        "memory: as the driver reports it where measured, else the published capacity "
+        "(`hipmem torch devices` names each source); headroom = memory - reserved peak."
+    )

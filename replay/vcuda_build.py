@@ -1,0 +1,125 @@
+"""Build the virtual GPU for one PyTorch allocator into the cache, on first use.
+
+Two parts, compiled with the system compilers (cc, g++) against that PyTorch's headers:
+
+- the stand-in CUDA runtime (replay/vcuda/virtual_cuda.c), named like the runtime its
+  libc10_cuda.so links (`libcudart.so.13`, or `.so.12`), with that soname's version script;
+- the replay driver (replay/vcuda/vcuda_replay.cpp), linked to the stand-in first and then to
+  libc10.so and libc10_cuda.so, with an RPATH (not a RUNPATH: it also governs the libraries'
+  own dependencies) that names the stand-in's folder first. A machine with a CUDA toolkit
+  has a real libcudart.so.N on its loader path; the stand-in, loaded first, is the one that
+  every library binds to, and the driver checks it is.
+
+The output folder is keyed by a hash of the sources, the allocator's version and its two
+libraries: an edit, or another PyTorch, builds anew. It is built in a temporary folder and
+renamed, so concurrent builds never see half of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from hipmem._core.cache_root import cache_dir
+from hipmem.replay.errors import ReplayError
+from hipmem.replay.torch_allocator import TorchAllocator
+
+SOURCES = Path(__file__).parent / "vcuda"
+DRIVER = "vcuda_replay"
+
+
+class VirtualGpuBuildError(ReplayError):
+    """The virtual GPU could not be compiled (the compiler's first error line says why)."""
+
+
+def supported_sonames() -> list[str]:
+    return sorted(path.name.removesuffix(".map") for path in SOURCES.glob("*.map"))
+
+
+def build_dir_for(allocator: TorchAllocator) -> Path:
+    """The cache folder of this allocator's build (it may not exist yet)."""
+    digest = hashlib.sha256(allocator.version.encode() + allocator.soname.encode())
+    for path in sorted(SOURCES.iterdir()):
+        digest.update(path.name.encode() + path.read_bytes())
+    for name in ("libc10.so", "libc10_cuda.so"):
+        digest.update(_file_digest(allocator.lib_dir / name).encode())
+    return cache_dir() / "vcuda" / digest.hexdigest()[:16]
+
+
+def build(allocator: TorchAllocator) -> Path:
+    """The folder holding the stand-in (`libcudart.so.N`) and the driver, built if needed."""
+    out_dir = build_dir_for(allocator)
+    if (out_dir / DRIVER).is_file():
+        return out_dir
+    script = SOURCES / f"{allocator.soname}.map"
+    if not script.is_file():
+        raise VirtualGpuBuildError(
+            f"{allocator.describe()} links {allocator.soname}; the virtual GPU stands in for "
+            f"{', '.join(supported_sonames())} only"
+        )
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=".build-"))
+    try:
+        includes = [f"-I{d}" for d in allocator.include_dirs]
+        _compile(
+            [_tool("CC", "cc", "gcc"), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
+             *includes, f"-Wl,--version-script={script}", f"-Wl,-soname,{allocator.soname}",
+             "-o", str(work / allocator.soname), str(SOURCES / "virtual_cuda.c"), "-lpthread"],
+            "the stand-in CUDA runtime",
+        )  # fmt: skip
+        _compile(
+            [_tool("CXX", "g++", "c++"), "-std=c++17", "-O2", *includes,
+             "-o", str(work / DRIVER), str(SOURCES / "vcuda_replay.cpp"),
+             "-Wl,--no-as-needed", str(work / allocator.soname),
+             f"-L{allocator.lib_dir}", "-lc10", "-lc10_cuda", "-Wl,--disable-new-dtags",
+             f"-Wl,-rpath,{out_dir}:{allocator.lib_dir}"],
+            "the replay driver",
+        )  # fmt: skip
+        work.chmod(0o777 & ~_umask())  # mkdtemp makes 0700: a shared cache follows the umask
+        with contextlib.suppress(OSError):  # another process finished the same build first
+            work.rename(out_dir)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return out_dir
+
+
+def _compile(command: list[str], what: str) -> None:
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+    except OSError as err:
+        raise VirtualGpuBuildError(f"compiling {what} could not start: {err}") from None
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        first = next((ln for ln in lines if "error" in ln), lines[0] if lines else "no output")
+        raise VirtualGpuBuildError(f"compiling {what} failed: {first.strip()[:300]}")
+
+
+def _tool(variable: str, *names: str) -> str:
+    chosen = os.environ.get(variable) or next(filter(None, map(shutil.which, names)), None)
+    if not chosen:
+        raise VirtualGpuBuildError(
+            f"the virtual GPU is compiled on first use and needs {names[0]} (apt install g++)"
+        )
+    return chosen
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as stream:
+            while chunk := stream.read(1 << 20):
+                digest.update(chunk)
+    except OSError as err:
+        raise VirtualGpuBuildError(f"cannot read {path}: {err.strerror}") from None
+    return digest.hexdigest()
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
