@@ -12,8 +12,10 @@ from hipmem.cli.options import JsonOption
 from hipmem.replay import torch_allocator, torch_fetch
 from hipmem.replay.errors import ReplayUsageError
 
+DOCS = "Docs: docs/pytorch-virtual-gpu.md"
 torch_app = typer.Typer(
-    help="Get PyTorch's caching allocator for replays on the virtual GPU, and show which is used."
+    help="Get PyTorch's caching allocator for replays on the virtual GPU, and show which is used.",
+    epilog=DOCS,
 )
 _VERSIONS = ", ".join(r.version for r in torch_fetch.RELEASES)
 
@@ -27,6 +29,8 @@ headers (about 10 MB a version) and deletes the wheel.
 
 Exit codes: 0 ready; 1 the download or a check failed (run it again); 2 usage;
 130 interrupted.
+
+{DOCS}
 """
 
 WHERE_EPILOG = """\b
@@ -42,6 +46,18 @@ Search order (the first that applies answers):
 
 Exit codes: 0 an allocator answers; 1 none does (the line says why and what to run);
 2 usage; 130 interrupted.
+
+Docs: docs/pytorch-virtual-gpu.md
+"""
+
+DEVICES_EPILOG = """\b
+Examples:
+  hipmem torch devices
+  hipmem torch devices --json
+
+Exit codes: 0 listed; 2 usage; 130 interrupted.
+
+Docs: docs/pytorch-virtual-gpu.md
 """
 
 
@@ -117,7 +133,7 @@ def where(
     output.note(f"fetched: {fetched}")
 
 
-@torch_app.command("devices")
+@torch_app.command("devices", epilog=DEVICES_EPILOG)
 def devices(json: JsonOption = False) -> None:
     """List the GPUs the virtual GPU can stand for (--device), with where each figure is from."""
     from hipmem.replay.device_presets import DEFAULT, PRESETS

@@ -1,7 +1,7 @@
 """Capacity on the virtual GPU: the smallest device, the smallest memory fraction, and "fits".
 
 Two caps, which PyTorch's allocator meets differently (measured on the H200, see
-docs/virtual-gpu.md), so each figure says which it is:
+docs/pytorch-virtual-gpu.md), so each figure says which it is:
 
 - device memory (`cap="device"`): a GPU with less memory. cudaMalloc (or cuMemCreate) is
   refused past it; the allocator then frees its cached blocks and retries, so a job can fit

@@ -115,13 +115,20 @@ def _releases_named(example: Example) -> set[str]:
     return {name for found in _ROCM_OPTION.findall(text) for name in found.split(",")}
 
 
+def _uses_torch(example: Example) -> bool:
+    text = " ".join(example.body)
+    return "-r torch" in text or "hipmem torch" in text or "backend=\"virtual\"" in text
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("example", RUNNABLE, ids=lambda example: example.name)
 def test_example_runs_as_the_page_says(
-    example: Example, rocm_roots: dict[str, Path], tmp_path: Path
+    example: Example, rocm_roots: dict[str, Path], tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     for release in sorted(_releases_named(example)):
         rocm_release(rocm_roots, release)  # a release the archive no longer has: a skip
+    if _uses_torch(example):  # PyTorch's allocator for the virtual GPU, fetched once
+        request.getfixturevalue("torch_allocators")
     workdir = _workdir(tmp_path)
     if example.language in SHELL_LANGUAGES:
         problems = _run_shell(example, workdir)
