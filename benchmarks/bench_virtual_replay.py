@@ -1,4 +1,5 @@
-"""The virtual GPU's speed and memory, on a machine with no GPU (numbers in docs/pytorch-virtual-gpu.md).
+"""The virtual GPU's speed and memory, on a machine with no GPU (numbers in
+docs/pytorch-virtual-gpu.md).
 
 A committed snapshot (train-default, recorded on the H200) is tiled into a snapshot file of
 a million events (`--events`: `alloc` and `free_completed` entries, the log rows hipmem

@@ -3,7 +3,7 @@
  * address space only, so that PyTorch's own caching allocator (libc10_cuda.so) runs with no
  * GPU: the replay of a memory snapshot through it gives the allocator's own answers.
  *
- * The device (see hipmem/replay/virtual_device.py):
+ * The device (hipmem/replay/device_presets.py sets these for a preset):
  *   HIPMEM_VCUDA_MEMORY_BYTES       device memory, as cudaMemGetInfo/totalGlobalMem report it
  *   HIPMEM_VCUDA_GRANULARITY_BYTES  cuMemGetAllocationGranularity's answer (default 2 MiB)
  *   HIPMEM_VCUDA_NAME               cudaDeviceProp.name
