@@ -1,10 +1,12 @@
 """Build the virtual GPU for one PyTorch allocator into the cache, on first use.
 
-Two parts, compiled with the system compilers (cc, g++) against that PyTorch's headers:
+Three parts, compiled with the system compilers (cc, g++) against that PyTorch's headers:
 
 - the stand-in CUDA runtime (replay/vcuda/virtual_cuda.c), named like the runtime its
   libc10_cuda.so links (`libcudart.so.13`, or `.so.12`), with that soname's version script;
-- the replay driver (replay/vcuda/vcuda_replay.cpp), linked to the stand-in first and then to
+- a stand-in NVML (replay/vcuda/virtual_nvml.c, `libnvidia-ml.so.1`), so that an
+  out-of-memory message on a GPU host does not ask the real NVML about the virtual GPU;
+- the replay driver (replay/vcuda/vcuda_replay.cpp), linked to the stand-ins first and then to
   libc10.so and libc10_cuda.so, with an RPATH (not a RUNPATH: it also governs the libraries'
   own dependencies) that names the stand-in's folder first. A machine with a CUDA toolkit
   has a real libcudart.so.N on its loader path; the stand-in, loaded first, is the one that
@@ -31,6 +33,9 @@ from hipmem.replay.torch_allocator import TorchAllocator
 
 SOURCES = Path(__file__).parent / "vcuda"
 DRIVER = "vcuda_replay"
+# Loaded by the driver at start, so that PyTorch's dlopen of NVML finds it, not a GPU host's
+# real one, which does not know the virtual GPU (replay/vcuda/virtual_nvml.c says why).
+NVML = "libnvidia-ml.so.1"
 
 
 class VirtualGpuBuildError(ReplayError):
@@ -73,9 +78,14 @@ def build(allocator: TorchAllocator) -> Path:
             "the stand-in CUDA runtime",
         )  # fmt: skip
         _compile(
+            [_tool("CC", "cc", "gcc"), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
+             f"-Wl,-soname,{NVML}", "-o", str(work / NVML), str(SOURCES / "virtual_nvml.c")],
+            "the stand-in NVML",
+        )  # fmt: skip
+        _compile(
             [_tool("CXX", "g++", "c++"), "-std=c++17", "-O2", *includes,
              "-o", str(work / DRIVER), str(SOURCES / "vcuda_replay.cpp"),
-             "-Wl,--no-as-needed", str(work / allocator.soname),
+             "-Wl,--no-as-needed", str(work / allocator.soname), str(work / NVML),
              f"-L{allocator.lib_dir}", "-lc10", "-lc10_cuda", "-Wl,--disable-new-dtags",
              f"-Wl,-rpath,{out_dir}:{allocator.lib_dir}"],
             "the replay driver",

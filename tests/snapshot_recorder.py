@@ -93,8 +93,12 @@ def _multistream(torch: Any) -> None:
     torch.cuda.synchronize()
 
 
+# The per-process memory fraction a scenario runs under (replays need it to reproduce the run).
+FRACTIONS = {"oom": 0.01, "multistream-oom": 0.005, "multistream-oom-expandable": 0.005}
+
+
 def _oom(torch: Any) -> None:
-    torch.cuda.set_per_process_memory_fraction(0.01)  # ~1.4 GB of an H200
+    torch.cuda.set_per_process_memory_fraction(FRACTIONS["oom"])  # ~1.4 GB of an H200
     torch.cuda.memory._record_memory_history(**_RECORD)
     held = []
     for _ in range(2):
@@ -109,7 +113,7 @@ def _oom(torch: Any) -> None:
 
 
 def _multistream_oom(torch: Any) -> None:
-    torch.cuda.set_per_process_memory_fraction(0.005)  # ~0.7 GB of an H200
+    torch.cuda.set_per_process_memory_fraction(FRACTIONS["multistream-oom"])  # ~0.7 GB of an H200
     torch.cuda.memory._record_memory_history(**_RECORD)
     streams = [torch.cuda.Stream() for _ in range(3)]
     held: list[list[Any]] = [[] for _ in streams]
@@ -159,7 +163,10 @@ def _record_one(name: str, out_dir: Path) -> None:
         "reserved_bytes_peak": stats["reserved_bytes.all.peak"],
         "allocated_bytes_peak": stats["allocated_bytes.all.peak"],
         "num_ooms": stats["num_ooms"],
+        "device_total_bytes": torch.cuda.mem_get_info()[1],
     }
+    if name in FRACTIONS:
+        facts["memory_fraction"] = FRACTIONS[name]
     (out_dir / f"{name}.stats.json").write_text(json.dumps(facts, indent=2) + "\n")
 
 

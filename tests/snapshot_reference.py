@@ -11,9 +11,25 @@ from pathlib import Path
 from typing import Any
 
 SNAPSHOTS = Path(__file__).parent / "data" / "snapshots"
-NAMES = ("train-default", "train-expandable", "train-late", "infer-default", "multistream", "oom")
+NAMES = (
+    "train-default",
+    "train-expandable",
+    "train-late",
+    "infer-default",
+    "multistream",
+    "oom",
+    "multistream-oom",
+    "multistream-oom-expandable",
+)
 # Recorded from the process's first allocation: every allocation and segment is in the trace.
-COMPLETE = ("train-default", "train-expandable", "multistream", "oom")
+COMPLETE = (
+    "train-default",
+    "train-expandable",
+    "multistream",
+    "oom",
+    "multistream-oom",
+    "multistream-oom-expandable",
+)
 
 
 def load(path: Path) -> dict[str, Any]:

@@ -25,7 +25,9 @@ def _run(*command: str | Path, **kwargs: object) -> subprocess.CompletedProcess[
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    done = _run(sys.executable, "-m", "build", "--wheel", "-o", out, REPO, cwd=REPO)
+    # The sdist first, then the wheel from it (build's default): what a user's pip does, and
+    # no stale `build/` folder of the checkout (an older layout's modules) can leak in.
+    done = _run(sys.executable, "-m", "build", "-o", out, REPO, cwd=REPO)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     warnings = [
         line for line in (done.stdout + done.stderr).splitlines() if "warning" in line.lower()

@@ -65,22 +65,46 @@ def _free_bytes(runtime: ctypes.CDLL) -> int:
     return free.value
 
 
-def test_addresses_increase_and_a_freed_range_is_reused_lowest_first(runtime: ctypes.CDLL) -> None:
+def test_addresses_decrease_and_a_freed_range_is_reused_highest_first(
+    runtime: ctypes.CDLL,
+) -> None:
+    # Top down, as the CUDA driver places segments (the committed snapshots' addresses
+    # decrease); PyTorch breaks ties between equal-size cached blocks by address.
     sizes = [2 * MiB, 6 * MiB, 2 * MiB, 4 * MiB]
     pointers = [_malloc(runtime, size)[1] for size in sizes]
-    assert pointers == sorted(pointers) and all(p % (2 * MiB) == 0 for p in pointers)
-    assert all(b - a >= size for a, b, size in zip(pointers, pointers[1:], sizes, strict=False))
+    assert pointers == sorted(pointers, reverse=True) and all(p % (2 * MiB) == 0 for p in pointers)
+    assert all(a - b >= size for a, b, size in zip(pointers, pointers[1:], sizes[1:], strict=False))
     assert runtime.cudaFree(ctypes.c_void_p(pointers[1])) == 0  # a 6 MiB hole
-    assert runtime.cudaFree(ctypes.c_void_p(pointers[0])) == 0  # a 2 MiB hole before it
-    # First fit in address order: 4 MiB skips nothing it cannot use; it lands at the lowest
-    # address with room, which is where the first block was (2 + 6 MiB free there now).
-    assert _malloc(runtime, 4 * MiB)[1] == pointers[0]
-    assert _malloc(runtime, 4 * MiB)[1] == pointers[0] + 4 * MiB
+    assert runtime.cudaFree(ctypes.c_void_p(pointers[0])) == 0  # and the 2 MiB above it
+    top = pointers[0] + 2 * MiB  # one 8 MiB hole now, at the top
+    assert _malloc(runtime, 4 * MiB)[1] == top - 4 * MiB
+    assert _malloc(runtime, 4 * MiB)[1] == top - 8 * MiB == pointers[1]
     beyond = _malloc(runtime, 2 * MiB)[1]
-    assert beyond > pointers[-1]  # no hole is left below the last block
-    for pointer in (pointers[0], pointers[0] + 4 * MiB, pointers[2], pointers[3], beyond):
+    assert beyond < pointers[-1]  # no hole is left above the last block
+    for pointer in (top - 4 * MiB, pointers[1], pointers[2], pointers[3], beyond):
         assert runtime.cudaFree(ctypes.c_void_p(pointer)) == 0
     assert _free_bytes(runtime) == 8 * GiB
+
+
+def test_placement_up_gives_the_lowest_free_range_first(
+    torch211: torch_allocator.TorchAllocator,
+) -> None:
+    # HIPMEM_VCUDA_PLACEMENT=up, the other order, kept to measure what placement changes.
+    library = vcuda_build.build(torch211) / "libcudart.so.13"
+    probe = (
+        "import ctypes, sys\n"
+        f"r = ctypes.CDLL({str(library)!r})\n"
+        "p = [ctypes.c_void_p() for _ in range(3)]\n"
+        "for q in p: assert r.cudaMalloc(ctypes.byref(q), ctypes.c_size_t(2 << 20)) == 0\n"
+        "assert r.cudaFree(p[0]) == 0\n"
+        "again = ctypes.c_void_p()\n"
+        "assert r.cudaMalloc(ctypes.byref(again), ctypes.c_size_t(2 << 20)) == 0\n"
+        "values = [q.value for q in p]\n"
+        "print(values == sorted(values) and again.value == values[0])\n"
+    )
+    env = {**os.environ, "HIPMEM_VCUDA_PLACEMENT": "up"}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
+    assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr
 
 
 def test_memory_past_the_device_is_refused_as_a_driver_does(runtime: ctypes.CDLL) -> None:
@@ -150,7 +174,12 @@ def test_recorded_settings_give_the_recorded_peaks_byte_for_byte(
     stats = _stats(name)
     assert stats["torch"].startswith("2.11.0")  # the version the fixture fetched
     log = hipmem.load_log(SNAPSHOTS / f"{name}.pickle.gz")
-    report = hipmem.replay(log, RECORDED, _virtual(device_name="H200"))
+    spec = RECORDED
+    if "memory_fraction" in stats:  # recorded under a cap: the same cap, on the same H200
+        assert stats["device_total_bytes"] == PRESETS["H200"].memory_bytes
+        cap = int(stats["memory_fraction"] * stats["device_total_bytes"])
+        spec = parse_spec(f"torch:settings=recorded,limit={cap}")
+    report = hipmem.replay(log, spec, _virtual(device_name="H200"))
     assert report.peak_reserved_bytes == stats["reserved_bytes_peak"]
     assert report.peak_requested_bytes == stats["requested_bytes_peak"]
     assert report.failure_count == 0 and report.backend == "virtual"

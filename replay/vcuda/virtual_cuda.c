@@ -8,15 +8,21 @@
  *   HIPMEM_VCUDA_GRANULARITY_BYTES  cuMemGetAllocationGranularity's answer (default 2 MiB)
  *   HIPMEM_VCUDA_NAME               cudaDeviceProp.name
  *   HIPMEM_VCUDA_TRACE=1            every call on stderr (what the allocator asks of a runtime)
+ *   HIPMEM_VCUDA_PLACEMENT=up       lowest free address range first (default: highest)
  * or hipmem_vcuda_configure() before the allocator's first call.
  *
  * Memory: device memory is a counter (committed bytes), never host memory. Addresses come
  * from one range reserved with mmap(PROT_NONE, MAP_NORESERVE): nothing is ever committed, so
  * a 288 GiB device costs no RSS, and a stray access by the host faults instead of corrupting
- * anything. Allocations (cudaMalloc, cuMemAddressReserve) take the lowest free address range
- * that fits (first fit, address order, aligned to the granularity), so successive allocations
- * get increasing addresses and a freed range is reused, as a driver does. PyTorch orders
- * equal-size cached blocks by address, so this order is part of its behaviour.
+ * anything. Allocations (cudaMalloc, cuMemAddressReserve) take the highest free address range
+ * that fits (aligned to the granularity), so successive allocations get decreasing addresses and
+ * a freed range is reused, top first. That is how the CUDA driver was seen to place segments:
+ * in the snapshots recorded on the H200, later segments mostly lie below earlier ones (all 22
+ * of `oom`'s). PyTorch breaks ties between equal-size cached blocks by address, which decides
+ * which blocks age and which segments garbage collection frees: with the lowest range first,
+ * train-default with garbage_collection_threshold:0.6 reserved 6 MiB more than on the H200;
+ * top down, the same bytes. HIPMEM_VCUDA_PLACEMENT=up gives the lowest range first, to measure
+ * what placement changes.
  *
  * A request past the device's memory is refused (cudaErrorMemoryAllocation from cudaMalloc,
  * CUDA_ERROR_OUT_OF_MEMORY from cuMemCreate), and PyTorch raises its own out-of-memory error.
@@ -47,6 +53,7 @@
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static int g_trace;
+static int g_place_up; /* HIPMEM_VCUDA_PLACEMENT=up: the lowest free range first */
 static char g_name[256] = "hipmem virtual GPU";
 static size_t g_total_bytes = 80 * GIB;
 static size_t g_granularity_bytes = 2 * MIB;
@@ -72,6 +79,8 @@ static void init_device(void) {
   g_granularity_bytes = env_size("HIPMEM_VCUDA_GRANULARITY_BYTES", g_granularity_bytes);
   if (g_granularity_bytes == 0 || (g_granularity_bytes & (g_granularity_bytes - 1)))
     g_granularity_bytes = 2 * MIB; /* a power of two, as drivers report */
+  const char* placement = getenv("HIPMEM_VCUDA_PLACEMENT");
+  g_place_up = placement != NULL && strcmp(placement, "up") == 0;
   const char* name = getenv("HIPMEM_VCUDA_NAME");
   if (name && *name) snprintf(g_name, sizeof g_name, "%s", name);
   arena_init();
@@ -88,7 +97,7 @@ static cudaError_t fail_at(const char* where, cudaError_t err) {
 
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-/* ---- address space: used ranges sorted by address, first fit ---------------------------- */
+/* ---- address space: used ranges sorted by address, highest (or lowest) fit first --------- */
 
 typedef struct {
   uintptr_t start;
@@ -118,8 +127,9 @@ static void arena_init(void) {
   }
 }
 
-/* The lowest gap of `size` bytes aligned to `align`, or 0. The lock is held. */
-static uintptr_t arena_take(size_t size, size_t align, int kind) {
+/* The lowest gap of `size` bytes aligned to `align`: its address and the index its range takes
+   in g_ranges, or 0. The lock is held. */
+static uintptr_t lowest_gap(size_t size, size_t align, size_t* index) {
   uintptr_t at = round_up(g_arena_start, align);
   size_t i = 0;
   for (; i < g_range_count; ++i) {
@@ -127,7 +137,33 @@ static uintptr_t arena_take(size_t size, size_t align, int kind) {
     uintptr_t next = round_up(g_ranges[i].start + g_ranges[i].size, align);
     if (next > at) at = next;
   }
-  if (at + size > g_arena_start + g_arena_bytes) return 0;
+  *index = i;
+  return at + size > g_arena_start + g_arena_bytes ? 0 : at;
+}
+
+/* The top of the highest gap of `size` bytes aligned to `align`, or 0; as lowest_gap. */
+static uintptr_t highest_gap(size_t size, size_t align, size_t* index) {
+  uintptr_t limit = g_arena_start + g_arena_bytes;
+  for (size_t i = g_range_count + 1; i-- > 0;) {
+    uintptr_t floor_at = i ? g_ranges[i - 1].start + g_ranges[i - 1].size : g_arena_start;
+    if (i < g_range_count) limit = g_ranges[i].start;
+    if (limit >= size) {
+      uintptr_t at = (limit - size) / align * align;
+      if (at >= round_up(floor_at, align)) {
+        *index = i;
+        return at;
+      }
+    }
+  }
+  return 0;
+}
+
+/* A range of `size` bytes aligned to `align` (0 when none is free), placed as the device's
+   placement says. The lock is held. */
+static uintptr_t arena_take(size_t size, size_t align, int kind) {
+  size_t i = 0;
+  uintptr_t at = g_place_up ? lowest_gap(size, align, &i) : highest_gap(size, align, &i);
+  if (at == 0) return 0;
   if (g_range_count == g_range_room) {
     size_t room = g_range_room ? 2 * g_range_room : 256;
     Range* grown = realloc(g_ranges, room * sizeof *grown);
