@@ -66,6 +66,15 @@ class ReplayCrashed(ReplayError):
 
 
 @dataclass(frozen=True)
+class _Passes:
+    """What an engine says of each pass: its wall time, what it took from upstream."""
+
+    wall_ns: tuple[int, ...]
+    upstream_calls: tuple[int, ...] | None = None
+    setup_ns: int | None = None
+
+
+@dataclass(frozen=True)
 class ReplayOptions:
     """How to replay (validated by `check()`)."""
 
@@ -258,6 +267,17 @@ def _replay_native(
         returned=int(result.held_at_end_bytes),
         unreturned=int(result.unreturned_bytes),
         samples=samples,
+        passes=_native_passes(run),
+    )
+
+
+def _native_passes(run: native.NativeRun) -> _Passes:
+    done = int(run.result.n_passes)
+    upstream = run.pass_upstream_calls[:done]
+    return _Passes(
+        wall_ns=tuple(int(ns) for ns in run.pass_wall_ns[:done]),
+        upstream_calls=None if (upstream < 0).any() else tuple(int(n) for n in upstream),
+        setup_ns=int(run.result.setup_ns),
     )
 
 
@@ -384,7 +404,9 @@ def _report(
     returned: int,
     unreturned: int,
     samples: ReservedSamples | None,
+    passes: _Passes | None = None,
 ) -> ReplayReport:
+    passes = passes or _Passes(wall_ns=(wall_ns,))
     timed = latency_ns >= 0
     threads = options.threads if len(program.threads) > 1 else "single"
     calls_ns = latency_ns[timed]
@@ -414,6 +436,9 @@ def _report(
         unreturned_bytes=unreturned,
         anomalies=program.anomalies,
         samples=samples,
+        pass_wall_ns=passes.wall_ns,
+        pass_upstream_calls=passes.upstream_calls,
+        setup_ns=passes.setup_ns,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -83,11 +84,38 @@ class ReplayReport:
     unreturned_bytes: int  # device memory not back after teardown (should be 0)
     anomalies: Anomalies
     samples: ReservedSamples | None = field(default=None, repr=False)
+    # Every pass's wall time, in order (`--repeats`); `wall_ns` is the best of them. The first
+    # pass also times each call, so it is the slowest by that much.
+    pass_wall_ns: tuple[int, ...] = ()
+    # Allocations each pass took from the resource's upstream (a pool's growth); None where
+    # nothing counts them (the driver's own pools, plain cudaMalloc, the Python engine).
+    pass_upstream_calls: tuple[int, ...] | None = None
+    setup_ns: int | None = None  # building the resource stack, up to the first pass's start
 
     @property
     def events_per_s(self) -> float:
         """Log rows per second of wall time, the C++ floor's unit."""
-        return self.log_events / (self.wall_ns / 1e9) if self.wall_ns > 0 else 0.0
+        return self._rate(self.wall_ns)
+
+    def _rate(self, wall_ns: int) -> float:
+        return self.log_events / (wall_ns / 1e9) if wall_ns > 0 else 0.0
+
+    @property
+    def pass_events_per_s(self) -> list[float]:
+        """Events/s of each pass, in order (one entry per pass; the best pass alone when the
+        engine reports no passes)."""
+        return [self._rate(ns) for ns in (self.pass_wall_ns or (self.wall_ns,))]
+
+    def pass_spread(self) -> dict[str, float]:
+        """Events/s over the passes: min, median, max, and spread (max / min)."""
+        rates = self.pass_events_per_s
+        low, high = min(rates), max(rates)
+        return {
+            "min": low,
+            "median": statistics.median(rates),
+            "max": high,
+            "spread": high / low if low > 0 else 0.0,
+        }
 
     @property
     def fragmentation(self) -> float | None:
@@ -122,6 +150,7 @@ class ReplayReport:
             "outcome": self.outcome,
             "wall_ns": self.wall_ns,
             "events_per_s": round(self.events_per_s, 1),
+            "passes": self._passes_dict(),
             "allocator_ns": self.allocator_ns,
             "alloc_latency": latency(self.alloc_latency),
             "free_latency": latency(self.free_latency),
@@ -143,6 +172,21 @@ class ReplayReport:
             "returned_at_end_bytes": self.returned_at_end_bytes,
             "unreturned_bytes": self.unreturned_bytes,
             "anomalies": self.anomalies.as_dict(),
+        }
+
+    def _passes_dict(self) -> dict[str, object]:
+        spread = self.pass_spread()
+        return {
+            "count": len(self.pass_events_per_s),
+            "wall_ns": list(self.pass_wall_ns or (self.wall_ns,)),
+            "events_per_s_min": round(spread["min"], 1),
+            "events_per_s_median": round(spread["median"], 1),
+            "events_per_s_max": round(spread["max"], 1),
+            "spread": round(spread["spread"], 4),
+            "upstream_calls": None
+            if self.pass_upstream_calls is None
+            else list(self.pass_upstream_calls),
+            "setup_ns": self.setup_ns,
         }
 
 

@@ -1,0 +1,727 @@
+"""Replay speed in every process: N fresh processes per resource against N runs of the C++ floor.
+
+One process of `hipmem replay` measures one figure; a user who runs it twice must get the same
+ranking. This starts `--processes` fresh Python processes per log and resource, each doing
+what `hipmem replay LOG -r SPEC --threads single --streams default --repeats 3` does (load the
+log, build the program, replay it through the native core), interleaved with as many runs of
+the C++ floor (`../shared/bench/replay_floor.cu`, built here against the same librmm): one
+floor run, then one hipmem process per resource, then the next round. Each hipmem process
+reports every pass (min/median/max over `--repeats`), its best pass, and counters that can
+explain a slow process:
+
+- page faults (minor, major) and context switches (voluntary, involuntary) of the replay
+  thread (getrusage RUSAGE_THREAD, read on that thread around the core's call) and of the
+  whole process (RUSAGE_CHILDREN, read by this parent);
+- the replay thread's CPU migrations (`se.nr_migrations`, /proc/thread-self/sched) and time
+  spent runnable but waiting for a core (/proc/thread-self/schedstat), and the core it was on
+  before and after (field 39 of /proc/thread-self/stat);
+- transparent huge pages: AnonHugePages of the whole process (/proc/self/smaps_rollup) and
+  of the mapping holding each program array;
+- the time before the first event: from this parent's spawn to the core's entry (Python
+  start, imports, loading the log, building the program) plus the core's setup (building the
+  resource stack, which is where a pool's initial block is taken), and each pass's
+  allocations from upstream (a pool's growth; none for async, whose pool is the driver's).
+
+The floor runs the same 16 GiB pool/arena settings, with every resource it would not be
+compared on skipped (its source gains one line that returns from `run` for a resource not in
+$FLOOR_RESOURCES: cuda and managed take over a minute on the long log).
+
+Output: per log, condition and resource, hipmem's and the floor's min/median/max M events/s,
+hipmem's slowest process over the floor's median, the spread (max/min) of each, and the
+counters of hipmem's slowest and fastest process; the whole run as JSON under --out.
+Targets (issue #29), condition `base`: slowest / floor median >= 1.0 for pool, binning and
+arena, >= 0.9 for async, and hipmem's spread no wider than the floor's plus 10 points.
+
+Conditions (`--conditions`, for finding a cause; each applies to hipmem and floor alike
+where it can): `base` as a user runs it; `nothp` with transparent huge pages off for the
+process (prctl PR_SET_THP_DISABLE); `malloc-thp` with glibc's malloc asking for huge pages
+(GLIBC_TUNABLES=glibc.malloc.hugetlb=1); `one-arena` with every thread's malloc in one arena
+(glibc.malloc.arena_max=1); `pinned` on one core (sched_setaffinity);
+`main-thread` (hipmem only) with the core called on Python's main thread instead of the
+engine's replay thread.
+
+    python benchmarks/bench_process_spread.py --shared ../shared --out results
+    python benchmarks/bench_process_spread.py --from-json results/bench_process_spread.json
+    python benchmarks/bench_process_spread.py --backend host --logs gpt --processes 3
+
+With `--backend host` it replays the host resource through the core's host build (no GPU, no
+floor): the harness and its counters, anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import platform
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from hipmem._core.atomic_write import atomic_output  # noqa: E402
+
+# The floor's resources, as hipmem specs with the floor's settings (16 GiB pools and arena).
+GPU_SPECS = {
+    "pool": "pool:initial=16GiB",
+    "binning": "binning:initial=16GiB,min_exp=18,max_exp=22",
+    "arena": "arena:size=16GiB",
+    "async": "async",
+}
+HOST_SPECS = {"host": "host"}
+# hipmem's slowest process over the floor's median must reach this (issue #29).
+TARGET_RATIO = {"pool": 1.0, "binning": 1.0, "arena": 1.0, "async": 0.9}
+SPREAD_POINTS = 10.0  # hipmem's spread may exceed the floor's by this many points
+CONDITIONS = ("base", "nothp", "malloc-thp", "one-arena", "pinned", "main-thread")
+HIPMEM_ONLY = ("main-thread",)
+ENV_SPAWN_NS = "HIPMEM_SPREAD_SPAWN_NS"
+ENV_FLOOR_RESOURCES = "FLOOR_RESOURCES"
+_FLOOR_LINE = re.compile(r"^(\w+)\s+([\d.]+) M events/s\s+([\d.]+) ms")
+PR_SET_THP_DISABLE = 41
+
+
+# ---------------------------------------------------------------------------------------------
+# Counters, read inside a process (the child) about itself
+# ---------------------------------------------------------------------------------------------
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return None
+
+
+def thread_state() -> dict[str, Any]:
+    """The calling thread's counters: rusage, migrations, run delay, the core it is on."""
+    usage = resource.getrusage(resource.RUSAGE_THREAD)
+    state: dict[str, Any] = {
+        "minflt": usage.ru_minflt,
+        "majflt": usage.ru_majflt,
+        "nvcsw": usage.ru_nvcsw,
+        "nivcsw": usage.ru_nivcsw,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+    }
+    sched = _read("/proc/thread-self/sched") or ""
+    found = re.search(r"se\.nr_migrations\s*:\s*(\d+)", sched)
+    state["migrations"] = int(found[1]) if found else None
+    schedstat = (_read("/proc/thread-self/schedstat") or "").split()
+    state["run_delay_ns"] = int(schedstat[1]) if len(schedstat) >= 2 else None
+    stat = _read("/proc/thread-self/stat") or ""
+    fields = stat[stat.rfind(")") + 2 :].split()  # after the name, which may hold spaces
+    state["cpu"] = int(fields[36]) if len(fields) > 36 else None  # field 39 of the line
+    return state
+
+
+def thread_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """What moved on the thread between two readings, and the cores it was on."""
+    delta: dict[str, Any] = {}
+    for key in ("minflt", "majflt", "nvcsw", "nivcsw", "migrations", "run_delay_ns"):
+        a, b = before.get(key), after.get(key)
+        delta[key] = None if a is None or b is None else b - a
+    delta["cpu_s"] = round(after["cpu_s"] - before["cpu_s"], 6)
+    delta["cpu_before"], delta["cpu_after"] = before["cpu"], after["cpu"]
+    return delta
+
+
+def rollup_huge_bytes() -> int | None:
+    """AnonHugePages of the whole process (/proc/self/smaps_rollup), bytes."""
+    text = _read("/proc/self/smaps_rollup")
+    found = re.search(r"^AnonHugePages:\s+(\d+) kB", text or "", re.MULTILINE)
+    return int(found[1]) * 1024 if found else None
+
+
+def mapping_huge_bytes(addresses: dict[str, int]) -> dict[str, dict[str, Any] | None]:
+    """For each named address, the mapping that holds it: its size and AnonHugePages, bytes."""
+    text = _read("/proc/self/smaps") or ""
+    found: dict[str, dict[str, Any] | None] = dict.fromkeys(addresses)
+    blocks: list[tuple[int, int, str, dict[str, int]]] = []
+    for line in text.splitlines():
+        head = re.match(r"^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \S+\s*(.*)$", line)
+        if head:
+            blocks.append((int(head[1], 16), int(head[2], 16), head[3], {}))
+        elif blocks and (field := re.match(r"^(\w+):\s+(\d+) kB", line)):
+            blocks[-1][3][field[1]] = int(field[2]) * 1024
+    for name, address in addresses.items():
+        for start, end, label, fields in blocks:
+            if start <= address < end:
+                found[name] = {
+                    "start": start,
+                    "name": label or "anonymous",
+                    "mapping_bytes": end - start,
+                    "rss_bytes": fields.get("Rss", 0),
+                    "huge_bytes": fields.get("AnonHugePages", 0),
+                }
+                break
+    return found
+
+
+def _process_usage() -> dict[str, float]:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "minflt": usage.ru_minflt,
+        "majflt": usage.ru_majflt,
+        "nvcsw": usage.ru_nvcsw,
+        "nivcsw": usage.ru_nivcsw,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# The child: one process, one log, one resource, as `hipmem replay` runs it
+# ---------------------------------------------------------------------------------------------
+
+
+def child(
+    csv: Path, spec_text: str, backend: str, repeats: int, condition: str, replays: int
+) -> dict[str, Any]:
+    """One process's figures. With `replays` > 1 the same replay runs again in the process on a
+    fresh resource (`later_replays`): a slow process whose later replays are fast was slow in
+    its first stack, one whose later replays are slow too is slow as a process."""
+    spawned_ns = int(os.environ.get(ENV_SPAWN_NS, "0")) or None
+    from hipmem.replay import engine, native
+    from hipmem.replay.log_loader import load_log
+    from hipmem.replay.program import build_program
+    from hipmem.replay.resources import parse_spec
+
+    log = load_log([csv])
+    program = build_program(log)
+    seen: dict[str, Any] = {}
+    original_call = native.NativeCall.__call__
+
+    def observed_call(self: native.NativeCall, library: ctypes.CDLL) -> None:
+        # On the thread that runs the core, right around it: its counters are this replay's.
+        arrays = {name: int(a.ctypes.data) for name, a in self.arrays.items() if a.nbytes}
+        arrays["latency_ns"] = int(self.run.latency_ns.ctypes.data)
+        # Where this thread's small mallocs land (RMM's free lists and maps are made of them):
+        # the main heap, or an arena of this thread's own, and whether that has huge pages.
+        libc = ctypes.CDLL(None)
+        libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+        libc.free.argtypes = [ctypes.c_void_p]
+        probe = libc.malloc(48)
+        arrays["thread_malloc"] = int(probe)
+        libc.free(probe)
+        seen["threads_in_process"] = len(list(Path("/proc/self/task").iterdir()))
+        seen["thp_before_bytes"] = rollup_huge_bytes()
+        seen["arrays"] = mapping_huge_bytes(arrays)
+        entered_ns = time.monotonic_ns()
+        before = thread_state()
+        original_call(self, library)
+        seen["thread"] = thread_delta(before, thread_state())
+        seen["thp_after_bytes"] = rollup_huge_bytes()
+        seen["startup_ns"] = entered_ns - spawned_ns if spawned_ns else None
+
+    native.NativeCall.__call__ = observed_call  # type: ignore[method-assign]
+    if condition == "main-thread":
+        engine._run_cancellable = lambda work, cancel: work()
+    options = engine.ReplayOptions(
+        backend=backend, threads="single", streams="default", repeats=repeats
+    )
+    usage_before = _process_usage()
+    report = engine.replay(log, parse_spec(spec_text), options, program=program)
+    usage_after = _process_usage()
+    if report.outcome != "completed" or report.failure_count:
+        raise SystemExit(f"{spec_text}: {report.outcome}, {report.failure_count} refused")
+    first = dict(seen)
+    later = []
+    for _ in range(replays - 1):
+        again = engine.replay(log, parse_spec(spec_text), options, program=program)
+        later.append(
+            {
+                "mev_s": again.events_per_s / 1e6,
+                "thread": seen["thread"],
+                "pass_mev_s": [rate / 1e6 for rate in again.pass_events_per_s],
+            }
+        )
+    return {
+        "events": report.log_events,
+        "pass_wall_ns": list(report.pass_wall_ns),
+        "best_wall_ns": report.wall_ns,
+        "mev_s": report.events_per_s / 1e6,
+        "pass_mev_s": [rate / 1e6 for rate in report.pass_events_per_s],
+        "pass_upstream_calls": None
+        if report.pass_upstream_calls is None
+        else list(report.pass_upstream_calls),
+        "setup_ns": report.setup_ns,
+        "allocator_ns_first_pass": report.allocator_ns,
+        "alloc_p50_ns": report.alloc_latency.p50_ns if report.alloc_latency else None,
+        "free_p50_ns": report.free_latency.p50_ns if report.free_latency else None,
+        "process_during_replay": {k: usage_after[k] - usage_before[k] for k in usage_before},
+        **first,
+        "later_replays": later,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# The parent: logs, the floor, interleaved processes
+# ---------------------------------------------------------------------------------------------
+
+
+def condition_setup(condition: str) -> tuple[dict[str, str], Callable[[], None] | None]:
+    """(extra environment, pre-exec hook) that put a process under `condition`."""
+    if condition == "malloc-thp":
+        return {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}, None
+    if condition == "one-arena":  # every thread's malloc in the main arena, as in the floor
+        return {"GLIBC_TUNABLES": "glibc.malloc.arena_max=1"}, None
+    if condition == "nothp":
+
+        def no_thp() -> None:  # inherited across exec: the whole process runs without THP
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0:
+                raise OSError(ctypes.get_errno(), "prctl(PR_SET_THP_DISABLE)")
+
+        return {}, no_thp
+    if condition == "pinned":
+        cpu = max(os.sched_getaffinity(0))
+
+        def pin() -> None:
+            os.sched_setaffinity(0, {cpu})
+
+        return {}, pin
+    return {}, None
+
+
+def run_counted(
+    command: list[str], env: dict[str, str], preexec: Callable[[], None] | None
+) -> tuple[str, dict[str, int], float]:
+    """Run one process to its end: (stdout, its rusage counters, wall seconds). The counters
+    are RUSAGE_CHILDREN's growth over the run; children run one at a time, so it is this one's."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    done = subprocess.run(
+        command, capture_output=True, text=True, env=env, preexec_fn=preexec, check=False
+    )
+    wall_s = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        tail = done.stderr.strip().splitlines()[-3:]
+        raise RuntimeError(f"{command[0]} exited {done.returncode}: {' | '.join(tail)}")
+    usage = {
+        name: getattr(after, f"ru_{name}") - getattr(before, f"ru_{name}")
+        for name in ("minflt", "majflt", "nvcsw", "nivcsw")
+    }
+    return done.stdout, usage, wall_s
+
+
+def run_hipmem(
+    csv: Path, spec: str, backend: str, repeats: int, condition: str, replays: int = 1
+) -> dict[str, Any]:
+    extra, preexec = condition_setup(condition)
+    env = dict(os.environ, **extra, PYTHONPATH=str(ROOT))
+    env[ENV_SPAWN_NS] = str(time.monotonic_ns())
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        str(csv),
+        "--spec",
+        spec,
+        "--backend",
+        backend,
+        "--repeats",
+        str(repeats),
+        "--condition",
+        condition,
+        "--replays",
+        str(replays),
+    ]
+    stdout, usage, wall_s = run_counted(command, env, preexec)
+    found: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
+    found["process"] = usage
+    found["process_wall_s"] = round(wall_s, 3)
+    return found
+
+
+def floor_source(shared_source: Path, work: Path) -> Path:
+    """The floor's source with one line added: `run` returns at once for a resource not named
+    in $FLOOR_RESOURCES (all run when it is unset). Nothing else changes."""
+    text = shared_source.read_text()
+    anchor = "static void run(const char* name, MR& mr, const std::vector<Event>& ev) {\n"
+    if anchor not in text:
+        raise SystemExit(f"bench_process_spread: {shared_source} has no `run` to filter")
+    skip = (
+        '  if (const char* only = std::getenv("' + ENV_FLOOR_RESOURCES + '")) {\n'
+        '    std::string list = std::string(",") + only + ",";\n'
+        '    if (list.find(std::string(",") + name + ",") == std::string::npos) return;\n'
+        "  }\n"
+    )
+    patched = "#include <cstdlib>\n" + text.replace(anchor, anchor + skip)
+    target = work / "replay_floor.cu"
+    target.write_text(patched)
+    return target
+
+
+def build_floor(shared_source: Path, work: Path) -> Path:
+    from benchmarks.bench_replay import build_floor as build
+
+    return build(floor_source(shared_source, work), work)
+
+
+def run_floor(binary: Path, csv: Path, resources: list[str], condition: str) -> dict[str, Any]:
+    extra, preexec = condition_setup(condition)
+    env = dict(os.environ, **extra, **{ENV_FLOOR_RESOURCES: ",".join(resources)})
+    stdout, usage, wall_s = run_counted([str(binary), str(csv)], env, preexec)
+    rates = {}
+    for line in stdout.splitlines():
+        if match := _FLOOR_LINE.match(line.strip()):
+            rates[match[1]] = float(match[2])
+    missing = [r for r in resources if r not in rates]
+    if missing:
+        raise RuntimeError(f"the floor printed no figure for {missing}: {stdout[-300:]!r}")
+    return {"mev_s": rates, "process": usage, "process_wall_s": round(wall_s, 3)}
+
+
+def prepare_logs(args: argparse.Namespace, work: Path) -> dict[str, Path]:
+    """Plain CSVs the floor and hipmem both read: the shared logs, the long one, any files."""
+    from tests.fleet_logs import read_rows, tiled, write_log
+
+    logs: dict[str, Path] = {}
+    for name in [n for n in args.logs.split(",") if n]:
+        source = args.shared / "logs" / f"{'gpt' if name == 'long' else name}.csv.gz"
+        rows = read_rows(source)
+        if name == "long":
+            rows = tiled(rows, args.long_copies)
+        logs[name] = write_log(work / f"{name}.csv", rows)
+    for path in args.log_file:
+        logs[path.name.split(".")[0]] = write_log(
+            work / f"{path.name.split('.')[0]}.csv", read_rows(path)
+        )
+    return logs
+
+
+def machine() -> dict[str, Any]:
+    found: dict[str, Any] = {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "glibc": " ".join(platform.libc_ver()),
+        "kernel": platform.release(),
+        "thp_enabled": (_read("/sys/kernel/mm/transparent_hugepage/enabled") or "").strip(),
+        "thp_defrag": (_read("/sys/kernel/mm/transparent_hugepage/defrag") or "").strip(),
+    }
+    cpuinfo = _read("/proc/cpuinfo") or ""
+    model = re.search(r"^model name\s*:\s*(.+)$", cpuinfo, re.MULTILINE)
+    found["cpu_model"] = model[1] if model else None
+    try:
+        from cuda.bindings import runtime
+
+        _err, props = runtime.cudaGetDeviceProperties(0)
+        name = props.name.decode() if isinstance(props.name, bytes) else str(props.name)
+        found["gpu"] = name.rstrip("\x00")
+    except Exception:  # no GPU, no cuda-bindings: the host run
+        found["gpu"] = None
+    return found
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    from hipmem.replay import native
+
+    specs = HOST_SPECS if args.backend == "host" else GPU_SPECS
+    resources = [r for r in args.resources.split(",") if r] if args.resources else list(specs)
+    work = Path(tempfile.mkdtemp(prefix="bench-process-spread-"))
+    # The core and the floor are built side by side (nvcc takes most of a minute on each),
+    # both before anything is timed.
+    with ThreadPoolExecutor(2) as builds:
+        core = builds.submit(native.load, "host" if args.backend == "host" else "rmm")
+        floor_build = (
+            None if args.backend == "host" else builds.submit(build_floor, args.floor_source, work)
+        )
+        core.result()
+        floor = None if floor_build is None else floor_build.result()
+    results: dict[str, Any] = {"machine": machine(), "args": _jsonable(vars(args)), "logs": {}}
+    conditions = args.conditions.split(",")
+    deadline = time.monotonic() + args.deadline_s if args.deadline_s else None
+    for name, csv in prepare_logs(args, work).items():
+        per_log: dict[str, Any] = {"events": None, "conditions": {}}
+        results["logs"][name] = per_log
+        for condition in conditions:
+            per_log["conditions"][condition] = {"floor": [], "hipmem": {r: [] for r in resources}}
+        # Per round: under each condition, one floor run, then one process per resource. What
+        # drifts on the machine falls on the floor, every resource and every condition alike.
+        for _round in range(args.processes):
+            if deadline is not None and time.monotonic() > deadline:
+                results["stopped_at_deadline"] = f"{name}, round {_round + 1}"
+                break
+            for condition in conditions:
+                found = per_log["conditions"][condition]
+                if floor is not None and condition not in HIPMEM_ONLY:
+                    found["floor"].append(run_floor(floor, csv, resources, condition))
+                for r in resources:
+                    run = run_hipmem(
+                        csv, specs[r], args.backend, args.repeats, condition, args.replays
+                    )
+                    found["hipmem"][r].append(run)
+                    per_log["events"] = run["events"]
+            save(args, results)  # what a run cut short has measured is kept
+        for condition in conditions:
+            if per_log["conditions"][condition]["hipmem"][resources[0]]:
+                found = per_log["conditions"][condition]
+                print_log_condition(name, condition, per_log["events"], found, resources)
+    return results
+
+
+def save(args: argparse.Namespace, results: dict[str, Any]) -> None:
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        target = args.out / "bench_process_spread.json"
+        with atomic_output(target) as temp:
+            temp.write_text(json.dumps(results, indent=1))
+
+
+def _jsonable(values: dict[str, Any]) -> dict[str, Any]:
+    def plain(value: Any) -> Any:
+        if isinstance(value, list):
+            return [plain(v) for v in value]
+        return str(value) if isinstance(value, Path) else value
+
+    return {k: plain(v) for k, v in values.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# Summaries, table, verdict (also for a saved run: --from-json)
+# ---------------------------------------------------------------------------------------------
+
+
+def spread_of(values: list[float]) -> dict[str, float]:
+    """min, median, max and the spread in points: (max / min - 1) * 100."""
+    low, high = min(values), max(values)
+    return {
+        "min": low,
+        "median": statistics.median(values),
+        "max": high,
+        "spread_points": (high / low - 1.0) * 100.0 if low > 0 else float("inf"),
+    }
+
+
+def summarize(found: dict[str, Any], resource_name: str) -> dict[str, Any]:
+    """One resource under one condition: hipmem's and the floor's figures, and the verdict."""
+    runs = found["hipmem"][resource_name]
+    ours = spread_of([run["mev_s"] for run in runs])
+    floor_rates = [run["mev_s"][resource_name] for run in found["floor"]]
+    summary: dict[str, Any] = {"hipmem": ours, "floor": None, "slowest_over_floor_median": None}
+    slowest = min(runs, key=lambda run: run["mev_s"])
+    fastest = max(runs, key=lambda run: run["mev_s"])
+    summary["slowest"], summary["fastest"] = counters(slowest), counters(fastest)
+    if floor_rates:
+        floor = spread_of(floor_rates)
+        summary["floor"] = floor
+        ratio = ours["min"] / floor["median"]
+        summary["slowest_over_floor_median"] = ratio
+        target = TARGET_RATIO.get(resource_name)
+        summary["meets_ratio"] = target is None or ratio >= target
+        summary["meets_spread"] = ours["spread_points"] <= floor["spread_points"] + SPREAD_POINTS
+    return summary
+
+
+def counters(run: dict[str, Any]) -> dict[str, Any]:
+    """The counters of one hipmem process, flat, for the table and the JSON summary."""
+    thread = run.get("thread") or {}
+    arrays = run.get("arrays") or {}
+    mappings = {m["start"]: m for name, m in arrays.items() if m and name != "thread_malloc"}
+    huge = sum(m["huge_bytes"] for m in mappings.values())
+    heap = arrays.get("thread_malloc") or {}
+    first_event_ns = None
+    if run.get("startup_ns") is not None and run.get("setup_ns") is not None:
+        first_event_ns = run["startup_ns"] + run["setup_ns"]
+    return {
+        "mev_s": run["mev_s"],
+        "pass_mev_s": run.get("pass_mev_s"),
+        "thread_minflt": thread.get("minflt"),
+        "thread_majflt": thread.get("majflt"),
+        "thread_nvcsw": thread.get("nvcsw"),
+        "thread_nivcsw": thread.get("nivcsw"),
+        "migrations": thread.get("migrations"),
+        "run_delay_ns": thread.get("run_delay_ns"),
+        "cpu": f"{thread.get('cpu_before')}->{thread.get('cpu_after')}",
+        "process_minflt": run["process"]["minflt"],
+        "process_nivcsw": run["process"]["nivcsw"],
+        "thp_process_bytes": run.get("thp_after_bytes"),
+        "thp_arrays_bytes": huge,
+        "thread_heap": f"{heap.get('name', '?')} {heap.get('huge_bytes', 0) // 2**20}/"
+        f"{heap.get('mapping_bytes', 0) // 2**20} MiB huge",
+        "first_event_ns": first_event_ns,
+        "setup_ns": run.get("setup_ns"),
+        "upstream_calls": run.get("pass_upstream_calls"),
+        "alloc_p50_ns": run.get("alloc_p50_ns"),
+        "allocator_ns_first_pass": run.get("allocator_ns_first_pass"),
+        "later_replays_mev_s": [later["mev_s"] for later in run.get("later_replays") or []],
+    }
+
+
+def _cell(s: dict[str, float] | None) -> str:
+    if s is None:
+        return "-"
+    return f"{s['min']:.2f} / {s['median']:.2f} / {s['max']:.2f}"
+
+
+def _counters_cell(c: dict[str, Any]) -> str:
+    def mib(n: int | None) -> str:
+        return "?" if n is None else f"{n / 2**20:.0f}"
+
+    first = c["first_event_ns"]
+    return (
+        f"{c['mev_s']:.2f}: flt {c['thread_minflt']}, nivcsw {c['thread_nivcsw']}, "
+        f"migr {c['migrations']}, cpu {c['cpu']}, thp {mib(c['thp_process_bytes'])}/"
+        f"{mib(c['thp_arrays_bytes'])} MiB, heap {c['thread_heap']}, alloc p50 {c['alloc_p50_ns']} ns, first "
+        f"event {'?' if first is None else f'{first / 1e6:.0f}'} ms"
+        + "".join(f", again {rate:.2f}" for rate in c["later_replays_mev_s"])
+    )
+
+
+def print_log_condition(
+    name: str, condition: str, events: int | None, found: dict[str, Any], resources: list[str]
+) -> None:
+    n = len(next(iter(found["hipmem"].values())))
+    print(
+        f"\n{name} ({events or 0:,} events), condition {condition}: {n} hipmem processes "
+        f"per resource, {len(found['floor'])} floor runs; M events/s min / median / max"
+    )
+    print(
+        "| resource | floor | hipmem | slowest / floor median | spread floor | spread hipmem "
+        "| verdict |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for r in resources:
+        s = summarize(found, r)
+        floor, ours = s["floor"], s["hipmem"]
+        ratio = s["slowest_over_floor_median"]
+        verdict = "-"
+        if ratio is not None:
+            verdict = "ok" if s["meets_ratio"] and s["meets_spread"] else "NOT MET"
+        floor_spread = "-" if floor is None else f"{floor['spread_points']:.0f} pts"
+        print(
+            f"| {r} | {_cell(floor)} | {_cell(ours)} | "
+            f"{'-' if ratio is None else f'{ratio:.2f}x'} | {floor_spread} | "
+            f"{ours['spread_points']:.0f} pts | {verdict} |"
+        )
+    for r in resources:
+        s = summarize(found, r)
+        print(f"  {r} slowest  {_counters_cell(s['slowest'])}")
+        print(f"  {r} fastest  {_counters_cell(s['fastest'])}")
+
+
+def verdict(results: dict[str, Any], condition: str = "base") -> bool:
+    """Whether every log and resource meets the targets under `condition`; prints why not."""
+    print(f"\nverdict (condition {condition}):")
+    ok = True
+    for name, per_log in results["logs"].items():
+        found = per_log["conditions"].get(condition)
+        if found is None:
+            continue
+        short = []
+        for r in found["hipmem"]:
+            s = summarize(found, r)
+            if s["floor"] is None:
+                continue
+            if not s["meets_ratio"]:
+                short.append(
+                    f"{r} slowest {s['slowest_over_floor_median']:.2f}x < {TARGET_RATIO[r]:.1f}x"
+                )
+            if not s["meets_spread"]:
+                short.append(
+                    f"{r} spread {s['hipmem']['spread_points']:.0f} pts > floor "
+                    f"{s['floor']['spread_points']:.0f} + {SPREAD_POINTS:.0f}"
+                )
+        if not found["floor"]:
+            print(f"  {name}: no floor figures (a host run): nothing to judge")
+            ok = False
+            continue
+        ok &= not short
+        print(f"  {name}: {'; '.join(short) if short else 'all targets met'}")
+    print("  ALL TARGETS MET" if ok else "  NOT all targets met")
+    return ok
+
+
+def print_results(results: dict[str, Any]) -> None:
+    m = results["machine"]
+    print(
+        f"machine: {m.get('gpu')}, {m.get('cpus')} cpus ({m.get('cpu_model')}), kernel "
+        f"{m.get('kernel')}, {m.get('glibc')}, THP {m.get('thp_enabled')} / defrag "
+        f"{m.get('thp_defrag')}"
+    )
+    for name, per_log in results["logs"].items():
+        for condition, found in per_log["conditions"].items():
+            print_log_condition(name, condition, per_log["events"], found, list(found["hipmem"]))
+    if any("base" in per_log["conditions"] for per_log in results["logs"].values()):
+        verdict(results)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shared", type=Path, default=ROOT.parent / "shared")
+    parser.add_argument("--logs", default="gpt,cnn,serve,long", help="shared logs, and long")
+    parser.add_argument(
+        "--log-file",
+        type=Path,
+        action="append",
+        default=[],
+        help="another RMM log to measure (repeatable)",
+    )
+    parser.add_argument("--long-copies", type=int, default=15, help="gpt tiles in the long log")
+    parser.add_argument("--resources", default="", help="comma list (default: all four)")
+    parser.add_argument("--processes", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--conditions", default="base", help=f"of {', '.join(CONDITIONS)}")
+    parser.add_argument(
+        "--replays",
+        type=int,
+        default=1,
+        help="replays per process (the later ones say whether a slow process "
+        "stays slow on a fresh resource)",
+    )
+    parser.add_argument("--backend", choices=("cuda", "host"), default="cuda")
+    parser.add_argument(
+        "--floor-source",
+        type=Path,
+        default=None,
+        help="replay_floor.cu (default: SHARED/bench/replay_floor.cu)",
+    )
+    parser.add_argument("--out", type=Path, default=None, help="folder for the JSON")
+    parser.add_argument(
+        "--deadline-s",
+        type=float,
+        default=None,
+        help="start no new round after this many seconds (the run is kept)",
+    )
+    parser.add_argument(
+        "--from-json",
+        type=Path,
+        default=None,
+        help="print a saved run's tables and verdict; no GPU",
+    )
+    parser.add_argument("--child", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--spec", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--condition", default="base", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child is not None:
+        found = child(
+            args.child, args.spec, args.backend, args.repeats, args.condition, args.replays
+        )
+        print(json.dumps(found))
+        return
+    if args.from_json is not None:
+        print_results(json.loads(args.from_json.read_text()))
+        return
+    unknown = [c for c in args.conditions.split(",") if c not in CONDITIONS]
+    if unknown:
+        parser.error(f"--conditions: not one of {', '.join(CONDITIONS)}: {', '.join(unknown)}")
+    args.floor_source = args.floor_source or args.shared / "bench" / "replay_floor.cu"
+    if not args.logs and not args.log_file:
+        parser.error("nothing to measure: --logs or --log-file")
+    results = measure(args)
+    save(args, results)
+    print()
+    print_results(results)
+
+
+if __name__ == "__main__":
+    main()
