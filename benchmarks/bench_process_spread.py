@@ -317,7 +317,8 @@ def run_hipmem(
     csv: Path, spec: str, backend: str, repeats: int, condition: str, replays: int = 1
 ) -> dict[str, Any]:
     extra, preexec = condition_setup(condition)
-    env = dict(os.environ, **extra, PYTHONPATH=str(ROOT))
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, **extra, PYTHONPATH=path)
     env[ENV_SPAWN_NS] = str(time.monotonic_ns())
     command = [
         sys.executable,
@@ -342,7 +343,7 @@ def run_hipmem(
     return found
 
 
-def floor_source(shared_source: Path, work: Path) -> Path:
+def floor_source(shared_source: Path) -> str:
     """The floor's source with one line added: `run` returns at once for a resource not named
     in $FLOOR_RESOURCES (all run when it is unset). Nothing else changes."""
     text = shared_source.read_text()
@@ -355,16 +356,25 @@ def floor_source(shared_source: Path, work: Path) -> Path:
         '    if (list.find(std::string(",") + name + ",") == std::string::npos) return;\n'
         "  }\n"
     )
-    patched = "#include <cstdlib>\n" + text.replace(anchor, anchor + skip)
-    target = work / "replay_floor.cu"
-    target.write_text(patched)
-    return target
+    return "#include <cstdlib>\n" + text.replace(anchor, anchor + skip)
 
 
 def build_floor(shared_source: Path, work: Path) -> Path:
+    """The floor, built in `work`, or the one an earlier run built there from the same source."""
     from benchmarks.bench_replay import build_floor as build
+    from hipmem.replay import native
 
-    return build(floor_source(shared_source, work), work)
+    work.mkdir(parents=True, exist_ok=True)
+    source, binary = work / "replay_floor.cu", work / "replay_floor"
+    text = floor_source(shared_source)
+    if not (binary.is_file() and source.is_file() and source.read_text() == text):
+        source.write_text(text)
+        return build(source, work)  # it also puts librmm's folders on LD_LIBRARY_PATH
+    _nvcc, rmm_dir, logger_dir = native.rmm_build_inputs()
+    os.environ["LD_LIBRARY_PATH"] = f"{rmm_dir}/lib64:{logger_dir}/lib64:" + os.environ.get(
+        "LD_LIBRARY_PATH", ""
+    )
+    return binary
 
 
 def run_floor(binary: Path, csv: Path, resources: list[str], condition: str) -> dict[str, Any]:
@@ -427,7 +437,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
     specs = HOST_SPECS if args.backend == "host" else GPU_SPECS
     resources = [r for r in args.resources.split(",") if r] if args.resources else list(specs)
-    work = Path(tempfile.mkdtemp(prefix="bench-process-spread-"))
+    work = args.work or Path(tempfile.mkdtemp(prefix="bench-process-spread-"))
+    work.mkdir(parents=True, exist_ok=True)
     # The core and the floor are built side by side (nvcc takes most of a minute on each),
     # both before anything is timed.
     with ThreadPoolExecutor(2) as builds:
@@ -462,10 +473,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     found["hipmem"][r].append(run)
                     per_log["events"] = run["events"]
             save(args, results)  # what a run cut short has measured is kept
-        for condition in conditions:
-            if per_log["conditions"][condition]["hipmem"][resources[0]]:
-                found = per_log["conditions"][condition]
-                print_log_condition(name, condition, per_log["events"], found, resources)
+            print(f"{name}: round {_round + 1} of {args.processes} done", flush=True)
     return results
 
 
@@ -571,8 +579,8 @@ def _counters_cell(c: dict[str, Any]) -> str:
     return (
         f"{c['mev_s']:.2f}: flt {c['thread_minflt']}, nivcsw {c['thread_nivcsw']}, "
         f"migr {c['migrations']}, cpu {c['cpu']}, thp {mib(c['thp_process_bytes'])}/"
-        f"{mib(c['thp_arrays_bytes'])} MiB, heap {c['thread_heap']}, alloc p50 {c['alloc_p50_ns']} ns, first "
-        f"event {'?' if first is None else f'{first / 1e6:.0f}'} ms"
+        f"{mib(c['thp_arrays_bytes'])} MiB, heap {c['thread_heap']}, alloc p50 "
+        f"{c['alloc_p50_ns']} ns, first event {'?' if first is None else f'{first / 1e6:.0f}'} ms"
         + "".join(f", again {rate:.2f}" for rate in c["later_replays_mev_s"])
     )
 
@@ -686,6 +694,12 @@ def main() -> None:
         help="replay_floor.cu (default: SHARED/bench/replay_floor.cu)",
     )
     parser.add_argument("--out", type=Path, default=None, help="folder for the JSON")
+    parser.add_argument(
+        "--work",
+        type=Path,
+        default=None,
+        help="folder for the logs and the floor (kept: a later run reuses the floor)",
+    )
     parser.add_argument(
         "--deadline-s",
         type=float,
