@@ -36,9 +36,14 @@ Conditions (`--conditions`, for finding a cause; each applies to hipmem and floo
 where it can): `base` as a user runs it; `nothp` with transparent huge pages off for the
 process (prctl PR_SET_THP_DISABLE); `malloc-thp` with glibc's malloc asking for huge pages
 (GLIBC_TUNABLES=glibc.malloc.hugetlb=1); `one-arena` with every thread's malloc in one arena
-(glibc.malloc.arena_max=1); `pinned` on one core (sched_setaffinity);
-`main-thread` (hipmem only) with the core called on Python's main thread instead of the
-engine's replay thread.
+(glibc.malloc.arena_max=1); `pinned` on one core (sched_setaffinity); and, hipmem only,
+`pin-thread` with the replay thread alone kept on the core it starts on, and `main-thread`
+with the core called on Python's main thread instead of the engine's replay thread.
+
+`--probe-cpus 0,8` samples the machine's own speed on those CPUs all through the run
+(`cpu_speed_probe.cpp`: a multiply-add chain and two pointer chases, every 20 ms) and prints,
+per resource, the probe's speed during hipmem's slow passes against its fast ones: whether a
+slow pass was the machine being slow.
 
     python benchmarks/bench_process_spread.py --shared ../shared --out results
     python benchmarks/bench_process_spread.py --from-json results/bench_process_spread.json
@@ -57,6 +62,7 @@ import os
 import platform
 import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -83,8 +89,8 @@ HOST_SPECS = {"host": "host"}
 # hipmem's slowest process over the floor's median must reach this (issue #29).
 TARGET_RATIO = {"pool": 1.0, "binning": 1.0, "arena": 1.0, "async": 0.9}
 SPREAD_POINTS = 10.0  # hipmem's spread may exceed the floor's by this many points
-CONDITIONS = ("base", "nothp", "malloc-thp", "one-arena", "pinned", "main-thread")
-HIPMEM_ONLY = ("main-thread",)
+CONDITIONS = ("base", "nothp", "malloc-thp", "one-arena", "pinned", "pin-thread", "main-thread")
+HIPMEM_ONLY = ("main-thread", "pin-thread")
 ENV_SPAWN_NS = "HIPMEM_SPREAD_SPAWN_NS"
 ENV_FLOOR_RESOURCES = "FLOOR_RESOURCES"
 _FLOOR_LINE = re.compile(r"^(\w+)\s+([\d.]+) M events/s\s+([\d.]+) ms")
@@ -133,6 +139,46 @@ def thread_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any
     delta["cpu_s"] = round(after["cpu_s"] - before["cpu_s"], 6)
     delta["cpu_before"], delta["cpu_after"] = before["cpu"], after["cpu"]
     return delta
+
+
+def cpu_ticks() -> dict[int, list[int]]:
+    """Per CPU, /proc/stat's tick counters (user nice system idle iowait irq softirq steal)."""
+    found = {}
+    for line in (_read("/proc/stat") or "").splitlines():
+        if re.match(r"^cpu\d+ ", line):
+            name, *values = line.split()
+            found[int(name[3:])] = [int(v) for v in values[:8]]
+    return found
+
+
+def ticks_delta(before: dict[int, list[int]], cpu: int | None) -> dict[str, int | None]:
+    """What the machine did while the replay ran, in ticks (1/100 s): time the hypervisor took
+    from the replay's CPU (steal) and from all, interrupts on that CPU, and busy time of the
+    other CPUs."""
+    after = cpu_ticks()
+    if not before or not after:
+        return {"steal_cpu": None, "steal_all": None, "irq_cpu": None, "busy_others": None}
+
+    def moved(c: int, index: int) -> int:
+        return after[c][index] - before[c][index]
+
+    others = [c for c in after if c != cpu and c in before]
+    return {
+        "steal_cpu": None if cpu is None else moved(cpu, 7),
+        "steal_all": sum(moved(c, 7) for c in after if c in before),
+        "irq_cpu": None if cpu is None else moved(cpu, 5) + moved(cpu, 6),
+        "busy_others": sum(moved(c, i) for c in others for i in (0, 1, 2, 5, 6)),
+    }
+
+
+def pass_windows(entered_ns: int, setup_ns: int, pass_wall_ns: list[int]) -> list[list[int]]:
+    """When each pass ran (CLOCK_MONOTONIC ns), from the core's entry, its setup and the
+    passes' walls: close enough (the few ms between passes aside) to line up with a probe."""
+    windows, start = [], entered_ns + setup_ns
+    for wall in pass_wall_ns:
+        windows.append([start, start + wall])
+        start += wall
+    return windows
 
 
 def rollup_huge_bytes() -> int | None:
@@ -214,10 +260,15 @@ def child(
         seen["threads_in_process"] = len(list(Path("/proc/self/task").iterdir()))
         seen["thp_before_bytes"] = rollup_huge_bytes()
         seen["arrays"] = mapping_huge_bytes(arrays)
+        if condition == "pin-thread":  # this thread stays on the core it is on now
+            os.sched_setaffinity(0, {thread_state()["cpu"]})
+        ticks_before = cpu_ticks()
         entered_ns = time.monotonic_ns()
         before = thread_state()
         original_call(self, library)
         seen["thread"] = thread_delta(before, thread_state())
+        seen["machine_ticks"] = ticks_delta(ticks_before, before["cpu"])
+        seen["entered_ns"] = entered_ns
         seen["thp_after_bytes"] = rollup_huge_bytes()
         seen["startup_ns"] = entered_ns - spawned_ns if spawned_ns else None
 
@@ -233,11 +284,18 @@ def child(
     if report.outcome != "completed" or report.failure_count:
         raise SystemExit(f"{spec_text}: {report.outcome}, {report.failure_count} refused")
     first = dict(seen)
+    first["pass_windows_ns"] = pass_windows(
+        seen["entered_ns"], report.setup_ns or 0, list(report.pass_wall_ns)
+    )
     later = []
     for _ in range(replays - 1):
         again = engine.replay(log, parse_spec(spec_text), options, program=program)
         later.append(
             {
+                "pass_windows_ns": pass_windows(
+                    seen["entered_ns"], again.setup_ns or 0, list(again.pass_wall_ns)
+                ),
+                "machine_ticks": seen["machine_ticks"],
                 "mev_s": again.events_per_s / 1e6,
                 "thread": seen["thread"],
                 "pass_mev_s": [rate / 1e6 for rate in again.pass_events_per_s],
@@ -380,7 +438,9 @@ def build_floor(shared_source: Path, work: Path) -> Path:
 def run_floor(binary: Path, csv: Path, resources: list[str], condition: str) -> dict[str, Any]:
     extra, preexec = condition_setup(condition)
     env = dict(os.environ, **extra, **{ENV_FLOOR_RESOURCES: ",".join(resources)})
+    started_ns = time.monotonic_ns()
     stdout, usage, wall_s = run_counted([str(binary), str(csv)], env, preexec)
+    window = [started_ns, time.monotonic_ns()]
     rates = {}
     for line in stdout.splitlines():
         if match := _FLOOR_LINE.match(line.strip()):
@@ -388,7 +448,41 @@ def run_floor(binary: Path, csv: Path, resources: list[str], condition: str) -> 
     missing = [r for r in resources if r not in rates]
     if missing:
         raise RuntimeError(f"the floor printed no figure for {missing}: {stdout[-300:]!r}")
-    return {"mev_s": rates, "process": usage, "process_wall_s": round(wall_s, 3)}
+    return {
+        "mev_s": rates,
+        "process": usage,
+        "process_wall_s": round(wall_s, 3),
+        "window_ns": window,
+    }
+
+
+def start_probes(cpus: list[int], work: Path) -> list[tuple[int, subprocess.Popen[bytes], Path]]:
+    """`cpu_speed_probe.cpp`, built with the host's C++ compiler, sampling each of `cpus` every
+    20 ms in the background until stop_probes."""
+    compiler = shutil.which("c++") or shutil.which("g++")
+    if compiler is None:
+        raise SystemExit("bench_process_spread: --probe-cpus needs a C++ compiler (c++)")
+    binary = work / "cpu_speed_probe"
+    source = Path(__file__).with_name("cpu_speed_probe.cpp")
+    subprocess.run([compiler, "-O2", "-std=c++20", str(source), "-o", str(binary)], check=True)
+    probes = []
+    for cpu in cpus:
+        target = work / f"probe-cpu{cpu}.txt"
+        with target.open("w") as out:
+            proc = subprocess.Popen([str(binary), str(cpu), "20", "86400"], stdout=out)
+        probes.append((cpu, proc, target))
+    return probes
+
+
+def stop_probes(probes: list[tuple[int, subprocess.Popen[bytes], Path]]) -> dict[str, Any]:
+    """Each probe's samples: [monotonic ns, multiply-add ns, L2 load ns, memory load ns]."""
+    found: dict[str, Any] = {}
+    for cpu, proc, target in probes:
+        proc.terminate()
+        proc.wait()
+        lines = target.read_text().splitlines()
+        found[str(cpu)] = [[float(x) for x in ln.split()] for ln in lines if ln[:1].isdigit()]
+    return found
 
 
 def prepare_logs(args: argparse.Namespace, work: Path) -> dict[str, Path]:
@@ -439,6 +533,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     resources = [r for r in args.resources.split(",") if r] if args.resources else list(specs)
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-process-spread-"))
     work.mkdir(parents=True, exist_ok=True)
+    probe_cpus = [int(c) for c in args.probe_cpus.split(",") if c]
+    probes = start_probes(probe_cpus, work) if probe_cpus else []
     # The core and the floor are built side by side (nvcc takes most of a minute on each),
     # both before anything is timed.
     with ThreadPoolExecutor(2) as builds:
@@ -474,6 +570,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     per_log["events"] = run["events"]
             save(args, results)  # what a run cut short has measured is kept
             print(f"{name}: round {_round + 1} of {args.processes} done", flush=True)
+    if probes:
+        results["probes"] = stop_probes(probes)
     return results
 
 
@@ -617,6 +715,86 @@ def print_log_condition(
         print(f"  {r} fastest  {_counters_cell(s['fastest'])}")
 
 
+def probe_speed(samples: list[list[float]], window: list[int]) -> tuple[float, float] | None:
+    """The probe's speed during `window` against its own median over the run: (multiply-add,
+    memory load), 1.0 = as usual, 0.5 = taking twice as long. None: no sample in the window."""
+    inside = [row for row in samples if window[0] <= row[0] <= window[1]]
+    if not inside:
+        return None
+    typical_alu = statistics.median(row[1] for row in samples)
+    typical_mem = statistics.median(row[3] for row in samples)
+    return (
+        typical_alu / statistics.median(row[1] for row in inside),
+        typical_mem / statistics.median(row[3] for row in inside),
+    )
+
+
+def passes_beside_probe(found: dict[str, Any], resource: str, samples: list[list[float]]) -> Any:
+    """(pass speed against the fastest pass of the resource, probe speeds) for every pass."""
+    runs = found["hipmem"][resource]
+    pairs = []
+    best = max(rate for run in runs for rate in _all_pass_rates(run))
+    for run in runs:
+        for replay in [run, *run.get("later_replays", [])]:
+            windows = replay.get("pass_windows_ns") or []
+            for rate, window in zip(replay["pass_mev_s"], windows, strict=False):
+                speed = probe_speed(samples, window)
+                if speed is not None:
+                    pairs.append((rate / best, *speed))
+    return pairs
+
+
+def _all_pass_rates(run: dict[str, Any]) -> list[float]:
+    return [r for replay in [run, *run.get("later_replays", [])] for r in replay["pass_mev_s"]]
+
+
+def print_probe_comparison(results: dict[str, Any]) -> None:
+    """Whether slow passes fell when the machine itself was slow, per probe CPU."""
+    probes = results.get("probes") or {}
+    if not probes:
+        return
+    print(
+        "\nthe machine's own speed (cpu_speed_probe) during hipmem's passes: passes under 80%"
+        " of the resource's fastest pass against those at 90% or more; probe speed 1.00 is "
+        "its median over the run, 0.50 twice as slow"
+    )
+    for cpu, samples in probes.items():
+        alu = [row[1] for row in samples]
+        mem = [row[3] for row in samples]
+        print(
+            f"  probe on cpu {cpu}: {len(samples)} samples, multiply-add "
+            f"{min(alu):.3f}-{max(alu):.3f} ns (median {statistics.median(alu):.3f}), memory "
+            f"load {min(mem):.1f}-{max(mem):.1f} ns (median {statistics.median(mem):.1f})"
+        )
+    for name, per_log in results["logs"].items():
+        for condition, found in per_log["conditions"].items():
+            for resource_name in found["hipmem"]:
+                for cpu, samples in probes.items():
+                    print_probe_line(
+                        f"{name} {condition} {resource_name}, probe cpu {cpu}",
+                        passes_beside_probe(found, resource_name, samples),
+                    )
+
+
+def print_probe_line(label: str, pairs: list[tuple[float, float, float]]) -> None:
+    slow = [p for p in pairs if p[0] < 0.8]
+    fast = [p for p in pairs if p[0] >= 0.9]
+    if len(pairs) < 3 or not slow or not fast:
+        print(f"  {label}: {len(pairs)} passes, {len(slow)} slow, {len(fast)} fast")
+        return
+
+    def mean(group: list[tuple[float, float, float]], i: int) -> float:
+        return statistics.fmean(p[i] for p in group)
+
+    r_alu = statistics.correlation([p[0] for p in pairs], [p[1] for p in pairs])
+    r_mem = statistics.correlation([p[0] for p in pairs], [p[2] for p in pairs])
+    print(
+        f"  {label}: {len(slow)} slow passes: multiply-add {mean(slow, 1):.2f}, memory "
+        f"{mean(slow, 2):.2f}; {len(fast)} fast: {mean(fast, 1):.2f}, {mean(fast, 2):.2f}; "
+        f"correlation with pass speed {r_alu:+.2f}, {r_mem:+.2f}"
+    )
+
+
 def verdict(results: dict[str, Any], condition: str = "base") -> bool:
     """Whether every log and resource meets the targets under `condition`; prints why not."""
     print(f"\nverdict (condition {condition}):")
@@ -659,6 +837,7 @@ def print_results(results: dict[str, Any]) -> None:
     for name, per_log in results["logs"].items():
         for condition, found in per_log["conditions"].items():
             print_log_condition(name, condition, per_log["events"], found, list(found["hipmem"]))
+    print_probe_comparison(results)
     if any("base" in per_log["conditions"] for per_log in results["logs"].values()):
         verdict(results)
 
@@ -705,6 +884,11 @@ def main() -> None:
         type=float,
         default=None,
         help="start no new round after this many seconds (the run is kept)",
+    )
+    parser.add_argument(
+        "--probe-cpus",
+        default="",
+        help="CPUs to sample the machine's own speed on while measuring (cpu_speed_probe.cpp)",
     )
     parser.add_argument(
         "--from-json",
