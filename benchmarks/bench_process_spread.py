@@ -171,6 +171,27 @@ def ticks_delta(before: dict[int, list[int]], cpu: int | None) -> dict[str, int 
     }
 
 
+GAP_NS = 50_000  # an allocator call this long was most likely interrupted, not slow
+
+
+def call_profile(latency_ns: Any) -> dict[str, Any]:
+    """How the first pass's allocator calls (the one pass timed call by call) were slow: the
+    median call in each tenth of the pass (a machine slowed all through shows every tenth
+    slower), and the time in calls over GAP_NS (a thread taken off its core for whole
+    milliseconds shows as a few such calls, the median untouched)."""
+    import numpy as np
+
+    timed = latency_ns[latency_ns >= 0]
+    if len(timed) == 0:
+        return {"tenths_p50_ns": [], "gap_calls": 0, "gap_ns": 0}
+    tenths = np.array_split(timed, 10)
+    return {
+        "tenths_p50_ns": [int(np.median(part)) if len(part) else None for part in tenths],
+        "gap_calls": int((timed > GAP_NS).sum()),
+        "gap_ns": int(timed[timed > GAP_NS].sum()),
+    }
+
+
 def pass_windows(entered_ns: int, setup_ns: int, pass_wall_ns: list[int]) -> list[list[int]]:
     """When each pass ran (CLOCK_MONOTONIC ns), from the core's entry, its setup and the
     passes' walls: close enough (the few ms between passes aside) to line up with a probe."""
@@ -267,6 +288,7 @@ def child(
         before = thread_state()
         original_call(self, library)
         seen["thread"] = thread_delta(before, thread_state())
+        seen["first_pass_calls"] = call_profile(self.run.latency_ns)
         seen["machine_ticks"] = ticks_delta(ticks_before, before["cpu"])
         seen["entered_ns"] = entered_ns
         seen["thp_after_bytes"] = rollup_huge_bytes()
@@ -545,19 +567,40 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         core.result()
         floor = None if floor_build is None else floor_build.result()
     results: dict[str, Any] = {"machine": machine(), "args": _jsonable(vars(args)), "logs": {}}
+    try:
+        run_rounds(args, results, prepare_logs(args, work), floor, specs, resources)
+    finally:
+        if probes:
+            results["probes"] = stop_probes(probes)
+    return results
+
+
+def run_rounds(
+    args: argparse.Namespace,
+    results: dict[str, Any],
+    logs: dict[str, Path],
+    floor: Path | None,
+    specs: dict[str, str],
+    resources: list[str],
+) -> None:
+    """Round after round: for each log and condition, one floor run, then one process per
+    resource. What drifts on the machine falls on the floor, every log, resource and condition
+    alike, and a run cut short by --deadline-s leaves every log with as many rounds."""
     conditions = args.conditions.split(",")
+    for name in logs:
+        results["logs"][name] = {
+            "events": None,
+            "conditions": {
+                c: {"floor": [], "hipmem": {r: [] for r in resources}} for c in conditions
+            },
+        }
     deadline = time.monotonic() + args.deadline_s if args.deadline_s else None
-    for name, csv in prepare_logs(args, work).items():
-        per_log: dict[str, Any] = {"events": None, "conditions": {}}
-        results["logs"][name] = per_log
-        for condition in conditions:
-            per_log["conditions"][condition] = {"floor": [], "hipmem": {r: [] for r in resources}}
-        # Per round: under each condition, one floor run, then one process per resource. What
-        # drifts on the machine falls on the floor, every resource and every condition alike.
-        for _round in range(args.processes):
-            if deadline is not None and time.monotonic() > deadline:
-                results["stopped_at_deadline"] = f"{name}, round {_round + 1}"
-                break
+    for round_index in range(args.processes):
+        if deadline is not None and time.monotonic() > deadline:
+            results["stopped_at_deadline"] = f"before round {round_index + 1}"
+            break
+        for name, csv in logs.items():
+            per_log = results["logs"][name]
             for condition in conditions:
                 found = per_log["conditions"][condition]
                 if floor is not None and condition not in HIPMEM_ONLY:
@@ -568,11 +611,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     )
                     found["hipmem"][r].append(run)
                     per_log["events"] = run["events"]
-            save(args, results)  # what a run cut short has measured is kept
-            print(f"{name}: round {_round + 1} of {args.processes} done", flush=True)
-    if probes:
-        results["probes"] = stop_probes(probes)
-    return results
+        save(args, results)  # what a run cut short has measured is kept
+        print(f"round {round_index + 1} of {args.processes} done", flush=True)
 
 
 def save(args: argparse.Namespace, results: dict[str, Any]) -> None:
@@ -768,7 +808,7 @@ def print_probe_comparison(results: dict[str, Any]) -> None:
         )
     for name, per_log in results["logs"].items():
         for condition, found in per_log["conditions"].items():
-            for resource_name in found["hipmem"]:
+            for resource_name in found["hipmem"] if _measured(found) else []:
                 for cpu, samples in probes.items():
                     print_probe_line(
                         f"{name} {condition} {resource_name}, probe cpu {cpu}",
@@ -801,7 +841,7 @@ def verdict(results: dict[str, Any], condition: str = "base") -> bool:
     ok = True
     for name, per_log in results["logs"].items():
         found = per_log["conditions"].get(condition)
-        if found is None:
+        if found is None or not _measured(found):
             continue
         short = []
         for r in found["hipmem"]:
@@ -827,6 +867,10 @@ def verdict(results: dict[str, Any], condition: str = "base") -> bool:
     return ok
 
 
+def _measured(found: dict[str, Any]) -> bool:
+    return all(found["hipmem"].values())
+
+
 def print_results(results: dict[str, Any]) -> None:
     m = results["machine"]
     print(
@@ -836,7 +880,10 @@ def print_results(results: dict[str, Any]) -> None:
     )
     for name, per_log in results["logs"].items():
         for condition, found in per_log["conditions"].items():
-            print_log_condition(name, condition, per_log["events"], found, list(found["hipmem"]))
+            if _measured(found):
+                print_log_condition(
+                    name, condition, per_log["events"], found, list(found["hipmem"])
+                )
     print_probe_comparison(results)
     if any("base" in per_log["conditions"] for per_log in results["logs"].values()):
         verdict(results)

@@ -322,6 +322,7 @@ def _replay_torch(
         returned=run.held_at_end_bytes,
         unreturned=0,  # the worker process has ended: the driver took back all it held
         samples=None,
+        passes=_Passes(wall_ns=()),  # the worker reports its best pass only
     )
 
 
@@ -406,7 +407,7 @@ def _report(
     samples: ReservedSamples | None,
     passes: _Passes | None = None,
 ) -> ReplayReport:
-    passes = passes or _Passes(wall_ns=(wall_ns,))
+    passes = passes or _Passes(wall_ns=(wall_ns,))  # the Python engine makes one pass
     timed = latency_ns >= 0
     threads = options.threads if len(program.threads) > 1 else "single"
     calls_ns = latency_ns[timed]

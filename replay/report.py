@@ -85,7 +85,8 @@ class ReplayReport:
     anomalies: Anomalies
     samples: ReservedSamples | None = field(default=None, repr=False)
     # Every pass's wall time, in order (`--repeats`); `wall_ns` is the best of them. The first
-    # pass also times each call, so it is the slowest by that much.
+    # pass also times each call, so it is the slowest by that much. Empty: the engine reports
+    # the best pass only (PyTorch's worker).
     pass_wall_ns: tuple[int, ...] = ()
     # Allocations each pass took from the resource's upstream (a pool's growth); None where
     # nothing counts them (the driver's own pools, plain cudaMalloc, the Python engine).
@@ -102,13 +103,15 @@ class ReplayReport:
 
     @property
     def pass_events_per_s(self) -> list[float]:
-        """Events/s of each pass, in order (one entry per pass; the best pass alone when the
-        engine reports no passes)."""
-        return [self._rate(ns) for ns in (self.pass_wall_ns or (self.wall_ns,))]
+        """Events/s of each pass, in order (empty when the engine reports the best pass only)."""
+        return [self._rate(ns) for ns in self.pass_wall_ns]
 
-    def pass_spread(self) -> dict[str, float]:
-        """Events/s over the passes: min, median, max, and spread (max / min)."""
+    def pass_spread(self) -> dict[str, float] | None:
+        """Events/s over the passes: min, median, max, and spread (max / min); None when the
+        engine reports the best pass only."""
         rates = self.pass_events_per_s
+        if not rates:
+            return None
         low, high = min(rates), max(rates)
         return {
             "min": low,
@@ -174,11 +177,13 @@ class ReplayReport:
             "anomalies": self.anomalies.as_dict(),
         }
 
-    def _passes_dict(self) -> dict[str, object]:
+    def _passes_dict(self) -> dict[str, object] | None:
         spread = self.pass_spread()
+        if spread is None:
+            return None
         return {
-            "count": len(self.pass_events_per_s),
-            "wall_ns": list(self.pass_wall_ns or (self.wall_ns,)),
+            "count": len(self.pass_wall_ns),
+            "wall_ns": list(self.pass_wall_ns),
             "events_per_s_min": round(spread["min"], 1),
             "events_per_s_median": round(spread["median"], 1),
             "events_per_s_max": round(spread["max"], 1),

@@ -356,3 +356,33 @@ def test_the_null_resource_has_no_capacity():
     log = log_from_rows([(1, "allocate", 1, 64, 0), (1, "free", 1, 64, 0)])
     with pytest.raises(ReplayUsageError, match="no capacity"):
         find_capacity(log, parse_spec("null"), ReplayOptions(backend="host"))
+
+
+@pytest.mark.skipif(not _has_compiler(), reason="no C++ compiler")
+@pytest.mark.parametrize("threads", ["single", "logged"])
+def test_every_pass_is_reported_and_the_best_is_the_figure(real, threads):
+    log, program = real
+    options = ReplayOptions(backend="host", threads=threads, repeats=3)
+    report = replay(log, parse_spec("host"), options, program=program)
+    assert len(report.pass_wall_ns) == 3 and all(ns > 0 for ns in report.pass_wall_ns)
+    assert report.wall_ns == min(report.pass_wall_ns)
+    spread = report.pass_spread()
+    assert spread is not None
+    assert report.events_per_s == pytest.approx(spread["max"])
+    rates = sorted(report.pass_events_per_s)
+    assert (spread["min"], spread["median"]) == (pytest.approx(rates[0]), pytest.approx(rates[1]))
+    assert spread["spread"] == pytest.approx(rates[2] / rates[0])
+    assert report.pass_upstream_calls is None  # host memory: every allocate is a malloc
+    assert report.setup_ns is not None and report.setup_ns >= 0
+    passes = report.as_dict()["passes"]
+    assert isinstance(passes, dict)
+    assert passes["count"] == 3 and passes["wall_ns"] == list(report.pass_wall_ns)
+
+
+def test_the_python_engine_reports_its_one_pass(real):
+    log, program = real
+    options = ReplayOptions(backend="host", engine="python", threads="single", repeats=3)
+    report = replay(log, parse_spec("host"), options, program=program)
+    assert report.pass_wall_ns == (report.wall_ns,)
+    passes = report.as_dict()["passes"]
+    assert isinstance(passes, dict) and passes["count"] == 1
