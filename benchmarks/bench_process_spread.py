@@ -478,9 +478,11 @@ def run_floor(binary: Path, csv: Path, resources: list[str], condition: str) -> 
     }
 
 
-def start_probes(cpus: list[int], work: Path) -> list[tuple[int, subprocess.Popen[bytes], Path]]:
+def start_probes(
+    cpus: list[int], work: Path, period_ms: int = 20
+) -> list[tuple[int, subprocess.Popen[bytes], Path]]:
     """`cpu_speed_probe.cpp`, built with the host's C++ compiler, sampling each of `cpus` every
-    20 ms in the background until stop_probes."""
+    `period_ms` (0: back to back, the CPU kept busy) in the background until stop_probes."""
     compiler = shutil.which("c++") or shutil.which("g++")
     if compiler is None:
         raise SystemExit("bench_process_spread: --probe-cpus needs a C++ compiler (c++)")
@@ -491,7 +493,7 @@ def start_probes(cpus: list[int], work: Path) -> list[tuple[int, subprocess.Pope
     for cpu in cpus:
         target = work / f"probe-cpu{cpu}.txt"
         with target.open("w") as out:
-            proc = subprocess.Popen([str(binary), str(cpu), "20", "86400"], stdout=out)
+            proc = subprocess.Popen([str(binary), str(cpu), str(period_ms), "86400"], stdout=out)
         probes.append((cpu, proc, target))
     return probes
 
@@ -556,7 +558,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-process-spread-"))
     work.mkdir(parents=True, exist_ok=True)
     probe_cpus = [int(c) for c in args.probe_cpus.split(",") if c]
-    probes = start_probes(probe_cpus, work) if probe_cpus else []
+    probes = start_probes(probe_cpus, work, args.probe_period_ms) if probe_cpus else []
     # The core and the floor are built side by side (nvcc takes most of a minute on each),
     # both before anything is timed.
     with ThreadPoolExecutor(2) as builds:
@@ -613,6 +615,22 @@ def run_rounds(
                     per_log["events"] = run["events"]
         save(args, results)  # what a run cut short has measured is kept
         print(f"round {round_index + 1} of {args.processes} done", flush=True)
+
+
+def probe_alone(args: argparse.Namespace) -> dict[str, Any]:
+    """The probes alone for `--probe-alone` seconds, nothing else measured: how this machine
+    treats a CPU kept busy (`--probe-period-ms 0`) or lightly used."""
+    work = args.work or Path(tempfile.mkdtemp(prefix="bench-process-spread-"))
+    work.mkdir(parents=True, exist_ok=True)
+    cpus = [int(c) for c in args.probe_cpus.split(",") if c] or [0]
+    probes = start_probes(cpus, work, args.probe_period_ms)
+    time.sleep(args.probe_alone)
+    return {
+        "machine": machine(),
+        "args": _jsonable(vars(args)),
+        "logs": {},
+        "probes": stop_probes(probes),
+    }
 
 
 def save(args: argparse.Namespace, results: dict[str, Any]) -> None:
@@ -757,16 +775,53 @@ def print_log_condition(
 
 def probe_speed(samples: list[list[float]], window: list[int]) -> tuple[float, float] | None:
     """The probe's speed during `window` against its own median over the run: (multiply-add,
-    memory load), 1.0 = as usual, 0.5 = taking twice as long. None: no sample in the window."""
+    map operations), 1.0 = as usual, 0.5 = taking twice as long. None: no sample in the
+    window. (Samples saved before the map loop existed give their memory load instead.)"""
     inside = [row for row in samples if window[0] <= row[0] <= window[1]]
     if not inside:
         return None
     typical_alu = statistics.median(row[1] for row in samples)
-    typical_mem = statistics.median(row[3] for row in samples)
+    typical_work = statistics.median(row[-1] for row in samples)
     return (
         typical_alu / statistics.median(row[1] for row in inside),
-        typical_mem / statistics.median(row[3] for row in inside),
+        typical_work / statistics.median(row[-1] for row in inside),
     )
+
+
+def probe_spells(samples: list[list[float]], bin_ms: float = 100.0) -> dict[str, float]:
+    """How often, and for how long, the probe's CPU ran slow: its map operations per `bin_ms`
+    bin against their median over the run. A slow bin is under 0.7 of the median speed."""
+    if not samples:
+        return {"bins": 0, "slow_fraction": 0.0, "longest_slow_s": 0.0, "slowest": 1.0}
+    typical = statistics.median(row[-1] for row in samples)
+    start = samples[0][0]
+    bins: dict[int, list[float]] = {}
+    for row in samples:
+        bins.setdefault(int((row[0] - start) / (bin_ms * 1e6)), []).append(row[-1])
+    speed = {k: typical / statistics.median(v) for k, v in bins.items()}
+    slow = sorted(k for k, v in speed.items() if v < 0.7)
+    longest = run = 0
+    for i, k in enumerate(slow):
+        run = run + 1 if i and k == slow[i - 1] + 1 else 1
+        longest = max(longest, run)
+    return {
+        "bins": len(speed),
+        "slow_fraction": len(slow) / len(speed),
+        "longest_slow_s": longest * bin_ms / 1e3,
+        "slowest": min(speed.values()),
+    }
+
+
+def print_probe_spells(probes: dict[str, list[list[float]]]) -> None:
+    for cpu, samples in probes.items():
+        spells = probe_spells(samples)
+        alu = [row[1] for row in samples]
+        print(
+            f"  probe on cpu {cpu}: {len(samples)} samples over {spells['bins']} bins of 100 ms; "
+            f"multiply-add median {statistics.median(alu):.3f} ns; map operations slower than "
+            f"0.7x their median in {spells['slow_fraction']:.0%} of the bins, for at most "
+            f"{spells['longest_slow_s']:.1f} s in a row, slowest bin {spells['slowest']:.2f}x"
+        )
 
 
 def passes_beside_probe(found: dict[str, Any], resource: str, samples: list[list[float]]) -> Any:
@@ -791,21 +846,14 @@ def _all_pass_rates(run: dict[str, Any]) -> list[float]:
 def print_probe_comparison(results: dict[str, Any]) -> None:
     """Whether slow passes fell when the machine itself was slow, per probe CPU."""
     probes = results.get("probes") or {}
-    if not probes:
+    if not probes or not results["logs"]:
         return
     print(
         "\nthe machine's own speed (cpu_speed_probe) during hipmem's passes: passes under 80%"
         " of the resource's fastest pass against those at 90% or more; probe speed 1.00 is "
         "its median over the run, 0.50 twice as slow"
     )
-    for cpu, samples in probes.items():
-        alu = [row[1] for row in samples]
-        mem = [row[3] for row in samples]
-        print(
-            f"  probe on cpu {cpu}: {len(samples)} samples, multiply-add "
-            f"{min(alu):.3f}-{max(alu):.3f} ns (median {statistics.median(alu):.3f}), memory "
-            f"load {min(mem):.1f}-{max(mem):.1f} ns (median {statistics.median(mem):.1f})"
-        )
+    print_probe_spells(probes)
     for name, per_log in results["logs"].items():
         for condition, found in per_log["conditions"].items():
             for resource_name in found["hipmem"] if _measured(found) else []:
@@ -826,12 +874,9 @@ def print_probe_line(label: str, pairs: list[tuple[float, float, float]]) -> Non
     def mean(group: list[tuple[float, float, float]], i: int) -> float:
         return statistics.fmean(p[i] for p in group)
 
-    r_alu = statistics.correlation([p[0] for p in pairs], [p[1] for p in pairs])
-    r_mem = statistics.correlation([p[0] for p in pairs], [p[2] for p in pairs])
     print(
-        f"  {label}: {len(slow)} slow passes: multiply-add {mean(slow, 1):.2f}, memory "
-        f"{mean(slow, 2):.2f}; {len(fast)} fast: {mean(fast, 1):.2f}, {mean(fast, 2):.2f}; "
-        f"correlation with pass speed {r_alu:+.2f}, {r_mem:+.2f}"
+        f"  {label}: {len(slow)} slow passes: multiply-add {mean(slow, 1):.2f}, map "
+        f"{mean(slow, 2):.2f}; {len(fast)} fast: {mean(fast, 1):.2f}, {mean(fast, 2):.2f}"
     )
 
 
@@ -884,6 +929,9 @@ def print_results(results: dict[str, Any]) -> None:
                 print_log_condition(
                     name, condition, per_log["events"], found, list(found["hipmem"])
                 )
+    if not results["logs"]:
+        print("\nthe probes alone (cpu_speed_probe), nothing else measured:")
+        print_probe_spells(results.get("probes") or {})
     print_probe_comparison(results)
     if any("base" in per_log["conditions"] for per_log in results["logs"].values()):
         verdict(results)
@@ -938,6 +986,19 @@ def main() -> None:
         help="CPUs to sample the machine's own speed on while measuring (cpu_speed_probe.cpp)",
     )
     parser.add_argument(
+        "--probe-period-ms",
+        type=int,
+        default=20,
+        help="between probe samples; 0 keeps each probe's CPU busy",
+    )
+    parser.add_argument(
+        "--probe-alone",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="run only the probes, this long, and summarize them",
+    )
+    parser.add_argument(
         "--from-json",
         type=Path,
         default=None,
@@ -962,7 +1023,7 @@ def main() -> None:
     args.floor_source = args.floor_source or args.shared / "bench" / "replay_floor.cu"
     if not args.logs and not args.log_file:
         parser.error("nothing to measure: --logs or --log-file")
-    results = measure(args)
+    results = probe_alone(args) if args.probe_alone else measure(args)
     save(args, results)
     print()
     print_results(results)

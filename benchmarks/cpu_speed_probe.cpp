@@ -1,10 +1,12 @@
 // How fast one CPU of this machine is, sampled every few milliseconds, while other programs
 // are measured: a replay that is slow while this CPU is slow too was slowed by the machine.
 //
-// Each sample times three loops on the CPU the probe is pinned to, none of which calls
+// Each sample times four loops on the CPU the probe is pinned to, none of which calls
 // anything: a chain of dependent multiply-adds (the core's clock), a pointer chase through
-// 512 KiB (L2 latency) and one through 1 GiB, more than the 300 MiB L3 (memory latency). It
-// prints one line per sample: CLOCK_MONOTONIC ns, then ns per step of each loop.
+// 512 KiB (L2 latency) and one through 1 GiB, more than the 300 MiB L3 (memory latency), and
+// inserts and erases in a std::map of 4,096 keys (branchy pointer work like an allocator's
+// free lists). It prints one line per sample: CLOCK_MONOTONIC ns, then ns per step of each.
+// PERIOD_MS 0 samples back to back: the probe then keeps its CPU busy, as a replay does.
 //
 // Build: c++ -O2 -std=c++20 cpu_speed_probe.cpp -o cpu_speed_probe
 // Run:   cpu_speed_probe CPU PERIOD_MS SECONDS   (stops after SECONDS, or when killed)
@@ -15,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -57,6 +60,22 @@ double multiply_add_ns(uint64_t& x, int steps)
   return double(now_ns() - start) / steps;
 }
 
+double map_churn_ns(std::map<uint64_t, uint64_t>& keys, uint64_t& x, int steps)
+{
+  int64_t const start = now_ns();
+  for (int i = 0; i < steps; ++i) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    uint64_t const key = (x >> 33) & 8191;  // half of 8,192 keys present on average
+    auto const found   = keys.find(key);
+    if (found == keys.end()) {
+      keys.emplace(key, x);
+    } else {
+      keys.erase(found);
+    }
+  }
+  return double(now_ns() - start) / steps;
+}
+
 }  // namespace
 
 int main(int argc, char** argv)
@@ -78,22 +97,26 @@ int main(int argc, char** argv)
   std::mt19937_64 random{12345};
   auto const near = cycle(size_t{512} << 10 >> 6, random);
   auto const far  = cycle(size_t{1} << 30 >> 6, random);
-  uint64_t at_near = 0, at_far = 0, x = 1;
-  std::printf("# cpu %d: monotonic_ns multiply_add_ns l2_load_ns memory_load_ns\n", cpu);
+  uint64_t at_near = 0, at_far = 0, x = 1, y = 7;
+  std::map<uint64_t, uint64_t> keys;
+  map_churn_ns(keys, y, 100'000);  // filled to its steady size before the first sample
+  std::printf("# cpu %d: monotonic_ns multiply_add_ns l2_load_ns memory_load_ns map_op_ns\n",
+              cpu);
   int64_t const end = now_ns() + duration;
-  for (int64_t next = now_ns(); next < end;) {
+  for (int64_t next = now_ns(); now_ns() < end;) {
     int64_t const t = now_ns();
     double const alu = multiply_add_ns(x, 200'000);
     double const l2  = chase_ns(near, at_near, 100'000);
     double const mem = chase_ns(far, at_far, 10'000);
-    std::printf("%lld %.3f %.3f %.2f\n", static_cast<long long>(t), alu, l2, mem);
+    double const map = map_churn_ns(keys, y, 20'000);
+    std::printf("%lld %.3f %.3f %.2f %.2f\n", static_cast<long long>(t), alu, l2, mem, map);
     std::fflush(stdout);
     next += period;
     timespec const until{static_cast<time_t>(next / 1'000'000'000),
                          static_cast<long>(next % 1'000'000'000)};
     clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, nullptr);
   }
-  volatile uint64_t sink = x ^ at_near ^ at_far;  // the loops' results stay needed
+  volatile uint64_t sink = x ^ y ^ at_near ^ at_far;  // the loops' results stay needed
   (void)sink;
   return 0;
 }

@@ -184,3 +184,13 @@ def test_the_floor_gains_only_the_resource_filter(tmp_path: Path) -> None:
     assert all(line in patched.splitlines() for line in original_lines)
     assert added[0] == "#include <cstdlib>" and bench.ENV_FLOOR_RESOURCES in patched
     assert len(added) == 5  # the include and the four lines of the filter, nothing else
+
+
+def test_a_busy_cpu_slowed_for_a_while_is_found_with_its_length() -> None:
+    # Samples every 10 ms for 3 s; from 1.0 s to 1.5 s each map operation takes twice as long.
+    samples = [[t * 1e7, 1.0, 4.0, 100.0, 200.0 if 100 <= t < 150 else 100.0] for t in range(300)]
+    spells = bench.probe_spells(samples)
+    assert spells["bins"] == 30
+    assert spells["slow_fraction"] == pytest.approx(5 / 30)
+    assert spells["longest_slow_s"] == pytest.approx(0.5)
+    assert spells["slowest"] == pytest.approx(0.5)
