@@ -27,8 +27,10 @@ compared on skipped (its source gains one line that returns from `run` for a res
 $FLOOR_RESOURCES: cuda and managed take over a minute on the long log).
 
 Output: per log, condition and resource, hipmem's and the floor's min/median/max M events/s,
-hipmem's slowest process over the floor's median, the spread (max/min) of each, and the
-counters of hipmem's slowest and fastest process; the whole run as JSON under --out.
+hipmem's slowest process over the floor's median, the spread (max/min) of each, hipmem like
+for like against the floor (median over median, slowest over slowest) and how many processes
+of each fell under 0.8 of their own median, and the counters of hipmem's slowest and fastest
+process; the whole run as JSON under --out. docs/process-spread.md has a run and its reading.
 Targets (issue #29), condition `base`: slowest / floor median >= 1.0 for pool, binning and
 arena, >= 0.9 for async, and hipmem's spread no wider than the floor's plus 10 points.
 
@@ -57,6 +59,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import gzip
 import json
 import os
 import platform
@@ -89,6 +92,7 @@ HOST_SPECS = {"host": "host"}
 # hipmem's slowest process over the floor's median must reach this (issue #29).
 TARGET_RATIO = {"pool": 1.0, "binning": 1.0, "arena": 1.0, "async": 0.9}
 SPREAD_POINTS = 10.0  # hipmem's spread may exceed the floor's by this many points
+SLOW_SHARE = 0.8  # a process under this share of its own tool's median counts as slow
 CONDITIONS = ("base", "nothp", "malloc-thp", "one-arena", "pinned", "pin-thread", "main-thread")
 HIPMEM_ONLY = ("main-thread", "pin-thread")
 ENV_SPAWN_NS = "HIPMEM_SPREAD_SPAWN_NS"
@@ -192,10 +196,12 @@ def call_profile(latency_ns: Any) -> dict[str, Any]:
     }
 
 
-def pass_windows(entered_ns: int, setup_ns: int, pass_wall_ns: list[int]) -> list[list[int]]:
-    """When each pass ran (CLOCK_MONOTONIC ns), from the core's entry, its setup and the
-    passes' walls: close enough (the few ms between passes aside) to line up with a probe."""
-    windows, start = [], entered_ns + setup_ns
+def pass_windows(report: Any, entered_ns: int) -> list[list[int]]:
+    """When each pass ran (CLOCK_MONOTONIC ns), from the core's entry, its setup, the pass that
+    timed each call when it ran apart, and the passes' walls: close enough (the few ms between
+    passes aside) to line up with a probe."""
+    pass_wall_ns = list(report.pass_wall_ns)
+    windows, start = [], entered_ns + (report.setup_ns or 0) + (report.timed_pass_wall_ns or 0)
     for wall in pass_wall_ns:
         windows.append([start, start + wall])
         start += wall
@@ -306,17 +312,14 @@ def child(
     if report.outcome != "completed" or report.failure_count:
         raise SystemExit(f"{spec_text}: {report.outcome}, {report.failure_count} refused")
     first = dict(seen)
-    first["pass_windows_ns"] = pass_windows(
-        seen["entered_ns"], report.setup_ns or 0, list(report.pass_wall_ns)
-    )
+    first["pass_windows_ns"] = pass_windows(report, seen["entered_ns"])
+    first["timed_pass_wall_ns"] = report.timed_pass_wall_ns
     later = []
     for _ in range(replays - 1):
         again = engine.replay(log, parse_spec(spec_text), options, program=program)
         later.append(
             {
-                "pass_windows_ns": pass_windows(
-                    seen["entered_ns"], again.setup_ns or 0, list(again.pass_wall_ns)
-                ),
+                "pass_windows_ns": pass_windows(again, seen["entered_ns"]),
                 "machine_ticks": seen["machine_ticks"],
                 "mev_s": again.events_per_s / 1e6,
                 "thread": seen["thread"],
@@ -633,6 +636,13 @@ def probe_alone(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def load_saved(path: Path) -> dict[str, Any]:
+    """A saved run: the JSON this writes, or a gzipped copy (.json.gz) as kept in the repo."""
+    data = path.read_bytes()
+    found: dict[str, Any] = json.loads(gzip.decompress(data) if path.suffix == ".gz" else data)
+    return found
+
+
 def save(args: argparse.Namespace, results: dict[str, Any]) -> None:
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
@@ -683,6 +693,15 @@ def summarize(found: dict[str, Any], resource_name: str) -> dict[str, Any]:
         target = TARGET_RATIO.get(resource_name)
         summary["meets_ratio"] = target is None or ratio >= target
         summary["meets_spread"] = ours["spread_points"] <= floor["spread_points"] + SPREAD_POINTS
+        # Beside the targets: hipmem against the floor like for like (median against median,
+        # slowest against slowest), and how many processes of each were slow by their own
+        # median: what the machine did to each tool.
+        summary["median_over_floor_median"] = ours["median"] / floor["median"]
+        summary["slowest_over_floor_slowest"] = ours["min"] / floor["min"]
+        summary["slow_processes"] = {
+            "floor": sum(rate < SLOW_SHARE * floor["median"] for rate in floor_rates),
+            "hipmem": sum(run["mev_s"] < SLOW_SHARE * ours["median"] for run in runs),
+        }
     return summary
 
 
@@ -751,9 +770,10 @@ def print_log_condition(
     )
     print(
         "| resource | floor | hipmem | slowest / floor median | spread floor | spread hipmem "
-        "| verdict |"
+        f"| verdict | median / floor median | slowest / floor slowest | under {SLOW_SHARE}x own "
+        "median: floor, hipmem |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in resources:
         s = summarize(found, r)
         floor, ours = s["floor"], s["hipmem"]
@@ -762,10 +782,17 @@ def print_log_condition(
         if ratio is not None:
             verdict = "ok" if s["meets_ratio"] and s["meets_spread"] else "NOT MET"
         floor_spread = "-" if floor is None else f"{floor['spread_points']:.0f} pts"
+        beside = "- | - | -"
+        if floor is not None:
+            slow = s["slow_processes"]
+            beside = (
+                f"{s['median_over_floor_median']:.2f}x | {s['slowest_over_floor_slowest']:.2f}x"
+                f" | {slow['floor']}/{len(found['floor'])}, {slow['hipmem']}/{n}"
+            )
         print(
             f"| {r} | {_cell(floor)} | {_cell(ours)} | "
             f"{'-' if ratio is None else f'{ratio:.2f}x'} | {floor_spread} | "
-            f"{ours['spread_points']:.0f} pts | {verdict} |"
+            f"{ours['spread_points']:.0f} pts | {verdict} | {beside} |"
         )
     for r in resources:
         s = summarize(found, r)
@@ -1015,7 +1042,7 @@ def main() -> None:
         print(json.dumps(found))
         return
     if args.from_json is not None:
-        print_results(json.loads(args.from_json.read_text()))
+        print_results(load_saved(args.from_json))
         return
     unknown = [c for c in args.conditions.split(",") if c not in CONDITIONS]
     if unknown:

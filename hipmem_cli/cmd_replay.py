@@ -102,7 +102,8 @@ def replay_command(
         int,
         typer.Option(
             help="Passes per resource; events/s is the best pass, and the table adds every "
-            "pass's min / median / max.",
+            "pass's min / median / max. With N > 1, one more pass runs first that times each "
+            "call (latencies), apart from the N.",
             min=1,
             metavar="N",
         ),

@@ -72,6 +72,7 @@ class _Passes:
     wall_ns: tuple[int, ...]
     upstream_calls: tuple[int, ...] | None = None
     setup_ns: int | None = None
+    timed_pass_wall_ns: int | None = None  # the pass that timed each call, when run apart
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,9 @@ class ReplayOptions:
     streams: str = "logged"  # logged | default
     on_failure: str = "skip"  # skip | stop
     engine: str = "auto"  # auto (native where it exists) | native | python
-    repeats: int = 1  # passes over one resource; events/s is the best pass (as the C++ floor)
+    # Passes over one resource; events/s is the best pass (as the C++ floor). With more than
+    # one (and time_calls), one more pass runs first that times each call, apart from them.
+    repeats: int = 1
     time_calls: bool = True  # time each allocator call (latency percentiles)
     plot_samples: int = 0  # reserved-bytes samples to take for a plot (0: none)
     device: int = 0
@@ -278,6 +281,9 @@ def _native_passes(run: native.NativeRun) -> _Passes:
         wall_ns=tuple(int(ns) for ns in run.pass_wall_ns[:done]),
         upstream_calls=None if (upstream < 0).any() else tuple(int(n) for n in upstream),
         setup_ns=int(run.result.setup_ns),
+        timed_pass_wall_ns=None
+        if run.result.timed_pass_wall_ns < 0
+        else int(run.result.timed_pass_wall_ns),
     )
 
 
@@ -440,6 +446,7 @@ def _report(
         pass_wall_ns=passes.wall_ns,
         pass_upstream_calls=passes.upstream_calls,
         setup_ns=passes.setup_ns,
+        timed_pass_wall_ns=passes.timed_pass_wall_ns,
     )
 
 

@@ -130,6 +130,7 @@ class Result(ctypes.Structure):
         ("held_at_end_bytes", ctypes.c_int64),
         ("setup_ns", ctypes.c_int64),
         ("n_passes", ctypes.c_int64),
+        ("timed_pass_wall_ns", ctypes.c_int64),
         ("reserved_source", ctypes.c_int32),
         ("status", ctypes.c_int32),
         ("message", ctypes.c_char * 512),

@@ -92,6 +92,10 @@ class ReplayReport:
     # nothing counts them (the driver's own pools, plain cudaMalloc, the Python engine).
     pass_upstream_calls: tuple[int, ...] | None = None
     setup_ns: int | None = None  # building the resource stack, up to the first pass's start
+    # With several passes, the pass that timed each call (latencies, failures) ran first and
+    # apart from them, about a tenth slower for the timing: its wall time. None: it was the one
+    # pass, or there was no such pass.
+    timed_pass_wall_ns: int | None = None
 
     @property
     def events_per_s(self) -> float:
@@ -192,6 +196,7 @@ class ReplayReport:
             if self.pass_upstream_calls is None
             else list(self.pass_upstream_calls),
             "setup_ns": self.setup_ns,
+            "timed_pass_wall_ns": self.timed_pass_wall_ns,
         }
 
 

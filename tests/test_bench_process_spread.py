@@ -77,6 +77,8 @@ def test_fresh_processes_on_host_memory_report_passes_and_counters(tmp_path: Pat
             assert run["startup_ns"] > run["setup_ns"] >= 0
             windows = run["pass_windows_ns"]
             assert [end - start for start, end in windows] == passes
+            # The pass that timed each call ran first, apart from the three compared.
+            assert windows[0][0] >= run["entered_ns"] + run["setup_ns"] + run["timed_pass_wall_ns"]
             assert run["process"]["minflt"] >= thread["minflt"]  # the process holds the thread
             calls = run["first_pass_calls"]
             assert len(calls["tenths_p50_ns"]) == 10 and calls["gap_ns"] >= 0
@@ -194,3 +196,21 @@ def test_a_busy_cpu_slowed_for_a_while_is_found_with_its_length() -> None:
     assert spells["slow_fraction"] == pytest.approx(5 / 30)
     assert spells["longest_slow_s"] == pytest.approx(0.5)
     assert spells["slowest"] == pytest.approx(0.5)
+
+
+def test_the_saved_device_run_reprints_from_its_own_figures() -> None:
+    saved_run = ROOT / "benchmarks" / "results" / "process-spread-h200-2026-11-24" / "final.json.gz"
+    results = bench.load_saved(saved_run)
+    done = run_bench("--from-json", str(saved_run))
+    assert done.returncode == 0, done.stderr
+    for name, per_log in results["logs"].items():
+        found = per_log["conditions"]["base"]
+        for resource, runs in found["hipmem"].items():
+            rates = [run["mev_s"] for run in runs]
+            floor = [run["mev_s"][resource] for run in found["floor"]]
+            row = (
+                f"| {resource} | {min(floor):.2f} / {statistics.median(floor):.2f} / "
+                f"{max(floor):.2f} | {min(rates):.2f} / {statistics.median(rates):.2f} / "
+                f"{max(rates):.2f} | {min(rates) / statistics.median(floor):.2f}x |"
+            )
+            assert row in done.stdout, (name, row)

@@ -386,3 +386,29 @@ def test_the_python_engine_reports_its_one_pass(real):
     assert report.pass_wall_ns == (report.wall_ns,)
     passes = report.as_dict()["passes"]
     assert isinstance(passes, dict) and passes["count"] == 1
+
+
+@pytest.mark.skipif(not _has_compiler(), reason="no C++ compiler")
+def test_the_pass_that_times_each_call_runs_apart_from_the_passes_compared(real):
+    log, program = real
+    spec = parse_spec("host")
+    several = replay(log, spec, ReplayOptions(backend="host", repeats=3), program=program)
+    assert len(several.pass_wall_ns) == 3 and several.timed_pass_wall_ns is not None
+    assert several.alloc_latency is not None  # the timed pass still times every call
+    assert several.wall_ns == min(several.pass_wall_ns)
+    one = replay(log, spec, ReplayOptions(backend="host", repeats=1), program=program)
+    assert len(one.pass_wall_ns) == 1 and one.timed_pass_wall_ns is None
+    untimed = ReplayOptions(backend="host", repeats=3, time_calls=False)
+    plain = replay(log, spec, untimed, program=program)
+    assert len(plain.pass_wall_ns) == 3 and plain.timed_pass_wall_ns is None
+    assert plain.alloc_latency is None
+
+
+@pytest.mark.skipif(not _has_compiler(), reason="no C++ compiler")
+def test_a_timed_pass_that_stops_the_replay_is_the_pass_reported(real):
+    log, program = real
+    limit = parse_spec(f"host:limit={program.peak_requested_bytes // 2}")
+    options = ReplayOptions(backend="host", repeats=3, on_failure="stop", threads="single")
+    report = replay(log, limit, options, program=program)
+    assert report.outcome == "stopped at first failure"
+    assert report.pass_wall_ns == (report.wall_ns,) and report.timed_pass_wall_ns is None
