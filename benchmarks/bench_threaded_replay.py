@@ -44,6 +44,7 @@ of the fastest resource's.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import os
@@ -358,7 +359,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.from_json:
-        saved = json.loads(args.from_json.read_text())
+        data = args.from_json.read_bytes()  # a saved run, or a gzipped copy (.json.gz)
+        saved = json.loads(gzip.decompress(data) if args.from_json.suffix == ".gz" else data)
         for name, found in saved["logs"].items():
             print_log(name, found)
         verdict(saved)

@@ -125,7 +125,13 @@ def replay_command(
     ] = OnFailure.skip,
     repeats: Annotated[
         int,
-        typer.Option(help="Passes per resource; events/s is the best pass.", min=1, metavar="N"),
+        typer.Option(
+            help="Passes per resource; events/s is the best pass, and the table adds every "
+            "pass's min / median / max. With N > 1, one more pass runs first that times each "
+            "call (latencies), apart from the N.",
+            min=1,
+            metavar="N",
+        ),
     ] = 1,
     plot: PlotOption = None,
     capacity: Annotated[
@@ -340,6 +346,7 @@ def _print_table(reports: list[ReplayReport], recorded: RecordedFigures | None =
         ("outcome", [r.outcome for r in reports]),
         ("wall time", [_ns(r.wall_ns) for r in reports]),
         ("events/s", [f"{r.events_per_s:,.0f}" for r in reports]),
+        *_pass_rows(reports),
         (
             "time in allocator calls",
             [_ns(r.allocator_ns) if r.allocator_ns else "n/a" for r in reports],
@@ -373,6 +380,40 @@ def _print_virtual_devices(reports: list[ReplayReport]) -> None:
     for (device, source), names in places.items():
         whom = "" if len(places) == 1 else f"{', '.join(names)}: "
         output.line(f"{whom}{device}; the allocator is {source}.")
+
+
+def _pass_rows(reports: list[ReplayReport]) -> list[tuple[str, list[str]]]:
+    """With --repeats, events/s over the passes: how steady the figure above is. A machine that
+    slows a core for a second (other tenants of a shared host) shows here, in the spread."""
+    if all(len(r.pass_wall_ns) <= 1 for r in reports):
+        return []
+    spreads = [r.pass_spread() for r in reports]
+    return [
+        (
+            "events/s of passes: min / median / max",
+            [
+                "n/a"
+                if s is None
+                else f"{_rate(s['min'])} / {_rate(s['median'])} / {_rate(s['max'])}"
+                for s in spreads
+            ],
+        ),
+        (
+            "spread of passes (max / min)",
+            [
+                "n/a" if s is None else f"{s['spread']:.2f}x ({len(r.pass_wall_ns)} passes)"
+                for r, s in zip(reports, spreads, strict=True)
+            ],
+        ),
+    ]
+
+
+def _rate(events_per_s: float) -> str:
+    if events_per_s >= 1e6:
+        return f"{events_per_s / 1e6:.2f}M"
+    if events_per_s >= 1e3:
+        return f"{events_per_s / 1e3:.1f}k"
+    return f"{events_per_s:.0f}"
 
 
 def _recorded_cells(recorded: RecordedFigures) -> dict[str, str]:

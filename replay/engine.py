@@ -68,6 +68,16 @@ class ReplayCrashed(ReplayError):
 
 
 @dataclass(frozen=True)
+class _Passes:
+    """What an engine says of each pass: its wall time, what it took from upstream."""
+
+    wall_ns: tuple[int, ...]
+    upstream_calls: tuple[int, ...] | None = None
+    setup_ns: int | None = None
+    timed_pass_wall_ns: int | None = None  # the pass that timed each call, when run apart
+
+
+@dataclass(frozen=True)
 class ReplayOptions:
     """How to replay (validated by `check()`)."""
 
@@ -76,7 +86,9 @@ class ReplayOptions:
     streams: str = "logged"  # logged | default
     on_failure: str = "skip"  # skip | stop
     engine: str = "auto"  # auto (native where it exists) | native | python
-    repeats: int = 1  # passes over one resource; events/s is the best pass (as the C++ floor)
+    # Passes over one resource; events/s is the best pass (as the C++ floor). With more than
+    # one (and time_calls), one more pass runs first that times each call, apart from them.
+    repeats: int = 1
     time_calls: bool = True  # time each allocator call (latency percentiles)
     plot_samples: int = 0  # reserved-bytes samples to take for a plot (0: none)
     device: int = 0
@@ -278,6 +290,20 @@ def _replay_native(
         returned=int(result.held_at_end_bytes),
         unreturned=int(result.unreturned_bytes),
         samples=samples,
+        passes=_native_passes(run),
+    )
+
+
+def _native_passes(run: native.NativeRun) -> _Passes:
+    done = int(run.result.n_passes)
+    upstream = run.pass_upstream_calls[:done]
+    return _Passes(
+        wall_ns=tuple(int(ns) for ns in run.pass_wall_ns[:done]),
+        upstream_calls=None if (upstream < 0).any() else tuple(int(n) for n in upstream),
+        setup_ns=int(run.result.setup_ns),
+        timed_pass_wall_ns=None
+        if run.result.timed_pass_wall_ns < 0
+        else int(run.result.timed_pass_wall_ns),
     )
 
 
@@ -324,6 +350,7 @@ def _replay_torch(
         returned=run.held_at_end_bytes,
         unreturned=0,  # the worker process has ended: the driver took back all it held
         samples=None,
+        passes=_Passes(wall_ns=()),  # the worker reports its best pass only
     )
 
 
@@ -461,7 +488,9 @@ def _report(
     returned: int,
     unreturned: int,
     samples: ReservedSamples | None,
+    passes: _Passes | None = None,
 ) -> ReplayReport:
+    passes = passes or _Passes(wall_ns=(wall_ns,))  # the Python engine makes one pass
     timed = latency_ns >= 0
     threads = options.threads if len(program.threads) > 1 else "single"
     calls_ns = latency_ns[timed]
@@ -491,6 +520,10 @@ def _report(
         unreturned_bytes=unreturned,
         anomalies=program.anomalies,
         samples=samples,
+        pass_wall_ns=passes.wall_ns,
+        pass_upstream_calls=passes.upstream_calls,
+        setup_ns=passes.setup_ns,
+        timed_pass_wall_ns=passes.timed_pass_wall_ns,
     )
 
 

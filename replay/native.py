@@ -113,6 +113,9 @@ class Outputs(ctypes.Structure):
         ("sample_live_bytes", _P),
         ("sample_capacity", ctypes.c_int64),
         ("cancel", ctypes.POINTER(ctypes.c_int32)),
+        ("pass_wall_ns", _P),
+        ("pass_upstream_calls", _P),
+        ("pass_capacity", ctypes.c_int64),
     ]
 
 
@@ -125,6 +128,9 @@ class Result(ctypes.Structure):
         ("peak_reserved_bytes", ctypes.c_int64),
         ("unreturned_bytes", ctypes.c_int64),
         ("held_at_end_bytes", ctypes.c_int64),
+        ("setup_ns", ctypes.c_int64),
+        ("n_passes", ctypes.c_int64),
+        ("timed_pass_wall_ns", ctypes.c_int64),
         ("reserved_source", ctypes.c_int32),
         ("status", ctypes.c_int32),
         ("message", ctypes.c_char * 512),
@@ -280,7 +286,7 @@ def _compile(toolchain: Toolchain, target: Path) -> None:
 
 
 # replay_core.cu's HM_ABI_VERSION: bump both together whenever a struct or enum changes.
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 
 class _Abi(ctypes.Structure):
@@ -358,6 +364,8 @@ class NativeRun:
     sample_op: np.ndarray
     sample_reserved_bytes: np.ndarray
     sample_live_bytes: np.ndarray
+    pass_wall_ns: np.ndarray  # [repeats]; the first result.n_passes entries are written
+    pass_upstream_calls: np.ndarray  # allocations from upstream per pass; -1: not counted
 
 
 class NativeCall:
@@ -380,6 +388,8 @@ class NativeCall:
             sample_op=np.zeros(sample_capacity, dtype=np.int64),
             sample_reserved_bytes=np.zeros(sample_capacity, dtype=np.int64),
             sample_live_bytes=np.zeros(sample_capacity, dtype=np.int64),
+            pass_wall_ns=np.full(max(1, config.repeats), -1, dtype=np.int64),
+            pass_upstream_calls=np.full(max(1, config.repeats), -1, dtype=np.int64),
         )
         r = self.run
         self.outputs = Outputs(
@@ -393,6 +403,9 @@ class NativeCall:
             _ptr(r.sample_live_bytes),
             sample_capacity,
             ctypes.pointer(self.cancel),
+            _ptr(r.pass_wall_ns),
+            _ptr(r.pass_upstream_calls),
+            len(r.pass_wall_ns),
         )
 
     def __call__(self, library: ctypes.CDLL) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -87,11 +88,45 @@ class ReplayReport:
     # MI300X (...)") and where that allocator came from; None on a real device.
     device: str | None = None
     allocator_source: str | None = None
+    # Every pass's wall time, in order (`--repeats`); `wall_ns` is the best of them. The first
+    # pass also times each call, so it is the slowest by that much. Empty: the engine reports
+    # the best pass only (PyTorch's worker).
+    pass_wall_ns: tuple[int, ...] = ()
+    # Allocations each pass took from the resource's upstream (a pool's growth); None where
+    # nothing counts them (the driver's own pools, plain cudaMalloc, the Python engine).
+    pass_upstream_calls: tuple[int, ...] | None = None
+    setup_ns: int | None = None  # building the resource stack, up to the first pass's start
+    # With several passes, the pass that timed each call (latencies, failures) ran first and
+    # apart from them, about a tenth slower for the timing: its wall time. None: it was the one
+    # pass, or there was no such pass.
+    timed_pass_wall_ns: int | None = None
 
     @property
     def events_per_s(self) -> float:
         """Log rows per second of wall time, the C++ floor's unit."""
-        return self.log_events / (self.wall_ns / 1e9) if self.wall_ns > 0 else 0.0
+        return self._rate(self.wall_ns)
+
+    def _rate(self, wall_ns: int) -> float:
+        return self.log_events / (wall_ns / 1e9) if wall_ns > 0 else 0.0
+
+    @property
+    def pass_events_per_s(self) -> list[float]:
+        """Events/s of each pass, in order (empty when the engine reports the best pass only)."""
+        return [self._rate(ns) for ns in self.pass_wall_ns]
+
+    def pass_spread(self) -> dict[str, float] | None:
+        """Events/s over the passes: min, median, max, and spread (max / min); None when the
+        engine reports the best pass only."""
+        rates = self.pass_events_per_s
+        if not rates:
+            return None
+        low, high = min(rates), max(rates)
+        return {
+            "min": low,
+            "median": statistics.median(rates),
+            "max": high,
+            "spread": high / low if low > 0 else 0.0,
+        }
 
     @property
     def fragmentation(self) -> float | None:
@@ -126,6 +161,7 @@ class ReplayReport:
             "outcome": self.outcome,
             "wall_ns": self.wall_ns,
             "events_per_s": round(self.events_per_s, 1),
+            "passes": self._passes_dict(),
             "allocator_ns": self.allocator_ns,
             "alloc_latency": latency(self.alloc_latency),
             "free_latency": latency(self.free_latency),
@@ -149,6 +185,24 @@ class ReplayReport:
             "anomalies": self.anomalies.as_dict(),
             "device": self.device,
             "allocator_source": self.allocator_source,
+        }
+
+    def _passes_dict(self) -> dict[str, object] | None:
+        spread = self.pass_spread()
+        if spread is None:
+            return None
+        return {
+            "count": len(self.pass_wall_ns),
+            "wall_ns": list(self.pass_wall_ns),
+            "events_per_s_min": round(spread["min"], 1),
+            "events_per_s_median": round(spread["median"], 1),
+            "events_per_s_max": round(spread["max"], 1),
+            "spread": round(spread["spread"], 4),
+            "upstream_calls": None
+            if self.pass_upstream_calls is None
+            else list(self.pass_upstream_calls),
+            "setup_ns": self.setup_ns,
+            "timed_pass_wall_ns": self.timed_pass_wall_ns,
         }
 
 

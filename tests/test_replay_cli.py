@@ -137,3 +137,29 @@ def test_hip_without_rocm_says_what_is_missing():
         done.stderr.startswith("Error: the hip backend found no GPU 0: ")
         and done.stderr.count("\n") == 1
     )
+
+
+def test_repeats_show_every_pass_in_the_table_and_the_json():
+    args = ("replay", str(SERVE), "-r", "host", "--threads", "single", "--repeats", "3")
+    table = hipmem(*args)
+    assert table.returncode == 0, table.stderr
+    assert "events/s of passes: min / median / max" in table.stdout
+    assert "(3 passes)" in table.stdout
+    done = hipmem(*args, "--json")
+    assert done.returncode == 0, done.stderr
+    [resource] = json.loads(done.stdout)["resources"]
+    passes = resource["passes"]
+    assert passes["count"] == 3 and len(passes["wall_ns"]) == 3
+    assert resource["wall_ns"] == min(passes["wall_ns"])  # the existing keys: the best pass
+    events = resource["log_events"]
+    rates = sorted(events / (ns / 1e9) for ns in passes["wall_ns"])
+    assert passes["events_per_s_max"] == pytest.approx(resource["events_per_s"], abs=0.1)
+    assert passes["events_per_s_min"] == pytest.approx(rates[0], abs=0.1)
+    assert passes["events_per_s_median"] == pytest.approx(rates[1], abs=0.1)
+    assert passes["spread"] == pytest.approx(rates[2] / rates[0], abs=1e-3)
+
+
+def test_one_pass_adds_no_pass_rows():
+    done = hipmem("replay", str(SERVE), "-r", "host", "--threads", "single")
+    assert done.returncode == 0, done.stderr
+    assert "events/s of passes" not in done.stdout

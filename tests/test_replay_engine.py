@@ -356,3 +356,59 @@ def test_the_null_resource_has_no_capacity():
     log = log_from_rows([(1, "allocate", 1, 64, 0), (1, "free", 1, 64, 0)])
     with pytest.raises(ReplayUsageError, match="no capacity"):
         find_capacity(log, parse_spec("null"), ReplayOptions(backend="host"))
+
+
+@pytest.mark.skipif(not _has_compiler(), reason="no C++ compiler")
+@pytest.mark.parametrize("threads", ["single", "logged"])
+def test_every_pass_is_reported_and_the_best_is_the_figure(real, threads):
+    log, program = real
+    options = ReplayOptions(backend="host", threads=threads, repeats=3)
+    report = replay(log, parse_spec("host"), options, program=program)
+    assert len(report.pass_wall_ns) == 3 and all(ns > 0 for ns in report.pass_wall_ns)
+    assert report.wall_ns == min(report.pass_wall_ns)
+    spread = report.pass_spread()
+    assert spread is not None
+    assert report.events_per_s == pytest.approx(spread["max"])
+    rates = sorted(report.pass_events_per_s)
+    assert (spread["min"], spread["median"]) == (pytest.approx(rates[0]), pytest.approx(rates[1]))
+    assert spread["spread"] == pytest.approx(rates[2] / rates[0])
+    assert report.pass_upstream_calls is None  # host memory: every allocate is a malloc
+    assert report.setup_ns is not None and report.setup_ns >= 0
+    passes = report.as_dict()["passes"]
+    assert isinstance(passes, dict)
+    assert passes["count"] == 3 and passes["wall_ns"] == list(report.pass_wall_ns)
+
+
+def test_the_python_engine_reports_its_one_pass(real):
+    log, program = real
+    options = ReplayOptions(backend="host", engine="python", threads="single", repeats=3)
+    report = replay(log, parse_spec("host"), options, program=program)
+    assert report.pass_wall_ns == (report.wall_ns,)
+    passes = report.as_dict()["passes"]
+    assert isinstance(passes, dict) and passes["count"] == 1
+
+
+@pytest.mark.skipif(not _has_compiler(), reason="no C++ compiler")
+def test_the_pass_that_times_each_call_runs_apart_from_the_passes_compared(real):
+    log, program = real
+    spec = parse_spec("host")
+    several = replay(log, spec, ReplayOptions(backend="host", repeats=3), program=program)
+    assert len(several.pass_wall_ns) == 3 and several.timed_pass_wall_ns is not None
+    assert several.alloc_latency is not None  # the timed pass still times every call
+    assert several.wall_ns == min(several.pass_wall_ns)
+    one = replay(log, spec, ReplayOptions(backend="host", repeats=1), program=program)
+    assert len(one.pass_wall_ns) == 1 and one.timed_pass_wall_ns is None
+    untimed = ReplayOptions(backend="host", repeats=3, time_calls=False)
+    plain = replay(log, spec, untimed, program=program)
+    assert len(plain.pass_wall_ns) == 3 and plain.timed_pass_wall_ns is None
+    assert plain.alloc_latency is None
+
+
+@pytest.mark.skipif(not _has_compiler(), reason="no C++ compiler")
+def test_a_timed_pass_that_stops_the_replay_is_the_pass_reported(real):
+    log, program = real
+    limit = parse_spec(f"host:limit={program.peak_requested_bytes // 2}")
+    options = ReplayOptions(backend="host", repeats=3, on_failure="stop", threads="single")
+    report = replay(log, limit, options, program=program)
+    assert report.outcome == "stopped at first failure"
+    assert report.pass_wall_ns == (report.wall_ns,) and report.timed_pass_wall_ns is None

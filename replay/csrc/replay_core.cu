@@ -52,7 +52,7 @@ extern "C" {
 // The ABI of everything below, checked by replay/native.py before any call: bump it whenever a
 // struct, a field or an enum value changes, so a stale build or a hand edit on one side is
 // refused in one line instead of corrupting memory.
-#define HM_ABI_VERSION 2
+#define HM_ABI_VERSION 3
 
 struct hm_abi {
   int32_t version;
@@ -99,7 +99,7 @@ struct hm_config {
   int32_t device;
   int32_t threaded;                 // one OS thread per logged thread
   int32_t stop_on_failure;
-  int32_t repeats;                  // replay this many times on one stack, report the best wall
+  int32_t repeats;                  // passes on one stack timed as a whole; the best is the wall
   int32_t time_calls;               // time each allocator call
 };
 
@@ -130,6 +130,10 @@ struct hm_outputs {
   int64_t* sample_live_bytes;
   int64_t sample_capacity;
   volatile int32_t* cancel;  // the caller sets *cancel != 0 to stop early (Ctrl-C)
+  int64_t* pass_wall_ns;         // [pass_capacity]: each pass's wall time, as best_wall_ns
+  int64_t* pass_upstream_calls;  // [pass_capacity]: allocations from upstream in each pass
+                                 // (a pool's growth); -1 where the stack cannot count them
+  int64_t pass_capacity;
 };
 
 struct hm_result {
@@ -140,6 +144,9 @@ struct hm_result {
   int64_t peak_reserved_bytes;   // -1 when unknown
   int64_t unreturned_bytes;      // device free memory not back after teardown (cuda); 0 on host
   int64_t held_at_end_bytes;     // bytes the log never freed, returned by the replay at the end
+  int64_t setup_ns;              // from the call to the first pass's start (building the stack)
+  int64_t n_passes;              // passes that ran (entries written to pass_wall_ns)
+  int64_t timed_pass_wall_ns;    // the pass that timed each call, when it ran apart; else -1
   int32_t reserved_source;
   int32_t status;
   char message[512];
@@ -180,6 +187,7 @@ void set_message(hm_result* result, std::string const& text)
 struct ByteCounter {
   std::atomic<int64_t> current{0};
   std::atomic<int64_t> peak{0};
+  std::atomic<int64_t> calls{0};  // upstream allocations (counting_resource): a pool's growth
   void add(int64_t bytes) noexcept
   {
     int64_t now  = current.fetch_add(bytes, std::memory_order_relaxed) + bytes;
@@ -252,6 +260,7 @@ class HostStack {
   int64_t reserved_peak() const noexcept { return counter_.peak.load(); }
   void reset_peak() noexcept { counter_.peak.store(counter_.current.load()); }
   int32_t reserved_source() const noexcept { return HM_RESERVED_COUNTED; }
+  int64_t upstream_calls() const noexcept { return -1; }  // every allocate is a malloc
   void synchronize() noexcept {}
 
  private:
@@ -283,6 +292,7 @@ class counting_resource {
   void* allocate(cuda::stream_ref stream, std::size_t bytes, std::size_t alignment)
   {
     void* ptr = upstream_.allocate(stream, bytes, alignment);
+    counter_->calls.fetch_add(1, std::memory_order_relaxed);
     counter_->add(static_cast<int64_t>(bytes));
     return ptr;
   }
@@ -295,6 +305,7 @@ class counting_resource {
   void* allocate_sync(std::size_t bytes, std::size_t alignment)
   {
     void* ptr = upstream_.allocate_sync(bytes, alignment);
+    counter_->calls.fetch_add(1, std::memory_order_relaxed);
     counter_->add(static_cast<int64_t>(bytes));
     return ptr;
   }
@@ -453,6 +464,12 @@ class RmmStack {
   }
 
   int32_t reserved_source() const noexcept { return source_; }
+  // What the stack took from its upstream so far, in calls; -1 where nothing counts them (the
+  // driver's pools, plain cudaMalloc).
+  int64_t upstream_calls() const noexcept
+  {
+    return source_ == HM_RESERVED_COUNTED ? counter_.calls.load() : -1;
+  }
 
   int64_t reserved_now() noexcept
   {
@@ -1097,16 +1114,24 @@ int64_t nanoseconds(Clock::duration span)
 }
 
 int64_t replay_with(hm_config const& config, hm_program const& program, hm_outputs& out,
-                    hm_result& result, Stack& stack)
+                    hm_result& result, Stack& stack, Clock::time_point entered)
 {
   Replay replay{config, program, out, stack};
   int32_t const repeats = std::max(1, config.repeats);
-  int64_t best_ns       = -1;
-  double ns_per_tick    = 1.0;
-  int32_t status        = HM_OK;
-  for (int32_t rep = 0; rep < repeats; ++rep) {
+  // Timing each call costs a pass about a tenth of its speed. With several passes, the pass
+  // that does (and records failures and samples) runs first and apart, and `repeats` passes
+  // timed as a whole follow: the best is taken among passes that are alike, as the C++ floor's
+  // are, and their spread is the machine's, not the timing's.
+  bool const timed_apart = repeats > 1 && config.time_calls != 0;
+  int32_t const total    = repeats + (timed_apart ? 1 : 0);
+  int64_t best_ns        = -1;
+  double ns_per_tick     = 1.0;
+  int32_t status         = HM_OK;
+  result.timed_pass_wall_ns = -1;
+  for (int32_t rep = 0; rep < total; ++rep) {
     bool const record = rep == 0;  // latencies and failures of the first, fresh pass
     stack.reset_peak();
+    int64_t const upstream_before = stack.upstream_calls();
     try {
       status = replay.run(record);
     } catch (...) {
@@ -1143,7 +1168,22 @@ int64_t replay_with(hm_config const& config, hm_program const& program, hm_outpu
       }
     }
     int64_t const pass_ns = wall_ns - sampling_ns;
-    if (best_ns < 0 || pass_ns < best_ns) { best_ns = pass_ns; }
+    if (record) { result.setup_ns = nanoseconds(t0 - entered); }
+    // A timed pass that stopped the replay (a failure with stop_on_failure, an error) is the
+    // only pass there is: it counts.
+    if (timed_apart && record && status == HM_OK) {
+      result.timed_pass_wall_ns = pass_ns;
+    } else {
+      if (best_ns < 0 || pass_ns < best_ns) { best_ns = pass_ns; }
+      int64_t const index = result.n_passes;
+      if (index < out.pass_capacity) {
+        int64_t const upstream_after = stack.upstream_calls();
+        out.pass_wall_ns[index]        = pass_ns;
+        out.pass_upstream_calls[index] =
+          upstream_before < 0 ? -1 : upstream_after - upstream_before;
+        result.n_passes = index + 1;
+      }
+    }
     int64_t const peak = stack.reserved_peak();
     result.peak_reserved_bytes =
       std::max({result.peak_reserved_bytes, peak, replay.sampled_peak()});
@@ -1179,6 +1219,7 @@ extern "C" const char* hm_build_info()
 extern "C" int hm_replay(const hm_config* config, const hm_program* program, hm_outputs* out,
                          hm_result* result)
 {
+  auto const entered = Clock::now();
   std::memset(result, 0, sizeof(*result));
   result->peak_reserved_bytes = -1;
   try {
@@ -1196,7 +1237,7 @@ extern "C" int hm_replay(const hm_config* config, const hm_program* program, hm_
         stack.set_streams(streams.handles());
         stack.set_baseline_free(free_before);
         result->reserved_source = stack.reserved_source();
-        replay_with(*config, *program, *out, *result, stack);
+        replay_with(*config, *program, *out, *result, stack, entered);
       }  // the stack's destructor gives its pools back to the device
       check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     }
@@ -1206,7 +1247,7 @@ extern "C" int hm_replay(const hm_config* config, const hm_program* program, hm_
 #else
     Stack stack{*config};
     result->reserved_source = stack.reserved_source();
-    replay_with(*config, *program, *out, *result, stack);
+    replay_with(*config, *program, *out, *result, stack, entered);
     result->unreturned_bytes = stack.reserved_now();
 #endif
   } catch (std::exception const& e) {
