@@ -9,13 +9,11 @@ that asked for it.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hipmem._core.alloc_conf import check_alloc_conf
 from hipmem.replay import torch_allocator
-from hipmem.replay.allocator_settings import load_workloads
+from hipmem.replay.allocator_settings import Snapshots, load_workloads
 from hipmem.replay.device_presets import DevicePreset
 from hipmem.replay.engine import ReplayOptions, replay
 from hipmem.replay.report import AllocationFailure
@@ -85,7 +83,7 @@ class AllocatorCheck:
 
 
 def check_allocator_settings(
-    snapshots: Sequence[str | os.PathLike[str]],
+    snapshots: Snapshots,
     settings: str,
     *,
     device: str | None = None,

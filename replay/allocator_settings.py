@@ -12,8 +12,9 @@ memory minus the reserved peak, as `fits` says it).
 
 Each replay is a driver process of its own (replay/virtual_gpu.py); they run `jobs` at a time
 (default: one per core), the program of each snapshot written once and shared. A capacity
-search is a bisection of a dozen or more replays, so by default only the recommended setting
-and the defaults get one (`capacity="all"` searches for every setting).
+search is a bisection of a dozen or more replays; every setting gets one by default (a 1M-event
+snapshot takes about 40 s on two cores, docs/benchmarks.md), and `capacity="recommended"`
+searches for the recommended setting and the defaults only (about 11 s).
 """
 
 from __future__ import annotations
@@ -65,12 +66,20 @@ class Workload:
     program: ReplayProgram
 
 
-def load_workloads(paths: Sequence[str | os.PathLike[str]]) -> list[Workload]:
-    """Every device of every snapshot, each a workload of its own (a rank, a day)."""
+Snapshots = Sequence["str | os.PathLike[str] | Workload"]
+
+
+def load_workloads(paths: Snapshots) -> list[Workload]:
+    """Every device of every snapshot, each a workload of its own (a rank, a day); workloads
+    already loaded are taken as they are (to replay one snapshot under several options)."""
     if not paths:
         raise ReplayUsageError("give at least one snapshot", parameter="snapshots")
     found = []
-    for path in map(Path, paths):
+    for given in paths:
+        if isinstance(given, Workload):
+            found.append(given)
+            continue
+        path = Path(given)
         if path.is_file() and not is_snapshot(path):
             raise ReplayUsageError(
                 "not a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot writes one); "
@@ -240,12 +249,12 @@ class AllocatorRecommendation:
 
 
 def recommend_allocator_settings(
-    snapshots: Sequence[str | os.PathLike[str]],
+    snapshots: Snapshots,
     *,
     device: str | None = None,
     device_memory_bytes: int | None = None,
     torch_version: str | None = None,
-    capacity: str = "recommended",
+    capacity: str = "all",
     jobs: int | None = None,
     progress: ProgressCallback | None = None,
 ) -> AllocatorRecommendation:
