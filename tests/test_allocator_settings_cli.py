@@ -344,3 +344,49 @@ def test_a_device_too_small_for_any_setting_exits_1_with_nothing_emitted() -> No
         "Error: no setting of the grid replays every snapshot on a virtual GPU of 200.0 MiB"
     )
     assert f"the defaults first at {TRAIN}#dev0:" in done.stderr
+
+
+def _ci_job() -> dict[str, Any]:
+    """The allocator job of docs/ci.md (the yaml block under its own heading)."""
+    import yaml
+
+    page = (REPO / "docs" / "ci.md").read_text()
+    section = page[page.index("## PyTorch's allocator settings") :]
+    start = section.index("```yaml\n") + len("```yaml\n")
+    [job] = yaml.safe_load(section[start : section.index("\n```", start)])["jobs"].values()
+    job_dict: dict[str, Any] = job
+    return job_dict
+
+
+def test_the_documented_ci_job_runs_as_github_actions_runs_it(tmp_path: Path) -> None:
+    """Each `run:` step after the install, in bash as a runner does, with the job's env (the
+    snapshot pointed at a committed one) and what a step appends to $GITHUB_ENV visible to
+    the steps after it."""
+    job = _ci_job()
+    assert job["runs-on"] == "ubuntu-latest"
+    cache = next(step for step in job["steps"] if step.get("uses", "").startswith("actions/cache"))
+    assert cache["with"]["path"] == "~/.cache/hipmem"
+    runs = [step["run"] for step in job["steps"] if "run" in step]
+    assert runs[0].startswith("pip install ") and runs[1].startswith("hipmem torch fetch")
+    env_file, outputs = tmp_path / "github_env", tmp_path / "github_output"
+    env = {k: v for k, v in os.environ.items() if k not in VARIABLES}
+    env.update({name: str(value) for name, value in job["env"].items()})
+    env.update(SNAPSHOT=str(TRAIN), GITHUB_ENV=str(env_file), GITHUB_OUTPUT=str(outputs))
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    for run in runs[1:]:
+        done = subprocess.run(
+            ["bash", "-e", "-c", run],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env=env,
+            timeout=300,
+        )
+        assert done.returncode == 0, f"{run}\n{done.stderr}"
+        if env_file.exists():
+            for line in env_file.read_text().splitlines():
+                name, _, value = line.partition("=")
+                env[name] = value
+    assert env["PYTORCH_HIP_ALLOC_CONF"] == env["PYTORCH_CUDA_ALLOC_CONF"]
+    assert outputs.read_text() == env_file.read_text()
+    assert done.stdout.startswith("ok --alloc-conf 'expandable_segments:True' fits on a virtual")
