@@ -461,3 +461,58 @@ def test_the_process_environment_is_left_as_it_was(torch211: TorchAllocator) -> 
         [SNAPSHOTS / "oom.pickle.gz"], "expandable_segments:True", torch_version="2.11"
     )
     assert dict(os.environ) == before
+
+
+def test_ctrl_c_ends_the_grid_and_leaves_nothing_behind(
+    tmp_path: Path, torch211: TorchAllocator
+) -> None:
+    """Several drivers at once, each with its own folder, and the shared program's: a Ctrl-C
+    (the terminal's: the whole process group) ends them all and removes every file."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = (  # Ctrl-C as at a terminal (a background job's shell may have it ignored)
+        "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "import hipmem\n"
+        "print('recommending', flush=True)\n"
+        "for _ in range(100):\n"
+        "    hipmem.recommend_allocator_settings(\n"
+        "        ['tests/data/snapshots/train-default.pickle.gz'], torch_version='2.11')\n"
+    )
+    repo = Path(__file__).resolve().parents[1]
+    child = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+        start_new_session=True,
+    )
+    assert child.stdout is not None and child.stdout.readline() == "recommending\n"
+    time.sleep(1.5)  # in the grid or a capacity search (one recommendation takes seconds)
+    os.killpg(child.pid, signal.SIGINT)
+    child.wait(timeout=60)
+    assert child.returncode in (-signal.SIGINT, 1, 130)
+    assert list(tmp_path.iterdir()) == []  # no program, no driver folder left
+    drivers = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True)
+    assert drivers.stdout == ""
+
+
+@pytest.mark.parametrize("settings", ["", "expandable_segments:True"])
+def test_the_sampled_reserved_bytes_reach_the_reserved_peak(
+    settings: str, torch211: TorchAllocator
+) -> None:
+    """The driver looks at every call and keeps the highest of each window: the plot draws
+    the peak the statistics report, where it happened."""
+    log = hipmem.load_log(SNAPSHOTS / "train-default.pickle.gz")
+    spec = parse_spec(f"torch:settings={settings}" if settings else "torch")
+    report = hipmem.replay(log, spec, _virtual(plot_samples=100))
+    samples = report.samples
+    assert samples is not None and 90 <= len(samples.op_index) <= 110
+    assert samples.reserved_bytes.max() == report.peak_reserved_bytes
+    assert (np.diff(samples.op_index) > 0).all()
+    program = build_program(log)
+    assert (samples.live_bytes == program.live_bytes[samples.op_index]).all()
