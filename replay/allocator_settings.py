@@ -262,42 +262,29 @@ def recommend_allocator_settings(
     default MI300X, or `device_memory_bytes`) with PyTorch `torch_version`'s allocator (the
     search order of replay/torch_allocator.py) and recommend one, as this module says."""
     if capacity not in CAPACITIES:
-        raise ReplayUsageError(f"not one of {', '.join(CAPACITIES)}", parameter="capacity",
-                               value=capacity)  # fmt: skip
-    options = ReplayOptions(backend="virtual", device_name=device,
-                            device_memory_bytes=device_memory_bytes,
-                            torch_version=torch_version)  # fmt: skip
+        raise ReplayUsageError(
+            f"not one of {', '.join(CAPACITIES)}", parameter="capacity", value=capacity
+        )
+    options = ReplayOptions(
+        backend="virtual",
+        device_name=device,
+        device_memory_bytes=device_memory_bytes,
+        torch_version=torch_version,
+    )
     options.check()
-    target = options.virtual_device()
     allocator = torch_allocator.locate(torch_version)
     vcuda_build.build(allocator)  # once, before the replays start side by side
     workloads = load_workloads(snapshots)
-    progress = progress or no_progress
     notes = _partial_trace_notes(workloads)
-    sizes = [w.program.size_bytes[w.program.op == OP_ALLOCATE] for w in workloads]
-    first = allocator_grid.first_round(allocator_grid.large_request_sizes(sizes))
-    if not allocator_grid.split_sizes_mib(allocator_grid.large_request_sizes(sizes)):
-        notes.append("no request is larger than 20 MiB, so max_split_size_mb would change "
-                     "nothing: the grid has none")  # fmt: skip
-    with _Replayer(workloads, target, allocator, jobs, progress) as replayer:
-        candidates = replayer.run(first, "replaying the grid")
-        if allocator_grid.takes_memory_fraction(allocator):
-            peaks = {c.settings: c.peak_reserved_bytes for c in candidates if c.replayed}
-            second = allocator_grid.second_round(peaks, target.memory_bytes, first)
-            candidates += replayer.run(second, "replaying garbage collection under caps")
-        else:
-            notes.append(
-                f"PyTorch {allocator.version} has no per_process_memory_fraction setting, and "
-                "garbage_collection_threshold acts only under a memory fraction: the grid "
-                "has no garbage collection (PyTorch 2.11 has both)"
-            )
-        fitting = [c for c in candidates if c.replayed]
-        best = min(fitting, key=Candidate.rank, default=None)
+    with _Replayer(workloads, options.virtual_device(), allocator, jobs, progress) as replayer:
+        candidates = _replay_grid(replayer, notes)
+        best = min((c for c in candidates if c.replayed), key=Candidate.rank, default=None)
         default = candidates[0]
-        searched = candidates if capacity == "all" else [c for c in (default, best) if c]
-        _find_capacities(replayer, [c for c in searched if c.replayed], options)
+        searched = candidates if capacity == "all" else [default, *([best] if best else [])]
+        unique = {id(c): c for c in searched if c.replayed}  # the defaults may be the best
+        _find_capacities(replayer, list(unique.values()), options)
     return AllocatorRecommendation(
-        device=target,
+        device=replayer.device,
         torch_version=allocator.version,
         allocator_source=allocator.describe(),
         snapshots=[w.name for w in workloads],
@@ -309,6 +296,30 @@ def recommend_allocator_settings(
         workloads=workloads,
         options=options,
     )
+
+
+def _replay_grid(replayer: _Replayer, notes: list[str]) -> list[Candidate]:
+    """Both rounds of the grid (replay/allocator_grid.py), each setting on every snapshot;
+    `notes` gets what the grid had to leave out, and why."""
+    sizes = [w.program.size_bytes[w.program.op == OP_ALLOCATE] for w in replayer.workloads]
+    large = allocator_grid.large_request_sizes(sizes)
+    if not allocator_grid.split_sizes_mib(large):
+        notes.append(
+            "no request is larger than 20 MiB, so max_split_size_mb would change nothing: "
+            "the grid has none"
+        )
+    first = allocator_grid.first_round(large)
+    candidates = replayer.run(first, "replaying the grid")
+    if not allocator_grid.takes_memory_fraction(replayer.allocator):
+        notes.append(
+            f"PyTorch {replayer.allocator.version} has no per_process_memory_fraction setting, "
+            "and garbage_collection_threshold acts only under a memory fraction: the grid has "
+            "no garbage collection (PyTorch 2.11 has both)"
+        )
+        return candidates
+    peaks = {c.settings: c.peak_reserved_bytes for c in candidates if c.replayed}
+    second = allocator_grid.second_round(peaks, replayer.device.memory_bytes, first)
+    return candidates + replayer.run(second, "replaying garbage collection under caps")
 
 
 def _partial_trace_notes(workloads: list[Workload]) -> list[str]:
@@ -332,13 +343,13 @@ class _Replayer:
         device: DevicePreset,
         allocator: torch_allocator.TorchAllocator,
         jobs: int | None,
-        progress: ProgressCallback,
+        progress: ProgressCallback | None,
     ) -> None:
         if jobs is not None and jobs < 1:
             raise ReplayUsageError("must be at least 1", parameter="jobs", value=jobs)
         self.workloads, self.device, self.allocator = workloads, device, allocator
         self.jobs = jobs or os.cpu_count() or 1
-        self.progress = progress
+        self.progress = progress or no_progress
         self._stack = ExitStack()
         self.files: list[ProgramFiles] = []
 
