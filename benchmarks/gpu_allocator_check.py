@@ -41,8 +41,9 @@ SNAPSHOTS = Path(__file__).resolve().parents[1] / "tests" / "data" / "snapshots"
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--all", action="store_true", help="every setting of the grid, not "
-                        "only the recommended one")  # fmt: skip
+    parser.add_argument(
+        "--all", action="store_true", help="every setting of the grid, not only the recommended one"
+    )
     parser.add_argument("--only", nargs="*", help="snapshot names (default: all committed)")
     parser.add_argument("--json", type=Path, help="write every figure here")
     parser.add_argument(
@@ -61,23 +62,30 @@ def main() -> None:
             raise SystemExit("this check needs a CUDA GPU and a CUDA PyTorch")
         total = torch.cuda.mem_get_info(0)[1]
         gpu_name, gpu_backend = torch.cuda.get_device_name(0), "cuda"
-    gpu_options = ReplayOptions(backend=gpu_backend, threads="single", device_memory_bytes=total,
-                                time_calls=False)  # fmt: skip
+    gpu_options = ReplayOptions(
+        backend=gpu_backend, threads="single", device_memory_bytes=total, time_calls=False
+    )
     names = args.only or sorted(
         p.name.removesuffix(".pickle.gz") for p in SNAPSHOTS.glob("*.pickle.gz")
     )
     rows: list[dict[str, Any]] = []
     allocator = ""
     for name in names:
-        advice = recommend_allocator_settings([SNAPSHOTS / f"{name}.pickle.gz"],
-                                              device_memory_bytes=total,
-                                              capacity="recommended")  # fmt: skip
+        advice = recommend_allocator_settings(
+            [SNAPSHOTS / f"{name}.pickle.gz"], device_memory_bytes=total, capacity="recommended"
+        )
         allocator = advice.allocator_source
         if not rows:
             print(f"GPU: {gpu_name}, {total:,} bytes; virtual: {allocator}", flush=True)
         if advice.recommended is None:
-            rows.append({"snapshot": name, "settings": None, "match": False,
-                         "error": "no setting of the grid fits"})  # fmt: skip
+            rows.append(
+                {
+                    "snapshot": name,
+                    "settings": None,
+                    "match": False,
+                    "error": "no setting of the grid fits",
+                }
+            )
             print(f"MISMATCH {name}: no setting of the grid fits", flush=True)
             continue
         checked = advice.candidates if args.all else [advice.recommended]
@@ -86,8 +94,7 @@ def main() -> None:
             rows.append(row)
             _print_row(row)
     if args.json:
-        payload = {"gpu": gpu_name, "gpu_memory_bytes": total, "allocator": allocator,
-                   "rows": rows}  # fmt: skip
+        payload = {"gpu": gpu_name, "gpu_memory_bytes": total, "allocator": allocator, "rows": rows}
         args.json.write_text(json.dumps(payload, indent=1))
     bad = [r for r in rows if not r["match"]]
     print(f"{len(rows) - len(bad)} of {len(rows)} match" + (": MISMATCH above" if bad else ""))
@@ -116,9 +123,13 @@ def _compare(
 def _print_row(row: dict[str, Any]) -> None:
     mark = "ok " if row["match"] else "MISMATCH"
     star = "*" if row["recommended"] else " "
-    print(f"{mark:8} {row['snapshot']:<18} reserved promised {row['promised_peak_reserved']:>14,}"
-          f" / GPU {row['gpu_peak_reserved'] or 0:>14,}  refused {row['promised_refused']} / "
-          f"{row['gpu_refused']}  {star} {row['settings'] or '(defaults)'}", flush=True)  # fmt: skip
+    promised, gpu = row["promised_peak_reserved"], row["gpu_peak_reserved"] or 0
+    print(
+        f"{mark:8} {row['snapshot']:<18} reserved promised {promised:>14,} / GPU {gpu:>14,}  "
+        f"refused {row['promised_refused']} / {row['gpu_refused']}  {star} "
+        f"{row['settings'] or '(defaults)'}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

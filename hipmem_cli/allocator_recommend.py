@@ -14,15 +14,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from hipmem._core.byte_sizes import parse_bytes
-from hipmem.cli import allocator_output, output
+from hipmem.cli import output
 from hipmem.cli.options import check_plot_option
-from hipmem.replay import allocator_settings
-from hipmem.replay.allocator_settings import AllocatorRecommendation
 from hipmem.replay.errors import ReplayUsageError
+
+if TYPE_CHECKING:
+    from hipmem.replay.allocator_settings import AllocatorRecommendation
+
+# The replay library (pandas, numpy) is imported when a snapshot is replayed, not when
+# `hipmem recommend` starts for calls alone.
 
 
 class Target(str, Enum):
@@ -80,7 +85,7 @@ class Request:
             return None
         check_plot_option(plot)
         memory = _device_memory(device_memory)
-        return Request(
+        request = Request(
             snapshots=list(snapshots),
             target=target.value,
             # --device names the virtual GPU unless --device-memory does: with calls as well,
@@ -91,10 +96,19 @@ class Request:
             capacity=capacity.value,
             plot=plot,
         )
+        # An unknown preset is said before any work (sizing included).
+        from hipmem.replay.engine import ReplayOptions
+
+        ReplayOptions(backend="virtual", device_name=request.device,
+                      device_memory_bytes=memory).check()  # fmt: skip
+        return request
 
     def run(self, chosen_format: str | None) -> Emitted:
         """Replay the grid, show it (on a terminal, without --format), and what to emit.
         No setting fits: the table, one error line, exit 1 (nothing is emitted)."""
+        from hipmem.cli import allocator_output
+        from hipmem.replay import allocator_settings
+
         with output.progress("replaying allocator settings") as bar:
             advice = allocator_settings.recommend_allocator_settings(
                 self.snapshots,
@@ -185,6 +199,7 @@ class CheckRequest:
 
     def run(self, json_only: bool) -> bool:
         """Replay, say the verdict (or print the JSON), and whether every snapshot fits."""
+        from hipmem.cli import allocator_output
         from hipmem.replay.allocator_check import check_allocator_settings
 
         with output.progress("replaying with the allocator settings"):

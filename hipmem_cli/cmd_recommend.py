@@ -177,16 +177,16 @@ def recommend_command(
     if json and fmt not in (None, Format.json):
         raise UsageError(f"--json is --format json; it cannot go with --format {fmt.value}")
     chosen = "json" if json else (fmt.value if fmt is not None else None)
-    snapshots = allocator_recommend.Request.of(
+    allocator_request = allocator_recommend.Request.of(
         from_snapshot, target, device, device_memory, torch, capacity, plot
     )
-    if snapshots is not None and not (calls or from_log or workload or sweep):
+    if allocator_request is not None and not (calls or from_log or workload or sweep):
         _refuse_sizing_options(
             ("--headroom", headroom != "0%"), ("--align", align != "1"),
             ("--handles", handles != 1), ("--pytorch", pytorch), ("--cus", cus),
             ("--rocm", rocm), ("--rocm-dir", rocm_dir), ("--minimum", minimum),
         )  # fmt: skip
-        emitted = snapshots.run(chosen)
+        emitted = allocator_request.run(chosen)
         _emit(chosen, emitted.variables, details=emitted.details, comment=emitted.comment)
         return
     matmuls = hipblaslt_calls.gather(calls, from_log, workload, strict)
@@ -195,8 +195,9 @@ def recommend_command(
     sources.sweeps, sources.max_points = sweep or [], parse_max_points(max_points)
     fetch = on_demand(offline, device, cus)
     libraries = one_release(rocm, rocm_dir, "recommend", fetch)
-    allocator = snapshots.run(chosen) if snapshots is not None else None
-    extra = allocator_recommend.Emitted() if allocator is None else allocator
+    # The allocator's variables join the workspace ones in one output (hipmem_cli combines the
+    # two libraries; neither knows the other).
+    extra = allocator_request.run(chosen) if allocator_request else allocator_recommend.Emitted()
     matmul_variables: list[tuple[str, str]] = []
     if matmuls.any:
         hipblaslt_calls.warn_cuda_variables()
