@@ -13,8 +13,8 @@ memory minus the reserved peak, as `fits` says it).
 Each replay is a driver process of its own (replay/virtual_gpu.py); they run `jobs` at a time
 (default: one per core), the program of each snapshot written once and shared. A capacity
 search is a bisection of a dozen or more replays; every setting gets one by default (a 1M-event
-snapshot takes about 40 s on two cores, docs/benchmarks.md), and `capacity="recommended"`
-searches for the recommended setting and the defaults only (about 11 s).
+snapshot takes about 31 s on two cores, docs/benchmarks.md), and `capacity="recommended"`
+searches for the recommended setting and the defaults only (about 10 s).
 """
 
 from __future__ import annotations
