@@ -1,5 +1,6 @@
 """hipmem's Python API: size rocBLAS/rocSOLVER workspaces with the real vendor libraries,
-recommend the settings that cover them, and replay RMM/hipMM allocation logs.
+recommend the settings that cover them, replay RMM/hipMM allocation logs, and recommend
+PyTorch's allocator settings from its memory snapshots.
 
 Everything is imported on first use, so `import hipmem` stays cheap (the CLI relies on it)::
 
@@ -54,6 +55,14 @@ _API = {
     "parse_spec": ("hipmem.replay.resources", "parse_spec"),
     "find_capacity": ("hipmem.replay.capacity", "find_capacity"),
     "fits": ("hipmem.replay.virtual_capacity", "fits"),
+    "recommend_allocator_settings": (
+        "hipmem.replay.allocator_settings",
+        "recommend_allocator_settings",
+    ),
+    "AllocatorRecommendation": ("hipmem.replay.allocator_settings", "AllocatorRecommendation"),
+    "check_allocator_settings": ("hipmem.replay.allocator_check", "check_allocator_settings"),
+    "AllocatorCheck": ("hipmem.replay.allocator_check", "AllocatorCheck"),
+    "write_allocator_plot": ("hipmem.replay.allocator_plot", "write_allocator_plot"),
     "fetch_torch": ("hipmem.replay.torch_fetch", "fetch"),
     "write_rmm_csv": ("hipmem.replay.log_writer", "write_rmm_csv"),
     "FleetRequest": ("hipmem.replay.fleet", "FleetRequest"),
@@ -69,6 +78,8 @@ _API = {
 
 __all__ = [
     "AllocationLog",
+    "AllocatorCheck",
+    "AllocatorRecommendation",
     "CallResult",
     "FleetRequest",
     "HipmemError",
@@ -83,6 +94,7 @@ __all__ = [
     "__version__",
     "analyze",
     "check",
+    "check_allocator_settings",
     "fetch_torch",
     "find_capacity",
     "fits",
@@ -99,6 +111,7 @@ __all__ = [
     "read_workload",
     "read_workload_entries",
     "recommend",
+    "recommend_allocator_settings",
     "recommended_hipblaslt_kib",
     "record_call_logs",
     "replay",
@@ -106,12 +119,19 @@ __all__ = [
     "size_calls",
     "size_matmuls",
     "summarize_fleet",
+    "write_allocator_plot",
     "write_rmm_csv",
 ]
 
 if TYPE_CHECKING:  # for type checkers and editors; at run time __getattr__ imports lazily
     from hipmem._core.byte_sizes import format_bytes, parse_bytes
     from hipmem._core.errors import HipmemError, UsageError
+    from hipmem.replay.allocator_check import AllocatorCheck, check_allocator_settings
+    from hipmem.replay.allocator_plot import write_allocator_plot
+    from hipmem.replay.allocator_settings import (
+        AllocatorRecommendation,
+        recommend_allocator_settings,
+    )
     from hipmem.replay.analysis import analyze
     from hipmem.replay.capacity import find_capacity
     from hipmem.replay.engine import ReplayOptions, replay

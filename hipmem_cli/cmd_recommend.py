@@ -9,21 +9,25 @@ from typing import Annotated, Optional
 
 import typer
 
-from hipmem.cli import hipblaslt_calls, output
+from hipmem.cli import allocator_recommend, hipblaslt_calls, output
 from hipmem.cli.call_sources import CallSources, gather_calls
 from hipmem.cli.options import (
     MAX_POINTS_DEFAULT_TEXT,
     CusOption,
+    DeviceMemoryOption,
     DeviceOption,
     FromLogOption,
+    FromSnapshotOption,
     JsonOption,
     MaxPointsOption,
     MinimumOption,
     OfflineOption,
+    PlotOption,
     RocmDirOption,
     RocmOption,
     StrictOption,
     SweepOption,
+    TorchVersionOption,
     WorkloadOption,
 )
 from hipmem.cli.rocm_choice import on_demand, one_release, release_line, several_cached_warning
@@ -61,8 +65,16 @@ Examples:
   hipmem recommend -d MI300X --workload samples/workload.yaml --format github
   hipmem recommend -d gfx90a --from-log samples/rocblas-bench.log --json
 
-Exit codes: 0 recommended; 1 a call could not be sized (or a file could not be
-written); 2 usage (a bare --headroom 10: say 10% or 10B); 130 interrupted.
+\b
+With --from-snapshot, PyTorch's allocator settings (PYTORCH_HIP_ALLOC_CONF and
+PYTORCH_CUDA_ALLOC_CONF) from replays of the snapshots on a virtual GPU (no GPU needed;
+`hipmem torch fetch` gets the allocator once; docs/allocator-settings.md):
+  hipmem recommend --from-snapshot run.pickle --device MI300X --format shell
+  hipmem recommend -d MI300X --workload samples/workload.yaml --from-snapshot run.pickle
+
+Exit codes: 0 recommended; 1 a call could not be sized, no allocator setting replays the
+snapshots (or a file could not be written); 2 usage (a bare --headroom 10: say 10% or
+10B); 130 interrupted.
 
 Docs: docs/recommend.md
 """
@@ -72,7 +84,13 @@ Examples:
   ROCBLAS_DEVICE_MEMORY_SIZE=8388608 hipmem check -d MI210 --workload samples/workload.yaml
   hipmem check -d MI210 --value 4194304 rocsolver_dgetrf:m=1024,n=1024
 
-Exit codes: 0 the value covers the workload; 1 it does not (the reason on stderr), or a
+\b
+PyTorch's allocator settings against memory snapshots (docs/allocator-settings.md):
+  hipmem check --from-snapshot run.pickle --alloc-conf expandable_segments:True \\
+      --device-memory 80GiB
+
+Exit codes: 0 the value covers the workload (and the snapshots replay with the allocator
+settings); 1 it does not (the reason on stderr, with the first refused allocation), or a
 call could not be sized; 2 usage; 130 interrupted.
 
 Docs: docs/recommend.md
@@ -131,8 +149,30 @@ def recommend_command(
     sweep: SweepOption = None,
     max_points: MaxPointsOption = MAX_POINTS_DEFAULT_TEXT,
     minimum: MinimumOption = False,
+    from_snapshot: FromSnapshotOption = None,
+    target: Annotated[
+        allocator_recommend.Target,
+        typer.Option(
+            "--for",
+            help="With --from-snapshot: the PyTorch build the settings are for: rocm "
+            "(PYTORCH_HIP_ALLOC_CONF), cuda (PYTORCH_CUDA_ALLOC_CONF) or both (a ROCm build "
+            "reads either).",
+        ),
+    ] = allocator_recommend.Target.both,
+    device_memory: DeviceMemoryOption = None,
+    torch: TorchVersionOption = None,
+    capacity: Annotated[
+        allocator_recommend.Capacity,
+        typer.Option(
+            "--capacity",
+            help="With --from-snapshot: search the smallest device for every setting (all) "
+            "or for the recommended one and the defaults only (recommended, faster).",
+        ),
+    ] = allocator_recommend.Capacity.all,
+    plot: PlotOption = None,
 ) -> None:
-    """Recommend ROCBLAS_DEVICE_MEMORY_SIZE (and PyTorch's equivalent) for a workload."""
+    """Recommend ROCBLAS_DEVICE_MEMORY_SIZE (and PyTorch's equivalent) for a workload, and
+    PyTorch's allocator settings for its memory snapshots."""
     # Every option is checked before any library is loaded.
     headroom_value = parse_headroom(headroom)
     align_bytes = parse_alignment(align)
@@ -141,12 +181,27 @@ def recommend_command(
     if json and fmt not in (None, Format.json):
         raise UsageError(f"--json is --format json; it cannot go with --format {fmt.value}")
     chosen = "json" if json else (fmt.value if fmt is not None else None)
+    allocator_request = allocator_recommend.Request.of(
+        from_snapshot, target, device, device_memory, torch, capacity, plot
+    )
+    if allocator_request is not None and not (calls or from_log or workload or sweep):
+        _refuse_sizing_options(
+            ("--headroom", headroom != "0%"), ("--align", align != "1"),
+            ("--handles", handles != 1), ("--pytorch", pytorch), ("--cus", cus),
+            ("--rocm", rocm), ("--rocm-dir", rocm_dir), ("--minimum", minimum),
+        )  # fmt: skip
+        emitted = allocator_request.run(chosen)
+        _emit(chosen, emitted.variables, details=emitted.details, comment=emitted.comment)
+        return
     matmuls = hipblaslt_calls.gather(calls, from_log, workload, strict)
     calls, from_log, workload = matmuls.calls, matmuls.from_log, matmuls.workload
     sources = CallSources(calls or [], from_log or [], workload or [], strict)
     sources.sweeps, sources.max_points = sweep or [], parse_max_points(max_points)
     fetch = on_demand(offline, device, cus)
     libraries = one_release(rocm, rocm_dir, "recommend", fetch)
+    # The allocator's variables join the workspace ones in one output (hipmem_cli combines the
+    # two libraries; neither knows the other).
+    extra = allocator_request.run(chosen) if allocator_request else allocator_recommend.Emitted()
     matmul_variables: list[tuple[str, str]] = []
     if matmuls.any:
         hipblaslt_calls.warn_cuda_variables()
@@ -154,7 +209,8 @@ def recommend_command(
             hipblaslt_calls.recommend_variable(matmuls, libraries, device, cus, fetch)
         )
         if matmuls.only and not sources.sweeps:
-            _emit(chosen, matmul_variables, details={}, comment=None)
+            _emit(chosen, matmul_variables + extra.variables, details=extra.details,
+                  comment=extra.comment)  # fmt: skip
             return
     result = _size(sources, device, cus, libraries, minimum=minimum)
     advice = recommend(
@@ -166,11 +222,21 @@ def recommend_command(
     )
     for warning in advice.warnings:
         output.warning(warning)
-    variables = advice.variables(pytorch=pytorch) + matmul_variables
+    variables = advice.variables(pytorch=pytorch) + matmul_variables + extra.variables
     comment = f"for {release_line(libraries, result.library.versions)}, {_device_text(result)}"
+    if extra.comment:
+        comment += f"; {extra.comment}"
     if chosen is None and output.stdout_is_terminal():
         _render_summary(advice, result, pytorch)
-    _emit(chosen, variables, details=advice.as_dict(), comment=comment)
+    _emit(chosen, variables, details=advice.as_dict() | extra.details, comment=comment)
+
+
+def _refuse_sizing_options(*given: tuple[str, object]) -> None:
+    """Workspace options with no calls to size: say so rather than ignore them."""
+    for flag, value in given:
+        if value:
+            raise UsageError(f"{flag} is about the workspace of calls, and none was given "
+                             "(CALL, --from-log or --workload); drop it")  # fmt: skip
 
 
 def _emit(
@@ -229,8 +295,33 @@ def check_command(
         ),
     ] = None,
     minimum: MinimumOption = False,
+    from_snapshot: FromSnapshotOption = None,
+    alloc_conf: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            "--alloc-conf",
+            help="With --from-snapshot: PyTorch's allocator settings to check "
+            "(expandable_segments:True). Default: $PYTORCH_CUDA_ALLOC_CONF, "
+            "$PYTORCH_HIP_ALLOC_CONF or $PYTORCH_ALLOC_CONF, whichever is set (they must "
+            "agree), else PyTorch's defaults.",
+            show_default=False,
+        ),
+    ] = None,
+    device_memory: DeviceMemoryOption = None,
+    torch: TorchVersionOption = None,
 ) -> None:
-    """Exit 0 when ROCBLAS_DEVICE_MEMORY_SIZE covers the workload, 1 (with the reason) if not."""
+    """Exit 0 when ROCBLAS_DEVICE_MEMORY_SIZE covers the workload (and, with --from-snapshot,
+    the snapshots replay with PyTorch's allocator settings), 1 (with the reason) if not."""
+    gate = allocator_recommend.CheckRequest.of(from_snapshot, alloc_conf, device,
+                                               device_memory, torch)  # fmt: skip
+    has_calls = bool(calls or from_log or workload or sweep)
+    allocator_fits = True
+    if gate is not None:
+        allocator_fits = gate.run(json and not has_calls)
+        if not has_calls:
+            if not allocator_fits:
+                raise typer.Exit(1)
+            return
     if hipblas_config is not None:
         setting = read_pytorch_config(hipblas_config, source="--hipblas-config")
     elif value is not None:
@@ -248,11 +339,14 @@ def check_command(
         if not hipblaslt_calls.check_specs(matmuls, hipblaslt_value, libraries, device, cus, fetch):
             raise typer.Exit(1)
         if matmuls.only and not sources.sweeps:
+            if not allocator_fits:
+                raise typer.Exit(1)
             return
     result = _size(sources, device, cus, libraries, minimum=minimum)
     outcome = check(setting, result)
     if json:
-        output.print_json(outcome.as_dict() | {"library": result.library.as_dict()})
+        extra = {} if gate is None else {"allocator_settings": gate.result_dict}
+        output.print_json(outcome.as_dict() | {"library": result.library.as_dict()} | extra)
     else:
         for note in setting.notes:
             output.warning(note)
@@ -268,7 +362,7 @@ def check_command(
         for note in outcome.sweep_notes:
             output.note(f"sweep {note}", err=not outcome.passed)
         output.note(release, err=not outcome.passed)
-    if not outcome.passed:
+    if not outcome.passed or not allocator_fits:
         raise typer.Exit(1)
 
 

@@ -63,6 +63,8 @@ _FLAGS = {
     "align_bytes": "--align",
     "device_memory_bytes": "--device-memory",
     "device_memory": "--device-memory",
+    "snapshots": "--from-snapshot",
+    "target": "--for",
 }
 
 

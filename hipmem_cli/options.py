@@ -153,3 +153,18 @@ TorchVersionOption = Annotated[
         show_default=False,
     ),
 ]
+
+# PyTorch's allocator settings from memory snapshots (`recommend` and `check`; see
+# replay/allocator_settings.py).
+FromSnapshotOption = Annotated[
+    Optional[list[Path]],  # noqa: UP045
+    typer.Option(
+        "--from-snapshot",
+        help="PyTorch memory snapshot (torch.cuda.memory._dump_snapshot) to replay through "
+        "PyTorch's allocator on a virtual GPU; repeatable (one setting for all of them). "
+        "--device then names the virtual GPU.",
+        metavar="FILE",
+        exists=True,
+        dir_okay=False,
+    ),
+]

@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     from hipmem.replay.report import ReplayReport
 
 __all__ = [
+    "allocator_check",
+    "allocator_grid",
+    "allocator_plot",
+    "allocator_settings",
     "analysis",
     "backends",
     "capacity",

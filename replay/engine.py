@@ -371,6 +371,7 @@ def _replay_virtual(
             stop_on_failure=options.on_failure == "stop",
             time_calls=options.time_calls,
             repeats=options.repeats,
+            sample_every=_sample_every(program, options.plot_samples),
         )
     failures = [
         _failure(log, program, int(op), int(live), -1)
@@ -394,7 +395,7 @@ def _replay_virtual(
         outcome="stopped at first failure" if stopped else "completed",
         returned=run.held_at_end_bytes,
         unreturned=0,  # the virtual GPU holds no memory: it is address space in a process
-        samples=None,
+        samples=run.samples,
     )
     report.device = virtual_device_text(allocator, device)
     report.allocator_source = allocator.describe()

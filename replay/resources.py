@@ -18,10 +18,12 @@ ambiguous, with the IEC spelling to use.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Union
 
+from hipmem._core.alloc_conf import check_alloc_conf
 from hipmem._core.byte_sizes import format_bytes_exact, parse_bytes
 from hipmem._core.errors import HipmemError
 from hipmem.replay.errors import ReplayUsageError
@@ -84,6 +86,11 @@ def _parse_fraction(value: str, what: str) -> str:
     return value.strip()
 
 
+def _parse_settings(value: str, what: str) -> str:
+    # "recorded", or PyTorch's own setting string, passed to it as written.
+    return value if value == "recorded" else check_alloc_conf(value, parameter=what)
+
+
 _Parser = Callable[[str, str], OptionValue]
 
 # kind -> option -> (parser, default). `limit` is accepted by every kind.
@@ -120,14 +127,16 @@ _OPTIONS: dict[str, dict[str, tuple[_Parser, OptionValue]]] = {
         "upstream": (_choice(UPSTREAMS), "cuda"),
     },
     # PyTorch's caching allocator (replay.torch_resource): its PYTORCH_CUDA_ALLOC_CONF keys,
-    # unset unless given; `settings=recorded` takes them from the snapshot being replayed.
+    # unset unless given; `settings=recorded` takes them from the snapshot being replayed, and
+    # `settings=STRING` is a whole PyTorch setting string (the last option: it takes the rest
+    # of the spec, commas included).
     "torch": {
         "expandable_segments": (_parse_bool, None),
         "max_split_size": (_size, None),
         "garbage_collection_threshold": (_parse_fraction, None),
         "roundup_power2_divisions": (_parse_int, None),
         "backend": (_choice(("native", "cudaMallocAsync")), None),
-        "settings": (_choice(("recorded",)), None),
+        "settings": (_parse_settings, None),
     },
 }
 KINDS = tuple(_OPTIONS)
@@ -196,6 +205,10 @@ def _parse_spec(raw: str) -> ResourceSpec:
     options: dict[str, OptionValue] = {name: default for name, (_, default) in schema.items()}
     limit_bytes: int | None = None
     seen: set[str] = set()
+    rest, settings = _split_settings(kind, rest)
+    if settings is not None:
+        options["settings"] = _parse_settings(settings, "settings")
+        seen.add("settings")
     for pair in (p.strip() for p in rest.split(",") if p.strip()):
         name, sep, value = pair.partition("=")
         name = name.strip().lower()
@@ -217,6 +230,22 @@ def _parse_spec(raw: str) -> ResourceSpec:
     return spec
 
 
+def _split_settings(kind: str, rest: str) -> tuple[str, str | None]:
+    """A torch spec's `settings=VALUE` is the rest of the spec, commas and all (PyTorch's
+    strings have commas of their own): (the options before it, VALUE or None)."""
+    if kind != "torch":
+        return rest, None
+    found = re.search(r"(?:^|,)\s*settings\s*=", rest)
+    if found is None:
+        return rest, None
+    value = rest[found.end() :].strip()
+    if value.split(",")[0].strip() == "recorded":  # an ordinary option, others may follow
+        return rest, None
+    if not value:
+        raise ReplayUsageError("settings= needs a value: recorded, or PyTorch's setting string")
+    return rest[: found.start()], value
+
+
 def _validate(spec: ResourceSpec) -> None:
     if spec.kind == "null" and spec.limit_bytes is not None:
         raise ReplayUsageError("null reserves nothing, so it takes no limit")
@@ -236,11 +265,14 @@ def _validate(spec: ResourceSpec) -> None:
         initial = spec.option_bytes("initial") or 0
         if maximum is not None and maximum < initial:
             raise ReplayUsageError(f"maximum ({maximum}) is below initial ({initial})")
-    if spec.kind == "torch" and spec.options["settings"] == "recorded":
+    if spec.kind == "torch" and spec.options["settings"] is not None:
         given = [name for name, value in spec.options.items() if name != "settings" and value]
-        if given:
+        if given and spec.options["settings"] == "recorded":
             raise ReplayUsageError(f"settings=recorded takes every setting from the snapshot; "
                                    f"drop {', '.join(given)}")  # fmt: skip
+        if given:
+            raise ReplayUsageError(f"settings= is the whole setting string; put "
+                                   f"{', '.join(given)} in it or drop it")  # fmt: skip
     if spec.kind == "fixed":
         block = spec.option_bytes("block")
         prealloc = spec.options["prealloc"]

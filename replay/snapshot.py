@@ -325,3 +325,49 @@ def _columns(rows: list[tuple[int, int, int, int, int, int]]) -> dict[str, np.nd
         "size_bytes": table[:, 4].astype(np.int64),
         "stream": table[:, 5].astype(np.uint64),
     }
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One stack frame PyTorch recorded with a trace entry (`context` and `stacks` on)."""
+
+    filename: str
+    line: int
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.line} in {self.name}"
+
+
+def entry_frames(where: LineRef, *, max_bytes: int | None = None) -> list[Frame]:
+    """The frames recorded with the trace entry at `where` (a snapshot source `FILE#devN` and
+    its 1-based entry number), innermost first; [] when none were recorded or `where` is not
+    a snapshot's entry. Read again from the file, within the same caps as the log."""
+    path_text, sep, device_text = where.source.rpartition("#dev")
+    if not sep or not device_text.isdigit() or where.line < 1:
+        return []
+    data = load_snapshot_dict(Path(path_text), max_bytes=max_bytes)
+    traces = data["device_traces"]
+    device = int(device_text)
+    trace = traces[device] if device < len(traces) else None
+    if not isinstance(trace, list) or where.line > len(trace):
+        return []
+    entry = trace[where.line - 1]
+    frames = entry.get("frames") if isinstance(entry, dict) else None
+    found = []
+    for frame in frames if isinstance(frames, list) else []:
+        if not isinstance(frame, dict):
+            continue
+        filename, line, name = frame.get("filename"), _count(frame.get("line")), frame.get("name")
+        if isinstance(filename, str) and line is not None and isinstance(name, str):
+            found.append(Frame(filename, line, name))
+    return found
+
+
+def user_frame(frames: list[Frame]) -> Frame | None:
+    """The innermost frame outside PyTorch's own Python (`.../torch/...`): the line of the
+    program that asked; the innermost frame when all are PyTorch's."""
+    for frame in frames:
+        if "/torch/" not in frame.filename.replace("\\", "/"):
+            return frame
+    return frames[0] if frames else None

@@ -8,8 +8,10 @@ figure a PyTorch snapshot records, so `-r torch:settings=recorded` reproduces a 
 
 The spec's options are PyTorch's keys (sizes in hipmem's byte grammar):
 `expandable_segments=1`, `max_split_size=256MiB`, `garbage_collection_threshold=0.8`,
-`roundup_power2_divisions=4`, `backend=native|cudaMallocAsync`; `limit=BYTES` caps the process
-(PyTorch's per-process memory fraction). PyTorch is an optional dependency
+`roundup_power2_divisions=4`, `backend=native|cudaMallocAsync`, or `settings=STRING`, a whole
+setting string in PyTorch's own words (the spec's last option, since it has commas of its own:
+`torch:limit=1GiB,settings=expandable_segments:True,max_split_size_mb:64`); `limit=BYTES` caps
+the process (PyTorch's per-process memory fraction). PyTorch is an optional dependency
 (`pip install 'hipmem[torch]'`).
 """
 
@@ -65,6 +67,8 @@ def alloc_conf(spec: ResourceSpec, log: AllocationLog) -> str:
                 f"the snapshots were recorded with different settings: {'; '.join(confs)}"
             )
         return confs[0]
+    if o.get("settings"):  # a whole setting string, checked when the spec was read
+        return str(o["settings"])
     pairs = []
     if o.get("expandable_segments") is not None:
         pairs.append(f"expandable_segments:{'True' if o['expandable_segments'] else 'False'}")

@@ -183,7 +183,10 @@ def _first_passing(
 
 def _bisect(replays: Callable[[int], bool], failing: int, passing: int, step: int) -> int:
     while passing - failing > step:
-        middle = (failing + passing) // 2 // step * step
+        # A multiple of `step` strictly between the two: `passing` may be the device's whole
+        # memory, which need not be one (an H100's is not), and rounding the middle down
+        # could then land on `failing` again and again.
+        middle = max((failing + passing) // 2 // step * step, failing + step)
         if replays(middle):
             passing = middle
         else:

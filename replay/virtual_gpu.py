@@ -31,8 +31,10 @@ import numpy as np
 from hipmem.replay import torch_allocator, vcuda_build
 from hipmem.replay.device_presets import DevicePreset
 from hipmem.replay.errors import ReplayError, ReplayUsageError
+from hipmem.replay.report import ReservedSamples
 
 ALLOC_CONF = "PYTORCH_CUDA_ALLOC_CONF"
+_ARRAYS = (("op", np.int8), ("slot", np.int32), ("size", np.int64), ("stream", np.int32))
 
 
 class VirtualGpuFailed(ReplayError):
@@ -53,11 +55,13 @@ class ProbeResult:
     peak_requested_bytes: int  # requested_bytes.all.peak
     peak_allocated_bytes: int
     segment_allocations: int  # segment.all.allocated (cudaMalloc'd segments)
+    alloc_retries: int  # num_alloc_retries: the cache freed and the call retried
     num_ooms: int
     device_peak_bytes: int  # the most device memory in use at once, from the stand-in
     failure_op: np.ndarray
     failure_live_bytes: np.ndarray
     latency_ns: np.ndarray | None
+    samples: ReservedSamples | None = None  # reserved bytes over the replay, when asked
 
     @property
     def replayed(self) -> bool:
@@ -74,13 +78,41 @@ def check_settings(conf: str) -> None:
         )
 
 
+class ProgramFiles:
+    """A program's arrays on disk, written once and read by every VirtualGpu that replays it:
+    a grid of settings replays one program many times, several at once."""
+
+    def __init__(self, arrays: dict[str, np.ndarray]) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="hipmem-program-"))
+        self.n_ops = len(arrays["op"])
+        try:
+            for name, dtype in _ARRAYS:
+                np.ascontiguousarray(arrays[name], dtype=dtype).tofile(self.folder / f"{name}.bin")
+        except BaseException:
+            self.close()
+            raise
+
+    def link_into(self, folder: Path) -> None:
+        for name, _ in _ARRAYS:
+            (folder / f"{name}.bin").symlink_to(self.folder / f"{name}.bin")
+
+    def close(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def __enter__(self) -> ProgramFiles:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 class VirtualGpu:
     """One program and one settings string, replayed on demand, each replay in a process of
     its own (see the module's docstring: a process is the unit of a fresh allocator)."""
 
     def __init__(
         self,
-        arrays: dict[str, np.ndarray],
+        arrays: dict[str, np.ndarray] | ProgramFiles,
         n_slots: int,
         n_streams: int,
         conf: str,
@@ -88,11 +120,16 @@ class VirtualGpu:
         allocator: torch_allocator.TorchAllocator,
         *,
         plain: bool = False,
+        variable: str = ALLOC_CONF,
     ) -> None:
-        """`plain`: processes that run only the bare loop (`plain_loop_ns`)."""
+        """`arrays`: the program's, or ProgramFiles already written (shared, not copied).
+        `plain`: processes that run only the bare loop (`plain_loop_ns`). `variable`: the
+        environment variable that carries `conf` (PyTorch reads several, in an order of its
+        own: docs/allocator-settings.md)."""
         check_settings(conf)
         self.device, self.allocator, self.conf = device, allocator, conf
-        self.n_ops = len(arrays["op"])
+        self.variable = variable
+        self.n_ops = arrays.n_ops if isinstance(arrays, ProgramFiles) else len(arrays["op"])
         self._build_dir = vcuda_build.build(allocator)
         self._folder = Path(tempfile.mkdtemp(prefix="hipmem-vgpu-"))
         self._process: subprocess.Popen[str] | None = None
@@ -100,17 +137,24 @@ class VirtualGpu:
         self._arguments = [str(n_slots), str(max(n_streams, 1)), *(["--plain"] if plain else [])]
         self.peak_rss: int | None = None  # the largest VmHWM of the processes so far
         try:
-            for name, dtype in (("op", np.int8), ("slot", np.int32), ("size", np.int64),
-                                ("stream", np.int32)):  # fmt: skip
-                np.ascontiguousarray(arrays[name], dtype=dtype).tofile(self._folder / f"{name}.bin")
+            if isinstance(arrays, ProgramFiles):
+                arrays.link_into(self._folder)
+            else:
+                for name, dtype in _ARRAYS:
+                    array = np.ascontiguousarray(arrays[name], dtype=dtype)
+                    array.tofile(self._folder / f"{name}.bin")
         except BaseException:
             self.close()
             raise
 
-    def _start(self, device: DevicePreset) -> subprocess.Popen[str]:
+    def _start(self, device: DevicePreset, memory_bytes: int) -> subprocess.Popen[str]:
         self._stop()
         self._stderr = (self._folder / "stderr.txt").open("w+")
-        env = {**os.environ, **device.environment(), ALLOC_CONF: self.conf}
+        # The device has its probe's size from the start, as a smaller GPU would: PyTorch
+        # reads the memory when it starts (a per_process_memory_fraction in the settings is
+        # a share of it).
+        sized = {**device.environment(), "HIPMEM_VCUDA_MEMORY_BYTES": str(memory_bytes)}
+        env = {**os.environ, **sized, self.variable: self.conf}
         command = [str(self._build_dir / vcuda_build.DRIVER), str(self._folder), *self._arguments]
         self._process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
@@ -127,23 +171,31 @@ class VirtualGpu:
         time_calls: bool = False,
         repeats: int = 1,
         device: DevicePreset | None = None,
+        sample_every: int = 0,
     ) -> ProbeResult:
         """Replay the program once (`repeats` passes on one allocator, its cache warm after
         the first) on `device` (default: this one's), with `device_bytes` of memory if given,
-        under a per-process memory cap of `limit_bytes` if given."""
+        under a per-process memory cap of `limit_bytes` if given. `sample_every` > 0 samples
+        the reserved bytes of the first pass: the highest point of each window of that many
+        ops (for plots)."""
         chosen = device or self.device
         size = chosen.memory_bytes if device_bytes is None else device_bytes
         limit = -1 if limit_bytes is None else limit_bytes
-        self._start(chosen)
+        self._start(chosen, size)
         try:
             answer = self._ask(
-                f"{size} {limit} {int(stop_on_failure)} {int(time_calls)} {repeats}\n"
+                f"{size} {limit} {int(stop_on_failure)} {int(time_calls)} {repeats} "
+                f"{max(sample_every, 0)}\n"
             )
         finally:
             self._stop()
         latency = None
         if time_calls:
             latency = np.fromfile(self._folder / "latency.bin", dtype=np.int64)
+        samples = None
+        if sample_every > 0:
+            triples = np.fromfile(self._folder / "samples.bin", dtype=np.int64).reshape(-1, 3)
+            samples = ReservedSamples(triples[:, 0], triples[:, 1], triples[:, 2])
         return ProbeResult(
             device_bytes=int(answer["device_bytes"]),
             limit_bytes=limit_bytes,
@@ -155,18 +207,20 @@ class VirtualGpu:
             peak_requested_bytes=int(answer["peak_requested_bytes"]),
             peak_allocated_bytes=int(answer["peak_allocated_bytes"]),
             segment_allocations=int(answer["segment_allocations"]),
+            alloc_retries=int(answer["num_alloc_retries"]),
             num_ooms=int(answer["num_ooms"]),
             device_peak_bytes=int(answer["device_peak_bytes"]),
             failure_op=np.array(answer["failure_op"], dtype=np.int64),
             failure_live_bytes=np.array(answer["failure_live_bytes"], dtype=np.int64),
             latency_ns=latency,
+            samples=samples,
         )
 
     def plain_loop_ns(self, device_bytes: int | None = None) -> int:
         """Wall time of a bare loop over the same calls on the default stream, with no timing
         and no bookkeeping: the benchmark's yardstick (needs `plain=True`)."""
         size = self.device.memory_bytes if device_bytes is None else device_bytes
-        self._start(self.device)
+        self._start(self.device, size)
         try:
             return int(self._ask(f"{size} -1 0 0 1\n")["wall_ns"])
         finally:

@@ -5,8 +5,16 @@
 
 Formats: `shell` (a file to `source`), `dotenv`, `json`, `yaml` (a Kubernetes container `env:`
 list, values as strings as Kubernetes requires) and `github` (lines for `$GITHUB_ENV` and
-`$GITHUB_OUTPUT`). Only fixed names and values made of digits (and the colons of PyTorch's
-`:SIZE:COUNT`) are ever emitted, so nothing needs quoting or escaping in any format.
+`$GITHUB_OUTPUT`). Only fixed names are ever emitted, each with its own value grammar:
+
+- the workspace sizes: digits (and the colons of PyTorch's `:SIZE:COUNT`), which need no
+  quoting anywhere;
+- PyTorch's allocator settings (PYTORCH_HIP_ALLOC_CONF, PYTORCH_CUDA_ALLOC_CONF): the setting
+  grammar of hipmem/_core/alloc_conf.py, letters, digits, `._:,` and the `[`, `]`, `>` of a
+  per-range `roundup_power2_divisions`. `[` and `>` are shell syntax (a glob, a redirection),
+  so `shell` and `dotenv` (which shells `source` too) write them in single quotes, which the
+  grammar never contains; `github` must not quote (GitHub takes the value after `=` as it
+  is), and YAML and JSON quote as their parsers read.
 """
 
 from __future__ import annotations
@@ -22,14 +30,19 @@ from typing import Any
 
 import yaml
 
+from hipmem._core.alloc_conf import is_alloc_conf
 from hipmem.sizing.errors import SizingError, UsageError
 
 FORMATS = ("shell", "dotenv", "json", "yaml", "github")
+# The variables PyTorch reads its allocator settings from (replay/allocator_settings.py says
+# which build reads which): values are setting strings, quoted where a shell would misread them.
+ALLOC_CONF_NAMES = ("PYTORCH_HIP_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
 NAMES = (
     "ROCBLAS_DEVICE_MEMORY_SIZE",
     "HIPBLAS_WORKSPACE_CONFIG",
     "ROCBLAS_WORKSPACE_CONFIG",
     "HIPBLASLT_WORKSPACE_SIZE",
+    *ALLOC_CONF_NAMES,
 )
 _VALUE = re.compile(r"[0-9]+|(?::[0-9]+:[0-9]+)+")
 GITHUB_FILES = ("GITHUB_ENV", "GITHUB_OUTPUT")
@@ -53,8 +66,17 @@ class EnvVar:
     value: str
 
     def __post_init__(self) -> None:
-        if self.name not in NAMES or not _VALUE.fullmatch(self.value):
+        if self.name in ALLOC_CONF_NAMES:
+            safe = is_alloc_conf(self.value)
+        else:
+            safe = self.name in NAMES and _VALUE.fullmatch(self.value) is not None
+        if not safe:
             raise UnsafeVariable(f"refusing to emit {self.name}={self.value!r}")
+
+    @property
+    def shell_value(self) -> str:
+        """The value as a shell (or a dotenv file a shell may source) must read it."""
+        return f"'{self.value}'" if self.name in ALLOC_CONF_NAMES else self.value
 
 
 def check_format(name: str) -> str:
@@ -83,9 +105,11 @@ def render(
         raise UnsafeVariable(f"refusing to emit the comment {comment!r}")
     header = f"# {comment}\n" if comment and fmt in ("shell", "dotenv") else ""
     if fmt == "shell":
-        return header + "".join(f"export {v.name}={v.value}\n" for v in env)
-    if fmt in ("dotenv", "github"):  # both are NAME=VALUE lines
-        return header + "".join(f"{v.name}={v.value}\n" for v in env)
+        return header + "".join(f"export {v.name}={v.shell_value}\n" for v in env)
+    if fmt == "dotenv":
+        return header + "".join(f"{v.name}={v.shell_value}\n" for v in env)
+    if fmt == "github":  # GitHub reads what follows `=` to the end of the line, quotes and all
+        return "".join(f"{v.name}={v.value}\n" for v in env)
     if fmt == "json":
         payload = {"env": {v.name: v.value for v in env}, **(details or {})}
         return json.dumps(payload, indent=2) + "\n"

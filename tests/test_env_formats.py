@@ -147,3 +147,87 @@ def test_only_fixed_names_and_numbers_are_emitted(name: str, value: str) -> None
 def test_unknown_format() -> None:
     with pytest.raises(UnknownFormat, match=r"^format='toml': unknown format; choose one of"):
         render("toml", [("ROCBLAS_DEVICE_MEMORY_SIZE", "1")])
+
+
+# ---- PyTorch's allocator settings: strings with `[`, `>`, `:` and `,` -------------------------
+
+ALLOC_VARIABLES = [
+    ("PYTORCH_HIP_ALLOC_CONF", "expandable_segments:True,roundup_power2_divisions:[256:1,>:8]"),
+    (
+        "PYTORCH_CUDA_ALLOC_CONF",
+        "garbage_collection_threshold:0.6,per_process_memory_fraction:0.0045",
+    ),
+]
+
+
+def test_allocator_settings_are_sourced_by_bash_as_they_are(tmp_path: Path) -> None:
+    # `[...]` would be a glob and `>` a redirection, unquoted: a file named like a glob match
+    # is there to catch an unquoted value.
+    (tmp_path / "expandable_segments:True,roundup_power2_divisions:1").write_text("")
+    script = tmp_path / "env.sh"
+    script.write_text(render("shell", ALLOC_VARIABLES))
+    done = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f'source {script}; bash -c \'printf "%s\\n" "$PYTORCH_HIP_ALLOC_CONF" '
+            '"$PYTORCH_CUDA_ALLOC_CONF"\'',
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert done.stdout.splitlines() == [value for _, value in ALLOC_VARIABLES]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "env.sh",
+        "expandable_segments:True,roundup_power2_divisions:1",
+    ]
+
+
+def test_allocator_settings_in_dotenv_are_read_by_python_dotenv_and_bash(tmp_path: Path) -> None:
+    path = tmp_path / ".env"
+    path.write_text(render("dotenv", ALLOC_VARIABLES))
+    assert dotenv_values(path) == dict(ALLOC_VARIABLES)
+    done = subprocess.run(
+        ["bash", "-c", f'set -a; source {path}; printf %s "$PYTORCH_HIP_ALLOC_CONF"'],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert done.stdout == ALLOC_VARIABLES[0][1]
+
+
+def test_allocator_settings_in_yaml_json_and_github(tmp_path: Path) -> None:
+    document = yaml.safe_load(render("yaml", ALLOC_VARIABLES))
+    assert [(item["name"], item["value"]) for item in document["env"]] == ALLOC_VARIABLES
+    assert json.loads(render("json", ALLOC_VARIABLES))["env"] == dict(ALLOC_VARIABLES)
+    env_file = tmp_path / "env"
+    write_github(ALLOC_VARIABLES, environ={"GITHUB_ENV": str(env_file)})
+    # GitHub takes everything after the first `=`: no quotes may be added there.
+    assert _github_lines(env_file) == dict(ALLOC_VARIABLES)
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["expandable_segments:True'; rm -rf ~; '", "a:$(id)", "a:`id`", "a:1\nb:2", "a: 1", "'"],
+)
+def test_allocator_settings_outside_the_grammar_are_never_emitted(value: str) -> None:
+    for fmt in ("shell", "dotenv", "github", "yaml", "json"):
+        with pytest.raises(UnsafeVariable):
+            render(fmt, [("PYTORCH_HIP_ALLOC_CONF", value)])
+    with pytest.raises(UnsafeVariable):  # and a setting string is no workspace size
+        render("shell", [("ROCBLAS_DEVICE_MEMORY_SIZE", "expandable_segments:True")])
+
+
+def test_pytorchs_defaults_are_an_empty_string_that_every_format_keeps(tmp_path: Path) -> None:
+    empty = [("PYTORCH_HIP_ALLOC_CONF", "")]
+    path = tmp_path / ".env"
+    path.write_text(render("dotenv", empty))
+    assert dotenv_values(path) == {"PYTORCH_HIP_ALLOC_CONF": ""}
+    assert render("shell", empty) == "export PYTORCH_HIP_ALLOC_CONF=''\n"
+    assert yaml.safe_load(render("yaml", empty))["env"] == [
+        {"name": "PYTORCH_HIP_ALLOC_CONF", "value": ""}
+    ]

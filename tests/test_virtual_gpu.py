@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import hipmem
-from hipmem.replay import torch_allocator, torch_fetch, vcuda_build
+from hipmem.replay import allocator_grid, torch_allocator, torch_fetch, vcuda_build
 from hipmem.replay.device_presets import PRESETS, custom_device, find_preset
 from hipmem.replay.engine import ReplayOptions, program_arrays
 from hipmem.replay.program import build_program
@@ -291,6 +291,29 @@ def test_the_fraction_cap_is_its_own_figure(
     assert hipmem.replay(log, capped, options).failure_count == 0
     below = parse_spec(f"{spec},limit={found.capacity_bytes - 2 * MiB}")
     assert hipmem.replay(log, below, options).failure_count > 0
+
+
+def test_a_search_ends_on_a_device_whose_memory_is_no_multiple_of_2_mib() -> None:
+    """The search's top is the device's memory; an H100's is no multiple of 2 MiB. A setting
+    whose per_process_memory_fraction needs nearly all of it (the fraction is a share of the
+    device) once made the bisection round down onto the same failing size forever. In a
+    process with a deadline: a loop is a failure, not a hung suite."""
+    log = hipmem.load_log(SNAPSHOTS / "oom.pickle.gz")
+    h100 = find_preset("H100").memory_bytes
+    assert h100 % (2 * MiB)
+    peak = hipmem.replay(log, parse_spec("torch"), _virtual(device_name="H100"))
+    fraction = allocator_grid.fraction_text(peak.peak_reserved_bytes or 0, h100)
+    settings = f"garbage_collection_threshold:0.6,per_process_memory_fraction:{fraction}"
+    command = [
+        *(sys.executable, "-m", "hipmem.cli.main", "replay", str(SNAPSHOTS / "oom.pickle.gz")),
+        *("-r", f"torch:settings={settings}", "--device", "H100", "--find-capacity"),
+        *("--confirm-runs", "1", "--torch", "2.11", "--json"),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stderr
+    (entry,) = json.loads(done.stdout)["virtual_gpu"]
+    smallest = entry["device_memory"]["capacity_bytes"]
+    assert h100 - 4 * MiB < smallest <= h100  # the share is enough only near the whole device
 
 
 def test_fits_says_which_presets_hold_the_log_and_the_headroom(

@@ -9,11 +9,15 @@
 // DIR holds the program as raw arrays (op.bin int8, slot.bin int32, size.bin int64,
 // stream.bin int32; replay/program.py). Then each line on stdin is one replay ("probe"):
 //
-//   DEVICE_BYTES LIMIT_BYTES STOP_ON_FAILURE TIME_CALLS REPEATS
+//   DEVICE_BYTES LIMIT_BYTES STOP_ON_FAILURE TIME_CALLS REPEATS [SAMPLE_EVERY]
 //
 // DEVICE_BYTES sizes the virtual GPU; LIMIT_BYTES >= 0 caps the process with PyTorch's
 // per-process memory fraction (LIMIT / DEVICE), as `-r torch:limit=` does on a GPU. Each probe
 // answers one JSON line on stdout; with TIME_CALLS, DIR/latency.bin gets each call's time.
+// SAMPLE_EVERY > 0 (for plots) writes DIR/samples.bin: for each window of that many ops of the
+// first pass, the op where the allocator's reserved bytes were highest, the bytes the replay
+// held then and those reserved bytes (int64 triples). Every op is looked at, so the reserved
+// peak is never missed between samples.
 // The loop is the one of torch_replay.cpp (the GPU path): allocate -> raw_alloc_with_stream,
 // free -> raw_delete, a refusal (c10::OutOfMemoryError, after the allocator freed its cache and
 // retried) is recorded with its op index and the live bytes, and leftovers are returned.
@@ -93,7 +97,26 @@ struct Pass {
   std::vector<int64_t> failure_op, failure_live_bytes;
 };
 
-Pass run_pass(Program const& p, bool stop_on_failure, int64_t* latency) {
+// Reserved bytes over a pass, for a plot: the highest point of each window of `every` ops.
+struct Sampler {
+  int64_t every = 0;
+  std::vector<int64_t> triples;  // op, live bytes, reserved bytes
+  int64_t best_op = -1, best_live = 0, best_reserved = -1;
+
+  void after(int64_t op, int64_t live_bytes) {
+    auto const reserved = alloc::getDeviceStats(0).reserved_bytes[0].current;
+    if (reserved > best_reserved) {
+      best_op = op, best_live = live_bytes, best_reserved = reserved;
+    }
+    if ((op + 1) % every == 0) { flush(); }
+  }
+  void flush() {
+    if (best_op >= 0) { triples.insert(triples.end(), {best_op, best_live, best_reserved}); }
+    best_op = -1, best_reserved = -1;
+  }
+};
+
+Pass run_pass(Program const& p, bool stop_on_failure, int64_t* latency, Sampler* sampler) {
   std::vector<void*> pointers(static_cast<size_t>(p.n_slots), nullptr);
   std::vector<int64_t> slot_bytes(static_cast<size_t>(p.n_slots), 0);
   int64_t live_bytes = 0;
@@ -115,6 +138,7 @@ Pass run_pass(Program const& p, bool stop_on_failure, int64_t* latency) {
         }
         ++pass.failures;
         if (stop_on_failure) { break; }
+        if (sampler) { sampler->after(i, live_bytes); }
         continue;
       }
       if (latency) { latency[i] = ns_between(t0, Clock::now()); }
@@ -127,8 +151,10 @@ Pass run_pass(Program const& p, bool stop_on_failure, int64_t* latency) {
       pointers[s] = nullptr;
       live_bytes -= slot_bytes[s];
     }
+    if (sampler) { sampler->after(i, live_bytes); }
   }
   pass.wall_ns = ns_between(start, Clock::now());
+  if (sampler) { sampler->flush(); }
   pass.ops_done = i;
   for (size_t s = 0; s < pointers.size(); ++s) {  // what the log never freed goes back
     if (pointers[s] != nullptr) {
@@ -186,8 +212,16 @@ void write_list(std::ostringstream& out, char const* name, std::vector<int64_t> 
   out << "]";
 }
 
+template <typename T>
+void write_array(std::string const& path, std::vector<T> const& values) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<char const*>(values.data()),
+            static_cast<std::streamsize>(values.size() * sizeof(T)));
+}
+
 std::string probe(Program const& p, std::string const& dir, long long device_bytes,
-                  long long limit_bytes, bool stop_on_failure, bool time_calls, int repeats) {
+                  long long limit_bytes, bool stop_on_failure, bool time_calls, int repeats,
+                  long long sample_every) {
   if (hipmem_vcuda_configure(static_cast<unsigned long long>(device_bytes), 0) != 0) {
     throw std::runtime_error("the virtual GPU still holds memory from the last replay");
   }
@@ -196,21 +230,21 @@ std::string probe(Program const& p, std::string const& dir, long long device_byt
     alloc::setMemoryFraction(fraction < 1.0 ? fraction : 1.0, 0);
   }
   std::vector<int64_t> latency(time_calls ? p.op.size() : 0, -1);
+  Sampler sampler;
+  sampler.every = sample_every;
   Pass last;
   int64_t best = INT64_MAX;
   for (int r = 0; r < repeats; ++r) {
     if (r > 0) { alloc::resetPeakStats(0); }
-    last = run_pass(p, stop_on_failure, time_calls && r == 0 ? latency.data() : nullptr);
+    last = run_pass(p, stop_on_failure, time_calls && r == 0 ? latency.data() : nullptr,
+                    sample_every > 0 && r == 0 ? &sampler : nullptr);
     best = last.wall_ns < best ? last.wall_ns : best;
   }
   auto const stats = alloc::getDeviceStats(0);
   HipmemVcudaState device{};
   hipmem_vcuda_state(&device);
-  if (time_calls) {
-    std::ofstream out(dir + "/latency.bin", std::ios::binary);
-    out.write(reinterpret_cast<char const*>(latency.data()),
-              static_cast<std::streamsize>(latency.size() * sizeof(int64_t)));
-  }
+  if (time_calls) { write_array(dir + "/latency.bin", latency); }
+  if (sample_every > 0) { write_array(dir + "/samples.bin", sampler.triples); }
   std::ostringstream out;
   auto const aggregate = 0;  // StatType::AGGREGATE
   out << "{\"wall_ns\":" << best << ",\"ops_done\":" << last.ops_done
@@ -258,9 +292,10 @@ int main(int argc, char** argv) {
     std::string line;
     while (std::getline(std::cin, line)) {
       std::istringstream fields(line);
-      long long device_bytes = 0, limit_bytes = -1;
+      long long device_bytes = 0, limit_bytes = -1, sample_every = 0;
       int stop = 0, time_calls = 0, repeats = 1;
       if (!(fields >> device_bytes >> limit_bytes >> stop >> time_calls >> repeats)) { break; }
+      if (!(fields >> sample_every) || sample_every < 0) { sample_every = 0; }
       if (plain) {
         hipmem_vcuda_configure(static_cast<unsigned long long>(device_bytes), 0);
         std::cout << "{\"wall_ns\":" << plain_loop(p) << "}" << std::endl;
@@ -268,7 +303,7 @@ int main(int argc, char** argv) {
         continue;
       }
       std::cout << probe(p, dir, device_bytes, limit_bytes, stop != 0, time_calls != 0,
-                         repeats > 0 ? repeats : 1)
+                         repeats > 0 ? repeats : 1, sample_every)
                 << std::endl;
     }
   } catch (std::exception const& err) {

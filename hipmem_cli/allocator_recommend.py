@@ -1,0 +1,233 @@
+"""`recommend --from-snapshot`: PyTorch's allocator settings beside the workspace variables.
+
+The options are read and checked here before any work; the grid runs in
+hipmem.replay.allocator_settings; what a terminal shows is hipmem_cli/allocator_output.py.
+The variables join the workspace ones in one output (every `--format`), so one step emits
+everything a deployment sets: the CLI combines the two libraries, which know nothing of each
+other (sizing renders the formats, replay finds the settings).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from hipmem._core.byte_sizes import parse_bytes
+from hipmem.cli import output
+from hipmem.cli.options import check_plot_option
+from hipmem.replay.errors import ReplayUsageError
+
+if TYPE_CHECKING:
+    from hipmem.replay.allocator_settings import AllocatorRecommendation
+
+# The replay library (pandas, numpy) is imported when a snapshot is replayed, not when
+# `hipmem recommend` starts for calls alone.
+
+
+class Target(str, Enum):
+    rocm = "rocm"
+    cuda = "cuda"
+    both = "both"
+
+
+class Capacity(str, Enum):
+    all = "all"
+    recommended = "recommended"
+
+
+@dataclass
+class Emitted:
+    """What the allocator part adds to the output: variables, JSON details, the `#` line."""
+
+    variables: list[tuple[str, str]] = field(default_factory=list)
+    details: dict[str, object] = field(default_factory=dict)
+    comment: str | None = None
+
+
+@dataclass(frozen=True)
+class Request:
+    """The allocator options of one `recommend`, checked."""
+
+    snapshots: list[Path]
+    target: str
+    device: str | None
+    device_memory_bytes: int | None
+    torch: str | None
+    capacity: str
+    plot: Path | None
+
+    @staticmethod
+    def of(
+        snapshots: list[Path] | None,
+        target: Target,
+        device: str | None,
+        device_memory: str | None,
+        torch: str | None,
+        capacity: Capacity,
+        plot: Path | None,
+    ) -> Request | None:
+        """The request, or None without --from-snapshot (whose own options are then refused:
+        an option that changes nothing is a mistake worth saying)."""
+        if not snapshots:
+            given = [flag for flag, value in (
+                ("--for", target is not Target.both), ("--device-memory", device_memory),
+                ("--torch", torch), ("--capacity", capacity is not Capacity.all),
+                ("--plot", plot)) if value]  # fmt: skip
+            if given:
+                raise ReplayUsageError(f"{given[0]} is about PyTorch's allocator settings: "
+                                       "give --from-snapshot FILE too")  # fmt: skip
+            return None
+        check_plot_option(plot)
+        memory = _device_memory(device_memory)
+        request = Request(
+            snapshots=list(snapshots),
+            target=target.value,
+            # --device names the virtual GPU unless --device-memory does: with calls as well,
+            # --device is then the sizing device alone (an MI210 is not a virtual GPU preset).
+            device=device if memory is None else None,
+            device_memory_bytes=memory,
+            torch=torch,
+            capacity=capacity.value,
+            plot=plot,
+        )
+        # An unknown preset is said before any work (sizing included).
+        from hipmem.replay.engine import ReplayOptions
+
+        ReplayOptions(backend="virtual", device_name=request.device,
+                      device_memory_bytes=memory).check()  # fmt: skip
+        return request
+
+    def run(self, chosen_format: str | None) -> Emitted:
+        """Replay the grid, show it (on a terminal, without --format), and what to emit.
+        No setting fits: the table, one error line, exit 1 (nothing is emitted)."""
+        from hipmem.cli import allocator_output
+        from hipmem.replay import allocator_settings
+
+        with output.progress("replaying allocator settings") as bar:
+            advice = allocator_settings.recommend_allocator_settings(
+                self.snapshots,
+                device=self.device,
+                device_memory_bytes=self.device_memory_bytes,
+                torch_version=self.torch,
+                capacity=self.capacity,
+                progress=bar,
+            )
+        for warning in environment_warnings(self.target):
+            output.warning(warning)
+        if chosen_format is None and output.stdout_is_terminal():
+            allocator_output.render_recommendation(advice)
+        if advice.recommended is None:
+            if chosen_format == "json":
+                output.print_json({"env": {}, "allocator_settings": advice.as_dict()})
+            output.error(allocator_output.render_no_fit(advice))
+            raise typer.Exit(1)
+        if self.plot is not None:
+            from hipmem.replay.allocator_plot import write_allocator_plot
+
+            write_allocator_plot(self.plot, advice)
+            output.written("plot", self.plot)
+        return Emitted(advice.variables(self.target), {"allocator_settings": advice.as_dict()},
+                       _comment(advice))  # fmt: skip
+
+
+def _device_memory(text: str | None) -> int | None:
+    return None if text is None else parse_bytes(text, name="--device-memory")
+
+
+def _comment(advice: AllocatorRecommendation) -> str:
+    # The `#` line of shell/dotenv output; its characters are env_formats' comment grammar.
+    return (
+        f"allocator settings for PyTorch {advice.torch_version} on a virtual {advice.device.name}"
+    )
+
+
+def environment_warnings(target: str, environ: Mapping[str, str] | None = None) -> list[str]:
+    """A variable already set that a ROCm build would read instead of the one emitted
+    (docs/allocator-settings.md, "Which variable PyTorch reads")."""
+    environ = os.environ if environ is None else environ
+    if target == "rocm" and "PYTORCH_CUDA_ALLOC_CONF" in environ:
+        return ["PYTORCH_CUDA_ALLOC_CONF is set: a ROCm build of PyTorch reads it before "
+                "PYTORCH_HIP_ALLOC_CONF (even empty); unset it, or use --for both"]  # fmt: skip
+    return []
+
+
+# The variables a setting string is read from when no --alloc-conf is given, in the order a
+# ROCm build of PyTorch 2.11 reads them; when more than one is set they must agree, since
+# builds and versions read different ones (a CUDA build never reads the HIP one, 2.9 never
+# reads PYTORCH_ALLOC_CONF).
+CHECKED_VARIABLES = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+
+
+@dataclass
+class CheckRequest:
+    """The allocator options of one `check`, checked."""
+
+    snapshots: list[Path]
+    settings: str
+    source: str  # where the settings came from, as the verdict names it
+    device: str | None
+    device_memory_bytes: int | None
+    torch: str | None
+    result_dict: dict[str, object] = field(default_factory=dict)
+
+    @staticmethod
+    def of(
+        snapshots: list[Path] | None,
+        alloc_conf: str | None,
+        device: str | None,
+        device_memory: str | None,
+        torch: str | None,
+        environ: Mapping[str, str] | None = None,
+    ) -> CheckRequest | None:
+        if not snapshots:
+            given = [flag for flag, value in (("--alloc-conf", alloc_conf),
+                     ("--device-memory", device_memory), ("--torch", torch)) if value]  # fmt: skip
+            if given:
+                raise ReplayUsageError(f"{given[0]} is about PyTorch's allocator settings: "
+                                       "give --from-snapshot FILE too")  # fmt: skip
+            return None
+        environ = os.environ if environ is None else environ
+        settings, source = _settings_to_check(alloc_conf, environ)
+        memory = _device_memory(device_memory)
+        return CheckRequest(list(snapshots), settings, source, device, memory, torch)
+
+    def run(self, json_only: bool) -> bool:
+        """Replay, say the verdict (or print the JSON), and whether every snapshot fits."""
+        from hipmem.cli import allocator_output
+        from hipmem.replay.allocator_check import check_allocator_settings
+
+        with output.progress("replaying with the allocator settings"):
+            found = check_allocator_settings(
+                self.snapshots, self.settings, device=self.device,
+                device_memory_bytes=self.device_memory_bytes, torch_version=self.torch,
+            )  # fmt: skip
+        self.result_dict = {"source": self.source, **found.as_dict()}
+        if json_only:
+            output.print_json({"allocator_settings": self.result_dict})
+        else:
+            allocator_output.render_check(found, self.source)
+        return found.fits
+
+
+def _settings_to_check(alloc_conf: str | None, environ: Mapping[str, str]) -> tuple[str, str]:
+    """(settings, where they came from): --alloc-conf, else the variables that are set."""
+    from hipmem._core.alloc_conf import check_alloc_conf
+
+    if alloc_conf is not None:
+        return check_alloc_conf(alloc_conf, parameter="alloc_conf"), "--alloc-conf"
+    found = {name: environ[name] for name in CHECKED_VARIABLES if name in environ}
+    if len(set(found.values())) > 1:
+        raise ReplayUsageError(
+            f"{' and '.join(found)} are set to different settings, and PyTorch's builds and "
+            "versions read different ones (docs/allocator-settings.md): give --alloc-conf"
+        )
+    if not found:
+        return "", "no PYTORCH_*_ALLOC_CONF set"
+    name, value = next(iter(found.items()))
+    return check_alloc_conf(value, parameter=name), f"${name}"
