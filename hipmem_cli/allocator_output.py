@@ -22,7 +22,8 @@ COLUMNS_NOTE = (
     "fragmentation: reserved over requested at that peak; segment allocations: cudaMalloc/"
     "hipMalloc calls for segments, summed over the snapshots (expandable segments map pages "
     "instead: 0); device memory: the smallest GPU on which every snapshot replays with no "
-    "refused allocation, bisected to 2 MiB. None of it counts the memory a real GPU keeps for "
+    "refused allocation, bisected to 2 MiB (cap: the setting caps the process there, and is "
+    "recommended only with --allow-cap). None of it counts the memory a real GPU keeps for "
     "the CUDA/HIP context and libraries (several hundred MiB)."
 )
 
@@ -88,9 +89,16 @@ def _row(candidate: Candidate, recommended: bool) -> list[output.Cell]:
         "" if fragmentation is None else f"{fragmentation:.3f}",
         f"{candidate.segment_allocations:,}",
         refused,
-        "" if candidate.capacity_bytes is None else output.human_bytes(candidate.capacity_bytes),
+        _device_cell(candidate),
         settings,
     ]
+
+
+def _device_cell(candidate: Candidate) -> str:
+    """The smallest device, or for a setting that caps the process, its cap."""
+    if candidate.entry.cap_bytes is not None:
+        return f"cap {output.human_bytes(candidate.entry.cap_bytes)}"
+    return "" if candidate.capacity_bytes is None else output.human_bytes(candidate.capacity_bytes)
 
 
 def _render_choice(advice: AllocatorRecommendation) -> None:
@@ -110,14 +118,17 @@ def _render_choice(advice: AllocatorRecommendation) -> None:
         output.line(f"Device memory it needs: {bytes_text(chosen.capacity_bytes)}{where}; "
                     f"on the {advice.device.name}, {bytes_text(advice.headroom_bytes)} "
                     "free at its reserved peak.")  # fmt: skip
+    elif advice.headroom_bytes is not None:
+        output.line(f"On the {advice.device.name}, {bytes_text(advice.headroom_bytes)} free at "
+                    "its reserved peak.")  # fmt: skip
     fraction = dict(_pairs(chosen.settings)).get(FRACTION_KEY)
     if fraction is not None:
         cap = cap_bytes(fraction, advice.device.memory_bytes)
         output.line(
             f"Its {FRACTION_KEY} is a share of the GPU's memory: {fraction} of the "
             f"{advice.device.name} caps the process at {bytes_text(cap)}, where garbage "
-            "collection acts; on a smaller GPU the share is smaller (hence the device memory "
-            "it needs). Recommend again for another GPU."
+            "collection acts, and a run that needs more is refused; on another GPU the share "
+            "is another cap. Recommend again for another GPU."
         )
     default = advice.default
     if chosen is not default and default.peak_reserved_bytes is not None:

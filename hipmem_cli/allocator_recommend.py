@@ -61,6 +61,7 @@ class Request:
     torch: str | None
     capacity: str
     plot: Path | None
+    allow_cap: bool = False
 
     @staticmethod
     def of(
@@ -71,6 +72,7 @@ class Request:
         torch: str | None,
         capacity: Capacity,
         plot: Path | None,
+        allow_cap: bool = False,
     ) -> Request | None:
         """The request, or None without --from-snapshot (whose own options are then refused:
         an option that changes nothing is a mistake worth saying)."""
@@ -78,7 +80,7 @@ class Request:
             given = [flag for flag, value in (
                 ("--for", target is not Target.both), ("--device-memory", device_memory),
                 ("--torch", torch), ("--capacity", capacity is not Capacity.all),
-                ("--plot", plot)) if value]  # fmt: skip
+                ("--plot", plot), ("--allow-cap", allow_cap)) if value]  # fmt: skip
             if given:
                 raise ReplayUsageError(f"{given[0]} is about PyTorch's allocator settings: "
                                        "give --from-snapshot FILE too")  # fmt: skip
@@ -95,6 +97,7 @@ class Request:
             torch=torch,
             capacity=capacity.value,
             plot=plot,
+            allow_cap=allow_cap,
         )
         # An unknown preset is said before any work (sizing included).
         from hipmem.replay.engine import ReplayOptions
@@ -109,13 +112,14 @@ class Request:
         from hipmem.cli import allocator_output
         from hipmem.replay import allocator_settings
 
-        with output.progress("replaying allocator settings") as bar:
+        with output.progress("allocator settings") as bar:
             advice = allocator_settings.recommend_allocator_settings(
                 self.snapshots,
                 device=self.device,
                 device_memory_bytes=self.device_memory_bytes,
                 torch_version=self.torch,
                 capacity=self.capacity,
+                allow_cap=self.allow_cap,
                 progress=bar,
             )
         for warning in environment_warnings(self.target):
@@ -202,7 +206,7 @@ class CheckRequest:
         from hipmem.cli import allocator_output
         from hipmem.replay.allocator_check import check_allocator_settings
 
-        with output.progress("replaying with the allocator settings"):
+        with output.progress("checking snapshots"):
             found = check_allocator_settings(
                 self.snapshots, self.settings, device=self.device,
                 device_memory_bytes=self.device_memory_bytes, torch_version=self.torch,

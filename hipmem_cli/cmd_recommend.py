@@ -169,6 +169,15 @@ def recommend_command(
             "or for the recommended one and the defaults only (recommended, faster).",
         ),
     ] = allocator_recommend.Capacity.all,
+    allow_cap: Annotated[
+        bool,
+        typer.Option(
+            "--allow-cap",
+            help="With --from-snapshot: settings that cap the process (garbage collection "
+            "under a memory fraction) may be recommended too; a run needing more than the "
+            "cap is then refused.",
+        ),
+    ] = False,
     plot: PlotOption = None,
 ) -> None:
     """Recommend ROCBLAS_DEVICE_MEMORY_SIZE (and PyTorch's equivalent) for a workload, and
@@ -182,7 +191,7 @@ def recommend_command(
         raise UsageError(f"--json is --format json; it cannot go with --format {fmt.value}")
     chosen = "json" if json else (fmt.value if fmt is not None else None)
     allocator_request = allocator_recommend.Request.of(
-        from_snapshot, target, device, device_memory, torch, capacity, plot
+        from_snapshot, target, device, device_memory, torch, capacity, plot, allow_cap
     )
     if allocator_request is not None and not (calls or from_log or workload or sweep):
         _refuse_sizing_options(

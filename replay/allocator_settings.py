@@ -10,6 +10,12 @@ device memory it needs (the smallest device on which every snapshot replays, bis
 `replay --find-capacity` does, cap="device") and the headroom it leaves on the device (its
 memory minus the reserved peak, as `fits` says it).
 
+Settings that cap the process (the garbage-collection rows: a per_process_memory_fraction at
+the peak their base setting reached) are replayed and shown, but recommended only when
+`allow_cap=True`: a cap set at the recorded peak turns a run that needs a little more than
+the recording into an out-of-memory, and the fraction means another cap on another GPU. Their
+"device memory" is not searched (a smaller GPU shrinks the cap with it): their cap is.
+
 Each replay is a driver process of its own (replay/virtual_gpu.py); they run `jobs` at a time
 (default: one per core), the program of each snapshot written once and shared. A capacity
 search is a bisection of a dozen or more replays; every setting gets one by default (a 1M-event
@@ -140,6 +146,11 @@ class Candidate:
         return parse_spec(f"torch:settings={self.settings}" if self.settings else "torch")
 
     @property
+    def capped(self) -> bool:
+        """The setting caps the process (a per_process_memory_fraction)."""
+        return self.entry.cap_bytes is not None
+
+    @property
     def replayed(self) -> bool:
         """PyTorch took the setting and refused no allocation on any snapshot."""
         return self.error is None and all(run.refused_count == 0 for run in self.runs)
@@ -255,12 +266,14 @@ def recommend_allocator_settings(
     device_memory_bytes: int | None = None,
     torch_version: str | None = None,
     capacity: str = "all",
+    allow_cap: bool = False,
     jobs: int | None = None,
     progress: ProgressCallback | None = None,
 ) -> AllocatorRecommendation:
     """Replay every setting of the grid on every snapshot on the virtual `device` (a preset,
     default MI300X, or `device_memory_bytes`) with PyTorch `torch_version`'s allocator (the
-    search order of replay/torch_allocator.py) and recommend one, as this module says."""
+    search order of replay/torch_allocator.py) and recommend one, as this module says
+    (`allow_cap`: settings that cap the process may be recommended too)."""
     if capacity not in CAPACITIES:
         raise ReplayUsageError(
             f"not one of {', '.join(CAPACITIES)}", parameter="capacity", value=capacity
@@ -278,10 +291,12 @@ def recommend_allocator_settings(
     notes = _partial_trace_notes(workloads)
     with _Replayer(workloads, options.virtual_device(), allocator, jobs, progress) as replayer:
         candidates = _replay_grid(replayer, notes)
-        best = min((c for c in candidates if c.replayed), key=Candidate.rank, default=None)
+        eligible = [c for c in candidates if c.replayed and (allow_cap or not c.capped)]
+        best = min(eligible, key=Candidate.rank, default=None)
         default = candidates[0]
         searched = candidates if capacity == "all" else [default, *([best] if best else [])]
-        unique = {id(c): c for c in searched if c.replayed}  # the defaults may be the best
+        # The defaults may be the best; a capped setting's device is its cap (see above).
+        unique = {id(c): c for c in searched if c.replayed and not c.capped}
         _find_capacities(replayer, list(unique.values()), options)
     return AllocatorRecommendation(
         device=replayer.device,
@@ -292,7 +307,7 @@ def recommend_allocator_settings(
         recommended=best,
         default=default,
         capacity=capacity,
-        notes=notes,
+        notes=notes + _capped_note(candidates, best, allow_cap),
         workloads=workloads,
         options=options,
     )
@@ -309,7 +324,7 @@ def _replay_grid(replayer: _Replayer, notes: list[str]) -> list[Candidate]:
             "the grid has none"
         )
     first = allocator_grid.first_round(large)
-    candidates = replayer.run(first, "replaying the grid")
+    candidates = replayer.run(first, "grid")
     if not allocator_grid.takes_memory_fraction(replayer.allocator):
         notes.append(
             f"PyTorch {replayer.allocator.version} has no per_process_memory_fraction setting, "
@@ -319,7 +334,24 @@ def _replay_grid(replayer: _Replayer, notes: list[str]) -> list[Candidate]:
         return candidates
     peaks = {c.settings: c.peak_reserved_bytes for c in candidates if c.replayed}
     second = allocator_grid.second_round(peaks, replayer.device.memory_bytes, first)
-    return candidates + replayer.run(second, "replaying garbage collection under caps")
+    return candidates + replayer.run(second, "caps")
+
+
+def _capped_note(candidates: list[Candidate], best: Candidate | None, allow_cap: bool) -> list[str]:
+    """Say so when a setting that caps the process reserves less than the recommendation."""
+    if allow_cap or best is None or best.peak_reserved_bytes is None:
+        return []
+    lower = [c for c in candidates if c.capped and c.replayed
+             and (c.peak_reserved_bytes or 0) < best.peak_reserved_bytes]  # fmt: skip
+    if not lower:
+        return []
+    lowest = min(lower, key=Candidate.rank)
+    return [
+        f"{lowest.settings} reserves less ({lowest.peak_reserved_bytes:,} bytes) but caps the "
+        f"process at {lowest.entry.cap_bytes:,} bytes, the peak the recording reached without "
+        "it: a run that needs more is refused, so it is not recommended unless asked for "
+        "(allow_cap, --allow-cap)"
+    ]
 
 
 def _partial_trace_notes(workloads: list[Workload]) -> list[str]:
@@ -432,7 +464,7 @@ def _find_capacities(
             return None
         return found.capacity_bytes
 
-    sizes = replayer.map(search, tasks, "finding the smallest device")
+    sizes = replayer.map(search, tasks, "capacity")
     unknown = {id(c) for (c, _), size in zip(tasks, sizes, strict=True) if size is None}
     for (candidate, workload), size in zip(tasks, sizes, strict=True):
         if id(candidate) in unknown or not isinstance(size, int):

@@ -57,7 +57,12 @@ def test_the_recommended_reserved_peak_is_the_lowest_of_the_grid_that_refuses_no
     name: str, advice: dict[str, AllocatorRecommendation]
 ) -> None:
     found = advice[name]
-    fitting = [c for c in found.candidates if c.error is None and c.refused_count == 0]
+    # Settings that cap the process are recommended only when asked for (allow_cap).
+    fitting = [
+        c
+        for c in found.candidates
+        if c.error is None and c.refused_count == 0 and c.entry.cap_bytes is None
+    ]
     assert found.recommended is not None and len(fitting) >= 10
     lowest = min(c.peak_reserved_bytes or 0 for c in fitting)
     assert found.recommended.peak_reserved_bytes == lowest
@@ -72,6 +77,28 @@ def test_the_recommended_reserved_peak_is_the_lowest_of_the_grid_that_refuses_no
     )
     assert (len(settings_pairs(found.settings or "")), len(found.settings or "")) == simplest
     assert found.default.settings == "" and found.default is found.candidates[0]
+
+
+def test_a_setting_that_caps_the_process_is_recommended_only_when_allowed(
+    advice: dict[str, AllocatorRecommendation],
+) -> None:
+    # On train-default, garbage collection under a cap at the defaults' peak reserves the least
+    # of the whole grid; it is shown and said, and recommended with allow_cap alone.
+    found = advice["train-default"]
+    everything = [c for c in found.candidates if c.error is None and c.refused_count == 0]
+    lowest = min(everything, key=lambda c: c.rank())
+    assert lowest.entry.cap_bytes is not None and lowest.capacity_bytes is None
+    assert found.recommended is not None and found.recommended.entry.cap_bytes is None
+    assert (lowest.peak_reserved_bytes or 0) < (found.recommended.peak_reserved_bytes or 0)
+    assert any(lowest.settings in note and "--allow-cap" in note for note in found.notes)
+    allowed = hipmem.recommend_allocator_settings(
+        [SNAPSHOTS / "train-default.pickle.gz"], device=DEVICE, torch_version="2.11",
+        capacity="recommended", allow_cap=True,
+    )  # fmt: skip
+    assert allowed.settings == lowest.settings
+    assert allowed.recommended is not None
+    assert allowed.recommended.peak_reserved_bytes == lowest.peak_reserved_bytes
+    assert not any("--allow-cap" in note for note in allowed.notes)
 
 
 @pytest.mark.parametrize("name", COMPLETE)
@@ -149,7 +176,7 @@ def test_several_snapshots_get_one_setting_for_all_driven_by_the_largest(
     assert [c.settings for c in both.candidates if c.entry.rule.startswith("split limit")] == [
         f"max_split_size_mb:{mib}" for mib in splits
     ]
-    fitting = [c for c in both.candidates if c.replayed]
+    fitting = [c for c in both.candidates if c.replayed and c.entry.cap_bytes is None]
     assert both.recommended is not None
     assert both.recommended.peak_reserved_bytes == min(c.peak_reserved_bytes or 0 for c in fitting)
     # capacity: the largest over the snapshots, each a smallest device of its own
