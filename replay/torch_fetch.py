@@ -24,7 +24,6 @@ Each release below names the CUDA its PyPI wheel links (`libcudart.so.N`, from t
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import re
@@ -33,11 +32,12 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hipmem._core.atomic_write import write_text_atomically
+from hipmem._core.cache_lock import cache_lock
 from hipmem._core.cache_root import cache_dir
 from hipmem._core.progress import ProgressCallback, no_progress
 from hipmem.replay.errors import ReplayError, ReplayUsageError
@@ -392,20 +392,9 @@ def _write_manifest(root: Path, found: FetchedTorch) -> None:
     write_text_atomically(root / MANIFEST_NAME, json.dumps(payload, indent=1))
 
 
-@contextlib.contextmanager
-def _fetch_lock(notice: Callable[[str], None]) -> Iterator[None]:
+def _fetch_lock(notice: Callable[[str], None]) -> contextlib.AbstractContextManager[None]:
     """One fetch at a time per cache."""
-    torch_dir().mkdir(parents=True, exist_ok=True)
-    with (torch_dir() / "fetch.lock").open("a") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            notice(f"another hipmem torch fetch is using {torch_dir()}; waiting for it to finish")
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    return cache_lock(torch_dir(), "hipmem torch fetch", notice)
 
 
 def _sha256(path: Path) -> str:

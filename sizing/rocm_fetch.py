@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import fcntl
 import fnmatch
 import hashlib
 import json
@@ -36,12 +35,13 @@ import subprocess
 import tarfile
 import time
 import urllib.request
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hipmem._core.atomic_write import write_text_atomically
+from hipmem._core.cache_lock import cache_lock
 from hipmem._core.cache_root import cache_dir
 from hipmem._core.progress import ProgressCallback, no_progress
 from hipmem.sizing.elf_file import section_range
@@ -333,21 +333,9 @@ def _archs_present(state: OfflineRocm) -> list[str]:
     return sorted({path.rsplit("_", 1)[-1].removesuffix(".dat") for path in tensile})
 
 
-@contextlib.contextmanager
-def _fetch_lock(notice: Callable[[str], None]) -> Iterator[None]:
+def _fetch_lock(notice: Callable[[str], None]) -> contextlib.AbstractContextManager[None]:
     """One fetch at a time per cache: downloads, apt's index and the tree are shared."""
-    rocm_dir().mkdir(parents=True, exist_ok=True)
-    path = rocm_dir() / "fetch.lock"
-    with path.open("a") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            notice(f"another hipmem rocm fetch is using {rocm_dir()}; waiting for it to finish")
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    return cache_lock(rocm_dir(), "hipmem rocm fetch", notice)
 
 
 # ---- resolving package names to files ------------------------------------------------------

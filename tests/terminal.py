@@ -55,16 +55,44 @@ def command_on_terminal(
 ) -> Seen:
     """Any command (`argv`, in `cwd`, with exactly `env`) with stdout on a pseudo-terminal
     `columns` wide and stderr piped; colours and styles stripped, as in `on_terminal`."""
-    leader, follower = pty.openpty()
+    leader, follower = _terminal(columns)
+    process = subprocess.Popen(argv, stdout=follower, stderr=subprocess.PIPE, cwd=cwd, env=env)
+    os.close(follower)
+    shown = _shown(leader, process, timeout_s=300)
+    stderr = process.stderr.read().decode() if process.stderr else ""
+    process.wait(timeout=60)
+    return Seen(process.returncode, shown, stderr)
+
+
+def stderr_on_terminal(
+    argv: list[str], *, columns: int, env: dict[str, str], cwd: Path = REPO
+) -> Seen:
+    """The other way round: stderr (where progress bars are drawn) on a pseudo-terminal and
+    stdout piped; `stderr` is what the terminal showed, without colours."""
+    leader, follower = _terminal(columns)
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=follower, cwd=cwd, env=env)
+    os.close(follower)
+    shown = _shown(leader, process, timeout_s=600)
+    stdout = process.stdout.read().decode() if process.stdout else ""
+    process.wait(timeout=60)
+    return Seen(process.returncode, stdout, shown)
+
+
+def _terminal(columns: int) -> tuple[int, int]:
+    """A pseudo-terminal (leader, follower) `columns` wide."""
     import fcntl
     import struct
     import termios
 
+    leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    process = subprocess.Popen(argv, stdout=follower, stderr=subprocess.PIPE, cwd=cwd, env=env)
-    os.close(follower)
+    return leader, follower
+
+
+def _shown(leader: int, process: subprocess.Popen[bytes], timeout_s: float) -> str:
+    """What the terminal showed until the process closed it or ended, colours stripped."""
     chunks: list[bytes] = []
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         ready, _, _ = select.select([leader], [], [], 0.2)
         if ready:
@@ -78,10 +106,8 @@ def command_on_terminal(
         elif process.poll() is not None:
             break
     os.close(leader)
-    stderr = process.stderr.read().decode() if process.stderr else ""
-    process.wait(timeout=60)
-    text = b"".join(chunks).decode().replace("\r\n", "\n")
-    return Seen(process.returncode, _ANSI.sub("", text), stderr)
+    text = b"".join(chunks).decode(errors="replace").replace("\r\n", "\n")
+    return _ANSI.sub("", text)
 
 
 def both(*args: str, columns: int) -> list[Seen]:

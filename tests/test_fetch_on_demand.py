@@ -8,13 +8,9 @@ tree links to the real cache's files (`_mirror_cache`)."""
 from __future__ import annotations
 
 import json
-import os
-import pty
 import re
-import select
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,10 +18,10 @@ import pytest
 from hipmem.sizing import rocm_fetch
 from hipmem.sizing.rocm_releases import find_release
 from tests.conftest import cli_env
+from tests.terminal import stderr_on_terminal
 from tests.test_rocm_fetch import _mirror_cache
 
 GEMM = "gemm_ex:m=64,n=64,k=4096,a_type=f16_r"  # reads the arch's gemm data
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
 
 def hipmem(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -35,35 +31,12 @@ def hipmem(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def stderr_on_terminal(*args: str, **env: str) -> tuple[int, str, str]:
+def bars_on_terminal(*args: str, **env: str) -> tuple[int, str, str]:
     """`hipmem ARGS` with stderr on a pseudo-terminal (where bars are drawn) and stdout
     piped: (exit code, stdout, what the terminal showed without colours)."""
-    leader, follower = pty.openpty()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "hipmem.cli.main", *args],
-        stdout=subprocess.PIPE, stderr=follower, env=cli_env(COLUMNS="100", **env),
-    )  # fmt: skip
-    os.close(follower)
-    shown: list[bytes] = []
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([leader], [], [], 0.2)
-        if ready:
-            try:
-                data = os.read(leader, 65536)
-            except OSError:  # the child closed the terminal
-                break
-            if not data:
-                break
-            shown.append(data)
-        elif process.poll() is not None:
-            break
-    os.close(leader)
-    assert process.stdout is not None
-    stdout = process.stdout.read().decode()
-    process.stdout.close()
-    process.wait(timeout=60)
-    return process.returncode, stdout, _ANSI.sub("", b"".join(shown).decode(errors="replace"))
+    seen = stderr_on_terminal([sys.executable, "-m", "hipmem.cli.main", *args], columns=100,
+                              env=cli_env(COLUMNS="100", **env))  # fmt: skip
+    return seen.returncode, seen.stdout, seen.stderr
 
 
 def sizes(stdout: str) -> list[int]:
@@ -174,7 +147,7 @@ def test_on_a_terminal_the_fetch_draws_a_bar_and_json_stays_clean(
 ) -> None:
     cache = _mirror_cache(tmp_path, "7.2")
     _damage_roctx(cache)
-    code, stdout, shown = stderr_on_terminal(
+    code, stdout, shown = bars_on_terminal(
         "size", "--rocm", "7.2", "-d", "MI210", "--json", "dgetrs:n=1024,nrhs=1",
         HIPMEM_CACHE_DIR=str(cache),
     )  # fmt: skip
