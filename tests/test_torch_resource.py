@@ -106,7 +106,10 @@ def test_settings_recorded_reproduce_the_recorded_reserved_peak(name: str) -> No
     path = SNAPSHOTS / f"{name}.pickle.gz"
     stats = json.loads((SNAPSHOTS / f"{name}.stats.json").read_text())
     log = hipmem.load_log(path)
-    report = hipmem.replay(log, parse_spec("torch:settings=recorded"))
+    spec = "torch:settings=recorded"
+    if "memory_fraction" in stats:  # recorded under a cap: the same cap (the same GPU's bytes)
+        spec += f",limit={int(stats['memory_fraction'] * stats['device_total_bytes'])}"
+    report = hipmem.replay(log, parse_spec(spec))
     if name in COMPLETE:
         # the whole run was recorded: the same events give the same reserved memory, exactly
         assert report.peak_reserved_bytes == stats["reserved_bytes_peak"]
