@@ -328,11 +328,7 @@ def _replay_torch(
         repeats=options.repeats,
         device=backend.device,
     )
-    failures = [
-        _failure(log, program, int(op), int(live), -1)
-        for op, live in zip(run.failure_op[:FAILURES_IN_FULL], run.failure_live_bytes, strict=False)
-    ]
-    stopped = options.on_failure == "stop" and run.failure_count > 0
+    failures, outcome = _allocator_refusals(log, program, run, options)
     return _report(
         spec,
         dataclasses.replace(backend, name=f"torch ({run.gpu})"),
@@ -346,12 +342,24 @@ def _replay_torch(
         reserved_source=torch_resource.RESERVED_FROM_TORCH,
         failures=failures,
         failure_count=run.failure_count,
-        outcome="stopped at first failure" if stopped else "completed",
+        outcome=outcome,
         returned=run.held_at_end_bytes,
         unreturned=0,  # the worker process has ended: the driver took back all it held
         samples=None,
         passes=_Passes(wall_ns=()),  # the worker reports its best pass only
     )
+
+
+def _allocator_refusals(
+    log: AllocationLog, program: ReplayProgram, run: Any, options: ReplayOptions
+) -> tuple[list[AllocationFailure], str]:
+    """PyTorch's allocator (GPU worker or virtual GPU): its refusals, and how the pass ended."""
+    failures = [
+        _failure(log, program, int(op), int(live), -1)
+        for op, live in zip(run.failure_op[:FAILURES_IN_FULL], run.failure_live_bytes, strict=False)
+    ]
+    stopped = options.on_failure == "stop" and run.failure_count > 0
+    return failures, "stopped at first failure" if stopped else "completed"
 
 
 def _replay_virtual(
@@ -373,11 +381,7 @@ def _replay_virtual(
             repeats=options.repeats,
             sample_every=_sample_every(program, options.plot_samples),
         )
-    failures = [
-        _failure(log, program, int(op), int(live), -1)
-        for op, live in zip(run.failure_op[:FAILURES_IN_FULL], run.failure_live_bytes, strict=False)
-    ]
-    stopped = options.on_failure == "stop" and run.failure_count > 0
+    failures, outcome = _allocator_refusals(log, program, run, options)
     latency = run.latency_ns if run.latency_ns is not None else np.full(program.op_count, -1)
     report = _report(
         spec,
@@ -392,7 +396,7 @@ def _replay_virtual(
         reserved_source=torch_resource.RESERVED_FROM_TORCH,
         failures=failures,
         failure_count=run.failure_count,
-        outcome="stopped at first failure" if stopped else "completed",
+        outcome=outcome,
         returned=run.held_at_end_bytes,
         unreturned=0,  # the virtual GPU holds no memory: it is address space in a process
         samples=run.samples,
