@@ -15,10 +15,15 @@ Each device's `device_traces[N]` becomes one source of an `AllocationLog`, named
   allocator reserved; working back from the segments held at dump time gives its level at the
   start. There are no thread ids (thread 0); streams keep their ids. `line` is the 1-based
   entry number in `device_traces[N]`.
+- Fields PyTorch writes as ints are read only as ints (`addr`, `size`, `stream`, `time_us`:
+  0 <= value < 2**63, and `time_us` within 292 years of the first entry's day, so every time
+  in nanoseconds fits int64); an entry with a value of another type is skipped, counted and
+  named, never read as a different size. Sums are Python integers, checked against 2**63.
 
-A pickle can run any code while it loads, and snapshots come from other machines: the
-unpickler here admits only the builtin containers and scalars a snapshot holds and refuses
-every global by name, and reading is capped in decompressed bytes and in trace entries.
+A pickle can run any code while it loads, and snapshots come from other machines: the reader
+(`snapshot_pickle.py`) runs the pickle machine itself, admits only the plain data a snapshot
+holds, and turns each trace entry into column values as soon as it is complete (no object
+tree of the whole file); see docs/hostile-input.md for the bounds.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
-import pickle
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +39,6 @@ from typing import Any
 import numpy as np
 
 from hipmem._core.byte_sizes import GiB, parse_bytes
-from hipmem.replay.errors import LogFormatError
 from hipmem.replay.events import (
     ALLOCATE,
     ALLOCATE_FAILURE,
@@ -44,21 +48,35 @@ from hipmem.replay.events import (
     Recording,
     SkippedRow,
 )
+from hipmem.replay.snapshot_pickle import (
+    DROPPED,
+    MAX_BYTES_ENV,
+    RestrictedPickle,
+    SnapshotError,
+    SnapshotRefused,
+    excerpt,
+)
 
-MAX_BYTES_ENV = "HIPMEM_SNAPSHOT_MAX_BYTES"
-DEFAULT_MAX_BYTES = 2 * GiB  # decompressed pickle; a real training snapshot is a few MB
-MAX_TRACE_ENTRIES = 20_000_000  # per device: bounds the per-entry work whatever sharing does
+__all__ = ["SnapshotError", "SnapshotRefused", "DevicePart", "Frame", "read_snapshot"]
+
+DEFAULT_MAX_BYTES = 2 * GiB  # decompressed pickle; 10 M entries with frames are ~0.8 GB
+MAX_TRACE_ENTRIES = 20_000_000  # per device: 100x PyTorch's default max_entries (sys.maxsize
+# is its default, but users set 100,000 to a few million)
+MAX_HELD_OBJECTS = 16_000_000  # objects held at once besides the trace: segments, blocks, frames
+MAX_SETTINGS_ITEMS = 10_000  # allocator_settings: a few dozen in PyTorch 2.11
+MAX_SETTINGS_DEPTH = 8
+MAX_KEPT_SKIPS = 100
+MAX_FRAMES = 10_000  # frames kept for the one entry `entry_frames` asks about
 DAY_US = 86_400 * 10**6
+_INT64_END = 1 << 63
+_MAX_SPAN_US = (_INT64_END - 1) // 1000  # time_ns = span_us * 1000 stays in int64
 _GZIP_MAGIC = b"\x1f\x8b"
 _PICKLE_PROTO = 0x80  # protocol 2+ pickles (PyTorch writes 4) start with PROTO
+_READ_BYTES = 1 << 20
 
-
-class SnapshotError(LogFormatError):
-    """A snapshot cannot be read; the message names the file and what is wrong."""
-
-
-class SnapshotRefused(SnapshotError):
-    """The pickle asks for a global (code), which a snapshot never needs."""
+_TRACKED = {"alloc": 0, "free_completed": 1, "oom": 2, "segment_alloc": 3, "segment_map": 3,
+            "segment_free": 4, "segment_unmap": 4}  # fmt: skip
+_ACTIONS = {0: ALLOCATE, 1: FREE, 2: ALLOCATE_FAILURE}
 
 
 def is_snapshot(path: Path) -> bool:
@@ -81,7 +99,8 @@ def max_bytes_from_env() -> int:
 
 
 class _CappedReader(io.RawIOBase):
-    """Reads from `raw`, refusing to hand out more than `limit_bytes` in total."""
+    """Reads from `raw`, refusing to hand out more than `limit_bytes` in total: gzip inflates
+    as it is read, so a bomb stops at the cap, never past it."""
 
     def __init__(self, raw: Any, limit_bytes: int, name: str) -> None:
         self._raw, self._left, self._limit, self._name = raw, limit_bytes, limit_bytes, name
@@ -102,38 +121,6 @@ class _CappedReader(io.RawIOBase):
         return len(data)
 
 
-class _SnapshotUnpickler(pickle.Unpickler):
-    """Builds only dicts, lists, tuples, sets, strings, bytes, numbers, bools and None."""
-
-    def __init__(self, file: Any, name: str) -> None:
-        super().__init__(file)
-        self._name = name
-
-    def find_class(self, module: str, name: str) -> Any:
-        raise SnapshotRefused(
-            f"{self._name}: refusing to load the global {module}.{name}: a memory snapshot "
-            "holds only plain data, so this pickle is not one (or was tampered with)"
-        )
-
-
-def load_snapshot_dict(path: Path, *, max_bytes: int | None = None) -> dict[str, Any]:
-    """The snapshot's top-level dict, loaded safely and within the size cap."""
-    name = str(path)
-    limit = max_bytes_from_env() if max_bytes is None else max_bytes
-    opener = gzip.open if path.open("rb").read(2) == _GZIP_MAGIC else open
-    try:
-        with opener(path, "rb") as raw:
-            reader = io.BufferedReader(_CappedReader(raw, limit, name))
-            data = _SnapshotUnpickler(reader, name).load()
-    except SnapshotError:
-        raise
-    except (pickle.UnpicklingError, EOFError, ValueError, OSError, IndexError) as err:
-        raise SnapshotError(f"{name}: not a readable snapshot pickle ({err})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("device_traces"), list):
-        raise SnapshotError(f"{name}: a pickle, but not a memory snapshot (no device_traces)")
-    return data
-
-
 @dataclass
 class DevicePart:
     """One device's events (numpy columns, without `file_index`) and what was skipped."""
@@ -144,130 +131,247 @@ class DevicePart:
     recording: Recording
 
 
+class _Shared:
+    """What every trace list of one file shares: the first entry's day, the caps."""
+
+    def __init__(self, want_line: int) -> None:
+        self.first_us: int | None = None
+        self.day_start_us = 0
+        self.max_entries = MAX_TRACE_ENTRIES  # read at call time: tests lower it
+        self.want_line = want_line
+
+
+class _TraceList:
+    """One list's trace entries as they stream past: rows (line, time_us, action, address,
+    size, stream, interleaved int64), reserved-bytes changes, and what was skipped."""
+
+    def __init__(self, target: list[Any], shared: _Shared) -> None:
+        self.target = target  # kept alive, so its id names no other list while read
+        self.shared = shared
+        self.count = len(target)  # items appended before the first entry stay in the list
+        self.rows = array("q")
+        self.reserved = array("q")  # time_us, delta (interleaved)
+        self.pre: list[tuple[int, int, int]] = []  # (pointer, size, stream) before recording
+        self.live: dict[int, int] = {}
+        self.ooms: list[tuple[int, int, int | None]] = []  # line, size, device_free
+        self.skipped: list[tuple[int, str]] = []
+        self.skipped_count = 0
+        self.frames: list[Frame] | None = None
+
+    def _next_line(self) -> int:
+        self.count += 1
+        if self.count > self.shared.max_entries:
+            raise SnapshotError(f"a device has more than {self.shared.max_entries:,} trace entries")
+        return self.count
+
+    def skip(self, line: int, reason: str) -> None:
+        self.skipped_count += 1
+        if len(self.skipped) < MAX_KEPT_SKIPS:
+            self.skipped.append((line, reason))
+
+    def other(self, item: Any) -> None:
+        self.skip(self._next_line(), _not_an_entry(item))
+
+    def entry(self, item: dict[Any, Any]) -> None:  # noqa: C901 - one entry, field by field
+        line = self._next_line()
+        shared = self.shared
+        if line == shared.want_line:
+            self.frames = _frames_of(item.get("frames"))
+        action = item["action"]
+        if type(action) is not str:
+            self.skip(line, "entry has no action")
+            return
+        time_us = item.get("time_us")
+        if shared.first_us is None and type(time_us) is int and 0 <= time_us < _INT64_END:
+            shared.first_us = time_us
+            shared.day_start_us = time_us - time_us % DAY_US
+        kind = _TRACKED.get(action)
+        if kind is None:
+            return
+        address, size, stream = item.get("addr", 0), item.get("size"), item.get("stream")
+        for key, value in (("addr", address), ("size", size), ("stream", stream),
+                           ("time_us", time_us)):  # fmt: skip
+            if type(value) is not int or not 0 <= value < _INT64_END:
+                self.skip(line, f"{action} entry: {key} {excerpt(value)} is not a non-negative integer")
+                return
+        span_us = time_us - shared.day_start_us
+        if not 0 <= span_us <= _MAX_SPAN_US:
+            where = "before the first entry's day" if span_us < 0 else "292 years past the first entry"
+            self.skip(line, f"{action} entry: time_us {time_us} is {where}")
+            return
+        if kind == 0:
+            self.live[address] = size
+        elif kind == 1:
+            if self.live.pop(address, None) is None:
+                self.pre.append((address, size, stream))
+        elif kind == 2:
+            address = 0
+            free = item.get("device_free")
+            free_ok = type(free) is int and 0 <= free < _INT64_END
+            self.ooms.append((line, size, free if free_ok else None))
+        else:
+            self.reserved.extend((span_us, size if kind == 3 else -size))
+            return
+        self.rows.extend((line, span_us, _ACTIONS[kind], address, size, stream))
+
+
+def _not_an_entry(item: Any) -> str:
+    if item is DROPPED:
+        return "entry is the same object as an earlier entry (a snapshot never shares one)"
+    if type(item) is dict:
+        return "entry has no action"
+    return f"entry is a {type(item).__name__}, not a dict"
+
+
+def _frames_of(frames: Any) -> list[Frame]:
+    found = []
+    for frame in frames[:MAX_FRAMES] if type(frames) is list else []:
+        if type(frame) is not dict:
+            continue
+        filename, line, name = frame.get("filename"), frame.get("line"), frame.get("name")
+        line_ok = type(line) is int and 0 <= line < _INT64_END
+        if type(filename) is str and line_ok and type(name) is str:
+            found.append(Frame(filename, line, name))
+    return found
+
+
+def _load(path: Path, max_bytes: int | None, want_line: int) -> tuple[dict[str, Any], RestrictedPickle, _Shared]:
+    """The snapshot's top-level dict, its trace entries handed to `_TraceList`s as read."""
+    name = str(path)
+    limit = max_bytes_from_env() if max_bytes is None else max_bytes
+    with path.open("rb") as probe:
+        gzipped = probe.read(2) == _GZIP_MAGIC
+    shared = _Shared(want_line)
+    try:
+        with gzip.open(path, "rb") if gzipped else path.open("rb") as raw:
+            reader = io.BufferedReader(_CappedReader(raw, limit, name), _READ_BYTES)
+            machine = RestrictedPickle(
+                reader.read,
+                name,
+                max_bytes=limit,
+                # entry_frames keeps every frames list (one may be shared with the entry
+                # asked about); the file was read once already within the usual cap.
+                max_cells=MAX_HELD_OBJECTS * (4 if want_line else 1),
+                new_sink=lambda target: _TraceList(target, shared),
+                keep_frames=bool(want_line),
+            )
+            data = machine.load()
+    except SnapshotError as err:
+        if str(err).startswith(name):
+            raise
+        raise SnapshotError(f"{name}: {err}") from None
+    except (EOFError, OSError, ValueError) as err:  # a damaged gzip stream
+        raise SnapshotError(f"{name}: not a readable snapshot ({err})") from None
+    if type(data) is not dict or type(data.get("device_traces")) is not list:
+        raise SnapshotError(f"{name}: a pickle, but not a memory snapshot (no device_traces)")
+    return data, machine, shared
+
+
 def read_snapshot(path: Path, *, max_bytes: int | None = None) -> list[DevicePart]:
     """Every device of the snapshot that holds a trace or segments, in device order."""
-    data = load_snapshot_dict(path, max_bytes=max_bytes)
+    data, machine, shared = _load(path, max_bytes, 0)
     traces: list[Any] = data["device_traces"]
-    raw_segments = data.get("segments")
-    segments: list[Any] = raw_segments if isinstance(raw_segments, list) else []
-    settings = data.get("allocator_settings")
-    settings = settings if isinstance(settings, dict) else {}
-    first_us = _first_time_us(traces)
+    settings = _settings(path, data.get("allocator_settings"))
+    segments = _segments_by_device(path, data.get("segments"), len(traces))
+    seen: dict[int, int] = {}
     parts = []
     for device, trace in enumerate(traces):
-        device_segments = [s for s in segments if isinstance(s, dict) and s.get("device") == device]
-        if not isinstance(trace, list) or not (trace or device_segments):
+        if type(trace) is not list:
             continue
-        if len(trace) > MAX_TRACE_ENTRIES:
+        if id(trace) in seen:
             raise SnapshotError(
-                f"{path}: device {device} has {len(trace):,} trace entries, more than "
-                f"{MAX_TRACE_ENTRIES:,}"
+                f"{path}: device_traces[{device}] is the same list as "
+                f"device_traces[{seen[id(trace)]}]; a snapshot never shares one"
             )
-        day_start_us = first_us - first_us % DAY_US
-        reader = _DeviceTrace(f"{path}#dev{device}", device, day_start_us)
-        parts.append(reader.read(trace, device_segments, settings))
+        seen[id(trace)] = device
+        device_segments = segments.get(device, [])
+        entries = machine.sinks.get(id(trace))
+        if not (trace or device_segments or entries):
+            continue
+        reader = _DeviceTrace(f"{path}#dev{device}", device, shared)
+        parts.append(reader.read(trace, entries, device_segments, settings))
     if not parts:
         raise SnapshotError(f"{path}: the snapshot holds no trace (was _record_memory_history on?)")
     return parts
 
 
-def _first_time_us(traces: list[Any]) -> int:
-    for trace in traces:
-        for entry in trace if isinstance(trace, list) else []:
-            if isinstance(entry, dict) and isinstance(entry.get("time_us"), int):
-                return int(entry["time_us"])
-    return 0
-
-
 class _DeviceTrace:
-    """Turns one device's trace entries into event rows, one pass."""
+    """One device's streamed entries, the items kept before them, and its segments, made
+    into event columns and a `Recording`."""
 
-    def __init__(self, source: str, device: int, day_start_us: int) -> None:
-        self.source, self.device, self.day_start_us = source, device, day_start_us
-        self.rows: list[tuple[int, int, int, int, int, int]] = []  # line time action ptr size strm
-        self.pre: list[tuple[int, int, int]] = []  # (pointer, size, stream) before recording
-        self.live: dict[int, int] = {}
-        self.reserved: list[tuple[int, int]] = []  # (time_ns, delta)
-        self.ooms: list[OomEvent] = []
-        self.skipped: list[SkippedRow] = []
-        self.skipped_count = 0
+    def __init__(self, source: str, device: int, shared: _Shared) -> None:
+        self.source, self.device, self.shared = source, device, shared
 
     def read(
-        self, trace: list[Any], segments: list[dict[str, Any]], settings: dict[str, Any]
+        self,
+        trace: list[Any],
+        entries: Any,
+        segments: list[dict[str, Any]],
+        settings: dict[str, Any],
     ) -> DevicePart:
-        for line, entry in enumerate(trace, start=1):
-            self._entry(line, entry)
-        self._blocks_active_at_dump(segments)
-        first_ns = self.rows[0][1] if self.rows else 0
-        rows = [(0, first_ns, ALLOCATE, ptr, size, stream) for ptr, size, stream in self.pre]
-        rows += self.rows
-        return DevicePart(
-            _columns(rows), self.skipped, self.skipped_count, self._recording(trace, segments,
-                                                                              settings)
-        )  # fmt: skip
-
-    def _entry(self, line: int, entry: Any) -> None:
-        fields = _fields(entry)
-        if fields is None:
-            return
-        if isinstance(fields, str):
-            self._skip(line, fields)
-            return
-        action, address, size, stream, time_us = fields
-        time_ns = self.time_ns(time_us)
-        if action == "alloc":
-            self.rows.append((line, time_ns, ALLOCATE, address, size, stream))
-            self.live[address] = size
-        elif action == "free_completed":
-            if self.live.pop(address, None) is None:
-                self.pre.append((address, size, stream))
-            self.rows.append((line, time_ns, FREE, address, size, stream))
-        elif action == "oom":
-            self.rows.append((line, time_ns, ALLOCATE_FAILURE, 0, size, stream))
-            free = entry.get("device_free")
-            where = LineRef(self.source, line)
-            self.ooms.append(OomEvent(where, size, free if isinstance(free, int) else None))
-        elif action in ("segment_alloc", "segment_map"):
-            self.reserved.append((time_ns, size))
-        elif action in ("segment_free", "segment_unmap"):
-            self.reserved.append((time_ns, -size))
-
-    def _skip(self, line: int, reason: str) -> None:
-        self.skipped_count += 1
-        if len(self.skipped) < 100:
-            self.skipped.append(SkippedRow(self.source, line, reason))
-
-    def _blocks_active_at_dump(self, segments: list[dict[str, Any]]) -> None:
-        for segment in segments:
-            stream = segment.get("stream")
-            for block in segment.get("blocks") or []:
-                if not isinstance(block, dict) or not str(block.get("state", "")).startswith(
-                    "active"
-                ):
-                    continue
-                address, size = _count(block.get("address")), _count(block.get("requested_size"))
-                if address is None or size is None or address in self.live:
-                    continue
-                self.pre.append((address, size, _count(stream) or 0))
+        stream = entries if isinstance(entries, _TraceList) else _TraceList([], self.shared)
+        # Items appended before the first entry (lines 1..len(trace)) are not entries.
+        skipped = [(line, _not_an_entry(item)) for line, item in enumerate(trace, start=1)]
+        skipped_count = len(skipped) + stream.skipped_count
+        kept = (skipped[:MAX_KEPT_SKIPS] + stream.skipped)[:MAX_KEPT_SKIPS]
+        pre = list(stream.pre)
+        pre += _blocks_active_at_dump(segments, stream.live)
+        table = np.frombuffer(stream.rows, dtype=np.int64).reshape(-1, 6)
+        first_ns = int(table[0, 1]) * 1000 if len(table) else 0
+        pre_table = np.array(
+            [(0, 0, ALLOCATE, ptr, size, strm) for ptr, size, strm in pre], dtype=np.int64
+        ).reshape(-1, 6)
+        both = np.concatenate([pre_table, table]) if len(pre_table) else table
+        time_ns = both[:, 1] * 1000
+        time_ns[: len(pre_table)] = first_ns
+        columns = {
+            "line": both[:, 0].copy(),
+            "thread": np.zeros(len(both), dtype=np.int64),
+            "time_ns": time_ns,
+            "action": both[:, 2].astype(np.int8),
+            "pointer": both[:, 3].astype(np.uint64),
+            "size_bytes": both[:, 4].copy(),
+            "stream": both[:, 5].astype(np.uint64),
+        }
+        recording = self._recording(stream, len(trace) + stream.count - len(stream.target),
+                                    len(pre), segments, settings)  # fmt: skip
+        rows = [SkippedRow(self.source, line, reason) for line, reason in kept]
+        return DevicePart(columns, rows, skipped_count, recording)
 
     def _recording(
-        self, trace: list[Any], segments: list[dict[str, Any]], settings: dict[str, Any]
+        self,
+        stream: _TraceList,
+        trace_entries: int,
+        pre_count: int,
+        segments: list[dict[str, Any]],
+        settings: dict[str, Any],
     ) -> Recording:
         end_bytes = sum(s["total_size"] for s in segments if _is_count(s.get("total_size")))
-        times = np.array([t for t, _ in self.reserved], dtype=np.int64)
-        deltas = np.array([d for _, d in self.reserved], dtype=np.int64)
-        start_bytes = max(0, end_bytes - int(deltas.sum()))
+        if end_bytes >= _INT64_END:
+            raise SnapshotError(f"{self.source}: its segments add up to 2**63 bytes or more")
+        pairs = np.frombuffer(stream.reserved, dtype=np.int64).reshape(-1, 2)
+        times, deltas = pairs[:, 0] * 1000, pairs[:, 1]
+        # Each |delta| < 2**63, so 32-bit halves sum exactly in int64 up to 2**31 changes.
+        magnitude = np.abs(deltas)
+        moved = (int((magnitude >> 32).sum()) << 32) + int((magnitude & 0xFFFFFFFF).sum())
+        net = (int((deltas >> 32).sum()) << 32) + int((deltas & 0xFFFFFFFF).sum())
+        start_bytes = max(0, end_bytes - net)
+        if start_bytes + moved >= _INT64_END:
+            raise SnapshotError(
+                f"{self.source}: its segment sizes add up to 2**63 bytes or more; not a real device"
+            )
         levels = start_bytes + np.cumsum(deltas, dtype=np.int64)
         peak_at = int(np.argmax(levels)) if len(levels) else -1
         peak_bytes = max(start_bytes, int(levels[peak_at]) if peak_at >= 0 else 0)
         conf = settings.get("PYTORCH_CUDA_ALLOC_CONF")
+        where = self.source
         return Recording(
             source=self.source,
             device=self.device,
             alloc_conf=conf if isinstance(conf, str) else "",
             allocator_settings=dict(settings),
-            trace_entries=len(trace),
-            pre_recording_allocations=len(self.pre),
+            trace_entries=trace_entries,
+            pre_recording_allocations=pre_count,
             start_reserved_bytes=start_bytes,
             peak_reserved_bytes=peak_bytes,
             peak_reserved_time_ns=(
@@ -275,56 +379,86 @@ class _DeviceTrace:
             ),
             reserved_time_ns=times,
             reserved_bytes=levels,
-            ooms=self.ooms,
+            ooms=[OomEvent(LineRef(where, line), size, free) for line, size, free in stream.ooms],
         )
 
-    def time_ns(self, time_us: int) -> int:
-        return (time_us - self.day_start_us) * 1000
+
+def _blocks_active_at_dump(
+    segments: list[dict[str, Any]], live: dict[int, int]
+) -> list[tuple[int, int, int]]:
+    found = []
+    for segment in segments:
+        stream = segment.get("stream")
+        blocks = segment.get("blocks")
+        for block in blocks if type(blocks) is list else []:
+            if type(block) is not dict:
+                continue
+            state = block.get("state")
+            if type(state) is not str or not state.startswith("active"):
+                continue
+            address, size = _count(block.get("address")), _count(block.get("requested_size"))
+            if address is None or size is None or address in live:
+                continue
+            found.append((address, size, _count(stream) or 0))
+    return found
+
+
+def _segments_by_device(path: Path, segments: Any, devices: int) -> dict[int, list[dict[str, Any]]]:
+    """Segments per device. Walking them visits every block of every segment, shared ones
+    once per reference, so the visits are counted against the held-objects cap."""
+    found: dict[int, list[dict[str, Any]]] = {}
+    visits = 0
+    for segment in segments if type(segments) is list else []:
+        if type(segment) is not dict:
+            continue
+        device = segment.get("device")
+        if type(device) is not int or not 0 <= device < devices:
+            continue
+        blocks = segment.get("blocks")
+        visits += 1 + (len(blocks) if type(blocks) is list else 0)
+        if visits > MAX_HELD_OBJECTS:
+            raise SnapshotError(
+                f"{path}: the segments hold more than {MAX_HELD_OBJECTS:,} blocks, counting "
+                "each shared one every time it is referenced"
+            )
+        found.setdefault(device, []).append(segment)
+    return found
+
+
+def _settings(path: Path, settings: Any) -> dict[str, Any]:
+    """allocator_settings, checked to be plain data of bounded size and depth (it is shown
+    and written as JSON): a dict of str keys; scalars, lists and dicts below."""
+    if type(settings) is not dict:
+        return {}
+    budget = [MAX_SETTINGS_ITEMS]
+    work: list[tuple[Any, int]] = [(settings, 0)]
+    while work:
+        value, depth = work.pop()
+        budget[0] -= 1
+        if budget[0] < 0 or depth > MAX_SETTINGS_DEPTH:
+            raise SnapshotError(
+                f"{path}: allocator_settings holds more than {MAX_SETTINGS_ITEMS:,} values or "
+                f"nests deeper than {MAX_SETTINGS_DEPTH}; PyTorch writes a few dozen"
+            )
+        if type(value) is dict:
+            for key, item in value.items():
+                if type(key) is not str:
+                    raise SnapshotError(
+                        f"{path}: allocator_settings has a key that is {excerpt(key)}, not a str"
+                    )
+                work.append((item, depth + 1))
+        elif type(value) in (list, tuple):
+            work.extend((item, depth + 1) for item in value)
+    return settings
 
 
 def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 63
+    return type(value) is int and 0 <= value < _INT64_END
 
 
 def _count(value: Any) -> int | None:
     """`value` when it is a non-negative int64 (not a bool), else None."""
-    return int(value) if _is_count(value) else None
-
-
-_TRACKED = {"alloc", "free_completed", "oom", "segment_alloc", "segment_map", "segment_free",
-            "segment_unmap"}  # fmt: skip
-
-
-def _fields(entry: Any) -> tuple[str, int, int, int, int] | str | None:
-    """(action, address, size, stream, time_us) of an entry, why it cannot be read, or None
-    for the entries the allocator's view does not need (free_requested, snapshot, ...)."""
-    if not isinstance(entry, dict):
-        return f"entry is a {type(entry).__name__}, not a dict"
-    action = entry.get("action")
-    if not isinstance(action, str):
-        return "entry has no action"
-    if action not in _TRACKED:
-        return None
-    keys = ("addr", "size", "stream", "time_us")
-    raw = [entry.get(key, 0 if key == "addr" else None) for key in keys]  # oom has no addr
-    address, size, stream, time_us = (_count(value) for value in raw)
-    if address is None or size is None or stream is None or time_us is None:
-        key, value = next((k, v) for k, v in zip(keys, raw, strict=True) if _count(v) is None)
-        return f"{action} entry: {key} {value!r} is not a non-negative integer"
-    return action, address, size, stream, time_us
-
-
-def _columns(rows: list[tuple[int, int, int, int, int, int]]) -> dict[str, np.ndarray]:
-    table = np.array(rows, dtype=np.uint64).reshape(-1, 6) if rows else np.zeros((0, 6), np.uint64)
-    return {
-        "line": table[:, 0].astype(np.int64),
-        "thread": np.zeros(len(rows), dtype=np.int64),
-        "time_ns": table[:, 1].astype(np.int64),
-        "action": table[:, 2].astype(np.int8),
-        "pointer": table[:, 3].astype(np.uint64),
-        "size_bytes": table[:, 4].astype(np.int64),
-        "stream": table[:, 5].astype(np.uint64),
-    }
+    return value if type(value) is int and 0 <= value < _INT64_END else None
 
 
 @dataclass(frozen=True)
@@ -346,22 +480,14 @@ def entry_frames(where: LineRef, *, max_bytes: int | None = None) -> list[Frame]
     path_text, sep, device_text = where.source.rpartition("#dev")
     if not sep or not device_text.isdigit() or where.line < 1:
         return []
-    data = load_snapshot_dict(Path(path_text), max_bytes=max_bytes)
+    data, machine, _ = _load(Path(path_text), max_bytes, where.line)
     traces = data["device_traces"]
     device = int(device_text)
     trace = traces[device] if device < len(traces) else None
-    if not isinstance(trace, list) or where.line > len(trace):
-        return []
-    entry = trace[where.line - 1]
-    frames = entry.get("frames") if isinstance(entry, dict) else None
-    found = []
-    for frame in frames if isinstance(frames, list) else []:
-        if not isinstance(frame, dict):
-            continue
-        filename, line, name = frame.get("filename"), _count(frame.get("line")), frame.get("name")
-        if isinstance(filename, str) and line is not None and isinstance(name, str):
-            found.append(Frame(filename, line, name))
-    return found
+    entries = machine.sinks.get(id(trace)) if type(trace) is list else None
+    if not isinstance(entries, _TraceList) or entries.frames is None:
+        return []  # not an entry (or never reached): nothing recorded there
+    return entries.frames
 
 
 def user_frame(frames: list[Frame]) -> Frame | None:
