@@ -80,6 +80,7 @@ MAX_LINE_BYTES = 1 << 20
 MAX_PLAUSIBLE_BYTES = 1 << 50
 MAX_TOTAL_BYTES = 1 << 62
 _ENDLESS_LINE_BYTES = 64 << 20
+_INFLATE_STEP_BYTES = 1 << 20
 
 DAY_NS = 86_400 * 1_000_000_000
 _HALF_DAY_NS = DAY_NS // 2
@@ -165,55 +166,63 @@ def glob_escape(text: str) -> str:
 
 class _SalvagingGzip(io.RawIOBase):
     """A gzip stream that ends quietly at the first damage and remembers that it did, so a
-    truncated log (the writer was killed) can still be read in lenient mode."""
+    truncated log (the writer was killed) can still be read in lenient mode.
+
+    It inflates at most `_INFLATE_STEP_BYTES` at a time: a megabyte of compressed zeros is a
+    gigabyte of output, which must reach the line bound a piece at a time, never at once."""
 
     def __init__(self, path: Path) -> None:
         self._file = path.open("rb")
         self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self._fresh = True  # a member not started: the file may end here
+        self._input = b""
+        self._input_at = 0  # compressed offset of self._input
         self._pending = b""
+        self._offset = 0  # into self._pending
         self.damage: str | None = None
         self._done = False
-        self._compressed_bytes = 0  # read from the file so far
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: Any) -> int:
         view = memoryview(buffer).cast("B")
-        while not self._pending and not self._done:
+        while self._offset >= len(self._pending) and not self._done:
             self._fill()
-        count = min(len(view), len(self._pending))
-        view[:count] = self._pending[:count]
-        self._pending = self._pending[count:]
+        count = min(len(view), len(self._pending) - self._offset)
+        view[:count] = self._pending[self._offset : self._offset + count]
+        self._offset += count
         return count
 
     def _fill(self) -> None:
-        compressed = self._file.read(1 << 20)
-        start = self._compressed_bytes
-        self._compressed_bytes += len(compressed)
-        saved = self._inflate.copy()
-        try:
-            if compressed:
-                self._pending = self._inflate_member(compressed)
+        self._pending, self._offset = b"", 0
+        if not self._input:
+            self._input = self._file.read(1 << 20)
+            if not self._input:
+                if not self._fresh:
+                    self._pending = self._inflate.flush()
+                    if not self._inflate.eof:
+                        self.damage = "gzip data ends early (truncated file)"
+                self._done = True
                 return
-            self._pending = self._inflate.flush()
-            if not self._inflate.eof:
-                self.damage = "gzip data ends early (truncated file)"
+        data, saved = self._input, self._inflate.copy()
+        try:
+            self._pending = self._inflate.decompress(data, _INFLATE_STEP_BYTES)
         except zlib.error as err:
-            # The whole block is lost with the exception: inflate it again in small steps
-            # from before it, keeping what came out before the damage.
-            self._pending, where = _inflate_until_damage(saved, compressed)
-            self.damage = f"gzip data is corrupt near compressed byte {start + where:,} ({err})"
-        self._done = True
-
-    def _inflate_member(self, compressed: bytes) -> bytes:
-        out = self._inflate.decompress(compressed)
-        if self._inflate.eof and self._inflate.unused_data:
+            # The step is lost with the exception: inflate it again in small steps from
+            # before it, keeping what came out before the damage.
+            self._pending, where = _inflate_until_damage(saved, data)
+            self.damage = f"gzip data is corrupt near compressed byte {self._input_at + where:,} ({err})"
+            self._done = True
+            return
+        self._fresh = False
+        rest = self._inflate.unconsumed_tail
+        if self._inflate.eof:
             # Concatenated gzip members are valid gzip: start the next member.
             rest = self._inflate.unused_data
-            self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            out += self._inflate.decompress(rest)
-        return out
+            self._inflate, self._fresh = zlib.decompressobj(16 + zlib.MAX_WBITS), True
+        self._input_at += len(data) - len(rest)
+        self._input = rest
 
     def close(self) -> None:
         self._file.close()

@@ -62,6 +62,7 @@ __all__ = ["SnapshotError", "SnapshotRefused", "DevicePart", "Frame", "read_snap
 DEFAULT_MAX_BYTES = 2 * GiB  # decompressed pickle; 10 M entries with frames are ~0.8 GB
 MAX_TRACE_ENTRIES = 20_000_000  # per device: 100x PyTorch's default max_entries (sys.maxsize
 # is its default, but users set 100,000 to a few million)
+MAX_TOTAL_TRACE_ENTRIES = 50_000_000  # all devices, a shared list once per device using it
 MAX_HELD_OBJECTS = 16_000_000  # objects held at once besides the trace: segments, blocks, frames
 MAX_SETTINGS_ITEMS = 10_000  # allocator_settings: a few dozen in PyTorch 2.11
 MAX_SETTINGS_DEPTH = 8
@@ -173,8 +174,10 @@ class _TraceList:
         self.skip(self._next_line(), _not_an_entry(item))
 
     def entry(self, item: dict[Any, Any]) -> None:  # noqa: C901 - one entry, field by field
-        line = self._next_line()
         shared = self.shared
+        self.count = line = self.count + 1
+        if line > shared.max_entries:
+            raise SnapshotError(f"a device has more than {shared.max_entries:,} trace entries")
         if line == shared.want_line:
             self.frames = _frames_of(item.get("frames"))
         action = item["action"]
@@ -216,7 +219,7 @@ class _TraceList:
 
 
 def _not_an_entry(item: Any) -> str:
-    if item is DROPPED:
+    if item is DROPPED or (type(item) is dict and DROPPED in item):
         return "entry is the same object as an earlier entry (a snapshot never shares one)"
     if type(item) is dict:
         return "entry has no action"
@@ -273,19 +276,20 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> list[DevicePar
     traces: list[Any] = data["device_traces"]
     settings = _settings(path, data.get("allocator_settings"))
     segments = _segments_by_device(path, data.get("segments"), len(traces))
-    seen: dict[int, int] = {}
+    total_entries = 0
     parts = []
     for device, trace in enumerate(traces):
         if type(trace) is not list:
             continue
-        if id(trace) in seen:
-            raise SnapshotError(
-                f"{path}: device_traces[{device}] is the same list as "
-                f"device_traces[{seen[id(trace)]}]; a snapshot never shares one"
-            )
-        seen[id(trace)] = device
         device_segments = segments.get(device, [])
         entries = machine.sinks.get(id(trace))
+        # A list shared between devices is read once but made into columns per device.
+        total_entries += len(trace) + (len(entries.rows) // 6 if entries else 0)
+        if total_entries > MAX_TOTAL_TRACE_ENTRIES:
+            raise SnapshotError(
+                f"{path}: the devices hold more than {MAX_TOTAL_TRACE_ENTRIES:,} trace entries "
+                "in all, counting a list shared by several devices once for each"
+            )
         if not (trace or device_segments or entries):
             continue
         reader = _DeviceTrace(f"{path}#dev{device}", device, shared)

@@ -200,6 +200,7 @@ class RestrictedPickle:
                     memo[index] = DROPPED
                     cells -= len(frames) + 1
             entry.clear()
+            entry[DROPPED] = None  # read: a second reference to it is not an entry again
 
         def put_items(target: Any, items: list[Any], offset: int) -> None:
             nonlocal cells
@@ -218,12 +219,15 @@ class RestrictedPickle:
                     target.append(item)
                     cells += 1
 
+        end = safe = -1  # past `safe`, fewer than _LOOKAHEAD bytes are left in buf
         while True:
-            if len(buf) - pos < _LOOKAHEAD and not eof:
-                buf, pos = more(buf, pos, _LOOKAHEAD)
-            end = len(buf)
-            if pos >= end:
-                raise _Truncated
+            if pos > safe:
+                if not eof:
+                    buf, pos = more(buf, pos, _LOOKAHEAD)
+                end = len(buf)
+                safe = end if eof else end - _LOOKAHEAD
+                if pos >= end:
+                    raise _Truncated
             op = buf[pos]
             pos += 1
             try:
@@ -241,6 +245,7 @@ class RestrictedPickle:
                     if pos + 1 + size > end:
                         buf, pos = more(buf, pos, 1 + size)
                         end = len(buf)
+                        safe = end if eof else end - _LOOKAHEAD
                         if pos + 1 + size > end:
                             raise _Truncated
                     stack.append(int.from_bytes(buf[pos + 1 : pos + 1 + size], "little", signed=True))
@@ -265,6 +270,7 @@ class RestrictedPickle:
                     if pos + head + size > end:
                         buf, pos = more(buf, pos, head + size)
                         end = len(buf)
+                        safe = end if eof else end - _LOOKAHEAD
                         if pos + head + size > end:
                             raise _Truncated
                     start = pos + head
@@ -351,6 +357,7 @@ class RestrictedPickle:
                     if pos + 4 + size > end:
                         buf, pos = more(buf, pos, 4 + size)
                         end = len(buf)
+                        safe = end if eof else end - _LOOKAHEAD
                         if pos + 4 + size > end:
                             raise _Truncated
                     raw = buf[pos + 4 : pos + 4 + size]
@@ -369,6 +376,7 @@ class RestrictedPickle:
                     if pos + head + size > end:
                         buf, pos = more(buf, pos, head + size)
                         end = len(buf)
+                        safe = end if eof else end - _LOOKAHEAD
                         if pos + head + size > end:
                             raise _Truncated
                     stack.append(buf[pos + head : pos + head + size])
