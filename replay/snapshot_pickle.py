@@ -225,7 +225,7 @@ class RestrictedPickle:
                 if not eof:
                     buf, pos = more(buf, pos, _LOOKAHEAD)
                 end = len(buf)
-                safe = end if eof else end - _LOOKAHEAD
+                safe = end - (1 if eof else _LOOKAHEAD)
                 if pos >= end:
                     raise _Truncated
             op = buf[pos]
@@ -245,7 +245,7 @@ class RestrictedPickle:
                     if pos + 1 + size > end:
                         buf, pos = more(buf, pos, 1 + size)
                         end = len(buf)
-                        safe = end if eof else end - _LOOKAHEAD
+                        safe = end - (1 if eof else _LOOKAHEAD)
                         if pos + 1 + size > end:
                             raise _Truncated
                     stack.append(int.from_bytes(buf[pos + 1 : pos + 1 + size], "little", signed=True))
@@ -270,7 +270,7 @@ class RestrictedPickle:
                     if pos + head + size > end:
                         buf, pos = more(buf, pos, head + size)
                         end = len(buf)
-                        safe = end if eof else end - _LOOKAHEAD
+                        safe = end - (1 if eof else _LOOKAHEAD)
                         if pos + head + size > end:
                             raise _Truncated
                     start = pos + head
@@ -357,7 +357,7 @@ class RestrictedPickle:
                     if pos + 4 + size > end:
                         buf, pos = more(buf, pos, 4 + size)
                         end = len(buf)
-                        safe = end if eof else end - _LOOKAHEAD
+                        safe = end - (1 if eof else _LOOKAHEAD)
                         if pos + 4 + size > end:
                             raise _Truncated
                     raw = buf[pos + 4 : pos + 4 + size]
@@ -376,7 +376,7 @@ class RestrictedPickle:
                     if pos + head + size > end:
                         buf, pos = more(buf, pos, head + size)
                         end = len(buf)
-                        safe = end if eof else end - _LOOKAHEAD
+                        safe = end - (1 if eof else _LOOKAHEAD)
                         if pos + head + size > end:
                             raise _Truncated
                     stack.append(buf[pos + head : pos + head + size])
