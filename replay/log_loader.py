@@ -212,7 +212,9 @@ class _SalvagingGzip(io.RawIOBase):
             # The step is lost with the exception: inflate it again in small steps from
             # before it, keeping what came out before the damage.
             self._pending, where = _inflate_until_damage(saved, data)
-            self.damage = f"gzip data is corrupt near compressed byte {self._input_at + where:,} ({err})"
+            self.damage = (
+                f"gzip data is corrupt near compressed byte {self._input_at + where:,} ({err})"
+            )
             self._done = True
             return
         self._fresh = False

@@ -57,7 +57,7 @@ from hipmem.replay.snapshot_pickle import (
     excerpt,
 )
 
-__all__ = ["SnapshotError", "SnapshotRefused", "DevicePart", "Frame", "read_snapshot"]
+__all__ = ["DevicePart", "Frame", "SnapshotError", "SnapshotRefused", "read_snapshot"]
 
 DEFAULT_MAX_BYTES = 2 * GiB  # decompressed pickle; 10 M entries with frames are ~0.8 GB
 MAX_TRACE_ENTRIES = 20_000_000  # per device: 100x PyTorch's default max_entries (sys.maxsize
@@ -73,7 +73,7 @@ _INT64_END = 1 << 63
 _MAX_SPAN_US = (_INT64_END - 1) // 1000  # time_ns = span_us * 1000 stays in int64
 _GZIP_MAGIC = b"\x1f\x8b"
 _PICKLE_PROTO = 0x80  # protocol 2+ pickles (PyTorch writes 4) start with PROTO
-_READ_BYTES = 1 << 20
+_READ_BYTES = 1 << 16
 
 _TRACKED = {"alloc": 0, "free_completed": 1, "oom": 2, "segment_alloc": 3, "segment_map": 3,
             "segment_free": 4, "segment_unmap": 4}  # fmt: skip
@@ -173,7 +173,7 @@ class _TraceList:
     def other(self, item: Any) -> None:
         self.skip(self._next_line(), _not_an_entry(item))
 
-    def entry(self, item: dict[Any, Any]) -> None:  # noqa: C901 - one entry, field by field
+    def entry(self, item: dict[Any, Any]) -> None:
         shared = self.shared
         self.count = line = self.count + 1
         if line > shared.max_entries:
@@ -184,22 +184,29 @@ class _TraceList:
         if type(action) is not str:
             self.skip(line, "entry has no action")
             return
-        time_us = item.get("time_us")
+        time_us: Any = item.get("time_us")
         if shared.first_us is None and type(time_us) is int and 0 <= time_us < _INT64_END:
             shared.first_us = time_us
             shared.day_start_us = time_us - time_us % DAY_US
         kind = _TRACKED.get(action)
         if kind is None:
             return
-        address, size, stream = item.get("addr", 0), item.get("size"), item.get("stream")
+        # Any: each is checked to be an int just below, once, in the loop.
+        address: Any = item.get("addr", 0)
+        size: Any = item.get("size")
+        stream: Any = item.get("stream")
         for key, value in (("addr", address), ("size", size), ("stream", stream),
                            ("time_us", time_us)):  # fmt: skip
             if type(value) is not int or not 0 <= value < _INT64_END:
-                self.skip(line, f"{action} entry: {key} {excerpt(value)} is not a non-negative integer")
+                self.skip(
+                    line, f"{action} entry: {key} {excerpt(value)} is not a non-negative integer"
+                )
                 return
         span_us = time_us - shared.day_start_us
         if not 0 <= span_us <= _MAX_SPAN_US:
-            where = "before the first entry's day" if span_us < 0 else "292 years past the first entry"
+            where = (
+                "before the first entry's day" if span_us < 0 else "292 years past the first entry"
+            )
             self.skip(line, f"{action} entry: time_us {time_us} is {where}")
             return
         if kind == 0:
@@ -209,7 +216,7 @@ class _TraceList:
                 self.pre.append((address, size, stream))
         elif kind == 2:
             address = 0
-            free = item.get("device_free")
+            free: Any = item.get("device_free")
             free_ok = type(free) is int and 0 <= free < _INT64_END
             self.ooms.append((line, size, free if free_ok else None))
         else:
@@ -232,13 +239,15 @@ def _frames_of(frames: Any) -> list[Frame]:
         if type(frame) is not dict:
             continue
         filename, line, name = frame.get("filename"), frame.get("line"), frame.get("name")
-        line_ok = type(line) is int and 0 <= line < _INT64_END
-        if type(filename) is str and line_ok and type(name) is str:
-            found.append(Frame(filename, line, name))
+        number = _count(line)
+        if type(filename) is str and number is not None and type(name) is str:
+            found.append(Frame(filename, number, name))
     return found
 
 
-def _load(path: Path, max_bytes: int | None, want_line: int) -> tuple[dict[str, Any], RestrictedPickle, _Shared]:
+def _load(
+    path: Path, max_bytes: int | None, want_line: int
+) -> tuple[dict[str, Any], RestrictedPickle, _Shared]:
     """The snapshot's top-level dict, its trace entries handed to `_TraceList`s as read."""
     name = str(path)
     limit = max_bytes_from_env() if max_bytes is None else max_bytes
@@ -284,7 +293,7 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> list[DevicePar
         device_segments = segments.get(device, [])
         entries = machine.sinks.get(id(trace))
         # A list shared between devices is read once but made into columns per device.
-        total_entries += len(trace) + (len(entries.rows) // 6 if entries else 0)
+        total_entries += entries.count if isinstance(entries, _TraceList) else len(trace)
         if total_entries > MAX_TOTAL_TRACE_ENTRIES:
             raise SnapshotError(
                 f"{path}: the devices hold more than {MAX_TOTAL_TRACE_ENTRIES:,} trace entries "

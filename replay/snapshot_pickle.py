@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from hipmem.replay.errors import LogFormatError
 
 MAX_BYTES_ENV = "HIPMEM_SNAPSHOT_MAX_BYTES"
-_CHUNK_BYTES = 1 << 20
+_CHUNK_BYTES = 1 << 18
 _LOOKAHEAD = 9  # the longest fixed-size opcode with its argument (FRAME, BINUNICODE8)
 _MAX_MARKS = 10_000  # open MARKs; PyTorch's pickles nest a handful
 _I32 = struct.Struct("<i").unpack_from
@@ -107,13 +107,15 @@ def excerpt(value: Any) -> str:
     if value is None or kind is bool or kind is float:
         return repr(value)
     if kind is int:
-        return repr(value) if value.bit_length() <= 64 else f"an integer of {value.bit_length()} bits"
+        return (
+            repr(value) if value.bit_length() <= 64 else f"an integer of {value.bit_length()} bits"
+        )
     if kind is BigInt:
         return f"an integer of {value.byte_count:,} bytes"
     if kind is str or kind is bytes:
         if len(value) <= 40:
             return ascii(value)
-        return f"a {kind.__name__} of {len(value):,} characters starting {ascii(value[:24])}"
+        return f"a {kind.__name__} of {len(value):,} characters starting {value[:24]!a}"
     if kind in (list, tuple, dict):
         return f"a {kind.__name__} of {len(value):,} items"
     return f"a {kind.__name__}"
@@ -150,9 +152,11 @@ class RestrictedPickle:
             raise SnapshotError(f"{self._name}: the pickle ends early (truncated?)") from None
 
     def _error(self, offset: int, what: str) -> SnapshotError:
-        return SnapshotError(f"{self._name}: not a readable snapshot pickle: {what} at byte {offset:,}")
+        return SnapshotError(
+            f"{self._name}: not a readable snapshot pickle: {what} at byte {offset:,}"
+        )
 
-    def _run(self) -> Any:  # noqa: C901 - one loop, one branch per opcode, for speed
+    def _run(self) -> Any:
         read, chunk = self._read, _CHUNK_BYTES
         buf, pos, base, eof = b"", 0, 0, False
         stack: list[Any] = []
@@ -248,7 +252,9 @@ class RestrictedPickle:
                         safe = end - (1 if eof else _LOOKAHEAD)
                         if pos + 1 + size > end:
                             raise _Truncated
-                    stack.append(int.from_bytes(buf[pos + 1 : pos + 1 + size], "little", signed=True))
+                    stack.append(
+                        int.from_bytes(buf[pos + 1 : pos + 1 + size], "little", signed=True)
+                    )
                     pos += 1 + size
                 elif op == 0x6A:  # LONG_BINGET
                     stack.append(memo[_U32(buf, pos)[0]])
@@ -285,14 +291,16 @@ class RestrictedPickle:
                     del stack[first:]
                     target = stack[-1]
                     if type(target) is not dict:
-                        raise self._error(base + pos - 1, f"SETITEMS on {excerpt(target)}, not a dict")
+                        raise self._error(
+                            base + pos - 1, f"SETITEMS on {excerpt(target)}, not a dict"
+                        )
                     if len(items) % 2:
                         raise self._error(base + pos - 1, "a key without a value")
                     keys = items[0::2]
                     for key in keys:
                         if type(key) not in _KEY_TYPES:
                             raise self._error(base + pos - 1, f"a dict key that is {excerpt(key)}")
-                    target.update(zip(keys, items[1::2]))
+                    target.update(zip(keys, items[1::2], strict=True))
                     cells += len(keys)
                 elif op == 0x4A:  # BININT
                     stack.append(_I32(buf, pos)[0])
@@ -344,7 +352,9 @@ class RestrictedPickle:
                     top = stack[-1]
                     if index >= len(memo):
                         if index > len(memo) + _MEMO_GAP:
-                            raise self._error(base + pos - 1, f"a memo index {index:,} far past its end")
+                            raise self._error(
+                                base + pos - 1, f"a memo index {index:,} far past its end"
+                            )
                         memo.extend([None] * (index + 1 - len(memo)))
                     memo[index] = top
                     if type(top) is dict or type(top) is list:
@@ -421,8 +431,12 @@ class RestrictedPickle:
                 if pos >= end:
                     raise _Truncated from None
                 if op == 0x68 or op == 0x6A:
-                    raise self._error(base + pos - 1, "a memo reference past the memo's end") from None
-                raise self._error(base + pos - 1, "an opcode with too few values on the stack") from None
+                    raise self._error(
+                        base + pos - 1, "a memo reference past the memo's end"
+                    ) from None
+                raise self._error(
+                    base + pos - 1, "an opcode with too few values on the stack"
+                ) from None
             except struct.error:
                 raise _Truncated from None
             except UnicodeDecodeError:

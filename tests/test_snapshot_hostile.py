@@ -179,7 +179,9 @@ def test_a_gzip_bomb_stops_at_the_cap_in_bounded_memory(tmp_path: Path) -> None:
     assert "internal error" not in done.stderr and done.stderr.count("\n") == 1
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     where=st.lists(st.integers(min_value=0, max_value=10**9), min_size=1, max_size=4),
     values=st.lists(st.integers(min_value=0, max_value=255), min_size=4, max_size=4),

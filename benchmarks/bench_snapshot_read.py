@@ -1,0 +1,197 @@
+"""Reading a PyTorch memory snapshot: hipmem's streaming reader beside a plain `pickle.load`.
+
+    python benchmarks/bench_snapshot_read.py [--runs 3] [--events 1000000 10000000]
+                                             [--inspect] [--keep DIR]
+
+For each committed snapshot (tests/data/snapshots) and each generated one (the trace of
+`train-default` repeated until it holds `--events` trace entries, each copy later in time, its
+frames lists shared the way PyTorch shares them), fresh child processes time, side by side:
+
+- `pickle.load` of the decompressed stream (what the old reader did before walking the tree);
+- `hipmem.replay.snapshot.read_snapshot` (the numpy columns the replay needs).
+
+Each child imports the same modules first, then reads the file once; it reports the wall
+time of the read alone and its peak resident memory (ru_maxrss) above what it held after the
+imports (for files under 20 MB, which do not move it, the heap's peak as tracemalloc counts
+it, in one more child each). Medians of `--runs` children (pickle.load of a file over 20 MB
+once: a 10 M-entry snapshot needs about 5 GB). `--inspect` also runs `hipmem log inspect`
+on the largest generated snapshot and reports the child's peak memory. Targets (issue 33):
+read time <= pickle.load's, read peak <= half of pickle.load's; `log inspect` of 10 M
+entries < 1.5 GB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import pickle
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+SNAPSHOTS = REPO / "tests" / "data" / "snapshots"
+SOURCE = SNAPSHOTS / "train-default.pickle.gz"
+
+_CHILD = """
+import gzip, json, pickle, resource, sys, time
+from pathlib import Path
+import numpy
+from hipmem.replay import snapshot
+path, how, traced = Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "traced"
+if traced:
+    import tracemalloc
+    tracemalloc.start()
+base_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+start = time.perf_counter()
+if how == "pickle":
+    with (gzip.open(path) if path.name.endswith(".gz") else path.open("rb")) as file:
+        result = pickle.load(file)
+else:
+    result = snapshot.read_snapshot(path)
+wall_s = time.perf_counter() - start
+peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+grown_kib = tracemalloc.get_traced_memory()[1] / 1024 if traced else peak_kib - base_kib
+print(json.dumps({"wall_s": wall_s, "peak_mib": grown_kib / 1024,
+                  "total_mib": peak_kib / 1024}))
+"""
+
+
+_PurePickler: Any = pickle._Pickler  # pure Python: it has save()
+
+
+class _TilePickler(_PurePickler):
+    """Writes one object at a time into an open pickle, numbering memo slots itself so that
+    an entry already written can leave the memo (the generator never holds the tiled trace)."""
+
+    def __init__(self, file: Any) -> None:
+        super().__init__(file, protocol=4)
+        self.framer.current_frame = None  # write straight through, no frames
+        self.next_index = 0
+
+    def memoize(self, obj: Any) -> None:
+        self.memo[id(obj)] = self.next_index, obj
+        self.next_index += 1
+        self.write(pickle.MEMOIZE)
+
+
+def generate(events: int, target: Path) -> int:
+    """A snapshot of `events` trace entries: train-default's trace repeated, each copy later
+    in time and at other addresses. Written as pickle.dump would, entry by entry."""
+    with gzip.open(SOURCE) as file:
+        data = pickle.load(file)  # a committed file of our own: no need for the restricted reader
+    trace = data["device_traces"][0]
+    span_us = trace[-1]["time_us"] - trace[0]["time_us"] + 1
+    with gzip.open(target, "wb", compresslevel=1) as out:
+        pickler = _TilePickler(out)
+        out.write(b"\x80\x04}")
+        pickler.memoize(data)
+        out.write(b"(")
+        pickler.save("segments")
+        pickler.save(data["segments"])
+        pickler.save("device_traces")
+        out.write(b"]")
+        pickler.memoize(data["device_traces"])
+        out.write(b"(]")
+        pickler.memoize(trace)
+        written = 0
+        copy = 0
+        while written < events:
+            out.write(b"(")
+            for entry in trace[: min(len(trace), events - written)]:
+                tiled = {**entry, "time_us": entry["time_us"] + copy * span_us}
+                if "addr" in tiled:
+                    tiled["addr"] = entry["addr"] + (copy % 64) * (1 << 40)
+                pickler.save(tiled)
+                del pickler.memo[id(tiled)]
+                written += 1
+            out.write(b"e")
+            copy += 1
+        out.write(b"e")
+        for key, value in data.items():
+            if key not in ("segments", "device_traces"):
+                pickler.save(key)
+                pickler.save(value)
+        out.write(b"u.")
+    return written
+
+
+def _child(path: Path, how: str, traced: bool = False) -> dict[str, float]:
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(path), how, "traced" if traced else "rss"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+    )
+    result: dict[str, float] = json.loads(done.stdout)
+    return result
+
+
+def _inspect_peak_mib(path: Path) -> tuple[float, float]:
+    start = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "hipmem.cli.main", "log", "inspect", str(path)],
+        capture_output=True,
+        check=True,
+        cwd=REPO,
+    )
+    wall_s = time.perf_counter() - start
+    return wall_s, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+def _entries(path: Path) -> int:
+    from hipmem.replay.snapshot import read_snapshot
+
+    return sum(part.recording.trace_entries for part in read_snapshot(path))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--events", type=int, nargs="*", default=[1_000_000])
+    parser.add_argument("--inspect", action="store_true")
+    parser.add_argument("--keep", type=Path, help="where generated snapshots are kept/reused")
+    args = parser.parse_args()
+    folder = args.keep or Path(tempfile.mkdtemp(prefix="bench-snapshot-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    files = sorted(SNAPSHOTS.glob("*.pickle.gz"))
+    for events in args.events:
+        target = folder / f"tiled-{events}.pickle.gz"
+        if not target.exists():
+            generate(events, target)
+        files.append(target)
+    print(f"machine: {platform.platform()}, python {platform.python_version()}")
+    print("| snapshot | entries | pickle.load s | reader s | time ratio | pickle.load MiB | "
+          "reader MiB | memory ratio |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for path in files:
+        big = path.stat().st_size > 20 << 20
+        runs = {how: [_child(path, how) for _ in range(1 if big and how == "pickle" else args.runs)]
+                for how in ("pickle", "reader")}  # fmt: skip
+        wall = {how: statistics.median(r["wall_s"] for r in runs[how]) for how in runs}
+        if big:  # resident memory grown past what the imports took
+            peak = {how: statistics.median(r["peak_mib"] for r in runs[how]) for how in runs}
+        else:  # too small to move ru_maxrss: the heap's peak as tracemalloc counts it
+            peak = {how: _child(path, how, traced=True)["peak_mib"] for how in runs}
+        print(
+            f"| {path.name} | {_entries(path):,} | {wall['pickle']:.3f} | {wall['reader']:.3f} | "
+            f"{wall['reader'] / wall['pickle']:.1f}x | {peak['pickle']:.1f} | "
+            f"{peak['reader']:.1f} | {peak['reader'] / peak['pickle']:.2f} |",
+            flush=True,
+        )
+    if args.inspect and args.events:
+        target = folder / f"tiled-{max(args.events)}.pickle.gz"
+        wall_s, peak_mib = _inspect_peak_mib(target)
+        print(f"\nhipmem log inspect {target.name}: {wall_s:.1f} s, peak {peak_mib:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
