@@ -173,6 +173,13 @@ class _TraceList:
     def other(self, item: Any) -> None:
         self.skip(self._next_line(), _not_an_entry(item))
 
+    def _skip_field(self, line: int, action: str, values: tuple[Any, ...]) -> None:
+        for key, value in zip(("addr", "size", "stream", "time_us"), values, strict=True):
+            if type(value) is not int or not 0 <= value < _INT64_END:
+                reason = f"{action} entry: {key} {excerpt(value)} is not a non-negative integer"
+                self.skip(line, reason)
+                return
+
     def entry(self, item: dict[Any, Any]) -> None:
         shared = self.shared
         self.count = line = self.count + 1
@@ -195,13 +202,18 @@ class _TraceList:
         address: Any = item.get("addr", 0)
         size: Any = item.get("size")
         stream: Any = item.get("stream")
-        for key, value in (("addr", address), ("size", size), ("stream", stream),
-                           ("time_us", time_us)):  # fmt: skip
-            if type(value) is not int or not 0 <= value < _INT64_END:
-                self.skip(
-                    line, f"{action} entry: {key} {excerpt(value)} is not a non-negative integer"
-                )
-                return
+        if not (
+            type(address) is int
+            and type(size) is int
+            and type(stream) is int
+            and type(time_us) is int
+            and 0 <= address < _INT64_END
+            and 0 <= size < _INT64_END
+            and 0 <= stream < _INT64_END
+            and 0 <= time_us < _INT64_END
+        ):
+            self._skip_field(line, action, (address, size, stream, time_us))
+            return
         span_us = time_us - shared.day_start_us
         if not 0 <= span_us <= _MAX_SPAN_US:
             where = (
