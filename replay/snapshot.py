@@ -59,7 +59,7 @@ from hipmem.replay.snapshot_pickle import (
 
 __all__ = ["DevicePart", "Frame", "SnapshotError", "SnapshotRefused", "read_snapshot"]
 
-DEFAULT_MAX_BYTES = 2 * GiB  # decompressed pickle; 10 M entries with frames are ~0.8 GB
+DEFAULT_MAX_BYTES = 2 * GiB  # decompressed pickle; 10 M entries with frames are ~0.6 GB
 MAX_TRACE_ENTRIES = 20_000_000  # per device: 100x PyTorch's default max_entries (sys.maxsize
 # is its default, but users set 100,000 to a few million)
 MAX_TOTAL_TRACE_ENTRIES = 50_000_000  # all devices, a shared list once per device using it
@@ -346,17 +346,23 @@ class _DeviceTrace:
         pre_table = np.array(
             [(0, 0, ALLOCATE, ptr, size, strm) for ptr, size, strm in pre], dtype=np.int64
         ).reshape(-1, 6)
-        both = np.concatenate([pre_table, table]) if len(pre_table) else table
-        time_ns = both[:, 1] * 1000
+
+        # Column by column, so that at most one column is held twice at a time.
+        def column(k: int) -> np.ndarray:
+            return np.concatenate([pre_table[:, k], table[:, k]])
+
+        time_ns = column(1)
+        time_ns *= 1000
         time_ns[: len(pre_table)] = first_ns
+        rows_count = len(time_ns)
         columns = {
-            "line": both[:, 0].copy(),
-            "thread": np.zeros(len(both), dtype=np.int64),
+            "line": column(0),
+            "thread": np.zeros(rows_count, dtype=np.int64),
             "time_ns": time_ns,
-            "action": both[:, 2].astype(np.int8),
-            "pointer": both[:, 3].astype(np.uint64),
-            "size_bytes": both[:, 4].copy(),
-            "stream": both[:, 5].astype(np.uint64),
+            "action": column(2).astype(np.int8),
+            "pointer": column(3).view(np.uint64),  # every value is in [0, 2**63)
+            "size_bytes": column(4),
+            "stream": column(5).view(np.uint64),
         }
         recording = self._recording(stream, len(trace) + stream.count - len(stream.target),
                                     len(pre), segments, settings)  # fmt: skip
