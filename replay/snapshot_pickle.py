@@ -296,12 +296,17 @@ class RestrictedPickle:
                         )
                     if len(items) % 2:
                         raise self._error(base + pos - 1, "a key without a value")
-                    keys = items[0::2]
-                    for key in keys:
-                        if type(key) not in _KEY_TYPES:
-                            raise self._error(base + pos - 1, f"a dict key that is {excerpt(key)}")
-                    target.update(zip(keys, items[1::2], strict=True))
-                    cells += len(keys)
+                    try:
+                        # Unhashable keys (lists, dicts) raise; tuples hold only scalars, so
+                        # hashing never recurses.
+                        target.update(zip(items[0::2], items[1::2], strict=True))
+                    except TypeError:
+                        bad = (k for k in items[0::2] if type(k) not in _KEY_TYPES)
+                        key = next(bad, items[0])
+                        raise self._error(
+                            base + pos - 1, f"a dict key that is {excerpt(key)}"
+                        ) from None
+                    cells += len(items) >> 1
                 elif op == 0x4A:  # BININT
                     stack.append(_I32(buf, pos)[0])
                     pos += 4
