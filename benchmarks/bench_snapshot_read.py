@@ -5,15 +5,16 @@
 
 For each committed snapshot (tests/data/snapshots) and each generated one (the trace of
 `train-default` repeated until it holds `--events` trace entries, its frames lists shared
-the way PyTorch shares them; copies after the second repeat its bytes, times included), fresh child processes time, side by side:
+the way PyTorch shares them; copies after the second repeat its bytes, times included),
+fresh child processes time, side by side:
 
 - `pickle.load` of the decompressed stream (what the old reader did before walking the tree);
 - `hipmem.replay.snapshot.read_snapshot` (the numpy columns the replay needs).
 
 Each child imports the same modules first, then reads the file once; it reports the wall
 time of the read alone and its peak resident memory (ru_maxrss) above what it held after the
-imports (for files under 20 MB, which do not move it, the heap's peak as tracemalloc counts
-it, in one more child each). Medians of `--runs` children (pickle.load of a file over 20 MB
+imports (for files under 1 MB, which do not move it, the heap's peak as tracemalloc counts
+it, in one more child each). Medians of `--runs` children (pickle.load of a file over 1 MB
 once: a 10 M-entry snapshot needs about 5 GB). `--inspect` also runs `hipmem log inspect`
 on the largest generated snapshot and reports the child's peak memory. Targets (issue 33):
 read time <= pickle.load's, read peak <= half of pickle.load's; `log inspect` of 10 M
@@ -193,7 +194,7 @@ def main() -> None:
           "reader MiB | memory ratio |")  # fmt: skip
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for path in files:
-        big = path.stat().st_size > 20 << 20
+        big = path.stat().st_size > 1 << 20
         runs = {how: [_child(path, how) for _ in range(1 if big and how == "pickle" else args.runs)]
                 for how in ("pickle", "reader")}  # fmt: skip
         wall = {how: statistics.median(r["wall_s"] for r in runs[how]) for how in runs}
