@@ -200,3 +200,15 @@ def test_mutated_committed_snapshots_load_or_say_why(
         assert str(err).startswith(str(path)) and "\n" not in str(err)
         return
     assert log.skipped_count >= 0 and len(log.events) >= 0
+
+
+@pytest.mark.parametrize("line", [1, 2, 3679])  # a segment_alloc, an alloc, a free_completed
+def test_frames_of_a_committed_entry_match_a_plain_reading(line: int) -> None:
+    path = SNAPSHOTS / "train-default.pickle.gz"
+    with gzip.open(path) as file:
+        plain = pickle.load(file)["device_traces"][0][line - 1]["frames"]  # our own file
+    frames = snapshot.entry_frames(LineRef(f"{path}#dev0", line))
+    assert [(f.filename, f.line, f.name) for f in frames] == [
+        (f["filename"], f["line"], f["name"]) for f in plain
+    ]
+    assert frames  # train-default was recorded with stacks
