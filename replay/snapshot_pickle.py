@@ -189,23 +189,6 @@ class RestrictedPickle:
                 have += len(data)
             return b"".join(parts), 0
 
-        def consume(entry: dict[Any, Any]) -> None:
-            nonlocal cells
-            cells -= len(entry) + 1
-            index = memo_ids.pop(id(entry), None)
-            if index is not None:
-                memo[index] = DROPPED
-            frames = entry.get("frames")
-            if type(frames) is list and not keep_frames:
-                # PyTorch shares one frames list between an alloc and its frees: later
-                # references get DROPPED, which no column needs.
-                index = memo_ids.pop(id(frames), None)
-                if index is not None:
-                    memo[index] = DROPPED
-                    cells -= len(frames) + 1
-            entry.clear()
-            entry[DROPPED] = None  # read: a second reference to it is not an entry again
-
         def put_items(target: Any, items: list[Any], offset: int) -> None:
             nonlocal cells
             if type(target) is not list:
@@ -216,7 +199,21 @@ class RestrictedPickle:
                     if sink is None:
                         sink = sinks[id(target)] = new_sink(target)
                     sink.entry(item)
-                    consume(item)
+                    # The entry is read: drop it (consume() inlined, this is the hot path).
+                    cells -= len(item) + 1
+                    index = memo_ids.pop(id(item), None)
+                    if index is not None:
+                        memo[index] = DROPPED
+                    frames = item.get("frames")
+                    if type(frames) is list and not keep_frames:
+                        # PyTorch shares one frames list between an alloc and its frees:
+                        # later references get DROPPED, which no column needs.
+                        index = memo_ids.pop(id(frames), None)
+                        if index is not None:
+                            memo[index] = DROPPED
+                            cells -= len(frames) + 1
+                    item.clear()
+                    item[DROPPED] = None  # a second reference to it is not an entry again
                 elif sink is not None:
                     sink.other(item)
                 else:
