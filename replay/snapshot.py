@@ -73,7 +73,7 @@ _INT64_END = 1 << 63
 _MAX_SPAN_US = (_INT64_END - 1) // 1000  # time_ns = span_us * 1000 stays in int64
 _GZIP_MAGIC = b"\x1f\x8b"
 _PICKLE_PROTO = 0x80  # protocol 2+ pickles (PyTorch writes 4) start with PROTO
-_READ_BYTES = 1 << 16
+_READ_BYTES = 1 << 13
 
 _TRACKED = {"alloc": 0, "free_completed": 1, "oom": 2, "segment_alloc": 3, "segment_map": 3,
             "segment_free": 4, "segment_unmap": 4}  # fmt: skip

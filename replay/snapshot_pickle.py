@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from hipmem.replay.errors import LogFormatError
 
 MAX_BYTES_ENV = "HIPMEM_SNAPSHOT_MAX_BYTES"
-_CHUNK_BYTES = 1 << 18
+_CHUNK_BYTES = 1 << 16
 _LOOKAHEAD = 9  # the longest fixed-size opcode with its argument (FRAME, BINUNICODE8)
 _MAX_MARKS = 10_000  # open MARKs; PyTorch's pickles nest a handful
 _I32 = struct.Struct("<i").unpack_from
