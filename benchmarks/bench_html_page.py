@@ -125,7 +125,9 @@ def main() -> None:
           f"{args.processes} fresh processes each")  # fmt: skip
     for name, pairs in figures.items():
         walls, cpus = [w for w, _ in pairs], [c for _, c in pairs]
-        print(f"{name}: wall {_spread(walls)}; CPU {_spread(cpus)}")
+        # Chromium's renderer is not our child: its CPU time would be left out, so none.
+        cpu = "" if name.startswith("Chromium") else f"; CPU {_spread(cpus)}"
+        print(f"{name}: wall {_spread(walls)}{cpu}")
     for kind, size in sizes.items():
         print(f"page of {kind}: {size / 1e6:.1f} MB")
 
