@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -35,8 +36,8 @@ def hipmem(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[s
     )  # fmt: skip
 
 
-def _trace(figure: object, prefix: str) -> object:
-    return next(t for t in figure.data if t.name.startswith(prefix))  # type: ignore[attr-defined]
+def _trace(figure: Any, prefix: str) -> Any:
+    return next(t for t in figure.data if t.name.startswith(prefix))
 
 
 def test_replay_figure_draws_exact_peaks_and_names_the_spike_op(tmp_path: Path) -> None:
