@@ -21,7 +21,7 @@ import typer
 
 from hipmem._core.byte_sizes import parse_bytes
 from hipmem.cli import output
-from hipmem.cli.html_output import check_html_option, write_html
+from hipmem.cli.html_output import captured, check_html_option, write_html
 from hipmem.cli.options import check_plot_option
 from hipmem.replay.errors import ReplayUsageError
 
@@ -133,7 +133,7 @@ class Request:
             output.warning(warning)
         shown = chosen_format is None and output.stdout_is_terminal()
         # The page has the tables a terminal shows, whatever stdout is.
-        kept = output.captured(echo=shown) if self.html else contextlib.nullcontext()
+        kept = captured(echo=shown) if self.html else contextlib.nullcontext()
         with kept as printed:
             if shown or self.html:
                 allocator_output.render_recommendation(advice)
@@ -157,7 +157,7 @@ def _write_page(path: Path, advice: AllocatorRecommendation, printed: output.Cap
     """The driving snapshot's timeline under the defaults and the recommended setting (or,
     when none fits, its requested bytes alone), and the tables of the recommendation."""
     from hipmem.replay.allocator_plot import sampled_replays
-    from hipmem.replay.html_timeline import bytes_text, frames_left_out, replay_figure
+    from hipmem.replay.html_timeline import frames_left_out, replay_figure, replay_headline
 
     if advice.recommended is not None:
         workload, shown = sampled_replays(advice)
@@ -165,17 +165,10 @@ def _write_page(path: Path, advice: AllocatorRecommendation, printed: output.Cap
         workload, shown = advice.workloads[0], []
     program = workload.program
     title = f"hipmem recommend: {Path(workload.name).name} ({program.log_events:,} events)"
-    settings = advice.recommended.settings if advice.recommended else None
+    chosen = advice.recommended
     headline = [
-        "recommended: " + (settings or "PyTorch defaults")
-        if advice.recommended
-        else "no setting fits",
-        f"peak requested: {bytes_text(program.peak_requested_bytes)}",
-        *(
-            f"peak reserved, {label}: {bytes_text(r.peak_reserved_bytes)}"
-            for label, r in shown
-            if r.peak_reserved_bytes is not None
-        ),
+        "recommended: " + (chosen.settings or "PyTorch defaults") if chosen else "no setting fits",
+        *replay_headline(workload.log, program, shown),
     ]
     with output.progress("writing the page") as bar:
         bar(0, None)

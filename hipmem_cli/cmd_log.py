@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from hipmem.cli import output
-from hipmem.cli.html_output import check_html_option, write_html
+from hipmem.cli.html_output import captured, check_html_option, write_html
 from hipmem.cli.options import HtmlOption, JsonOption, PlotOption, check_plot_option
 from hipmem.replay.analysis import LogSummary, analyze, live_trace
 from hipmem.replay.errors import ReplayUsageError
@@ -74,7 +74,7 @@ def inspect(
             progress(0, None)
             plot_timeline(log, live_trace(log.events), summary, plot, per_stream=per_stream)
     warn_skipped_rows(log)
-    kept = output.captured() if html else contextlib.nullcontext(output.Captured())
+    kept = captured() if html else contextlib.nullcontext(output.Captured())
     with kept as printed:
         if json:
             output.print_json(summary.as_dict())

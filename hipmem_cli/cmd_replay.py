@@ -13,7 +13,7 @@ from hipmem._core.byte_sizes import parse_bytes
 from hipmem.cli import output, virtual_capacity_output
 from hipmem.cli.backend_check import check_backends
 from hipmem.cli.cmd_log import skipped_rows_json, warn_skipped_rows
-from hipmem.cli.html_output import check_html_option, write_html
+from hipmem.cli.html_output import captured, check_html_option, write_html
 from hipmem.cli.options import (
     DeviceMemoryOption,
     HtmlOption,
@@ -185,7 +185,7 @@ def replay_command(
         log = load_log(logs, strict=strict, progress=bar)
     warn_skipped_rows(log)
     program = build_program(log)
-    kept = output.captured() if html else contextlib.nullcontext(output.Captured())
+    kept = captured() if html else contextlib.nullcontext(output.Captured())
     if capacity:
         confirm = 2 if confirm_runs is None else confirm_runs
         with kept as printed:
@@ -235,32 +235,16 @@ def _write_page(
     limits: dict[str, int | None],
     printed: output.Captured,
 ) -> None:
-    from hipmem.replay.html_timeline import (
-        bytes_text,
-        frames_left_out,
-        refusals_table,
-        replay_figure,
-    )
+    from hipmem.replay import html_timeline as page
 
     names = ", ".join(Path(s).name for s in log.sources[:3])
     names += " ..." if len(log.sources) > 3 else ""
     title = f"hipmem replay: {names} ({program.log_events:,} events)"
-    headline = []
-    if program.op_count:
-        where = log.line_ref(int(program.event_index[program.peak_op]))
-        headline.append(
-            f"peak requested: {bytes_text(program.peak_requested_bytes)} at op "
-            f"{program.peak_op:,} ({where})"
-        )
-    headline += [
-        f"peak reserved, {r.resource}: {bytes_text(r.peak_reserved_bytes)}"
-        for r in reports
-        if r.peak_reserved_bytes is not None
-    ]
     shown = [(r.resource, r) for r in reports]
-    figure = replay_figure(log, program, shown, limits, "Requested and reserved bytes")
-    write_html(path, title, printed, figure=figure, headline=headline,
-               tables=[refusals_table(reports)], notes=[frames_left_out(log)])  # fmt: skip
+    figure = page.replay_figure(log, program, shown, limits, "Requested and reserved bytes")
+    headline = page.replay_headline(log, program, shown)
+    tables, notes = [page.refusals_table(reports)], [page.frames_left_out(log)]
+    write_html(path, title, printed, figure=figure, headline=headline, tables=tables, notes=notes)
 
 
 def _find_capacities(

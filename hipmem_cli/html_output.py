@@ -1,13 +1,15 @@
 """`--html FILE` for any command: what it printed, handed to the page with its timeline.
 
 A command that offers `--html` checks the path first (`check_html_option`), runs inside
-`output.captured()` so that its tables and lines are kept as it prints them, then calls
+`captured()` so that its tables and lines are kept as it prints them, then calls
 `write_html` with its figure (replay/html_timeline.py). A new command (`explain`) gets a
 page the same way: nothing here knows which command it serves.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,20 @@ def check_html_option(path: Path | None) -> None:
         from hipmem._core.html_files import check_html_path
 
         check_html_path(path)
+
+
+@contextmanager
+def captured(*, echo: bool = True) -> Iterator[output.Captured]:
+    """Keep the tables and lines printed inside, for the page; with `echo` False they are
+    kept and not printed (a table shown only on a terminal, wanted on the page anyway)."""
+    state = output.state
+    before = state.captured, state.echo
+    state.captured = before[0] or output.Captured()
+    state.echo = before[1] and echo
+    try:
+        yield state.captured
+    finally:
+        state.captured, state.echo = before
 
 
 def page_table(table: output.Table) -> PageTable:

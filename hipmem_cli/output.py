@@ -316,24 +316,11 @@ class Table:
 
 @dataclass
 class Captured:
-    """What a command printed on stdout while a page was being made: its tables, in order,
-    and its lines of prose."""
+    """What a command printed on stdout while its page (--html) was made: tables and lines
+    (hipmem_cli/html_output.py keeps them)."""
 
     tables: list[Table] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
-
-
-@contextmanager
-def captured(*, echo: bool = True) -> Iterator[Captured]:
-    """Keep the tables and lines printed inside, for a page (--html); with `echo` False they
-    are kept and not printed (a table shown only on a terminal, wanted on the page anyway)."""
-    before = state.captured, state.echo
-    state.captured = before[0] or Captured()
-    state.echo = before[1] and echo
-    try:
-        yield state.captured
-    finally:
-        state.captured, state.echo = before
 
 
 def _text(cell: Cell) -> tuple[str, str]:

@@ -39,6 +39,26 @@ def bytes_text(n_bytes: int) -> str:
     return f"{format_bytes(n_bytes)} ({n_bytes:,} bytes)"
 
 
+def replay_headline(
+    log: AllocationLog, program: ReplayProgram, reports: Sequence[tuple[str, ReplayReport]]
+) -> list[str]:
+    """The peaks, above a replay's timeline: the requested one with its op and log row, then
+    each (label, report)'s reserved one."""
+    lines = []
+    if program.op_count:
+        where = log.line_ref(int(program.event_index[program.peak_op]))
+        lines.append(
+            f"peak requested: {bytes_text(program.peak_requested_bytes)} at op "
+            f"{program.peak_op:,} ({where})"
+        )
+    lines += [
+        f"peak reserved, {label}: {bytes_text(r.peak_reserved_bytes)}"
+        for label, r in reports
+        if r.peak_reserved_bytes is not None
+    ]
+    return lines
+
+
 def replay_figure(
     log: AllocationLog,
     program: ReplayProgram,
