@@ -105,6 +105,18 @@ def test_find_capacity_page_holds_the_capacity_table(tmp_path: Path) -> None:
     assert f"peak requested: {bytes_text(peak)}" in text
 
 
+def test_virtual_find_capacity_page_holds_the_fits_table(tmp_path: Path, torch211: object) -> None:
+    page = tmp_path / "fits.html"
+    snapshot = str(SNAPSHOTS / "train-default.pickle.gz")
+    done = hipmem("replay", snapshot, "-r", "torch:settings=recorded", "--find-capacity",
+                  "--html", str(page))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    text = page.read_text()
+    assert "<h2>Smallest capacity that replays the log with no refused allocation</h2>" in text
+    assert "<h2>Fits: the log on each device, headroom at the reserved peak</h2>" in text
+    assert "peak requested: 464.8 MiB (487,395,016 bytes) at op 1,329" in text
+
+
 @pytest.mark.parametrize(
     ("name", "why"),
     [("page.txt", "must end in .html or .htm"), ("no/such/page.html", "does not exist")],
