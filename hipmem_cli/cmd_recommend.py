@@ -18,6 +18,7 @@ from hipmem.cli.options import (
     DeviceOption,
     FromLogOption,
     FromSnapshotOption,
+    HtmlOption,
     JsonOption,
     MaxPointsOption,
     MinimumOption,
@@ -179,6 +180,7 @@ def recommend_command(
         ),
     ] = False,
     plot: PlotOption = None,
+    html: HtmlOption = None,
 ) -> None:
     """Recommend ROCBLAS_DEVICE_MEMORY_SIZE (and PyTorch's equivalent) for a workload, and
     PyTorch's allocator settings for its memory snapshots."""
@@ -191,7 +193,7 @@ def recommend_command(
         raise UsageError(f"--json is --format json; it cannot go with --format {fmt.value}")
     chosen = "json" if json else (fmt.value if fmt is not None else None)
     allocator_request = allocator_recommend.Request.of(
-        from_snapshot, target, device, device_memory, torch, capacity, plot, allow_cap
+        from_snapshot, target, device, device_memory, torch, capacity, plot, allow_cap, html
     )
     if allocator_request is not None and not (calls or from_log or workload or sweep):
         _refuse_sizing_options(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -12,8 +13,10 @@ from hipmem._core.byte_sizes import parse_bytes
 from hipmem.cli import output, virtual_capacity_output
 from hipmem.cli.backend_check import check_backends
 from hipmem.cli.cmd_log import skipped_rows_json, warn_skipped_rows
+from hipmem.cli.html_output import captured, check_html_option, write_html
 from hipmem.cli.options import (
     DeviceMemoryOption,
+    HtmlOption,
     JsonOption,
     PlotOption,
     TorchVersionOption,
@@ -135,6 +138,7 @@ def replay_command(
         ),
     ] = 1,
     plot: PlotOption = None,
+    html: HtmlOption = None,
     capacity: Annotated[
         bool,
         typer.Option("--find-capacity", help="Bisect the smallest pool/limit with no failure."),
@@ -160,6 +164,7 @@ def replay_command(
     if plot is not None and capacity:
         raise ReplayUsageError("--plot draws a replay, not a --find-capacity search: drop one")
     check_plot_option(plot)
+    check_html_option(html)
     specs = [parse_spec(text) for text in resource]  # bad specs fail before any work (exit 2)
     options = ReplayOptions(
         backend=backend.value,
@@ -167,7 +172,7 @@ def replay_command(
         streams=streams.value,
         on_failure=on_failure.value,
         repeats=repeats,
-        plot_samples=2000 if plot else 0,
+        plot_samples=_HTML_SAMPLES if html else 2000 if plot else 0,
         device_name=device,
         device_memory_bytes=None
         if device_memory is None
@@ -180,9 +185,14 @@ def replay_command(
         log = load_log(logs, strict=strict, progress=bar)
     warn_skipped_rows(log)
     program = build_program(log)
+    kept = captured() if html else contextlib.nullcontext(output.Captured())
     if capacity:
         confirm = 2 if confirm_runs is None else confirm_runs
-        if not _find_capacities(log, program, specs, options, confirm, json_out, virtual):
+        with kept as printed:
+            every = _find_capacities(log, program, specs, options, confirm, json_out, virtual)
+        if html:  # the search replays many sizes: the page draws the log's requested bytes
+            _write_page(html, log, program, [], {}, printed)
+        if not every:
             raise typer.Exit(1)
         return
     reports: list[ReplayReport] = []
@@ -190,25 +200,51 @@ def replay_command(
         for done, spec in enumerate(specs):
             bar(done, len(specs), spec.label)
             reports.append(replay(log, spec, options, program=program))
+    limits = {s.label: s.limit_bytes or s.option_bytes("maximum") for s in specs}
     if plot:
-        limits = {s.label: s.limit_bytes or s.option_bytes("maximum") for s in specs}
         write_plot(plot, program, reports, log.sources, limits)
     recorded = recorded_figures(log, program.peak_requested_bytes)
-    if json_out:
-        payload: dict[str, object] = {"sources": log.sources}
-        payload["skipped_rows"] = skipped_rows_json(log)
-        if recorded is not None:
-            payload["recorded"] = recorded.as_dict()
-        payload["resources"] = [r.as_dict() for r in reports]
-        output.print_json(payload)
-    else:
-        _print_table(reports, recorded)
-        _print_notes(program, reports)
-        _print_virtual_devices(reports)
+    with kept as printed:
+        if json_out:
+            payload: dict[str, object] = {"sources": log.sources}
+            payload["skipped_rows"] = skipped_rows_json(log)
+            if recorded is not None:
+                payload["recorded"] = recorded.as_dict()
+            payload["resources"] = [r.as_dict() for r in reports]
+            output.print_json(payload)
+        else:
+            _print_table(reports, recorded)
+            _print_notes(program, reports)
+            _print_virtual_devices(reports)
     if plot:
         output.written("plot", plot)
+    if html:
+        _write_page(html, log, program, reports, limits, printed)
     if any(r.failure_count for r in reports):
         raise typer.Exit(1)
+
+
+_HTML_SAMPLES = 10_000  # reserved-bytes samples of a replay drawn on a page (zoomable)
+
+
+def _write_page(
+    path: Path,
+    log: AllocationLog,
+    program: ReplayProgram,
+    reports: list[ReplayReport],
+    limits: dict[str, int | None],
+    printed: output.Captured,
+) -> None:
+    from hipmem.replay import html_timeline as page
+
+    names = ", ".join(Path(s).name for s in log.sources[:3])
+    names += " ..." if len(log.sources) > 3 else ""
+    title = f"hipmem replay: {names} ({program.log_events:,} events)"
+    shown = [(r.resource, r) for r in reports]
+    figure = page.replay_figure(log, program, shown, limits, "Requested and reserved bytes")
+    headline = page.replay_headline(log, program, shown)
+    tables, notes = [page.refusals_table(reports)], [page.frames_left_out(log)]
+    write_html(path, title, printed, figure=figure, headline=headline, tables=tables, notes=notes)
 
 
 def _find_capacities(
