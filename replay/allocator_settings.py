@@ -313,6 +313,24 @@ def recommend_allocator_settings(
     )
 
 
+def replay_entries(
+    workloads: list[Workload],
+    entries: list[GridEntry],
+    device: DevicePreset,
+    allocator: torch_allocator.TorchAllocator,
+    *,
+    limit_bytes: int | None = None,
+    jobs: int | None = None,
+    progress: ProgressCallback | None = None,
+    what: str = "grid",
+) -> list[Candidate]:
+    """Replay each entry on every workload, whole, on `device` (under a per-process cap of
+    `limit_bytes` when given), as `recommend_allocator_settings` replays its grid."""
+    vcuda_build.build(allocator)  # once, before the replays start side by side
+    with _Replayer(workloads, device, allocator, jobs, progress, limit_bytes) as replayer:
+        return replayer.run(entries, what)
+
+
 def _replay_grid(replayer: _Replayer, notes: list[str]) -> list[Candidate]:
     """Both rounds of the grid (replay/allocator_grid.py), each setting on every snapshot;
     `notes` gets what the grid had to leave out, and why."""
@@ -376,10 +394,12 @@ class _Replayer:
         allocator: torch_allocator.TorchAllocator,
         jobs: int | None,
         progress: ProgressCallback | None,
+        limit_bytes: int | None = None,
     ) -> None:
         if jobs is not None and jobs < 1:
             raise ReplayUsageError("must be at least 1", parameter="jobs", value=jobs)
         self.workloads, self.device, self.allocator = workloads, device, allocator
+        self.limit_bytes = limit_bytes  # a per-process cap on the device (hipmem explain's)
         self.jobs = jobs or os.cpu_count() or 1
         self.progress = progress or no_progress
         self._stack = ExitStack()
@@ -410,7 +430,7 @@ class _Replayer:
         try:
             with VirtualGpu(self.files[index], program.slot_count, len(program.streams),
                             candidate.settings, self.device, self.allocator) as gpu:  # fmt: skip
-                probe = gpu.replay()
+                probe = gpu.replay(limit_bytes=self.limit_bytes)
         except VirtualGpuFailed as err:  # PyTorch refused the setting: said in the table
             return str(err)
         first = None
