@@ -179,6 +179,7 @@ class CheckRequest:
     device_memory_bytes: int | None
     torch: str | None
     result_dict: dict[str, object] = field(default_factory=dict)
+    failed_snapshots: list[Path] = field(default_factory=list)
 
     @staticmethod
     def of(
@@ -212,11 +213,25 @@ class CheckRequest:
                 device_memory_bytes=self.device_memory_bytes, torch_version=self.torch,
             )  # fmt: skip
         self.result_dict = {"source": self.source, **found.as_dict()}
+        self.failed_snapshots = [
+            Path(v.snapshot.rpartition("#dev")[0] or v.snapshot) for v in found.verdicts if not v.fits
+        ]
         if json_only:
             output.print_json({"allocator_settings": self.result_dict})
         else:
             allocator_output.render_check(found, self.source)
         return found.fits
+
+
+def explain_failure(gate: CheckRequest) -> None:
+    """`check --explain`: the first refused snapshot, explained as `hipmem explain` does."""
+    from hipmem.cli.cmd_explain import explain_snapshot
+
+    refused = next((name for name in gate.failed_snapshots), None)
+    if refused is None:
+        return
+    memory = None if gate.device_memory_bytes is None else str(gate.device_memory_bytes)
+    explain_snapshot(refused, gate.device, memory, None, gate.torch, gate.settings, "rocm", False)
 
 
 def _settings_to_check(alloc_conf: str | None, environ: Mapping[str, str]) -> tuple[str, str]:
