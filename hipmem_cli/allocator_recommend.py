@@ -213,9 +213,8 @@ class CheckRequest:
                 device_memory_bytes=self.device_memory_bytes, torch_version=self.torch,
             )  # fmt: skip
         self.result_dict = {"source": self.source, **found.as_dict()}
-        self.failed_snapshots = [
-            Path(v.snapshot.rpartition("#dev")[0] or v.snapshot) for v in found.verdicts if not v.fits
-        ]
+        refused = [v.snapshot for v in found.verdicts if not v.fits]
+        self.failed_snapshots = [Path(name.rpartition("#dev")[0] or name) for name in refused]
         if json_only:
             output.print_json({"allocator_settings": self.result_dict})
         else:

@@ -47,8 +47,12 @@ class Build(str, Enum):
 def explain_command(
     snapshot: Annotated[
         Path,
-        typer.Argument(help="PyTorch memory snapshot (torch.cuda.memory._dump_snapshot).",
-                       exists=True, dir_okay=False, show_default=False),  # fmt: skip
+        typer.Argument(
+            help="PyTorch memory snapshot (torch.cuda.memory._dump_snapshot).",
+            exists=True,
+            dir_okay=False,
+            show_default=False,
+        ),
     ],
     device: VirtualDeviceOption = None,
     device_memory: DeviceMemoryOption = None,
@@ -81,8 +85,9 @@ def explain_command(
 ) -> None:
     """Why the allocator refused a request of the snapshot, and which settings avoid it."""
     check_plot_option(plot)
-    found = explain_snapshot(snapshot, device, device_memory, cap, torch, alloc_conf,
-                             build.value, json)  # fmt: skip
+    found = explain_snapshot(
+        snapshot, device, device_memory, cap, torch, alloc_conf, build.value, json
+    )
     if plot is not None and found.state is not None:
         from hipmem.replay.explain_plot import write_state_plot
 
@@ -92,9 +97,15 @@ def explain_command(
 
 
 def explain_snapshot(
-    snapshot: Path, device: str | None, device_memory: str | None, cap: str | None,
-    torch: str | None, alloc_conf: str | None, build: str, json: bool,
-) -> Explanation:  # fmt: skip
+    snapshot: Path,
+    device: str | None,
+    device_memory: str | None,
+    cap: str | None,
+    torch: str | None,
+    alloc_conf: str | None,
+    build: str,
+    json: bool,
+) -> Explanation:
     """Explain, then print the JSON or the text (`check --explain` calls it too)."""
     from hipmem.cli.explain_output import render_explanation
     from hipmem.replay.explain import explain
@@ -102,9 +113,16 @@ def explain_snapshot(
     memory = None if device_memory is None else parse_bytes(device_memory, name="--device-memory")
     cap_bytes = None if cap is None else parse_bytes(cap, name="--cap")
     with output.progress("explaining") as report:
-        found = explain(snapshot, device=device if memory is None else None,
-                        device_memory_bytes=memory, cap_bytes=cap_bytes, torch_version=torch,
-                        settings=alloc_conf, torch_build=build, progress=report)  # fmt: skip
+        found = explain(
+            snapshot,
+            device=device if memory is None else None,
+            device_memory_bytes=memory,
+            cap_bytes=cap_bytes,
+            torch_version=torch,
+            settings=alloc_conf,
+            torch_build=build,
+            progress=report,
+        )
     if json:
         output.print_json(found.as_dict())
     else:

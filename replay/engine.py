@@ -472,7 +472,7 @@ def _failure(
         size_bytes=int(program.size_bytes[op]),
         live_bytes=live_bytes,
         reserved_bytes=reserved_bytes if reserved_bytes >= 0 else None,
-        recorded_failed=int(log.events["action"].iat[event]) == ALLOCATE_FAILURE,
+        recorded_failed=int(log.events["action"].to_numpy()[event]) == ALLOCATE_FAILURE,
     )
 
 

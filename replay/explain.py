@@ -62,8 +62,12 @@ class RefusedRequest:
     op_index: int
 
     def as_dict(self) -> dict[str, object]:
-        return {"snapshot": self.snapshot, **self.where.as_dict(), "size_bytes": self.size_bytes,
-                "recorded_failed": self.recorded_failed}  # fmt: skip
+        return {
+            "snapshot": self.snapshot,
+            **self.where.as_dict(),
+            "size_bytes": self.size_bytes,
+            "recorded_failed": self.recorded_failed,
+        }
 
 
 @dataclass
@@ -91,7 +95,9 @@ class Explanation:
         if has_expandable(candidate.settings) and not expandable_takes_effect(
             self.torch_version, self.torch_build
         ):
-            return f"expandable_segments does nothing on a ROCm build of PyTorch {self.torch_version}"
+            return (
+                f"expandable_segments does nothing on a ROCm build of PyTorch {self.torch_version}"
+            )
         if candidate.capped:
             return "it caps the process at the recorded peak (see recommend --allow-cap)"
         return harmful_combination(candidate.settings, self.torch_version)
@@ -146,8 +152,9 @@ class Explanation:
 
 
 def _candidate_dict(candidate: Candidate) -> dict[str, object]:
-    run = min((r for r in candidate.runs if r.first_refused), key=lambda r: r.snapshot,
-              default=None)  # fmt: skip
+    run = min(
+        (r for r in candidate.runs if r.first_refused), key=lambda r: r.snapshot, default=None
+    )
     return {
         "settings": candidate.settings,
         "rule": candidate.entry.rule,
@@ -155,7 +162,8 @@ def _candidate_dict(candidate: Candidate) -> dict[str, object]:
         "peak_reserved_bytes": candidate.peak_reserved_bytes,
         "segment_allocations": candidate.segment_allocations,
         "refused_allocations": candidate.refused_count,
-        "first_refused": None if run is None or run.first_refused is None
+        "first_refused": None
+        if run is None or run.first_refused is None
         else run.first_refused.as_dict(),
     }
 
@@ -179,48 +187,71 @@ def explain(
     this module says. `torch_build` ("rocm" or "cuda") and `environment` (default: this
     process's) choose the variable the advice is written in (replay/explain_variables.py)."""
     progress = progress or no_progress
-    options = ReplayOptions(backend="virtual", device_name=device, time_calls=False,
-                            device_memory_bytes=device_memory_bytes, torch_version=torch_version)  # fmt: skip
+    options = ReplayOptions(
+        backend="virtual",
+        device_name=device,
+        time_calls=False,
+        device_memory_bytes=device_memory_bytes,
+        torch_version=torch_version,
+    )
     options.check()
     preset = options.virtual_device()
     if cap_bytes is not None and not 0 < cap_bytes <= preset.memory_bytes:
         raise ReplayUsageError(
             f"must be more than 0 and at most the device's {preset.memory_bytes:,} bytes",
-            parameter="cap_bytes", value=cap_bytes,
-        )  # fmt: skip
+            parameter="cap_bytes",
+            value=cap_bytes,
+        )
     allocator = torch_allocator.locate(torch_version)
     vcuda_build.build(allocator)
     workloads = load_workloads([snapshot])
     conf = _settings(settings, workloads)
     found = _first_refusal(workloads, conf, preset, allocator, cap_bytes)
     result = Explanation(
-        snapshot=str(snapshot), device=preset, cap_bytes=cap_bytes, settings=conf,
-        torch_version=allocator.version, allocator_source=allocator.describe(),
+        snapshot=str(snapshot),
+        device=preset,
+        cap_bytes=cap_bytes,
+        settings=conf,
+        torch_version=allocator.version,
+        allocator_source=allocator.describe(),
         recorded_ooms=sum(len(r.ooms) for w in workloads for r in w.log.recordings),
-        refused=None, state=None, reason=None, live=None, torch_build=torch_build,
-    )  # fmt: skip
+        refused=None,
+        state=None,
+        reason=None,
+        live=None,
+        torch_build=torch_build,
+    )
     if found is None:
         return result
     workload, op, state = found
     program = workload.program
     event = int(program.event_index[op])
     result.refused = RefusedRequest(
-        workload.name, workload.log.line_ref(event), int(program.size_bytes[op]),
-        int(workload.log.events["action"].iat[event]) == ALLOCATE_FAILURE, op,
-    )  # fmt: skip
+        workload.name,
+        workload.log.line_ref(event),
+        int(program.size_bytes[op]),
+        int(workload.log.events["action"].to_numpy()[event]) == ALLOCATE_FAILURE,
+        op,
+    )
     result.state = state
     expandable = ("expandable_segments", "True") in settings_pairs(conf)
-    result.reason = refusal_reason(state, result.refused.size_bytes,
-                                   memory_bytes=preset.memory_bytes, cap_bytes=cap_bytes,
-                                   expandable=expandable)  # fmt: skip
+    result.reason = refusal_reason(
+        state,
+        result.refused.size_bytes,
+        memory_bytes=preset.memory_bytes,
+        cap_bytes=cap_bytes,
+        expandable=expandable,
+    )
     result.live = live_allocations(workload.log, program, op)
     entries = _grid(workloads, allocator, preset, cap_bytes)
-    result.candidates = replay_entries(workloads, entries, preset, allocator,
-                                       limit_bytes=cap_bytes, jobs=jobs, progress=progress)  # fmt: skip
+    result.candidates = replay_entries(
+        workloads, entries, preset, allocator, limit_bytes=cap_bytes, jobs=jobs, progress=progress
+    )
     result.needed_bytes = _needed_bytes(workloads, conf, options, cap_bytes, progress)
     best = None if result.recommended is None else result.recommended.settings
-    result.variables = variable_advice(best, allocator.version, build=torch_build,
-                                       environment=environment)  # fmt: skip
+    result.variables = variable_advice(
+        best, allocator.version, build=torch_build, environment=environment
+    )
     return result
 
 
@@ -233,20 +264,30 @@ def _settings(settings: str | None, workloads: list[Workload]) -> str:
     if len(recorded) > 1:
         raise ReplayUsageError(
             f"the snapshot's devices were recorded with different settings: {'; '.join(recorded)}"
-            "; give the settings to explain", parameter="settings",
-        )  # fmt: skip
+            "; give the settings to explain",
+            parameter="settings",
+        )
     return recorded[0] if recorded else ""
 
 
 def _first_refusal(
-    workloads: list[Workload], conf: str, device: DevicePreset,
-    allocator: torch_allocator.TorchAllocator, cap_bytes: int | None,
-) -> tuple[Workload, int, AllocatorState] | None:  # fmt: skip
+    workloads: list[Workload],
+    conf: str,
+    device: DevicePreset,
+    allocator: torch_allocator.TorchAllocator,
+    cap_bytes: int | None,
+) -> tuple[Workload, int, AllocatorState] | None:
     """The first device whose replay refuses a request: the op and the allocator's state."""
     for workload in workloads:
         program = workload.program
-        with VirtualGpu(program_arrays(program), program.slot_count, len(program.streams),
-                        conf, device, allocator) as gpu:  # fmt: skip
+        with VirtualGpu(
+            program_arrays(program),
+            program.slot_count,
+            len(program.streams),
+            conf,
+            device,
+            allocator,
+        ) as gpu:
             raw = gpu.state_at_refusal(limit_bytes=cap_bytes)
         if int(raw["refused_op"]) >= 0:
             return workload, int(raw["refused_op"]), read_state(raw)
@@ -254,9 +295,11 @@ def _first_refusal(
 
 
 def _grid(
-    workloads: list[Workload], allocator: torch_allocator.TorchAllocator, device: DevicePreset,
+    workloads: list[Workload],
+    allocator: torch_allocator.TorchAllocator,
+    device: DevicePreset,
     cap_bytes: int | None,
-) -> list[GridEntry]:  # fmt: skip
+) -> list[GridEntry]:
     """`recommend`'s first round; under a cap, garbage collection within that cap (see the
     module's docstring). Without one, the grid's second round needs the first's peaks, which
     a refusing snapshot does not give: its garbage-collection rows are left to `recommend`."""
@@ -266,24 +309,35 @@ def _grid(
         for threshold in GC_UNDER_CAP:
             gc = f"garbage_collection_threshold:{threshold}"
             for base in ("", allocator_grid.EXPANDABLE):
-                entries.append(GridEntry(allocator_grid.join(base, gc),
-                                         f"garbage collection at {threshold:.0%} of the cap"))
+                entries.append(
+                    GridEntry(
+                        allocator_grid.join(base, gc),
+                        f"garbage collection at {threshold:.0%} of the cap",
+                    )
+                )
     return entries
 
 
 def _needed_bytes(
-    workloads: list[Workload], conf: str, options: ReplayOptions, cap_bytes: int | None,
+    workloads: list[Workload],
+    conf: str,
+    options: ReplayOptions,
+    cap_bytes: int | None,
     progress: ProgressCallback,
-) -> int | None:  # fmt: skip
+) -> int | None:
     """The device memory (or cap) the current settings need, over every device."""
     spec = parse_spec(f"torch:settings={conf}" if conf else "torch")
     needed = 0
     for workload in workloads:
         try:
             found = find_virtual_capacity(
-                workload.log, spec, options, cap="device" if cap_bytes is None else "fraction",
-                program=workload.program, progress=progress,
-            )  # fmt: skip
+                workload.log,
+                spec,
+                options,
+                cap="device" if cap_bytes is None else "fraction",
+                program=workload.program,
+                progress=progress,
+            )
         except NoCapacityFound:
             return None
         needed = max(needed, found.capacity_bytes)

@@ -35,8 +35,12 @@ class LiveGroup:
     largest_bytes: int
 
     def as_dict(self) -> dict[str, object]:
-        return {"where": self.where, "live_bytes": self.live_bytes, "count": self.count,
-                "largest_bytes": self.largest_bytes}  # fmt: skip
+        return {
+            "where": self.where,
+            "live_bytes": self.live_bytes,
+            "count": self.count,
+            "largest_bytes": self.largest_bytes,
+        }
 
 
 @dataclass(frozen=True)
@@ -48,8 +52,11 @@ class LiveAllocations:
     groups: list[LiveGroup]  # the largest GROUPS_KEPT, by bytes
 
     def as_dict(self) -> dict[str, object]:
-        return {"live_bytes": self.live_bytes, "count": self.count,
-                "groups": [g.as_dict() for g in self.groups]}  # fmt: skip
+        return {
+            "live_bytes": self.live_bytes,
+            "count": self.count,
+            "groups": [g.as_dict() for g in self.groups],
+        }
 
 
 def live_events(program: ReplayProgram, before_op: int) -> np.ndarray:
@@ -105,7 +112,7 @@ def _traces(log: AllocationLog, rows: np.ndarray, max_bytes: int | None) -> dict
 
 
 def _where(traces: dict[str, list[Any]], log: AllocationLog, row: int, line: int) -> str:
-    source = log.sources[int(log.events["file_index"].iat[row])]
+    source = log.sources[int(log.events["file_index"].to_numpy()[row])]
     trace = traces.get(source, [])
     entry = trace[line - 1] if 0 < line <= len(trace) else None
     raw = entry.get("frames") if isinstance(entry, dict) else None

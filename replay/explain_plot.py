@@ -33,12 +33,20 @@ def write_state_plot(path: Path, found: Explanation) -> None:
         start = 0
         for block in segment.blocks:
             used = block.allocated or block.active
-            ax.barh(row, block.size_bytes / scale, left=start / scale, height=0.7,
-                    color="tab:blue" if used else "white", edgecolor="black", linewidth=0.4,
-                    hatch=None if used else "///")  # fmt: skip
+            ax.barh(
+                row,
+                block.size_bytes / scale,
+                left=start / scale,
+                height=0.7,
+                color="tab:blue" if used else "white",
+                edgecolor="black",
+                linewidth=0.4,
+                hatch=None if used else "///",
+            )
             start += block.size_bytes
-    ax.barh(0, refused.size_bytes / scale, height=0.7, color="tab:red", edgecolor="black",
-            linewidth=0.4)  # fmt: skip
+    ax.barh(
+        0, refused.size_bytes / scale, height=0.7, color="tab:red", edgecolor="black", linewidth=0.4
+    )
     labels = ["refused request"] + [
         f"{'large' if s.is_large else 'small'}{' expandable' if s.is_expandable else ''}"
         for s in segments

@@ -82,10 +82,14 @@ class Segment:
             "is_expandable": self.is_expandable,
             "stream": self.stream,
             "blocks": [
-                {"size_bytes": b.size_bytes, "requested_bytes": b.requested_bytes,
-                 "allocated": b.allocated} for b in self.blocks
+                {
+                    "size_bytes": b.size_bytes,
+                    "requested_bytes": b.requested_bytes,
+                    "allocated": b.allocated,
+                }
+                for b in self.blocks
             ],
-        }  # fmt: skip
+        }
 
 
 @dataclass(frozen=True)
@@ -107,8 +111,10 @@ class AllocatorState:
 
     def largest_free_bytes(self, *, large: bool) -> int:
         """The largest free block of the large or the small pool (0: none)."""
-        return max((b.size_bytes for s in self.segments if s.is_large == large
-                    for b in s.free_blocks), default=0)  # fmt: skip
+        return max(
+            (b.size_bytes for s in self.segments if s.is_large == large for b in s.free_blocks),
+            default=0,
+        )
 
     def segment_count(self, *, large: bool) -> int:
         return sum(1 for s in self.segments if s.is_large == large)
@@ -119,15 +125,19 @@ class AllocatorState:
             "allocated_bytes": self.allocated_bytes,
             "requested_bytes": self.requested_bytes,
             "unallocated_bytes": self.unallocated_bytes,
-            "segments": {"large": self.segment_count(large=True),
-                         "small": self.segment_count(large=False)},
-            "largest_free_bytes": {"large": self.largest_free_bytes(large=True),
-                                   "small": self.largest_free_bytes(large=False)},
+            "segments": {
+                "large": self.segment_count(large=True),
+                "small": self.segment_count(large=False),
+            },
+            "largest_free_bytes": {
+                "large": self.largest_free_bytes(large=True),
+                "small": self.largest_free_bytes(large=False),
+            },
             "inactive_split_blocks": self.inactive_split_blocks,
             "inactive_split_bytes": self.inactive_split_bytes,
             "alloc_retries": self.alloc_retries,
             "segment_list": [s.as_dict() for s in self.segments],
-        }  # fmt: skip
+        }
 
 
 def read_state(raw: dict[str, Any]) -> AllocatorState:
@@ -157,15 +167,20 @@ def read_state(raw: dict[str, Any]) -> AllocatorState:
 
 
 def refusal_reason(
-    state: AllocatorState, size_bytes: int, *, memory_bytes: int, cap_bytes: int | None,
+    state: AllocatorState,
+    size_bytes: int,
+    *,
+    memory_bytes: int,
+    cap_bytes: int | None,
     expandable: bool,
-) -> str:  # fmt: skip
+) -> str:
     """Why the request was refused, in plain words."""
     large = size_bytes > SMALL_SIZE_BYTES
     pool = "large" if large else "small"
     largest = state.largest_free_bytes(large=large)
-    limit, limit_name = (cap_bytes, "the cap") if cap_bytes is not None else (
-        memory_bytes, "the device")  # fmt: skip
+    limit, limit_name = (
+        (cap_bytes, "the cap") if cap_bytes is not None else (memory_bytes, "the device")
+    )
     room = max(0, limit - state.reserved_bytes)
     if expandable:
         grow = -(-size_bytes // ROUND_LARGE_BYTES) * ROUND_LARGE_BYTES

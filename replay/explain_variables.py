@@ -55,8 +55,11 @@ def has_expandable(settings: str) -> bool:
 def harmful_combination(settings: str, torch_version: str) -> str | None:
     """Why a combination PyTorch's issues report as harmful is flagged, or None."""
     keys = {key for key, _ in settings_pairs(settings)}
-    if (has_expandable(settings) and "max_split_size_mb" in keys
-            and _version(torch_version) not in SPLIT_GROWTH_CLEAN):  # fmt: skip
+    if (
+        has_expandable(settings)
+        and "max_split_size_mb" in keys
+        and _version(torch_version) not in SPLIT_GROWTH_CLEAN
+    ):
         return (
             "max_split_size_mb with expandable_segments: reserved memory was reported to grow "
             "without bound on PyTorch 2.12 to 2.14 (pytorch#123548, fix proposed in #193400)"
@@ -75,8 +78,13 @@ class VariableAdvice:
     notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
-        return {"settings": self.settings, "variable": self.variable, "build": self.build,
-                "warnings": self.warnings, "notes": self.notes}  # fmt: skip
+        return {
+            "settings": self.settings,
+            "variable": self.variable,
+            "build": self.build,
+            "warnings": self.warnings,
+            "notes": self.notes,
+        }
 
     @property
     def line(self) -> str | None:
