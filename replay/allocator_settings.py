@@ -43,7 +43,7 @@ from hipmem.replay.engine import ReplayOptions, program_arrays
 from hipmem.replay.errors import ReplayUsageError
 from hipmem.replay.events import AllocationLog, LineRef
 from hipmem.replay.log_loader import load_log
-from hipmem.replay.program import OP_ALLOCATE, ReplayProgram, build_program
+from hipmem.replay.program import ReplayProgram, build_program, logged_allocation_sizes
 from hipmem.replay.resources import ResourceSpec, parse_spec
 from hipmem.replay.snapshot import is_snapshot
 from hipmem.replay.virtual_capacity import find_virtual_capacity
@@ -334,7 +334,7 @@ def replay_entries(
 def _replay_grid(replayer: _Replayer, notes: list[str]) -> list[Candidate]:
     """Both rounds of the grid (replay/allocator_grid.py), each setting on every snapshot;
     `notes` gets what the grid had to leave out, and why."""
-    sizes = [w.program.size_bytes[w.program.op == OP_ALLOCATE] for w in replayer.workloads]
+    sizes = [logged_allocation_sizes(w.program) for w in replayer.workloads]
     large = allocator_grid.large_request_sizes(sizes)
     if not allocator_grid.split_sizes_mib(large):
         notes.append(

@@ -43,7 +43,7 @@ from hipmem.replay.explain_variables import (
     has_expandable,
     variable_advice,
 )
-from hipmem.replay.program import OP_ALLOCATE
+from hipmem.replay.program import logged_allocation_sizes
 from hipmem.replay.resources import parse_spec
 from hipmem.replay.virtual_capacity import find_virtual_capacity
 from hipmem.replay.virtual_gpu import VirtualGpu
@@ -303,7 +303,7 @@ def _grid(
     """`recommend`'s first round; under a cap, garbage collection within that cap (see the
     module's docstring). Without one, the grid's second round needs the first's peaks, which
     a refusing snapshot does not give: its garbage-collection rows are left to `recommend`."""
-    sizes = [w.program.size_bytes[w.program.op == OP_ALLOCATE] for w in workloads]
+    sizes = [logged_allocation_sizes(w.program) for w in workloads]
     entries = allocator_grid.first_round(allocator_grid.large_request_sizes(sizes))
     if cap_bytes is not None:
         for threshold in GC_UNDER_CAP:

@@ -239,3 +239,18 @@ def _examples(
         for i in np.flatnonzero(mask)[:_EXAMPLES]:
             found.append(AnomalyExample(anomaly, log.line_ref(int(i)), int(pointer[i])))
     return found
+
+
+def logged_allocation_sizes(program: ReplayProgram) -> np.ndarray:
+    """The sizes of the allocations the log made and was granted: every allocate op but the
+    replayed out-of-memory requests (an allocate whose very next op frees its slot for the
+    same log row: this module's docstring). The grid of allocator settings is derived from
+    these, as before such requests were replayed."""
+    op, slot, event = program.op, program.slot, program.event_index
+    alloc = op == OP_ALLOCATE
+    probe = np.zeros(len(op), dtype=bool)
+    probe[:-1] = (
+        alloc[:-1] & (op[1:] == OP_FREE) & (slot[1:] == slot[:-1]) & (event[1:] == event[:-1])
+    )
+    sizes: np.ndarray = program.size_bytes[alloc & ~probe]
+    return sizes
