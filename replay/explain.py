@@ -22,6 +22,7 @@ per-process cap, PyTorch's version and its allocator settings, by default the re
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from hipmem._core.alloc_conf import check_alloc_conf, settings_pairs
@@ -242,12 +243,23 @@ def explain(
         cap_bytes=cap_bytes,
         expandable=expandable,
     )
-    result.live = live_allocations(workload.log, program, op)
     entries = _grid(workloads, allocator, preset, cap_bytes)
-    result.candidates = replay_entries(
-        workloads, entries, preset, allocator, limit_bytes=cap_bytes, jobs=jobs, progress=progress
-    )
-    result.needed_bytes = _needed_bytes(workloads, conf, options, cap_bytes, progress)
+    # The grid's replays are driver processes its threads wait on: the capacity search (a
+    # chain of replays of its own) and the frames (read again from the snapshot, in Python)
+    # run beside them rather than after.
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="hipmem-explain") as pool:
+        live = pool.submit(live_allocations, workload.log, program, op)
+        needed = pool.submit(_needed_bytes, workloads, conf, options, cap_bytes, no_progress)
+        result.candidates = replay_entries(
+            workloads,
+            entries,
+            preset,
+            allocator,
+            limit_bytes=cap_bytes,
+            jobs=jobs,
+            progress=progress,
+        )
+        result.live, result.needed_bytes = live.result(), needed.result()
     best = None if result.recommended is None else result.recommended.settings
     result.variables = variable_advice(
         best, allocator.version, build=torch_build, environment=environment
