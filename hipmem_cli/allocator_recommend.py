@@ -121,6 +121,7 @@ class Request:
                 capacity=self.capacity,
                 allow_cap=self.allow_cap,
                 progress=bar,
+                rocm=self.target in ("rocm", "both"),
             )
         for warning in environment_warnings(self.target):
             output.warning(warning)
@@ -155,10 +156,18 @@ def environment_warnings(target: str, environ: Mapping[str, str] | None = None) 
     """A variable already set that a ROCm build would read instead of the one emitted
     (docs/allocator-settings.md, "Which variable PyTorch reads")."""
     environ = os.environ if environ is None else environ
+    found = []
     if target == "rocm" and "PYTORCH_CUDA_ALLOC_CONF" in environ:
-        return ["PYTORCH_CUDA_ALLOC_CONF is set: a ROCm build of PyTorch reads it before "
-                "PYTORCH_HIP_ALLOC_CONF (even empty); unset it, or use --for both"]  # fmt: skip
-    return []
+        found.append(
+            "PYTORCH_CUDA_ALLOC_CONF is set: a ROCm build of PyTorch reads it before "
+            "PYTORCH_HIP_ALLOC_CONF (even empty); unset it, or use --for both"
+        )
+    if "PYTORCH_ALLOC_CONF" in environ:
+        found.append(
+            "PYTORCH_ALLOC_CONF is set: PyTorch 2.11 reads it only when none of the variables "
+            "below is set, and 2.9 never; the settings are not merged"
+        )
+    return found
 
 
 # The variables a setting string is read from when no --alloc-conf is given, in the order a

@@ -42,6 +42,7 @@ from hipmem.replay.device_presets import DevicePreset
 from hipmem.replay.engine import ReplayOptions, program_arrays
 from hipmem.replay.errors import ReplayUsageError
 from hipmem.replay.events import AllocationLog, LineRef
+from hipmem.replay.explain_variables import expandable_takes_effect, has_expandable
 from hipmem.replay.log_loader import load_log
 from hipmem.replay.program import ReplayProgram, build_program, logged_allocation_sizes
 from hipmem.replay.resources import ResourceSpec, parse_spec
@@ -269,11 +270,14 @@ def recommend_allocator_settings(
     allow_cap: bool = False,
     jobs: int | None = None,
     progress: ProgressCallback | None = None,
+    rocm: bool = False,
 ) -> AllocatorRecommendation:
     """Replay every setting of the grid on every snapshot on the virtual `device` (a preset,
     default MI300X, or `device_memory_bytes`) with PyTorch `torch_version`'s allocator (the
     search order of replay/torch_allocator.py) and recommend one, as this module says
-    (`allow_cap`: settings that cap the process may be recommended too)."""
+    (`allow_cap`: settings that cap the process may be recommended too; `rocm`: the setting
+    is for a ROCm build of PyTorch too, so none that does nothing there is recommended:
+    replay/explain_variables.py)."""
     if capacity not in CAPACITIES:
         raise ReplayUsageError(
             f"not one of {', '.join(CAPACITIES)}", parameter="capacity", value=capacity
@@ -292,6 +296,12 @@ def recommend_allocator_settings(
     with _Replayer(workloads, options.virtual_device(), allocator, jobs, progress) as replayer:
         candidates = _replay_grid(replayer, notes)
         eligible = [c for c in candidates if c.replayed and (allow_cap or not c.capped)]
+        if rocm and not expandable_takes_effect(allocator.version, "rocm"):
+            eligible = [c for c in eligible if not has_expandable(c.settings)]
+            notes.append(
+                f"expandable_segments does nothing on a ROCm build of PyTorch {allocator.version} "
+                "(it takes effect from 2.11 with ROCm 7.0): no setting with it is recommended"
+            )
         best = min(eligible, key=Candidate.rank, default=None)
         default = candidates[0]
         searched = candidates if capacity == "all" else [default, *([best] if best else [])]

@@ -215,3 +215,16 @@ def test_expandable_segments_is_never_recommended_where_it_does_nothing() -> Non
     assert any("expandable_segments" in c.settings for c in rocm.avoiding)
     assert rocm.recommended is not None and "expandable" not in rocm.recommended.settings
     assert cuda.recommended is not None and "expandable" in cuda.recommended.settings
+
+
+def test_recommend_for_rocm_leaves_out_expandable_segments_where_it_does_nothing() -> None:
+    snapshot = [SNAPSHOTS / "train-default.pickle.gz"]
+    cuda = hipmem.recommend_allocator_settings(
+        snapshot, torch_version="2.9", capacity="recommended"
+    )
+    rocm = hipmem.recommend_allocator_settings(
+        snapshot, torch_version="2.9", capacity="recommended", rocm=True
+    )
+    assert cuda.settings is not None and "expandable_segments" in cuda.settings
+    assert rocm.settings is not None and "expandable_segments" not in rocm.settings
+    assert any("does nothing on a ROCm build" in note for note in rocm.notes)
