@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import tempfile
@@ -51,11 +52,16 @@ def main() -> None:
                    "--device", "H200", "--cap", str(CAP_BYTES), "--json"]  # fmt: skip
         if args.torch:
             command += ["--torch", args.torch]
-        walls = []
+        walls, cpus = [], []
         for _ in range(args.processes):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             started = time.perf_counter()
             done = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
             walls.append(time.perf_counter() - started)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            # CPU seconds of explain and every driver process it waited for: what the machine's
+            # other tenants cannot inflate (the wall time is at most this on one core)
+            cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
             if done.returncode != 0:
                 sys.exit(f"explain failed: {done.stderr.strip()[:400]}")
             found = json.loads(done.stdout)
