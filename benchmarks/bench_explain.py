@@ -74,6 +74,10 @@ def main() -> None:
             f"(target < {TARGET_S:.0f} s); refused at line {found['refused']['line']}, "
             f"recommended {found['recommended']!r}"
         )
+        print(
+            f"CPU time (explain and its driver processes): {spread(cpus)} s; load average "
+            f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+        )
 
 
 if __name__ == "__main__":
