@@ -43,21 +43,33 @@ if importlib.util.find_spec("platformdirs") is None:  # the GPU machine's Python
 
 from tests import snapshot_recorder as recorder  # noqa: E402
 
-# job -> (recorded settings, cap as a fraction of the GPU's memory). The train job's cap lies
-# between what expandable segments and PyTorch's defaults need on the virtual H200 (555,745,280
-# and 585,105,408 bytes under a cap, train-default).
+# job -> (recorded settings, cap as a fraction of the GPU's memory). The caps of the capped
+# jobs lie between what two settings need under a cap on the virtual H200 (from the committed
+# snapshots of the same jobs): train 585,105,408 bytes with PyTorch's defaults and 555,745,280
+# with expandable segments; inference 123,731,968 and 119,537,664; multistream 142,606,336 with
+# the defaults and 148,897,792 with expandable segments (recorded with expandable segments, so
+# the defaults should avoid it).
+H200_BYTES = 150_109_880_320
 JOBS: dict[str, tuple[str, float]] = {
     "oom": ("", recorder.FRACTIONS["oom"]),
     "multistream-oom": ("", recorder.FRACTIONS["multistream-oom"]),
-    "train-capped": ("", 570_000_000 / 150_109_880_320),
-    "multistream-oom-expandable": ("expandable_segments:True", 830_000_000 / 150_109_880_320),
+    "train-capped": ("", 570_000_000 / H200_BYTES),
+    "infer-capped": ("", 121_600_000 / H200_BYTES),
+    "multistream-capped": ("expandable_segments:True", 145_000_000 / H200_BYTES),
+    "multistream-oom-expandable": ("expandable_segments:True", 830_000_000 / H200_BYTES),
 }
 _WORK = {
     "oom": "oom",
     "multistream-oom": "multistream-oom",
     "train-capped": "train-default",
+    "infer-capped": "infer-default",
+    "multistream-capped": "multistream",
     "multistream-oom-expandable": "multistream-oom",
 }
+# Jobs that catch the out-of-memory error and go on differently (they let tensors go): their
+# snapshot holds what they did after it, and a setting that avoids the first refusal changes
+# what they do next, which no replay of the recorded trace can know. Shown, not counted.
+ADAPTIVE = {"oom", "multistream-oom", "multistream-oom-expandable"}
 
 
 def run_job(name: str, fraction: float, record: Path | None) -> dict[str, Any]:
@@ -122,7 +134,7 @@ def check_job(name: str, folder: Path) -> list[dict[str, Any]]:
         avoids, ran_out = candidate.replayed, gpu["num_ooms"] > 0
         rows.append({"job": name, "settings": candidate.settings, "cap_bytes": cap,
                      "explain_avoids": avoids, "gpu_num_ooms": gpu["num_ooms"],
-                     "agree": avoids != ran_out})  # fmt: skip
+                     "agree": avoids != ran_out, "adaptive": name in ADAPTIVE})  # fmt: skip
         on_gpu = f"{gpu['num_ooms']} OOM" if ran_out else "ran to the end"
         print(f"  {candidate.settings or '(defaults)':60} explain: "
               f"{'avoids' if avoids else 'refused':8} GPU: {on_gpu:15} "
@@ -152,8 +164,13 @@ def main() -> None:
             rows += check_job(name, Path(folder))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2) + "\n")
-    disagree = [row for row in rows if not row["agree"]]
-    print(f"{len(rows) - len(disagree)} of {len(rows)} settings: explain and the GPU agree")
+    counted = [row for row in rows if not row["adaptive"]]
+    disagree = [row for row in counted if not row["agree"]]
+    print(f"{len(counted) - len(disagree)} of {len(counted)} settings of the jobs that do not "
+          "catch the error: explain and the GPU agree")  # fmt: skip
+    adaptive = [row for row in rows if row["adaptive"]]
+    agreeing = sum(row["agree"] for row in adaptive)
+    print(f"{agreeing} of {len(adaptive)} settings of the jobs that catch it (not counted)")
     sys.exit(1 if disagree else 0)
 
 
