@@ -128,6 +128,7 @@ class Request:
                 capacity=self.capacity,
                 allow_cap=self.allow_cap,
                 progress=bar,
+                rocm=self.target in ("rocm", "both"),
             )
         for warning in environment_warnings(self.target):
             output.warning(warning)
@@ -194,10 +195,18 @@ def environment_warnings(target: str, environ: Mapping[str, str] | None = None) 
     """A variable already set that a ROCm build would read instead of the one emitted
     (docs/allocator-settings.md, "Which variable PyTorch reads")."""
     environ = os.environ if environ is None else environ
+    found = []
     if target == "rocm" and "PYTORCH_CUDA_ALLOC_CONF" in environ:
-        return ["PYTORCH_CUDA_ALLOC_CONF is set: a ROCm build of PyTorch reads it before "
-                "PYTORCH_HIP_ALLOC_CONF (even empty); unset it, or use --for both"]  # fmt: skip
-    return []
+        found.append(
+            "PYTORCH_CUDA_ALLOC_CONF is set: a ROCm build of PyTorch reads it before "
+            "PYTORCH_HIP_ALLOC_CONF (even empty); unset it, or use --for both"
+        )
+    if "PYTORCH_ALLOC_CONF" in environ:
+        found.append(
+            "PYTORCH_ALLOC_CONF is set: PyTorch 2.11 reads it only when none of the variables "
+            "below is set, and 2.9 never; the settings are not merged"
+        )
+    return found
 
 
 # The variables a setting string is read from when no --alloc-conf is given, in the order a
@@ -218,6 +227,7 @@ class CheckRequest:
     device_memory_bytes: int | None
     torch: str | None
     result_dict: dict[str, object] = field(default_factory=dict)
+    failed_snapshots: list[Path] = field(default_factory=list)
 
     @staticmethod
     def of(
@@ -251,11 +261,24 @@ class CheckRequest:
                 device_memory_bytes=self.device_memory_bytes, torch_version=self.torch,
             )  # fmt: skip
         self.result_dict = {"source": self.source, **found.as_dict()}
+        refused = [v.snapshot for v in found.verdicts if not v.fits]
+        self.failed_snapshots = [Path(name.rpartition("#dev")[0] or name) for name in refused]
         if json_only:
             output.print_json({"allocator_settings": self.result_dict})
         else:
             allocator_output.render_check(found, self.source)
         return found.fits
+
+
+def explain_failure(gate: CheckRequest) -> None:
+    """`check --explain`: the first refused snapshot, explained as `hipmem explain` does."""
+    from hipmem.cli.cmd_explain import explain_snapshot
+
+    refused = next((name for name in gate.failed_snapshots), None)
+    if refused is None:
+        return
+    memory = None if gate.device_memory_bytes is None else str(gate.device_memory_bytes)
+    explain_snapshot(refused, gate.device, memory, None, gate.torch, gate.settings, "rocm", False)
 
 
 def _settings_to_check(alloc_conf: str | None, environ: Mapping[str, str]) -> tuple[str, str]:

@@ -367,7 +367,8 @@ def _latency(stats: LatencyStats | None) -> str:
 def _first_failure(report: ReplayReport) -> str:
     f = report.failures[0]
     size, live = output.human_bytes(f.size_bytes), output.human_bytes(f.live_bytes)
-    return f"{f.where}: {size} with {live} live"
+    recorded = " (recorded-failed: refused when recorded too)" if f.recorded_failed else ""
+    return f"{f.where}: {size} with {live} live{recorded}"
 
 
 def _print_table(reports: list[ReplayReport], recorded: RecordedFigures | None = None) -> None:
@@ -472,9 +473,14 @@ def _print_notes(program: ReplayProgram, reports: list[ReplayReport]) -> None:
         f"{program.log_events:,} log events, {program.op_count:,} allocator calls; "
         f"{a.zero_byte_allocations:,} zero-byte allocations, {a.free_unknown_pointer:,} frees "
         f"of unknown pointers (skipped), {a.allocate_live_pointer:,} allocations at live "
-        f"pointers (replaced), {a.allocate_failure:,} logged failures (not replayed), "
-        f"{a.live_at_end_count:,} live at end (returned at the end)."
+        f"pointers (replaced), {a.allocate_failure - a.recorded_failed:,} logged failures (not "
+        f"replayed), {a.live_at_end_count:,} live at end (returned at the end)."
     )
+    if a.recorded_failed:
+        output.line(
+            f"{a.recorded_failed:,} requests ran out of memory when recorded: each is replayed as "
+            "the request it was (recorded-failed), and returned at once when served."
+        )
     for example in a.examples:
         output.line(f"  {example}")
     sources = sorted({r.reserved_source for r in reports})

@@ -45,7 +45,7 @@ from hipmem.replay.backends import (
 from hipmem.replay.device_presets import DEFAULT as DEFAULT_PRESET
 from hipmem.replay.device_presets import DevicePreset, custom_device, find_preset
 from hipmem.replay.errors import ReplayError, ReplayUsageError
-from hipmem.replay.events import AllocationLog
+from hipmem.replay.events import ALLOCATE_FAILURE, AllocationLog
 from hipmem.replay.program import OP_ALLOCATE, OP_FREE, ReplayProgram, build_program
 from hipmem.replay.report import (
     RESERVED_SOURCES,
@@ -472,6 +472,7 @@ def _failure(
         size_bytes=int(program.size_bytes[op]),
         live_bytes=live_bytes,
         reserved_bytes=reserved_bytes if reserved_bytes >= 0 else None,
+        recorded_failed=int(log.events["action"].to_numpy()[event]) == ALLOCATE_FAILURE,
     )
 
 
