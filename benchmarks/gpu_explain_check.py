@@ -123,9 +123,11 @@ def check_job(name: str, folder: Path) -> list[dict[str, Any]]:
           f"{recorded['num_ooms']} out-of-memory errors", flush=True)  # fmt: skip
     found = explain(snapshot, device_memory_bytes=total, cap_bytes=cap, settings=settings,
                     torch_build="cuda")  # fmt: skip
-    if found.refused is None:
+    if found.refused is None:  # the GPU ran out of memory where the replay did not: disagree
         print(f"{name}: explain found no refused request under these conditions", flush=True)
-        return []
+        return [{"job": name, "settings": settings, "cap_bytes": cap, "explain_avoids": True,
+                 "gpu_num_ooms": recorded["num_ooms"], "agree": recorded["num_ooms"] == 0,
+                 "adaptive": name in ADAPTIVE}]  # fmt: skip
     rows = []
     for candidate in found.candidates:
         if candidate.error is not None:
