@@ -135,15 +135,16 @@ class OfflineRocm:
 
 
 def tree_damage(root: Path, files: dict[str, list[Any]], *, hashes: bool) -> list[str]:
-    """The recorded files ([size, sha256, ...] by path under `root`) that are missing, not a
-    regular file (a link planted in the tree is damage, never followed), of another size,
-    or (`hashes`) of another SHA256."""
+    """The recorded files ([size, sha256, ...] by path under `root`) that are missing, of
+    another size, or (`hashes`) of another SHA256. What is read is what a query would load,
+    through a link if one is there (a link to the same bytes is no damage); a repair never
+    writes through one (`unpack`)."""
     damaged = []
     for relative, entry in files.items():
         path = root / relative
         size, digest, skip = entry[0], entry[1], entry[3:5]
         try:
-            info = path.lstat()
+            info = path.stat()
             whole = stat.S_ISREG(info.st_mode) and info.st_size == size
             if not whole or (hashes and _sha256(path, skip) != digest):
                 damaged.append(relative)
