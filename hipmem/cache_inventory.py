@@ -86,12 +86,12 @@ def list_cache() -> list[CacheEntry]:
     for version in hipblaslt_fetch.cached_hipblaslt():
         folder = hipblaslt_fetch.hipblaslt_dir() / version
         built = hipblaslt_fetch._read_manifest(folder / "manifest.json")
-        release = hipblaslt_fetch.find_hipblaslt(version)
+        host = hipblaslt_fetch.find_hipblaslt(version).host_rocm
         entries.append(CacheEntry(
             "hipblaslt", version, folder, _disk_bytes(folder),
             built.fetched_at if built else None, f"hipBLASLt {version}",
             built.archs if built else [], built.fetched_by if built else "",
-            f"hipmem rocm fetch --rocm {release.host_rocm}",
+            f"hipmem rocm fetch --rocm {host}",
         ))  # fmt: skip
     for version in torch_fetch.fetched_versions():
         folder = torch_fetch.torch_dir() / version
@@ -105,7 +105,9 @@ def list_cache() -> list[CacheEntry]:
         base = root / kind
         if not base.is_dir():
             continue
-        for folder in sorted(p for p in base.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        for folder in sorted(
+            p for p in base.iterdir() if p.is_dir() and not p.name.startswith(".")
+        ):
             entries.append(CacheEntry(
                 "builds", f"{kind}/{folder.name}", folder, _disk_bytes(folder),
                 _mtime(folder / build_cache.BUILD_MANIFEST), _BUILD_WHAT[kind],
@@ -143,7 +145,9 @@ def _damage_of(entry: CacheEntry) -> list[str]:
         return ["manifest.json unreadable"] if built is None else built.damaged_files(hashes=True)
     if entry.kind == "torch":
         fetched = torch_fetch._read_manifest(entry.path / torch_fetch.MANIFEST_NAME)
-        return ["manifest.json unreadable"] if fetched is None else fetched.damaged_files(hashes=True)
+        return (
+            ["manifest.json unreadable"] if fetched is None else fetched.damaged_files(hashes=True)
+        )
     if entry.kind == "builds":
         problem = build_cache.folder_damage(entry.path)
         return [] if problem in (None, "missing") else [problem or ""]
@@ -164,7 +168,9 @@ def remove(
     arch's gemm and solution data from every release (with `rocm`: from those only)."""
     say = notice or (lambda line: None)
     if not (rocm or arch or hipblaslt or torch or kinds or everything):
-        raise UsageError("say what to remove: --rocm, --arch, --hipblaslt, --torch, --kind or --all")
+        raise UsageError(
+            "say what to remove: --rocm, --arch, --hipblaslt, --torch, --kind or --all"
+        )
     for kind in kinds or []:
         if kind not in KINDS:
             raise UsageError(f"not one of {', '.join(KINDS)}", parameter="kind", value=kind)
@@ -206,7 +212,7 @@ def _drop_archs(entry: CacheEntry, archs: list[str]) -> list[str]:
     """Remove one arch's gemm (or solution) data from a fetched tree, and from its manifest,
     which is replaced in one step; the next query on that arch fetches it again."""
     module = rocm_fetch if entry.kind == "rocm" else hipblaslt_fetch
-    state = module._read_manifest(entry.path / "manifest.json")  # type: ignore[attr-defined]
+    state = module._read_manifest(entry.path / "manifest.json")
     gone = [a for a in archs if a in state.archs] if state is not None else []
     if state is None or not gone:
         return []
@@ -235,16 +241,18 @@ def _remove_tree(path: Path) -> None:
         path.unlink()
         return
     aside = path.with_name(f".removing-{path.name}-{os.getpid()}")
-    os.replace(path, aside)
+    path.replace(aside)
     shutil.rmtree(aside, ignore_errors=True)
 
 
 @contextlib.contextmanager
 def _locks(notice: Callable[[str], None]) -> Iterator[None]:
     """The fetch locks of ROCm (and hipBLASLt) and PyTorch, so no fetch is under way."""
-    with cache_lock(rocm_fetch.rocm_dir(), "hipmem rocm fetch", notice):
-        with cache_lock(torch_fetch.torch_dir(), "hipmem torch fetch", notice):
-            yield
+    with (
+        cache_lock(rocm_fetch.rocm_dir(), "hipmem rocm fetch", notice),
+        cache_lock(torch_fetch.torch_dir(), "hipmem torch fetch", notice),
+    ):
+        yield
 
 
 def _disk_bytes(folder: Path) -> int:
@@ -258,4 +266,3 @@ def _mtime(path: Path) -> str | None:
         return None
     moment = datetime.datetime.fromtimestamp(stamp, tz=datetime.timezone.utc)
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-

@@ -89,8 +89,11 @@ def remove_command(
     ] = None,
     arch: Annotated[
         list[str] | None,
-        typer.Option("--arch", help="Remove this arch's gemm and solution data (with --rocm: "
-                     "of those releases only).", metavar="ARCH"),  # fmt: skip
+        typer.Option(
+            "--arch",
+            help="Remove this arch's gemm and solution data (with --rocm: of those releases only).",
+            metavar="ARCH",
+        ),
     ] = None,
     hipblaslt: Annotated[
         list[str] | None, typer.Option("--hipblaslt", help="hipBLASLt build(s) to remove.")
@@ -100,8 +103,11 @@ def remove_command(
     ] = None,
     kind: Annotated[
         list[str] | None,
-        typer.Option("--kind", help="Remove every part of a kind: rocm, hipblaslt, torch, "
-                     "builds, answers, apt.", metavar="KIND"),  # fmt: skip
+        typer.Option(
+            "--kind",
+            help="Remove every part of a kind: rocm, hipblaslt, torch, builds, answers, apt.",
+            metavar="KIND",
+        ),
     ] = None,
     everything: Annotated[bool, typer.Option("--all", help="Remove everything.")] = False,
 ) -> None:

@@ -140,11 +140,11 @@ def _answer_again(argv: list[str]) -> int | None:
         sys.stderr.write(kept[1])
         return kept[2]
     out, err = answer_cache.Tee(sys.stdout), answer_cache.Tee(sys.stderr)
-    sys.stdout, sys.stderr = out, err  # type: ignore[assignment]
+    sys.stdout, sys.stderr = out, err
     try:
         code = _answer(argv)
     finally:
-        sys.stdout, sys.stderr = out._stream, err._stream  # type: ignore[assignment]
+        sys.stdout, sys.stderr = out._stream, err._stream
     # Kept only when nothing it depends on changed while it ran (a fetch, a build).
     if code in (0, 1) and answer_cache.key_for(argv, root) == key:
         answer_cache.store(root, key, out.text(), err.text(), code)

@@ -187,8 +187,13 @@ def _cached_build(
         )
     from_debian = f"Debian's package libhipblaslt1 {release.pins['libhipblaslt1']}"
     return HipblasltBuild(
-        release.version, from_debian, found.library, cache_label(found.fetched_by), runs_with,
-        release, notice
+        release.version,
+        from_debian,
+        found.library,
+        cache_label(found.fetched_by),
+        runs_with,
+        release,
+        notice,
     )
 
 

@@ -25,6 +25,7 @@ This module imports only the standard library: it runs before anything else is l
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -51,12 +52,12 @@ def key_for(argv: list[str], cache_root: Path, env: dict[str, str] | None = None
     """The key of this command line's answer, or None when it is not kept."""
     if not argv or argv[0] not in COMMANDS:
         return None
-    if any(word == never or word.startswith(never + "=") or never == "github" and
-           "github" in word for word in argv for never in _NEVER):  # fmt: skip
+    if any(word == never or word.startswith(never + "=") or (never == "github" and
+           "github" in word) for word in argv for never in _NEVER):  # fmt: skip
         return None
     environ = os.environ if env is None else env
     digest = hashlib.sha256()
-    _add(digest, "format", str(FORMAT), "argv", *argv, "cwd", os.getcwd())
+    _add(digest, "format", str(FORMAT), "argv", *argv, "cwd", str(Path.cwd()))
     for name in sorted(environ):
         if name.startswith(_ENV_PREFIXES):
             _add(digest, name, environ[name])
@@ -82,10 +83,8 @@ def store(cache_root: Path, key: str, stdout: str, stderr: str, code: int) -> No
     from hipmem._core.atomic_write import write_text_atomically
 
     payload = {"format": FORMAT, "stdout": stdout, "stderr": stderr, "code": code}
-    try:
+    with contextlib.suppress(OSError):
         write_text_atomically(answers_dir(cache_root) / f"{key}.json", json.dumps(payload))
-    except OSError:
-        pass
 
 
 class Tee:
@@ -97,7 +96,7 @@ class Tee:
 
     def write(self, text: str) -> int:
         self.kept.append(text)
-        return self._stream.write(text)  # type: ignore[attr-defined, no-any-return]
+        return self._stream.write(text)  # type: ignore[attr-defined]
 
     def text(self) -> str:
         return "".join(self.kept)
@@ -171,7 +170,7 @@ def _add_libraries(digest: hashlib._Hash, cache_root: Path, environ: object) -> 
     places += [d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d]
     for place in places:
         try:
-            info = os.stat(place)
+            info = Path(place).stat()
             _add(digest, place, str(info.st_mtime_ns), str(info.st_ino))
         except OSError:
             _add(digest, place, "absent")

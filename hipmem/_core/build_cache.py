@@ -82,7 +82,7 @@ def entry_damage(path: Path, entry: list[object]) -> str | None:
     except OSError:
         return "missing"
     if entry[0] == "link":
-        if not stat.S_ISLNK(info.st_mode) or os.readlink(path) != entry[1]:
+        if not stat.S_ISLNK(info.st_mode) or str(path.readlink()) != entry[1]:
             return "changed"
         return None
     if not stat.S_ISREG(info.st_mode):
@@ -118,7 +118,7 @@ def record_folder(folder: Path) -> dict[str, list[object]]:
         if path.name == BUILD_MANIFEST:
             continue
         if path.is_symlink():
-            files[path.name] = ["link", os.readlink(path)]
+            files[path.name] = ["link", str(path.readlink())]
         elif path.is_file():
             files[path.name] = [path.stat().st_size, file_sha256(path)]
     return files
@@ -154,7 +154,7 @@ def _build(out_dir: Path, make: Callable[[Path], None]) -> None:
         work.chmod(0o777 & ~umask())  # mkdtemp makes 0700: a shared cache follows the umask
         if os.path.lexists(out_dir):  # damaged: moved aside in one step, then removed
             aside = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=".damaged-"))
-            os.replace(out_dir, aside / "build")
+            out_dir.replace(aside / "build")
             shutil.rmtree(aside, ignore_errors=True)
         work.rename(out_dir)
     finally:
