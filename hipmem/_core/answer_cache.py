@@ -126,6 +126,8 @@ def _add_sources(digest: hashlib._Hash) -> bool:
         try:
             with os.scandir(package / sub) as entries:
                 for entry in sorted(entries, key=lambda e: e.name):
+                    if not entry.is_file() or entry.name.endswith(".pyc"):
+                        continue  # __pycache__ changes whenever Python writes bytecode
                     info = entry.stat()
                     _add(digest, sub, entry.name, str(info.st_size), str(info.st_mtime_ns))
         except OSError:
