@@ -98,7 +98,7 @@ def list_cache() -> list[CacheEntry]:
         manifest = folder / torch_fetch.MANIFEST_NAME
         entries.append(CacheEntry(
             "torch", version, folder, _disk_bytes(folder), _mtime(manifest),
-            f"PyTorch {version}'s allocator", how="hipmem torch fetch or first use",
+            f"PyTorch {version}", how="hipmem torch fetch or first use",
             repair=f"hipmem torch fetch --torch {version}",
         ))  # fmt: skip
     for kind in BUILD_KINDS:
@@ -116,7 +116,7 @@ def list_cache() -> list[CacheEntry]:
     answers = root / "answers"
     if answers.is_dir():
         entries.append(CacheEntry("answers", "answers", answers, _disk_bytes(answers),
-                                  None, "answers of repeated queries"))  # fmt: skip
+                                  None, "answers"))  # fmt: skip
     apt = rocm_fetch.rocm_dir() / "apt"
     if apt.is_dir():
         entries.append(CacheEntry("apt", "apt", apt, _disk_bytes(apt),

@@ -10,6 +10,7 @@ from hipmem.cli import output
 from hipmem.cli.options import JsonOption
 
 _DOCS = "Docs: docs/cache.md"
+_BY = {"hipmem rocm fetch": "rocm-fetch", "fetched on first use": "first-use"}
 
 cache_app = typer.Typer(
     help="See what hipmem's cache holds, check it and remove parts of it.", epilog=_DOCS
@@ -34,13 +35,13 @@ def list_command(json: JsonOption = False) -> None:
     if not entries:
         output.line(f"the cache ({cache_dir()}) is empty")
         return
-    table = output.Table(None, ["what", "archs", "disk", "fetched"])
+    table = output.Table(None, ["what", "archs", "disk", "fetched (UTC)", "by"], boxed=False)
     for entry in entries:
-        when = (entry.fetched_at or "").replace("T", " ").removesuffix("Z")[:16]
-        how = f" ({entry.how})" if entry.how and entry.kind != "torch" else ""
-        name = entry.what if entry.kind != "builds" else f"{entry.what} {entry.name}"
-        table.add_row(name, ", ".join(entry.archs), output.human_bytes(entry.disk_bytes),
-                      f"{when}{how}".strip())  # fmt: skip
+        when = (entry.fetched_at or "")[:16]  # one word: never wrapped inside
+        name = entry.what if entry.kind != "builds" else entry.name
+        by = _BY.get(entry.how, entry.how) if entry.kind != "torch" else ""
+        disk = output.human_bytes(entry.disk_bytes)
+        table.add_row(name, ", ".join(entry.archs), disk, when, by)
     output.print_table(table)
     total = sum(entry.disk_bytes for entry in entries)
     output.note(f"{output.human_bytes(total)} on disk in {cache_dir()}")

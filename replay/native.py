@@ -246,7 +246,7 @@ def _build(toolchain: Toolchain) -> Path:
     digest.update(SOURCE.read_bytes())
     digest.update(" ".join(toolchain.command).encode())
     digest.update(toolchain.fingerprint.encode())
-    folder = _cache_dir() / f"replay_core-{toolchain.flavour}-{digest.hexdigest()[:16]}"
+    folder = _cache_dir() / f"{toolchain.flavour}-{digest.hexdigest()[:16]}"
     # Several processes on one cache (a fleet's workers) build it once; every load checks it
     # (a truncated library would crash the process that maps it) and rebuilds it if damaged.
     built_folder(folder, lambda work: _compile(toolchain, work / LIBRARY_NAME),

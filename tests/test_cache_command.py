@@ -89,7 +89,7 @@ def test_a_repeated_size_is_answered_from_the_cache_of_answers(
     assert not (cache / "answers").exists()  # it built the stand-in: not kept this time
     first = hipmem("size", "--rocm", "7.2", "-d", "MI300X", *CALLS, **env)
     assert first.stdout == building.stdout
-    (kept,) = (cache / "answers").glob("*.json")
+    assert len(list((cache / "answers").glob("*.json"))) == 1
     again = hipmem("size", "--rocm", "7.2", "-d", "MI300X", *CALLS, **env)
     assert (again.stdout, again.stderr) == (first.stdout, first.stderr)
     # The second answer came from the kept one, without typer or rich: what a hit imports.

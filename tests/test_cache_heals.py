@@ -6,7 +6,6 @@ cache of its own (HIPMEM_CACHE_DIR), damaging copies, never the user's cache."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -112,7 +111,7 @@ def test_a_link_planted_in_a_fetched_tree_is_not_followed_by_the_repair(
     library = cache / "rocm/7.2/root/usr/lib/x86_64-linux-gnu/libfmt.so.11.1.1"
     library.unlink()
     library.symlink_to(planted)
-    with pytest.raises(rocm_fetch.LibraryNotFound, match="libfmt.so.11.1.1 changed"):
+    with pytest.raises(rocm_fetch.LibraryNotFound, match=r"libfmt\.so\.11\.1\.1 changed"):
         rocm_fetch.load_offline("7.2")
     repaired = rocm_fetch.fetch("7.2", [], by=rocm_fetch.BY_COMMAND)
     assert repaired.changed
@@ -147,6 +146,6 @@ def test_a_build_without_a_record_is_built_quietly_and_a_cut_record_is_said(
     build_cache.built_folder(out, make, what="a test build")
     assert len(calls) == 2 and build_cache.folder_damage(out) is None
     assert "build.json unreadable" in capsys.readouterr().err
-    os.unlink(out / "lib-link.so")
+    (out / "lib-link.so").unlink()
     (out / "lib-link.so").symlink_to("/etc/passwd")
     assert build_cache.folder_damage(out) == "lib-link.so changed"
