@@ -139,10 +139,18 @@ def verify_cache(progress: Callable[[str], None] | None = None) -> list[Damage]:
 def _damage_of(entry: CacheEntry) -> list[str]:
     if entry.kind == "rocm":
         state = rocm_fetch._read_manifest(entry.path / "manifest.json")
-        return ["manifest.json unreadable"] if state is None else state.damaged_files(hashes=True)
+        return (
+            ["manifest.json unreadable"]
+            if state is None
+            else state.damaged_files(hashes=True, rehash=True)
+        )
     if entry.kind == "hipblaslt":
         built = hipblaslt_fetch._read_manifest(entry.path / "manifest.json")
-        return ["manifest.json unreadable"] if built is None else built.damaged_files(hashes=True)
+        return (
+            ["manifest.json unreadable"]
+            if built is None
+            else built.damaged_files(hashes=True, rehash=True)
+        )
     if entry.kind == "torch":
         fetched = torch_fetch._read_manifest(entry.path / torch_fetch.MANIFEST_NAME)
         return (

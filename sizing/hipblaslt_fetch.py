@@ -56,10 +56,10 @@ class OfflineHipblaslt:
     def solution_dir(self) -> Path:
         return self.lib_dir / LIBRARY_SUBDIR
 
-    def damaged_files(self, *, hashes: bool = False) -> list[str]:
+    def damaged_files(self, *, hashes: bool = False, rehash: bool = False) -> list[str]:
         """Files missing, replaced by a link, or changed since the fetch (by size; by SHA256
         too with `hashes`, as a fetch checks them)."""
-        return rocm_fetch.tree_damage(self.root, self.files, hashes=hashes)
+        return rocm_fetch.tree_damage(self.root, self.files, hashes=hashes, rehash=rehash)
 
 
 def hipblaslt_dir() -> Path:

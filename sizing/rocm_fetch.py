@@ -129,16 +129,27 @@ class OfflineRocm:
                 total += (self.root / relative).stat().st_blocks * 512
         return total
 
-    def damaged_files(self, *, hashes: bool = False) -> list[str]:
+    def damaged_files(self, *, hashes: bool = False, rehash: bool = False) -> list[str]:
         """Files missing or changed since the fetch: by size (cheap), or also by SHA256."""
-        return tree_damage(self.root, self.files, hashes=hashes)
+        return tree_damage(self.root, self.files, hashes=hashes, rehash=rehash)
 
 
-def tree_damage(root: Path, files: dict[str, list[Any]], *, hashes: bool) -> list[str]:
+VERIFIED_NAME = "verified.json"
+
+
+def tree_damage(
+    root: Path, files: dict[str, list[Any]], *, hashes: bool, rehash: bool = False
+) -> list[str]:
     """The recorded files ([size, sha256, ...] by path under `root`) that are missing, of
     another size, or (`hashes`) of another SHA256. What is read is what a query would load,
     through a link if one is there (a link to the same bytes is no damage); a repair never
-    writes through one (`unpack`)."""
+    writes through one (`unpack`).
+
+    A file hashed intact is noted in `verified.json` beside `root` with its inode, size and
+    change time: while those stay, a fetch with nothing to do need not read it again (any
+    write to it changes them). `rehash` reads every file anyway (`hipmem cache verify`)."""
+    verified = _read_verified(root) if hashes and not rehash else {}
+    stamps: dict[str, list[int]] = {}
     damaged = []
     for relative, entry in files.items():
         path = root / relative
@@ -146,11 +157,27 @@ def tree_damage(root: Path, files: dict[str, list[Any]], *, hashes: bool) -> lis
         try:
             info = path.stat()
             whole = stat.S_ISREG(info.st_mode) and info.st_size == size
-            if not whole or (hashes and _sha256(path, skip) != digest):
+            stamp = [info.st_ino, info.st_size, info.st_ctime_ns, info.st_mtime_ns]
+            if whole and hashes and verified.get(relative) != stamp:
+                whole = _sha256(path, skip) == digest
+            if whole:
+                stamps[relative] = stamp
+            else:
                 damaged.append(relative)
         except OSError:
             damaged.append(relative)
+    if hashes:
+        with contextlib.suppress(OSError):
+            write_text_atomically(root.parent / VERIFIED_NAME, json.dumps(stamps))
     return damaged
+
+
+def _read_verified(root: Path) -> dict[str, list[int]]:
+    try:
+        data = json.loads((root.parent / VERIFIED_NAME).read_text())
+        return {str(k): list(v) for k, v in data.items()} if isinstance(data, dict) else {}
+    except (OSError, ValueError, TypeError, AttributeError):
+        return {}
 
 
 @dataclass(frozen=True)
