@@ -35,7 +35,7 @@ from pathlib import Path
 COMMANDS = ("size", "recommend", "check")
 FORMAT = 1
 _ENV_PREFIXES = ("HIPMEM_", "ROCM", "ROCBLAS", "ROCSOLVER", "HIPBLASLT", "HIP_", "HSA_",
-                 "LD_LIBRARY_PATH", "COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR", "TERM",
+                 "LD_", "PYTHON", "COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR", "TERM",
                  "PYTORCH_", "CUDA_", "GITHUB_")  # fmt: skip
 # Never answered from here: their answer reads a snapshot through PyTorch's allocator, or
 # they write files besides printing.
