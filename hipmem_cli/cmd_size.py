@@ -289,7 +289,7 @@ def warn_unknown_minimums(result: SessionResult) -> None:
 def _release_text(result: SessionResult) -> str:
     library = result.library
     versions = ", ".join(f"{name} {version}" for name, version in library.versions.items())
-    return f"ROCm {library.rocm or '(release not recognised)'}: {versions} from {library.found_in}"
+    return f"ROCm {library.rocm or '(release not recognised)'}: {versions} from {library.place}"
 
 
 def _compare(

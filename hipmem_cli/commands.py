@@ -23,6 +23,7 @@ COMMAND_MODULES = {
     "fleet": "cmd_fleet",
     "torch": "cmd_torch",
     "explain": "cmd_explain",
+    "cache": "cmd_cache",
 }
 
 

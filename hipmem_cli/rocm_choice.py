@@ -126,4 +126,4 @@ def several_cached_warning(libraries: Libraries) -> str | None:
 def release_line(libraries: Libraries, versions: dict[str, str]) -> str:
     """`ROCm 7.2 (rocblas 5.2.0, rocsolver 3.32.0) from the offline cache ...`"""
     named = ", ".join(f"{name} {version}" for name, version in versions.items())
-    return f"ROCm {libraries.rocm or '(unknown release)'} ({named}) from {libraries.found_in}"
+    return f"ROCm {libraries.rocm or '(unknown release)'} ({named}) from {libraries.place}"

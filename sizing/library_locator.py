@@ -35,8 +35,19 @@ from hipmem.sizing.rocm_releases import NEWEST, normalise, release_names, rocm_o
 
 LIBDIR_ENV = "HIPMEM_ROCM_LIBDIR"
 LOADER_NAME = "ld-linux-x86-64.so.2"
-CACHE_LABEL = "offline cache (hipmem rocm fetch)"
+CACHE_LABEL = "offline cache"
 _EXPLICIT = ("--rocm-dir", LIBDIR_ENV)
+
+
+def cache_label(fetched_by: str) -> str:
+    """Where a cached tree came from, truthfully: `offline cache (hipmem rocm fetch)`, or
+    `offline cache (fetched on first use)` (just `offline cache` for a tree fetched before
+    hipmem recorded how)."""
+    return f"{CACHE_LABEL} ({fetched_by})" if fetched_by else CACHE_LABEL
+
+
+def is_cache_label(found_in: str) -> bool:
+    return found_in.startswith(CACHE_LABEL)
 
 
 class MixedReleases(UsageError):
@@ -62,6 +73,12 @@ class Libraries:
     def tensile_dir(self) -> Path | None:
         found = sorted(self.lib_dir.glob("rocblas/*/library"))
         return found[-1] if found else None
+
+    @property
+    def place(self) -> str:
+        """Where they came from, as an answer says it: `--rocm-dir /opt/x/lib`,
+        `offline cache (fetched on first use)`, `/opt/rocm/lib`."""
+        return f"{self.found_in} {self.lib_dir}" if self.found_in in _EXPLICIT else self.found_in
 
 
 def locate(
@@ -181,7 +198,7 @@ def cached_libraries(release: str) -> Libraries:
 
 def _cached(release: str) -> Libraries:
     offline = load_offline(release)
-    found = _libraries_in(CACHE_LABEL, offline.lib_dir) if offline else None
+    found = _libraries_in(cache_label(offline.fetched_by), offline.lib_dir) if offline else None
     if offline is None or found is None:
         raise LibraryNotFound(
             f"the cached ROCm {release} has no librocblas; run `hipmem rocm fetch --rocm {release}`"

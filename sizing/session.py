@@ -56,6 +56,7 @@ class LibraryInfo:
     versions: dict[str, str]
     optional_symbols: dict[str, bool]
     handle_default_bytes: int  # what a rocBLAS-managed handle allocates at creation
+    place: str = ""  # where the libraries came from, as an answer says it (Libraries.place)
 
     def as_dict(self) -> dict[str, Any]:
         return self.__dict__.copy()
@@ -319,6 +320,7 @@ class SizingSession:
             rocsolver_path=str(self.libraries.rocsolver) if self.libraries.rocsolver else None,
             found_in=self.libraries.found_in,
             versions=info.versions,
+            place=self.libraries.place,
             optional_symbols=info.optional_symbols,
             handle_default_bytes=info.handle_default_bytes,
         )

@@ -170,7 +170,8 @@ def test_an_install_without_hipblaslt_falls_back_to_the_cache_saying_so(
         f"Warning: {notice}"
     ]
     payload = json.loads(done.stdout)["hipblaslt"]
-    assert (payload["hipblaslt"], payload["hipblaslt_found_in"]) == ("7.2.4", CACHE_LABEL)
+    assert payload["hipblaslt"] == "7.2.4"
+    assert payload["hipblaslt_found_in"].startswith(CACHE_LABEL)  # and how it came, if recorded
     assert payload["hipblaslt_notice"] == notice
     assert payload["calls"][0]["bytes"] == GEMV_MI210_BYTES
     empty = hipmem(

@@ -14,7 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
-def _umask() -> int:
+def umask() -> int:
+    """The process's umask (read by setting and restoring it: there is no getter)."""
     mask = os.umask(0)
     os.umask(mask)
     return mask
@@ -33,7 +34,7 @@ def atomic_output(path: Path, *, suffix: str = ".tmp") -> Iterator[Path]:
     tmp = Path(tmp_name)
     try:
         yield tmp
-        tmp.chmod(0o666 & ~_umask())
+        tmp.chmod(0o666 & ~umask())
         tmp.replace(path)
     except BaseException:
         tmp.unlink(missing_ok=True)
