@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from hipmem._core.byte_sizes import parse_bytes
+from hipmem._core.skipped_input import SkippedInput
 from hipmem.cli import output
 from hipmem.cli.options import check_plot_option
 from hipmem.replay.errors import ReplayUsageError
@@ -62,6 +63,7 @@ class Request:
     capacity: str
     plot: Path | None
     allow_cap: bool = False
+    accept_skipped: bool = False
 
     @staticmethod
     def of(
@@ -73,6 +75,7 @@ class Request:
         capacity: Capacity,
         plot: Path | None,
         allow_cap: bool = False,
+        accept_skipped: bool = False,
     ) -> Request | None:
         """The request, or None without --from-snapshot (whose own options are then refused:
         an option that changes nothing is a mistake worth saying)."""
@@ -98,6 +101,7 @@ class Request:
             capacity=capacity.value,
             plot=plot,
             allow_cap=allow_cap,
+            accept_skipped=accept_skipped,
         )
         # An unknown preset is said before any work (sizing included).
         from hipmem.replay.engine import ReplayOptions
@@ -120,8 +124,10 @@ class Request:
                 torch_version=self.torch,
                 capacity=self.capacity,
                 allow_cap=self.allow_cap,
+                accept_skipped=self.accept_skipped,
                 progress=bar,
             )
+        say_accepted(advice.skipped)
         for warning in environment_warnings(self.target):
             output.warning(warning)
         if chosen_format is None and output.stdout_is_terminal():
@@ -138,6 +144,12 @@ class Request:
             output.written("plot", self.plot)
         return Emitted(advice.variables(self.target), {"allocator_settings": advice.as_dict()},
                        _comment(advice))  # fmt: skip
+
+
+def say_accepted(skipped: SkippedInput) -> None:
+    """The snapshot entries an answer did without (--accept-skipped), on stderr."""
+    if skipped.count:
+        output.skipped(skipped.describe(), "accepted: --accept-skipped")
 
 
 def _device_memory(text: str | None) -> int | None:
@@ -178,6 +190,7 @@ class CheckRequest:
     device: str | None
     device_memory_bytes: int | None
     torch: str | None
+    accept_skipped: bool = False
     result_dict: dict[str, object] = field(default_factory=dict)
 
     @staticmethod
@@ -187,6 +200,7 @@ class CheckRequest:
         device: str | None,
         device_memory: str | None,
         torch: str | None,
+        accept_skipped: bool = False,
         environ: Mapping[str, str] | None = None,
     ) -> CheckRequest | None:
         if not snapshots:
@@ -199,7 +213,8 @@ class CheckRequest:
         environ = os.environ if environ is None else environ
         settings, source = _settings_to_check(alloc_conf, environ)
         memory = _device_memory(device_memory)
-        return CheckRequest(list(snapshots), settings, source, device, memory, torch)
+        return CheckRequest(list(snapshots), settings, source, device, memory, torch,
+                            accept_skipped)  # fmt: skip
 
     def run(self, json_only: bool) -> bool:
         """Replay, say the verdict (or print the JSON), and whether every snapshot fits."""
@@ -210,7 +225,9 @@ class CheckRequest:
             found = check_allocator_settings(
                 self.snapshots, self.settings, device=self.device,
                 device_memory_bytes=self.device_memory_bytes, torch_version=self.torch,
+                accept_skipped=self.accept_skipped,
             )  # fmt: skip
+        say_accepted(found.skipped)
         self.result_dict = {"source": self.source, **found.as_dict()}
         if json_only:
             output.print_json({"allocator_settings": self.result_dict})

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from hipmem._core.skipped_input import SHOWN_PLACES, describe_skipped
 from hipmem.cli import output
 from hipmem.cli.options import JsonOption, PlotOption, check_plot_option
 from hipmem.replay.analysis import LogSummary, analyze, live_trace
@@ -80,12 +81,9 @@ def inspect(
 def warn_skipped_rows(log: AllocationLog) -> None:
     """One warning for the rows that could not be read (`log inspect` and `replay` alike)."""
     if log.skipped_count:
-        first = log.skipped[0]
-        output.warning(
-            f"skipped {log.skipped_count:,} row(s) that could not be read; first "
-            f"{first.source}:{first.line}: {first.reason} (--strict makes this an error)"
-        )
-    for damaged in log.skipped[1:]:  # where a damaged file ends is never left unsaid
+        described = describe_skipped(log.skipped_count, log.skipped_places())
+        output.skipped(described, "--strict makes this an error")
+    for damaged in log.skipped[SHOWN_PLACES:]:  # where a damaged file ends is never left unsaid
         if damaged.reason.startswith("gzip data"):
             output.warning(f"{damaged.source}:{damaged.line}: {damaged.reason}")
 

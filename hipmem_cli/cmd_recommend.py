@@ -10,9 +10,10 @@ from typing import Annotated, Optional
 import typer
 
 from hipmem.cli import allocator_recommend, hipblaslt_calls, output
-from hipmem.cli.call_sources import CallSources, gather_calls
+from hipmem.cli.call_sources import CallSources, accepted_skipped_lines, gather_calls
 from hipmem.cli.options import (
     MAX_POINTS_DEFAULT_TEXT,
+    AcceptSkippedOption,
     CusOption,
     DeviceMemoryOption,
     DeviceOption,
@@ -111,6 +112,7 @@ def recommend_command(
     from_log: FromLogOption = None,
     workload: WorkloadOption = None,
     strict: StrictOption = False,
+    accept_skipped: AcceptSkippedOption = False,
     headroom: Annotated[
         str,
         typer.Option(
@@ -191,7 +193,8 @@ def recommend_command(
         raise UsageError(f"--json is --format json; it cannot go with --format {fmt.value}")
     chosen = "json" if json else (fmt.value if fmt is not None else None)
     allocator_request = allocator_recommend.Request.of(
-        from_snapshot, target, device, device_memory, torch, capacity, plot, allow_cap
+        from_snapshot, target, device, device_memory, torch, capacity, plot, allow_cap,
+        accept_skipped,
     )
     if allocator_request is not None and not (calls or from_log or workload or sweep):
         _refuse_sizing_options(
@@ -202,9 +205,9 @@ def recommend_command(
         emitted = allocator_request.run(chosen)
         _emit(chosen, emitted.variables, details=emitted.details, comment=emitted.comment)
         return
-    matmuls = hipblaslt_calls.gather(calls, from_log, workload, strict)
+    matmuls = hipblaslt_calls.gather(calls, from_log, workload, strict, accept_skipped)
     calls, from_log, workload = matmuls.calls, matmuls.from_log, matmuls.workload
-    sources = CallSources(calls or [], from_log or [], workload or [], strict)
+    sources = CallSources(calls or [], from_log or [], workload or [], strict, accept_skipped)
     sources.sweeps, sources.max_points = sweep or [], parse_max_points(max_points)
     fetch = on_demand(offline, device, cus)
     libraries = one_release(rocm, rocm_dir, "recommend", fetch)
@@ -231,13 +234,24 @@ def recommend_command(
     )
     for warning in advice.warnings:
         output.warning(warning)
+    skipped = _say_accepted(sources)
     variables = advice.variables(pytorch=pytorch) + matmul_variables + extra.variables
     comment = f"for {release_line(libraries, result.library.versions)}, {_device_text(result)}"
     if extra.comment:
         comment += f"; {extra.comment}"
     if chosen is None and output.stdout_is_terminal():
         _render_summary(advice, result, pytorch)
-    _emit(chosen, variables, details=advice.as_dict() | extra.details, comment=comment)
+    details = advice.as_dict() | extra.details | skipped
+    _emit(chosen, variables, details=details, comment=comment)
+
+
+def _say_accepted(sources: CallSources) -> dict[str, object]:
+    """The call-log lines an answer did without (--accept-skipped): said on stderr, and the
+    JSON's `skipped_lines` (empty when none were)."""
+    skipped = accepted_skipped_lines(sources)
+    if skipped.count:
+        output.skipped(skipped.describe(), "accepted: --accept-skipped")
+    return {"skipped_lines": skipped.as_dict()} if sources.from_logs else {}
 
 
 def _refuse_sizing_options(*given: tuple[str, object]) -> None:
@@ -269,6 +283,7 @@ def check_command(
     from_log: FromLogOption = None,
     workload: WorkloadOption = None,
     strict: StrictOption = False,
+    accept_skipped: AcceptSkippedOption = False,
     value: Annotated[
         Optional[str],  # noqa: UP045
         typer.Option(
@@ -322,7 +337,7 @@ def check_command(
     """Exit 0 when ROCBLAS_DEVICE_MEMORY_SIZE covers the workload (and, with --from-snapshot,
     the snapshots replay with PyTorch's allocator settings), 1 (with the reason) if not."""
     gate = allocator_recommend.CheckRequest.of(from_snapshot, alloc_conf, device,
-                                               device_memory, torch)  # fmt: skip
+                                               device_memory, torch, accept_skipped)  # fmt: skip
     has_calls = bool(calls or from_log or workload or sweep)
     allocator_fits = True
     if gate is not None:
@@ -337,9 +352,9 @@ def check_command(
         setting = read_setting(value, source="--value")
     else:
         setting = read_setting(os.environ.get(VARIABLE), source=f"${VARIABLE}")
-    matmuls = hipblaslt_calls.gather(calls, from_log, workload, strict)
+    matmuls = hipblaslt_calls.gather(calls, from_log, workload, strict, accept_skipped)
     calls, from_log, workload = matmuls.calls, matmuls.from_log, matmuls.workload
-    sources = CallSources(calls or [], from_log or [], workload or [], strict)
+    sources = CallSources(calls or [], from_log or [], workload or [], strict, accept_skipped)
     sources.sweeps, sources.max_points = sweep or [], parse_max_points(max_points)
     fetch = on_demand(offline, device, cus)
     libraries = one_release(rocm, rocm_dir, "check", fetch)
@@ -353,9 +368,11 @@ def check_command(
             return
     result = _size(sources, device, cus, libraries, minimum=minimum)
     outcome = check(setting, result)
+    skipped = _say_accepted(sources)
     if json:
         extra = {} if gate is None else {"allocator_settings": gate.result_dict}
-        output.print_json(outcome.as_dict() | {"library": result.library.as_dict()} | extra)
+        output.print_json(outcome.as_dict() | {"library": result.library.as_dict()} | extra
+                          | skipped)  # fmt: skip
     else:
         for note in setting.notes:
             output.warning(note)
