@@ -195,7 +195,7 @@ def recommend_command(
     allocator_request = allocator_recommend.Request.of(
         from_snapshot, target, device, device_memory, torch, capacity, plot, allow_cap,
         accept_skipped,
-    )
+    )  # fmt: skip
     if allocator_request is not None and not (calls or from_log or workload or sweep):
         _refuse_sizing_options(
             ("--headroom", headroom != "0%"), ("--align", align != "1"),

@@ -9,7 +9,7 @@ that asked for it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hipmem._core.alloc_conf import check_alloc_conf
 from hipmem._core.skipped_input import SkippedInput
@@ -63,7 +63,7 @@ class AllocatorCheck:
     torch_version: str
     allocator_source: str
     verdicts: list[SnapshotVerdict]
-    skipped: SkippedInput = SkippedInput()  # entries skipped, accepted (accept_skipped)
+    skipped: SkippedInput = field(default_factory=SkippedInput)  # accepted (accept_skipped)
 
     @property
     def fits(self) -> bool:
