@@ -273,12 +273,9 @@ def convert(
     A snapshot of several devices gives one file per device, named as rmm names them
     (`OUT.dev<N>.csv`).
     """
-    from hipmem.replay.log_writer import output_paths, write_rmm_csv
+    from hipmem.replay.log_writer import check_output, output_paths, write_rmm_csv
 
-    if not out.parent.is_dir():
-        raise ReplayUsageError(
-            f"folder '{out.parent}' does not exist", parameter="output", value=str(out)
-        )
+    check_output(out)  # before loading: a path that cannot be written costs nothing
     with output.progress("loading", transfer=True) as progress:
         log = load_log([log_path], progress=progress)
     output_paths(log, out)  # the name is checked before anything is written

@@ -192,6 +192,8 @@ def recommend_command(
     if json and fmt not in (None, Format.json):
         raise UsageError(f"--json is --format json; it cannot go with --format {fmt.value}")
     chosen = "json" if json else (fmt.value if fmt is not None else None)
+    if chosen == "github":  # the files it appends to, before any work
+        env_formats.check_github_files()
     allocator_request = allocator_recommend.Request.of(
         from_snapshot, target, device, device_memory, torch, capacity, plot, allow_cap,
         accept_skipped,

@@ -7,12 +7,12 @@ file is written atomically: a temporary file beside it, then a rename.
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any, NoReturn
 
 from hipmem._core.atomic_write import atomic_output
 from hipmem._core.errors import UsageError
+from hipmem._core.output_files import OutputPathError, check_output_file
 from hipmem._core.pyplot import require_matplotlib
 
 PLOT_SUFFIXES = (".png", ".svg")
@@ -31,17 +31,10 @@ def check_plot_path(path: Path) -> None:
     require_matplotlib()
     if path.suffix.lower() not in PLOT_SUFFIXES:
         _refuse(path, "must end in .png or .svg (the suffix picks it)")
-    if path.is_dir():
-        _refuse(path, "is a directory")
-    if path.exists() and not path.is_file():
-        _refuse(path, "is not a regular file")
-    if not path.parent.is_dir():
-        _refuse(path, f"folder '{path.parent}' does not exist")
     try:
-        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".hipmem-plot-check-"):
-            pass
-    except OSError as err:
-        _refuse(path, f"cannot write in folder '{path.parent}': {err.strerror or err}")
+        check_output_file(path, parameter="plot")
+    except OutputPathError as err:
+        _refuse(path, err.detail)
 
 
 def _refuse(path: Path, why: str) -> NoReturn:
