@@ -189,8 +189,9 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> list[DevicePar
 def _first_time_us(traces: list[Any]) -> int:
     for trace in traces:
         for entry in trace if isinstance(trace, list) else []:
-            if isinstance(entry, dict) and isinstance(entry.get("time_us"), int):
-                return int(entry["time_us"])
+            time_us = _count(entry.get("time_us")) if isinstance(entry, dict) else None
+            if time_us is not None and time_us <= MAX_TIME_US:  # else skipped: not the start
+                return time_us
     return 0
 
 
