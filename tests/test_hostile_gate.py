@@ -77,7 +77,9 @@ def test_the_readme_fail_example_with_a_float_size_no_longer_passes(
         "count": 0, "first": []}  # fmt: skip
 
 
-def test_recommend_refuses_a_snapshot_with_a_skipped_entry(tmp_path: Path, torch211: object) -> None:
+def test_recommend_refuses_a_snapshot_with_a_skipped_entry(
+    tmp_path: Path, torch211: object
+) -> None:
     data = snapshot("oom")
     data["device_traces"][0][tracked_entries(data)[-1]]["size"] = 2**63 + 5  # past int64
     damaged = write_snapshot(tmp_path / "huge.pickle.gz", data)
