@@ -74,7 +74,8 @@ PYTORCH_CUDA_ALLOC_CONF) from replays of the snapshots on a virtual GPU (no GPU 
   hipmem recommend -d MI300X --workload samples/workload.yaml --from-snapshot run.pickle
 
 Exit codes: 0 recommended; 1 a call could not be sized, no allocator setting replays the
-snapshots (or a file could not be written); 2 usage (a bare --headroom 10: say 10% or
+snapshots, a log line or snapshot entry could not be read (--accept-skipped answers from
+the rest), or a file could not be written; 2 usage (a bare --headroom 10: say 10% or
 10B); 130 interrupted.
 
 Docs: docs/recommend.md
@@ -91,8 +92,9 @@ PyTorch's allocator settings against memory snapshots (docs/allocator-settings.m
       --device-memory 80GiB
 
 Exit codes: 0 the value covers the workload (and the snapshots replay with the allocator
-settings); 1 it does not (the reason on stderr, with the first refused allocation), or a
-call could not be sized; 2 usage; 130 interrupted.
+settings); 1 it does not (the reason on stderr, with the first refused allocation), a
+call could not be sized, or a log line or snapshot entry could not be read
+(--accept-skipped answers from the rest); 2 usage; 130 interrupted.
 
 Docs: docs/recommend.md
 """
