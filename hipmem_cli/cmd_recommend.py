@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from enum import Enum
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -194,6 +195,7 @@ def recommend_command(
     if json and fmt not in (None, Format.json):
         raise UsageError(f"--json is --format json; it cannot go with --format {fmt.value}")
     chosen = "json" if json else (fmt.value if fmt is not None else None)
+    _refuse_idle_accept(accept_skipped, from_log, from_snapshot)
     if chosen == "github":  # the files it appends to, before any work
         env_formats.check_github_files()
     allocator_request = allocator_recommend.Request.of(
@@ -256,6 +258,13 @@ def _say_accepted(sources: CallSources) -> dict[str, object]:
     if skipped.count:
         output.skipped(skipped.describe(), "accepted: --accept-skipped")
     return {"skipped_lines": skipped.as_dict()} if sources.from_logs else {}
+
+
+def _refuse_idle_accept(accept: bool, *files: list[Path] | None) -> None:
+    """--accept-skipped with no file read leniently would change nothing: say so."""
+    if accept and not any(files):
+        raise UsageError("--accept-skipped is about lines and entries of files that cannot be "
+                         "read: give --from-log or --from-snapshot, or drop it")  # fmt: skip
 
 
 def _refuse_sizing_options(*given: tuple[str, object]) -> None:
@@ -340,6 +349,7 @@ def check_command(
 ) -> None:
     """Exit 0 when ROCBLAS_DEVICE_MEMORY_SIZE covers the workload (and, with --from-snapshot,
     the snapshots replay with PyTorch's allocator settings), 1 (with the reason) if not."""
+    _refuse_idle_accept(accept_skipped, from_log, from_snapshot)
     gate = allocator_recommend.CheckRequest.of(from_snapshot, alloc_conf, device,
                                                device_memory, torch, accept_skipped)  # fmt: skip
     has_calls = bool(calls or from_log or workload or sweep)
