@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hipmem._core.output_files import atomic_outputs, check_output_file
+from hipmem._core.atomic_write import atomic_outputs
+from hipmem._core.output_files import check_output_file
 from hipmem.replay.errors import ReplayUsageError
 from hipmem.replay.events import ACTION_NAMES, AllocationLog
 

@@ -1,6 +1,7 @@
 """The one rule for files a command writes (plots, converted logs, results, $GITHUB_ENV):
 checked before any work, so that a path that cannot be written costs nothing and is said in
-one line, never found after a long replay as an internal error.
+one line, never found after a long replay as an internal error. (Several files are then
+written all or none: `hipmem._core.atomic_write.atomic_outputs`.)
 
 A path is refused when it is a directory or another non-regular file, when its folder does
 not exist, or when no file can be created in that folder (read-only, /proc, /sys: a
@@ -9,10 +10,7 @@ temporary file is created there and removed at once).
 
 from __future__ import annotations
 
-import os
 import tempfile
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 
 from hipmem._core.errors import UsageError
@@ -38,34 +36,3 @@ def check_output_file(path: Path, *, parameter: str) -> None:
     except OSError as err:
         raise OutputPathError(f"cannot write in folder '{folder}': {err.strerror or err}",
                               parameter=parameter, value=str(path)) from None  # fmt: skip
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-@contextmanager
-def atomic_outputs(paths: Sequence[Path]) -> Iterator[list[Path]]:
-    """Several files written all or none: yield one temporary path beside each target; only
-    when every one was written are they renamed over their targets. An error while writing
-    (or renaming) leaves no temporary file and no new target behind."""
-    temps: list[Path] = []
-    renamed: list[Path] = []
-    try:
-        for path in paths:
-            fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-            os.close(fd)
-            temps.append(Path(name))
-        yield list(temps)
-        for tmp, path in zip(temps, paths, strict=True):
-            tmp.chmod(0o666 & ~_umask())
-            tmp.replace(path)
-            renamed.append(path)
-    except BaseException:
-        for tmp in temps:
-            tmp.unlink(missing_ok=True)
-        for path in renamed:  # a rename failed after others: none is left half done
-            path.unlink(missing_ok=True)
-        raise
