@@ -333,7 +333,10 @@ def _fields(entry: Any) -> tuple[str, int, int, int, int] | str | None:
     address, size, stream, time_us = (_count(value) for value in raw)
     if address is None or size is None or stream is None or time_us is None:
         key, value = next((k, v) for k, v in zip(keys, raw, strict=True) if _count(v) is None)
-        return f"{action} entry: {key} {_excerpt(value)} is not a non-negative integer"
+        big = isinstance(value, int) and not isinstance(value, bool) and value > 0
+        why = "is past 2**63 - 1" if big else (
+            "is not a non-negative integer")  # fmt: skip
+        return f"{action} entry: {key} {_excerpt(value)} {why}"
     if time_us > MAX_TIME_US:
         return f"{action} entry: time_us {time_us} is past year 2262 (int64 nanoseconds)"
     return action, address, size, stream, time_us
