@@ -64,6 +64,7 @@ class Request:
     plot: Path | None
     allow_cap: bool = False
     accept_skipped: bool = False
+    strict: bool = False
 
     @staticmethod
     def of(
@@ -76,6 +77,7 @@ class Request:
         plot: Path | None,
         allow_cap: bool = False,
         accept_skipped: bool = False,
+        strict: bool = False,
     ) -> Request | None:
         """The request, or None without --from-snapshot (whose own options are then refused:
         an option that changes nothing is a mistake worth saying)."""
@@ -102,6 +104,7 @@ class Request:
             plot=plot,
             allow_cap=allow_cap,
             accept_skipped=accept_skipped,
+            strict=strict,
         )
         # An unknown preset is said before any work (sizing included).
         from hipmem.replay.engine import ReplayOptions
@@ -125,6 +128,7 @@ class Request:
                 capacity=self.capacity,
                 allow_cap=self.allow_cap,
                 accept_skipped=self.accept_skipped,
+                strict=self.strict,
                 progress=bar,
             )
         say_accepted(advice.skipped)
@@ -191,6 +195,7 @@ class CheckRequest:
     device_memory_bytes: int | None
     torch: str | None
     accept_skipped: bool = False
+    strict: bool = False
     result_dict: dict[str, object] = field(default_factory=dict)
 
     @staticmethod
@@ -201,6 +206,7 @@ class CheckRequest:
         device_memory: str | None,
         torch: str | None,
         accept_skipped: bool = False,
+        strict: bool = False,
         environ: Mapping[str, str] | None = None,
     ) -> CheckRequest | None:
         if not snapshots:
@@ -214,7 +220,7 @@ class CheckRequest:
         settings, source = _settings_to_check(alloc_conf, environ)
         memory = _device_memory(device_memory)
         return CheckRequest(list(snapshots), settings, source, device, memory, torch,
-                            accept_skipped)  # fmt: skip
+                            accept_skipped, strict)  # fmt: skip
 
     def run(self, json_only: bool) -> bool:
         """Replay, say the verdict (or print the JSON), and whether every snapshot fits."""
@@ -225,7 +231,7 @@ class CheckRequest:
             found = check_allocator_settings(
                 self.snapshots, self.settings, device=self.device,
                 device_memory_bytes=self.device_memory_bytes, torch_version=self.torch,
-                accept_skipped=self.accept_skipped,
+                accept_skipped=self.accept_skipped, strict=self.strict,
             )  # fmt: skip
         say_accepted(found.skipped)
         self.result_dict = {"source": self.source, **found.as_dict()}

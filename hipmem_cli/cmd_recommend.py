@@ -200,7 +200,7 @@ def recommend_command(
         env_formats.check_github_files()
     allocator_request = allocator_recommend.Request.of(
         from_snapshot, target, device, device_memory, torch, capacity, plot, allow_cap,
-        accept_skipped,
+        accept_skipped, strict,
     )  # fmt: skip
     if allocator_request is not None and not (calls or from_log or workload or sweep):
         _refuse_sizing_options(
@@ -351,7 +351,8 @@ def check_command(
     the snapshots replay with PyTorch's allocator settings), 1 (with the reason) if not."""
     _refuse_idle_accept(accept_skipped, from_log, from_snapshot)
     gate = allocator_recommend.CheckRequest.of(from_snapshot, alloc_conf, device,
-                                               device_memory, torch, accept_skipped)  # fmt: skip
+                                               device_memory, torch, accept_skipped,
+                                               strict)  # fmt: skip
     has_calls = bool(calls or from_log or workload or sweep)
     allocator_fits = True
     if gate is not None:

@@ -93,13 +93,14 @@ def check_allocator_settings(
     device_memory_bytes: int | None = None,
     torch_version: str | None = None,
     accept_skipped: bool = False,
+    strict: bool = False,
 ) -> AllocatorCheck:
     """Replay every snapshot with `settings` (PyTorch's setting string, "" for its defaults)
     on the virtual `device` (a preset, default MI300X, or `device_memory_bytes`).
 
     A snapshot entry that cannot be read could change the verdict, so it stops the check
     (`SkippedInputError`, exit 1) unless `accept_skipped`; the verdict then carries how many
-    entries it did without."""
+    entries it did without. `strict`: the first entry that cannot be read is the error."""
     check_alloc_conf(settings, parameter="settings")
     options = ReplayOptions(backend="virtual", device_name=device,
                             device_memory_bytes=device_memory_bytes, torch_version=torch_version,
@@ -108,7 +109,7 @@ def check_allocator_settings(
     allocator = torch_allocator.locate(torch_version)
     spec = parse_spec(f"torch:settings={settings}" if settings else "torch")
     verdicts = []
-    workloads, skipped = load_snapshots(snapshots, accept_skipped=accept_skipped)
+    workloads, skipped = load_snapshots(snapshots, accept_skipped=accept_skipped, strict=strict)
     for workload in workloads:
         report = replay(workload.log, spec, options, program=workload.program)
         refused = report.failures[0] if report.failures else None

@@ -76,15 +76,18 @@ class Workload:
 Snapshots = Sequence["str | os.PathLike[str] | Workload"]
 
 
-def load_workloads(paths: Snapshots, *, accept_skipped: bool = False) -> list[Workload]:
+def load_workloads(
+    paths: Snapshots, *, accept_skipped: bool = False, strict: bool = False
+) -> list[Workload]:
     """Every device of every snapshot, each a workload of its own (a rank, a day); workloads
     already loaded are taken as they are (to replay one snapshot under several options).
-    An entry that cannot be read is an error (`SkippedInputError`) unless `accept_skipped`."""
-    return load_snapshots(paths, accept_skipped=accept_skipped)[0]
+    An entry that cannot be read is an error (`SkippedInputError`) unless `accept_skipped`
+    (`strict`: the first one is, whatever `accept_skipped` says)."""
+    return load_snapshots(paths, accept_skipped=accept_skipped, strict=strict)[0]
 
 
 def load_snapshots(
-    paths: Snapshots, *, accept_skipped: bool = False
+    paths: Snapshots, *, accept_skipped: bool = False, strict: bool = False
 ) -> tuple[list[Workload], SkippedInput]:
     """The workloads of `load_workloads`, and what was skipped reading them: a gate answers
     about the whole input or not at all, so skipped entries raise `SkippedInputError` unless
@@ -105,7 +108,7 @@ def load_snapshots(
                 parameter="snapshots",
                 value=str(path),
             )
-        log = load_log(path)
+        log = load_log(path, strict=strict)
         skipped += SkippedInput(log.skipped_count, tuple(log.skipped_places()))
         for index, source in enumerate(log.sources):
             events = log.events[log.events["file_index"] == index].reset_index(drop=True)
@@ -284,6 +287,7 @@ def recommend_allocator_settings(
     capacity: str = "all",
     allow_cap: bool = False,
     accept_skipped: bool = False,
+    strict: bool = False,
     jobs: int | None = None,
     progress: ProgressCallback | None = None,
 ) -> AllocatorRecommendation:
@@ -291,7 +295,8 @@ def recommend_allocator_settings(
     default MI300X, or `device_memory_bytes`) with PyTorch `torch_version`'s allocator (the
     search order of replay/torch_allocator.py) and recommend one, as this module says
     (`allow_cap`: settings that cap the process may be recommended too). A snapshot entry
-    that cannot be read stops it (`SkippedInputError`) unless `accept_skipped`."""
+    that cannot be read stops it (`SkippedInputError`) unless `accept_skipped` (`strict`: the
+    first one does, naming it, as in every command)."""
     if capacity not in CAPACITIES:
         raise ReplayUsageError(
             f"not one of {', '.join(CAPACITIES)}", parameter="capacity", value=capacity
@@ -304,7 +309,7 @@ def recommend_allocator_settings(
     )
     options.check()
     allocator = torch_allocator.locate(torch_version)
-    workloads, skipped = load_snapshots(snapshots, accept_skipped=accept_skipped)
+    workloads, skipped = load_snapshots(snapshots, accept_skipped=accept_skipped, strict=strict)
     vcuda_build.build(allocator)  # once, before the replays start side by side
     notes = _partial_trace_notes(workloads)
     with _Replayer(workloads, options.virtual_device(), allocator, jobs, progress) as replayer:

@@ -59,6 +59,12 @@ def test_the_readme_fail_example_with_a_float_size_no_longer_passes(
         "(--accept-skipped answers from the readable rest)"
     )
     assert refused.stdout == ""
+    # --strict is what it is everywhere: the first unreadable entry is the error.
+    strict = hipmem("check", "--from-snapshot", str(damaged), *README_FAIL, "--strict",
+                    "--accept-skipped")  # fmt: skip
+    assert assert_named_failure(strict, codes=(1,)) == (
+        f"Error: {damaged}#dev0:2003: alloc entry: size 135680000.0 is not a non-negative "
+        "integer (and 1 more bad rows)")  # fmt: skip
     # Told to accept them, it answers from the rest, and says what it did without.
     accepted = hipmem("check", "--from-snapshot", str(damaged), *README_FAIL, "--accept-skipped",
                       "--json")  # fmt: skip
