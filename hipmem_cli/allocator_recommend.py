@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from hipmem._core.byte_sizes import parse_bytes
+from hipmem._core.skipped_input import SkippedInput
 from hipmem.cli import output
 from hipmem.cli.html_output import captured, check_html_option, write_html
 from hipmem.cli.options import check_plot_option
@@ -65,6 +66,8 @@ class Request:
     plot: Path | None
     allow_cap: bool = False
     html: Path | None = None
+    accept_skipped: bool = False
+    strict: bool = False
 
     @staticmethod
     def of(
@@ -77,6 +80,8 @@ class Request:
         plot: Path | None,
         allow_cap: bool = False,
         html: Path | None = None,
+        accept_skipped: bool = False,
+        strict: bool = False,
     ) -> Request | None:
         """The request, or None without --from-snapshot (whose own options are then refused:
         an option that changes nothing is a mistake worth saying)."""
@@ -105,6 +110,8 @@ class Request:
             plot=plot,
             allow_cap=allow_cap,
             html=html,
+            accept_skipped=accept_skipped,
+            strict=strict,
         )
         # An unknown preset is said before any work (sizing included).
         from hipmem.replay.engine import ReplayOptions
@@ -127,9 +134,12 @@ class Request:
                 torch_version=self.torch,
                 capacity=self.capacity,
                 allow_cap=self.allow_cap,
+                accept_skipped=self.accept_skipped,
+                strict=self.strict,
                 progress=bar,
                 rocm=self.target in ("rocm", "both"),
             )
+        say_accepted(advice.skipped)
         for warning in environment_warnings(self.target):
             output.warning(warning)
         shown = chosen_format is None and output.stdout_is_terminal()
@@ -180,6 +190,12 @@ def _write_page(path: Path, advice: AllocatorRecommendation, printed: output.Cap
                notes=[frames_left_out(workload.log)])  # fmt: skip
 
 
+def say_accepted(skipped: SkippedInput) -> None:
+    """The snapshot entries an answer did without (--accept-skipped), on stderr."""
+    if skipped.count:
+        output.skipped(skipped.describe(), "accepted: --accept-skipped")
+
+
 def _device_memory(text: str | None) -> int | None:
     return None if text is None else parse_bytes(text, name="--device-memory")
 
@@ -226,6 +242,8 @@ class CheckRequest:
     device: str | None
     device_memory_bytes: int | None
     torch: str | None
+    accept_skipped: bool = False
+    strict: bool = False
     result_dict: dict[str, object] = field(default_factory=dict)
     failed_snapshots: list[Path] = field(default_factory=list)
 
@@ -236,6 +254,8 @@ class CheckRequest:
         device: str | None,
         device_memory: str | None,
         torch: str | None,
+        accept_skipped: bool = False,
+        strict: bool = False,
         environ: Mapping[str, str] | None = None,
     ) -> CheckRequest | None:
         if not snapshots:
@@ -248,7 +268,8 @@ class CheckRequest:
         environ = os.environ if environ is None else environ
         settings, source = _settings_to_check(alloc_conf, environ)
         memory = _device_memory(device_memory)
-        return CheckRequest(list(snapshots), settings, source, device, memory, torch)
+        return CheckRequest(list(snapshots), settings, source, device, memory, torch,
+                            accept_skipped, strict)  # fmt: skip
 
     def run(self, json_only: bool) -> bool:
         """Replay, say the verdict (or print the JSON), and whether every snapshot fits."""
@@ -259,7 +280,9 @@ class CheckRequest:
             found = check_allocator_settings(
                 self.snapshots, self.settings, device=self.device,
                 device_memory_bytes=self.device_memory_bytes, torch_version=self.torch,
+                accept_skipped=self.accept_skipped, strict=self.strict,
             )  # fmt: skip
+        say_accepted(found.skipped)
         self.result_dict = {"source": self.source, **found.as_dict()}
         refused = [v.snapshot for v in found.verdicts if not v.fits]
         self.failed_snapshots = [Path(name.rpartition("#dev")[0] or name) for name in refused]

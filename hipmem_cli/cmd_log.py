@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from hipmem._core.skipped_input import SHOWN_PLACES, describe_skipped
 from hipmem.cli import output
 from hipmem.cli.html_output import captured, check_html_option, write_html
 from hipmem.cli.options import HtmlOption, JsonOption, PlotOption, check_plot_option
@@ -110,12 +111,9 @@ def _write_page(
 def warn_skipped_rows(log: AllocationLog) -> None:
     """One warning for the rows that could not be read (`log inspect` and `replay` alike)."""
     if log.skipped_count:
-        first = log.skipped[0]
-        output.warning(
-            f"skipped {log.skipped_count:,} row(s) that could not be read; first "
-            f"{first.source}:{first.line}: {first.reason} (--strict makes this an error)"
-        )
-    for damaged in log.skipped[1:]:  # where a damaged file ends is never left unsaid
+        described = describe_skipped(log.skipped_count, log.skipped_places())
+        output.skipped(described, "--strict makes this an error")
+    for damaged in log.skipped[SHOWN_PLACES:]:  # where a damaged file ends is never left unsaid
         if damaged.reason.startswith("gzip data"):
             output.warning(f"{damaged.source}:{damaged.line}: {damaged.reason}")
 
@@ -305,12 +303,9 @@ def convert(
     A snapshot of several devices gives one file per device, named as rmm names them
     (`OUT.dev<N>.csv`).
     """
-    from hipmem.replay.log_writer import output_paths, write_rmm_csv
+    from hipmem.replay.log_writer import check_output, output_paths, write_rmm_csv
 
-    if not out.parent.is_dir():
-        raise ReplayUsageError(
-            f"folder '{out.parent}' does not exist", parameter="output", value=str(out)
-        )
+    check_output(out)  # before loading: a path that cannot be written costs nothing
     with output.progress("loading", transfer=True) as progress:
         log = load_log([log_path], progress=progress)
     output_paths(log, out)  # the name is checked before anything is written

@@ -110,6 +110,16 @@ StrictOption = Annotated[
     bool, typer.Option("--strict", help="Make the first unreadable log line an error.")
 ]
 
+# `check` and `recommend` answer about the whole input or not at all (docs/hostile-input.md).
+AcceptSkippedOption = Annotated[
+    bool,
+    typer.Option(
+        "--accept-skipped",
+        help="Answer from the readable rest when log lines or snapshot entries cannot be read "
+        "(default: exit 1 naming them); the answer then says how many were skipped.",
+    ),
+]
+
 # Sweeps (`size`, `recommend`, `check`; see sizing/sweep.py).
 SweepOption = Annotated[
     Optional[list[str]],  # noqa: UP045

@@ -190,6 +190,13 @@ def warning(message: str) -> None:
     _labelled("Warning: ", "yellow", message)
 
 
+def skipped(described: str, consequence: str) -> None:
+    """The one way every command says it skipped input it could not read: the count and the
+    first places (`FILE:LINE`, `FILE#devN:ENTRY`) with why, from hipmem._core.skipped_input,
+    then what it means here (`--strict makes this an error`, `accepted: --accept-skipped`)."""
+    warning(f"{described} ({consequence})")
+
+
 def info(message: str) -> None:
     """A one-line progress or status message on stderr ("written to ...")."""
     _print(clean(message), err=True)

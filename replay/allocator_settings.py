@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from hipmem._core.progress import ProgressCallback, no_progress
+from hipmem._core.skipped_input import SkippedInput, refuse_skipped
 from hipmem.replay import allocator_grid, torch_allocator, vcuda_build
 from hipmem.replay.allocator_grid import GridEntry
 from hipmem.replay.capacity_result import NoCapacityFound
@@ -76,12 +77,26 @@ class Workload:
 Snapshots = Sequence["str | os.PathLike[str] | Workload"]
 
 
-def load_workloads(paths: Snapshots) -> list[Workload]:
+def load_workloads(
+    paths: Snapshots, *, accept_skipped: bool = False, strict: bool = False
+) -> list[Workload]:
     """Every device of every snapshot, each a workload of its own (a rank, a day); workloads
-    already loaded are taken as they are (to replay one snapshot under several options)."""
+    already loaded are taken as they are (to replay one snapshot under several options).
+    An entry that cannot be read is an error (`SkippedInputError`) unless `accept_skipped`
+    (`strict`: the first one is, whatever `accept_skipped` says)."""
+    return load_snapshots(paths, accept_skipped=accept_skipped, strict=strict)[0]
+
+
+def load_snapshots(
+    paths: Snapshots, *, accept_skipped: bool = False, strict: bool = False
+) -> tuple[list[Workload], SkippedInput]:
+    """The workloads of `load_workloads`, and what was skipped reading them: a gate answers
+    about the whole input or not at all, so skipped entries raise `SkippedInputError` unless
+    `accept_skipped` (the answer then says how many it did without)."""
     if not paths:
         raise ReplayUsageError("give at least one snapshot", parameter="snapshots")
     found = []
+    skipped = SkippedInput()
     for given in paths:
         if isinstance(given, Workload):
             found.append(given)
@@ -94,13 +109,15 @@ def load_workloads(paths: Snapshots) -> list[Workload]:
                 parameter="snapshots",
                 value=str(path),
             )
-        log = load_log(path)
+        log = load_log(path, strict=strict)
+        skipped += SkippedInput(log.skipped_count, tuple(log.skipped_places()))
         for index, source in enumerate(log.sources):
             events = log.events[log.events["file_index"] == index].reset_index(drop=True)
             recordings = [r for r in log.recordings if r.source == source]
             part = AllocationLog(events, log.sources, recordings=recordings)
             found.append(Workload(source, part, build_program(part)))
-    return found
+    refuse_skipped(skipped.count, skipped.first, accept=accept_skipped)
+    return found, skipped
 
 
 @dataclass(frozen=True)
@@ -216,6 +233,7 @@ class AllocatorRecommendation:
     default: Candidate
     capacity: str  # "recommended" (it and the defaults were searched) or "all"
     notes: list[str] = field(default_factory=list)
+    skipped: SkippedInput = field(default_factory=SkippedInput)  # accepted (accept_skipped)
     # What was replayed, for a plot or a replay of one setting (not in --json).
     workloads: list[Workload] = field(default_factory=list, repr=False)
     options: ReplayOptions = field(default_factory=ReplayOptions, repr=False)
@@ -256,6 +274,7 @@ class AllocatorRecommendation:
             "headroom_bytes": self.headroom_bytes,
             "capacity_searched_for": self.capacity,
             "notes": self.notes,
+            "skipped_entries": self.skipped.as_dict(),
             "candidates": [candidate.as_dict() for candidate in self.candidates],
         }
 
@@ -268,6 +287,8 @@ def recommend_allocator_settings(
     torch_version: str | None = None,
     capacity: str = "all",
     allow_cap: bool = False,
+    accept_skipped: bool = False,
+    strict: bool = False,
     jobs: int | None = None,
     progress: ProgressCallback | None = None,
     rocm: bool = False,
@@ -277,7 +298,9 @@ def recommend_allocator_settings(
     search order of replay/torch_allocator.py) and recommend one, as this module says
     (`allow_cap`: settings that cap the process may be recommended too; `rocm`: the setting
     is for a ROCm build of PyTorch too, so none that does nothing there is recommended:
-    replay/explain_variables.py)."""
+    replay/explain_variables.py). A snapshot entry that cannot be read stops it
+    (`SkippedInputError`) unless `accept_skipped` (`strict`: the first one does, naming it, as
+    in every command)."""
     if capacity not in CAPACITIES:
         raise ReplayUsageError(
             f"not one of {', '.join(CAPACITIES)}", parameter="capacity", value=capacity
@@ -290,8 +313,8 @@ def recommend_allocator_settings(
     )
     options.check()
     allocator = torch_allocator.locate(torch_version)
+    workloads, skipped = load_snapshots(snapshots, accept_skipped=accept_skipped, strict=strict)
     vcuda_build.build(allocator)  # once, before the replays start side by side
-    workloads = load_workloads(snapshots)
     notes = _partial_trace_notes(workloads)
     with _Replayer(workloads, options.virtual_device(), allocator, jobs, progress) as replayer:
         candidates = _replay_grid(replayer, notes)
@@ -318,6 +341,7 @@ def recommend_allocator_settings(
         default=default,
         capacity=capacity,
         notes=notes + _capped_note(candidates, best, allow_cap),
+        skipped=skipped,
         workloads=workloads,
         options=options,
     )

@@ -54,6 +54,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
 from hipmem._core.progress import ProgressCallback
+from hipmem._core.skipped_input import NothingToAnswer
 from hipmem.replay.errors import LogFormatError, ReplayUsageError
 from hipmem.replay.events import (
     ALLOCATE,
@@ -877,7 +878,15 @@ def load_log(
     _check_total(parts, sources)
     log = _join(parts, sources)
     log.recordings = recordings
+    _refuse_nothing_readable(log)
     return log
+
+
+def _refuse_nothing_readable(log: AllocationLog) -> None:
+    """Rows were skipped and none read (a snapshot's line-0 rows are blocks allocated before
+    recording, not rows it holds): nothing to answer about, in every command."""
+    if log.skipped_count and not bool((log.events["line"] > 0).any()):
+        raise NothingToAnswer(log.skipped_count, log.skipped_places())
 
 
 def _checked_strict(part: _FileEvents, strict: bool) -> _FileEvents:

@@ -27,6 +27,7 @@ import gzip
 import io
 import os
 import pickle
+import reprlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,8 +129,23 @@ def load_snapshot_dict(path: Path, *, max_bytes: int | None = None) -> dict[str,
             data = _SnapshotUnpickler(reader, name).load()
     except SnapshotError:
         raise
-    except (pickle.UnpicklingError, EOFError, ValueError, OSError, IndexError) as err:
-        raise SnapshotError(f"{name}: not a readable snapshot pickle ({err})") from None
+    except (
+        pickle.UnpicklingError,
+        EOFError,
+        ValueError,
+        OSError,
+        IndexError,
+        TypeError,
+        AttributeError,
+        KeyError,
+        OverflowError,
+        RecursionError,
+        MemoryError,
+    ) as err:
+        # TypeError: a list as a dict key, a REDUCE of a non-callable; MemoryError: a length
+        # header past what memory holds (2**40-byte string): the input's problem, said so.
+        why = (str(err)[:160] or type(err).__name__).encode("ascii", "backslashreplace").decode()
+        raise SnapshotError(f"{name}: not a readable snapshot pickle ({why})") from None
     if not isinstance(data, dict) or not isinstance(data.get("device_traces"), list):
         raise SnapshotError(f"{name}: a pickle, but not a memory snapshot (no device_traces)")
     return data
@@ -151,8 +167,7 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> list[DevicePar
     traces: list[Any] = data["device_traces"]
     raw_segments = data.get("segments")
     segments: list[Any] = raw_segments if isinstance(raw_segments, list) else []
-    settings = data.get("allocator_settings")
-    settings = settings if isinstance(settings, dict) else {}
+    settings = _plain_settings(data.get("allocator_settings"))
     first_us = _first_time_us(traces)
     parts = []
     for device, trace in enumerate(traces):
@@ -175,8 +190,9 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> list[DevicePar
 def _first_time_us(traces: list[Any]) -> int:
     for trace in traces:
         for entry in trace if isinstance(trace, list) else []:
-            if isinstance(entry, dict) and isinstance(entry.get("time_us"), int):
-                return int(entry["time_us"])
+            time_us = _count(entry.get("time_us")) if isinstance(entry, dict) else None
+            if time_us is not None and time_us <= MAX_TIME_US:  # else skipped: not the start
+                return time_us
     return 0
 
 
@@ -241,7 +257,8 @@ class _DeviceTrace:
     def _blocks_active_at_dump(self, segments: list[dict[str, Any]]) -> None:
         for segment in segments:
             stream = segment.get("stream")
-            for block in segment.get("blocks") or []:
+            blocks = segment.get("blocks")
+            for block in blocks if isinstance(blocks, list) else []:
                 if not isinstance(block, dict) or not str(block.get("state", "")).startswith(
                     "active"
                 ):
@@ -255,6 +272,12 @@ class _DeviceTrace:
         self, trace: list[Any], segments: list[dict[str, Any]], settings: dict[str, Any]
     ) -> Recording:
         end_bytes = sum(s["total_size"] for s in segments if _is_count(s.get("total_size")))
+        grown_bytes = sum(delta for _, delta in self.reserved if delta > 0)
+        if end_bytes + grown_bytes >= MAX_RESERVED_BYTES:  # else int64 sums below would wrap
+            raise SnapshotError(
+                f"{self.source}: the segments add up to more than 2**62 bytes; not a snapshot "
+                "of a real device"
+            )
         times = np.array([t for t, _ in self.reserved], dtype=np.int64)
         deltas = np.array([d for _, d in self.reserved], dtype=np.int64)
         start_bytes = max(0, end_bytes - int(deltas.sum()))
@@ -311,12 +334,49 @@ def _fields(entry: Any) -> tuple[str, int, int, int, int] | str | None:
     address, size, stream, time_us = (_count(value) for value in raw)
     if address is None or size is None or stream is None or time_us is None:
         key, value = next((k, v) for k, v in zip(keys, raw, strict=True) if _count(v) is None)
-        return f"{action} entry: {key} {value!r} is not a non-negative integer"
+        big = isinstance(value, int) and not isinstance(value, bool) and value > 0
+        why = "is past 2**63 - 1" if big else (
+            "is not a non-negative integer")  # fmt: skip
+        return f"{action} entry: {key} {_excerpt(value)} {why}"
+    if time_us > MAX_TIME_US:
+        return f"{action} entry: time_us {time_us} is past year 2262 (int64 nanoseconds)"
     return action, address, size, stream, time_us
 
 
+# Bounds that keep every sum and time in int64 (docs/hostile-input.md).
+MAX_RESERVED_BYTES = 1 << 62
+MAX_TIME_US = (2**63 - 1) // 1000
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 2, 40, 40, 40
+
+
+def _excerpt(value: Any) -> str:
+    """A short, escaped excerpt of an input value for a message: bounded in length and depth
+    (never the repr of a 100,000-item list or of a list nested 200,000 deep)."""
+    return _REPR.repr(value).encode("ascii", "backslashreplace").decode("ascii")
+
+
+def _plain_settings(settings: Any) -> dict[str, Any]:
+    """The allocator settings PyTorch writes (str keys; numbers, strings, bools and a dict of
+    them): anything else is left out, so the JSON of a recording is always writable."""
+    if not isinstance(settings, dict):
+        return {}
+    scalar = (str, int, float, bool, type(None))
+    return {
+        key: value
+        for key, value in settings.items()
+        if isinstance(key, str)
+        and (
+            isinstance(value, scalar)
+            or (isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, scalar)
+                                                for k, v in value.items()))
+        )
+    }  # fmt: skip
+
+
 def _columns(rows: list[tuple[int, int, int, int, int, int]]) -> dict[str, np.ndarray]:
-    table = np.array(rows, dtype=np.uint64).reshape(-1, 6) if rows else np.zeros((0, 6), np.uint64)
+    # int64: every field is below 2**63 (_count) and a time may precede the first one's day.
+    table = np.array(rows, dtype=np.int64).reshape(-1, 6) if rows else np.zeros((0, 6), np.int64)
     return {
         "line": table[:, 0].astype(np.int64),
         "thread": np.zeros(len(rows), dtype=np.int64),

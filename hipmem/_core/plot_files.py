@@ -7,12 +7,12 @@ file is written atomically: a temporary file beside it, then a rename.
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any, NoReturn
 
 from hipmem._core.atomic_write import atomic_output
 from hipmem._core.errors import UsageError
+from hipmem._core.output_files import OutputPathError, check_output_file
 from hipmem._core.pyplot import require_matplotlib
 
 PLOT_SUFFIXES = (".png", ".svg")
@@ -35,19 +35,12 @@ def check_plot_path(path: Path) -> None:
 
 
 def check_writable(path: Path, parameter: str) -> None:
-    """Refuse (`parameter` named) a file path no file can be written to: a directory,
-    something not a regular file, a missing folder or one where no file can be created."""
-    if path.is_dir():
-        _refuse(path, "is a directory", parameter)
-    if path.exists() and not path.is_file():
-        _refuse(path, "is not a regular file", parameter)
-    if not path.parent.is_dir():
-        _refuse(path, f"folder '{path.parent}' does not exist", parameter)
+    """Refuse (`parameter` named) a file path no file can be written to, by the one rule of
+    hipmem/_core/output_files.py."""
     try:
-        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".hipmem-plot-check-"):
-            pass
-    except OSError as err:
-        _refuse(path, f"cannot write in folder '{path.parent}': {err.strerror or err}", parameter)
+        check_output_file(path, parameter=parameter)
+    except OutputPathError as err:
+        _refuse(path, err.detail, parameter)
 
 
 def _refuse(path: Path, why: str, parameter: str = "plot") -> NoReturn:
