@@ -27,8 +27,8 @@ Examples:
   hipmem log inspect samples/serve-first-2000.csv.gz --plot live.png --per-stream
   hipmem log inspect samples/serve-first-2000.csv.gz --json --strict
 
-Exit codes: 0 read; 1 a file cannot be read (or, with --strict, a row); 2 usage;
-130 interrupted.
+Exit codes: 0 read; 1 a file cannot be read (or, with --strict, a row); 2 usage, or a
+file that is not an allocation log; 130 interrupted.
 
 Docs: docs/allocation-logs.md
 """
@@ -293,8 +293,8 @@ Examples:
   hipmem log convert tests/data/snapshots/oom.pickle.gz -o oom.csv.gz
   hipmem log convert tests/data/snapshots/train-default.pickle.gz -o train.csv
 
-Exit codes: 0 written; 1 the log cannot be read or the file written; 2 usage;
-130 interrupted.
+Exit codes: 0 written; 1 the log cannot be read or the file written; 2 usage, or a
+file that is not an allocation log; 130 interrupted.
 
 Docs: docs/snapshots.md
 """

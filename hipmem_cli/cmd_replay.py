@@ -95,7 +95,11 @@ def register(app: typer.Typer) -> None:
 def replay_command(
     logs: Annotated[
         list[Path],
-        typer.Argument(help="RMM/hipMM allocation log(s), .csv or .csv.gz.", metavar="LOG"),
+        typer.Argument(
+            help="RMM/hipMM allocation log(s) (.csv, .csv.gz) or PyTorch memory snapshot(s) "
+            "(.pickle, .pickle.gz).",
+            metavar="LOG",
+        ),
     ],
     resource: Annotated[
         list[str],
