@@ -302,7 +302,15 @@ def _compare(
         payload: dict[str, object] = {
             "rocm": names,
             "calls": [_compared_call(row, names) for row in rows],
-            "session_bytes": {n: r.session_bytes for n, r in zip(names, results, strict=True)},
+            # null for a release whose session is incomplete (a call failed: `calls` says which)
+            "session_bytes": {
+                n: None if r.failed else r.session_bytes for n, r in zip(names, results, strict=True)
+            },
+            "session_incomplete": {
+                n: [call.call.label for call in r.failed]
+                for n, r in zip(names, results, strict=True)
+                if r.failed
+            },
             "distinct_calls": len(rows),
             "versions": [result.as_dict() for result in results],
         }
@@ -366,15 +374,27 @@ def _render_compared(
         table.add_row(
             *cells, _change_text(_difference(sizes)), f"{row[0].count:,}", row[0].call.label
         )
-    sessions = [result.session_bytes for result in results]
+    # A release with a call that failed has no session size: the largest of the calls it
+    # answered would read as the session's, and a change against it as real.
+    sessions = [None if result.failed else result.session_bytes for result in results]
     table.add_row(
-        *(f"{size:,}" for size in sessions),
-        _change_text(_difference(list(sessions))),
+        *(
+            f"{result.session_bytes:,}" if size is not None else output.Styled("incomplete", "red")
+            for size, result in zip(sessions, results, strict=True)
+        ),
+        _change_text(_difference(sessions)),
         "",
         output.Styled("session", "bold"),
     )
     output.print_table(table)
     output.note("bytes; session: the most any one call needs, per release")
+    for name, result in zip(names, results, strict=True):
+        if result.failed:
+            failed = ", ".join(f"{call.call.label} ({call.status})" for call in result.failed)
+            output.line(
+                f"session of ROCm {name} incomplete: {len(result.failed):,} call"
+                f"{'s' if len(result.failed) > 1 else ''} could not be sized: {failed}"
+            )
     for result in results:
         output.note(_release_text(result))
 
