@@ -24,7 +24,8 @@ log_app = typer.Typer(
 EPILOG = """\b
 Examples:
   hipmem log inspect samples/serve-first-2000.csv.gz
-  hipmem log inspect samples/serve-first-2000.csv.gz --plot live.png --per-stream
+  hipmem log inspect samples/serve-first-2000.csv.gz --plot live.png \\
+      --per-stream
   hipmem log inspect samples/serve-first-2000.csv.gz --json --strict
 
 Exit codes: 0 read; 1 a file cannot be read (or, with --strict, a row); 2 usage, or a

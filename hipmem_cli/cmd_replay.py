@@ -48,14 +48,16 @@ any takes limit=BYTES):
 With no GPU, torch resources replay PyTorch's own allocator on a virtual GPU
 (--backend virtual; `hipmem torch fetch` gets the allocator once):
   hipmem replay run.pickle -r torch:settings=recorded --device MI300X
-  hipmem replay run.pickle -r torch:settings=recorded -r torch:expandable_segments=1 \\
-      --device MI300X --find-capacity
+  hipmem replay run.pickle -r torch:settings=recorded \\
+      -r torch:expandable_segments=1 --device MI300X --find-capacity
 
 \b
 Examples:
   hipmem replay samples/serve-first-2000.csv.gz -r pool -r async -r cuda
-  hipmem replay samples/serve-first-2000.csv.gz -r host:limit=600MiB --plot replay.png
-  hipmem replay samples/serve-first-2000.csv.gz -r pool:initial=0 --find-capacity
+  hipmem replay samples/serve-first-2000.csv.gz -r host:limit=600MiB \\
+      --plot replay.png
+  hipmem replay samples/serve-first-2000.csv.gz -r pool:initial=0 \\
+      --find-capacity
 
 Exit codes: 0 every allocation the log made was granted (with --find-capacity: a size was
 found for every resource); 1 a resource refused an allocation the log did not record as

@@ -419,7 +419,8 @@ def _device_line(result: SessionResult) -> str:
 
 EPILOG = """\b
 Examples:
-  hipmem size -d MI210 rocsolver_dgetrf:m=1024,n=1024 rocsolver_dgetrs:n=1024,nrhs=1
+  hipmem size -d MI210 rocsolver_dgetrf:m=1024,n=1024 \\
+      rocsolver_dgetrs:n=1024,nrhs=1
   hipmem size -d MI300X --workload samples/workload.yaml --json
   hipmem size -d MI210 --from-log samples/rocblas-bench.log --top 5
 
