@@ -5,7 +5,8 @@ every command's --help, run as a user runs them, at COLUMNS=80.
 A line may be wider only when it is one word that cannot be split (a call spec, a settings
 string, a path), standing alone; nothing is ever cut with "…". The one-line messages that are
 one line by rule (`Error:`, `Warning:`, the `ok`/`FAIL` verdicts) and the lines written for
-shells and parsers (`export X=...`) are not prose and are not wrapped.
+shells and parsers (`export X=...` and the `# ...` comment above them) are not prose and are
+not wrapped.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ CONSOLE = [
     for example in all_examples()
     if example.no_run_reason is None and example.language == "console"
 ]
-ONE_LINE_BY_RULE = ("Error: ", "Warning: ", "FAIL ", "ok ", "export ", "Exit codes:")
+ONE_LINE_BY_RULE = ("Error: ", "Warning: ", "FAIL ", "ok ", "export ", "# ")
 COMMANDS = ("size", "routines", "recommend", "check", "devices", "replay", "fleet",
             "rocm", "rocm fetch", "rocm where", "log", "log inspect", "log convert",
             "torch", "torch fetch")  # fmt: skip
