@@ -30,7 +30,12 @@ def did_you_mean(
 ) -> str:
     """`; did you mean X?` (or `X or Y`, `X, Y or Z`) for an error line, or "" when no
     candidate is close. `quote` wraps each name (`'`)."""
-    close = [f"{quote}{name}{quote}" for name in closest(word, candidates, n=n, cutoff=cutoff)]
+    return suggestion(closest(word, candidates, n=n, cutoff=cutoff), quote=quote)
+
+
+def suggestion(names: list[str], *, quote: str = "") -> str:
+    """`; did you mean X, Y or Z?` for names already chosen, or "" for none."""
+    close = [f"{quote}{name}{quote}" for name in names]
     if not close:
         return ""
     named = close[0] if len(close) == 1 else f"{', '.join(close[:-1])} or {close[-1]}"
