@@ -343,7 +343,11 @@ def _first_failure(report: ReplayReport) -> str:
 def _print_table(reports: list[ReplayReport], recorded: RecordedFigures | None = None) -> None:
     first = ["recorded (PyTorch)"] if recorded is not None else []
     columns = [*first, *(r.resource for r in reports)]
-    table = output.Table("Replay, side by side", ["", *columns], right=tuple(columns))
+    # One column per resource: too wide, it is shown in blocks of resources; a figure
+    # ("4.2 µs / 40.8 µs / 75.1 µs") and its label are never broken over lines.
+    table = output.Table(
+        "Replay, side by side", ["", *columns], right=tuple(columns), label_columns=1
+    )
     rows: list[tuple[str, list[str]]] = [
         ("backend / engine", [f"{r.backend} / {r.engine}" for r in reports]),
         (
@@ -373,7 +377,7 @@ def _print_table(reports: list[ReplayReport], recorded: RecordedFigures | None =
     for label, cells in rows:
         if recorded is not None:
             cells = [recorded_cells.get(label, ""), *cells]
-        table.add_row(label, *cells)
+        table.add_row(output.whole(label), *map(output.whole, cells))
     output.print_table(table)
 
 

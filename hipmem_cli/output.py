@@ -299,6 +299,10 @@ class Table:
     boxed: bool = True
     header: bool = True
     rows: list[list[Cell]] = field(default_factory=list)
+    # A side-by-side table (one column per resource, release...) names how many leading
+    # columns label its rows: too wide, it is printed in blocks of its other columns, each
+    # block under those labels again, instead of giving its last column a line per row.
+    label_columns: int = 0
 
     def add_row(self, *cells: Cell) -> None:
         if len(cells) != len(self.columns):
@@ -359,7 +363,32 @@ def print_table(table: Table, *, err: bool = False) -> None:
         rich_table = _rich_table(table, widths, boxed=table.boxed)
         _print_lines(console, rich_table, max(console.width, sum(widths) + overhead))
         return
+    if 0 < table.label_columns < len(table.columns) - 1:
+        for block in _blocks(console, table):
+            print_table(block, err=err)
+        return
     _print_stacked(console, table, err=err)
+
+
+def _blocks(console: Console, table: Table) -> list[Table]:
+    """A side-by-side table cut into tables of as many of its compared columns as fit, each
+    with the label columns first (at least one compared column each)."""
+    labels = list(range(table.label_columns))
+    blocks: list[list[int]] = [[]]
+    for index in range(table.label_columns, len(table.columns)):
+        trial = _columns_of(table, [*labels, *blocks[-1], index])
+        widths, overhead = _fitted(console, trial)
+        if blocks[-1] and sum(widths) + overhead > console.width:
+            blocks.append([])
+        blocks[-1].append(index)
+    return [_columns_of(table, [*labels, *block]) for block in blocks]
+
+
+def _columns_of(table: Table, indices: list[int]) -> Table:
+    columns = [table.columns[i] for i in indices]
+    rows = [[row[i] for i in indices] for row in table.rows]
+    right = [name for name in table.right if name in columns]
+    return Table(None, columns, right, table.boxed, table.header, rows)
 
 
 def _fitted(console: Console, table: Table) -> tuple[list[int], int]:
