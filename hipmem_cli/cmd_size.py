@@ -304,7 +304,8 @@ def _compare(
             "calls": [_compared_call(row, names) for row in rows],
             # null for a release whose session is incomplete (a call failed: `calls` says which)
             "session_bytes": {
-                n: None if r.failed else r.session_bytes for n, r in zip(names, results, strict=True)
+                name: None if result.failed else result.session_bytes
+                for name, result in zip(names, results, strict=True)
             },
             "session_incomplete": {
                 n: [call.call.label for call in r.failed]

@@ -148,4 +148,3 @@ def _routine(name: str, entry: dict[str, Any]) -> Routine:
         ilp64=entry["ilp64"],
         params=params,
     )
-

@@ -39,9 +39,7 @@ def too_wide(text: str, width: int = WIDTH) -> list[str]:
     return [
         line
         for line in text.splitlines()
-        if len(line) > width
-        and len(line.split()) > 1
-        and not line.startswith(ONE_LINE_BY_RULE)
+        if len(line) > width and len(line.split()) > 1 and not line.startswith(ONE_LINE_BY_RULE)
     ]
 
 

@@ -1,4 +1,4 @@
-""""Did you mean": the one place that finds the names closest to a mistyped one.
+"""Did you mean: the one place that finds the names closest to a mistyped one.
 
 Every name a user types (a routine, an argument, a device, a resource kind, an allocator
 setting, a ROCm release, a log header) is checked against the names hipmem knows, and a name
