@@ -164,8 +164,17 @@ def test_help_shows_choices_and_the_resource_specs_whole_at_60_columns() -> None
 
 
 def _examples(help_text: str) -> list[str]:
+    """The example commands, a line ending in `\\` joined to the next (as a shell does)."""
     block = help_text[help_text.index("Examples:") :].split("\n\n")[0]
-    return [line.strip() for line in block.splitlines()[1:] if line.strip()]
+    found: list[str] = []
+    continued = False
+    for line in (line.strip() for line in block.splitlines()[1:] if line.strip()):
+        if continued:
+            found[-1] = found[-1][:-1].rstrip() + " " + line
+        else:
+            found.append(line)
+        continued = line.endswith("\\")
+    return found
 
 
 @pytest.mark.slow
