@@ -406,7 +406,7 @@ def _print_stacked(console: Console, table: Table, *, err: bool) -> None:
     shown = Table(None, table.columns[:-1], table.right, table.boxed, table.header,
                   [row[:-1] for row in table.rows])  # fmt: skip
     widths, overhead = _fitted(console, shown)
-    width = max(console.width, sum(widths) + overhead)
+    width = sum(widths) + overhead  # the rule under the header as wide as the rows, no wider
     if table.header:
         _print_lines(console, _rich_table(shown, widths, boxed=False, rows=False), width)
     for full, row in zip(table.rows, shown.rows, strict=True):

@@ -52,6 +52,8 @@ def _problems(seen: Seen | subprocess.CompletedProcess[str], where: str) -> list
 
 
 def _run(command: Command, prelude: list[str], workdir: Path) -> list[str]:
+    if "--json" in command.text or "--format json" in command.text:
+        return []  # machine-readable only: JSON is read by programs, not at a width
     argv = ["bash", "-c", "\n".join([*prelude, command.text])]
     env = {**_env(), "COLUMNS": str(WIDTH)}
     piped = subprocess.run(argv, capture_output=True, text=True, cwd=workdir, env=env,
