@@ -248,8 +248,8 @@ def render(result: SessionResult, top: int | None = None) -> None:
     if result.failed:  # the session is the largest of the calls answered, not of all calls
         answered = len(result.calls) - len(result.failed)
         output.line(
-            f"session {session}: the most any one of the {answered:,} answered calls needs "
-            f"({len(result.failed):,} could not be sized)"
+            f"session {session}, incomplete: the most any one of the {answered:,} answered "
+            f"calls needs ({len(result.failed):,} could not be sized: {_failed_calls(result)})"
         )
     else:
         output.line(f"session {session}: the most any one call needs, as the library reports it")
@@ -391,13 +391,20 @@ def _render_compared(
     output.note("bytes; session: the most any one call needs, per release")
     for name, result in zip(names, results, strict=True):
         if result.failed:
-            failed = ", ".join(f"{call.call.label} ({call.status})" for call in result.failed)
             output.line(
                 f"session of ROCm {name} incomplete: {len(result.failed):,} call"
-                f"{'s' if len(result.failed) > 1 else ''} could not be sized: {failed}"
+                f"{'s' if len(result.failed) > 1 else ''} could not be sized: "
+                f"{_failed_calls(result)}"
             )
     for result in results:
         output.note(_release_text(result))
+
+
+def _failed_calls(result: SessionResult, shown: int = 3) -> str:
+    """The calls a session could not size, by name (the first few, then how many more)."""
+    named = [f"{call.call.label} ({call.status})" for call in result.failed[:shown]]
+    more = len(result.failed) - shown
+    return ", ".join(named) + (f" and {more:,} more (--json lists them)" if more > 0 else "")
 
 
 def _change_text(change: int | None) -> str:

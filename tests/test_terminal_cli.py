@@ -300,7 +300,9 @@ def test_failed_calls_are_summarised_and_the_footer_says_what_it_covers(rocm: Pa
     errors = seen.stderr.splitlines()
     assert len(errors) == 6 and errors[-1] == "Error: 2 more calls failed (--json lists every one)"
     said = " ".join(seen.stdout.split())  # prose wraps at 80 columns, piped too
-    assert "the most any one of the 1 answered calls needs (7 could not be sized)" in said
+    assert "session 0 B (0 bytes), incomplete: the most any one of the 1 answered" in said
+    assert "calls needs (7 could not be sized: rocsolver_dgetrf:m=8,n=8,lda=1 (" in said
+    assert "and 4 more (--json lists them))" in said
 
 
 def test_many_skipped_lines_are_counted_in_plain_words(rocm: Path, tmp_path: Path) -> None:
