@@ -27,12 +27,13 @@ log_app = typer.Typer(
 EPILOG = """\b
 Examples:
   hipmem log inspect samples/serve-first-2000.csv.gz
-  hipmem log inspect samples/serve-first-2000.csv.gz --plot live.png --per-stream
+  hipmem log inspect samples/serve-first-2000.csv.gz --plot live.png \
+      --per-stream
   hipmem log inspect samples/serve-first-2000.csv.gz --html live.html
   hipmem log inspect samples/serve-first-2000.csv.gz --json --strict
 
-Exit codes: 0 read; 1 a file cannot be read (or, with --strict, a row); 2 usage;
-130 interrupted.
+Exit codes: 0 read; 1 a file cannot be read (or, with --strict, a row); 2 usage, or a
+file that is not an allocation log; 130 interrupted.
 
 Docs: docs/allocation-logs.md
 """
@@ -318,8 +319,8 @@ Examples:
   hipmem log convert tests/data/snapshots/oom.pickle.gz -o oom.csv.gz
   hipmem log convert tests/data/snapshots/train-default.pickle.gz -o train.csv
 
-Exit codes: 0 written; 1 the log cannot be read or the file written; 2 usage;
-130 interrupted.
+Exit codes: 0 written; 1 the log cannot be read or the file written; 2 usage, or a
+file that is not an allocation log; 130 interrupted.
 
 Docs: docs/snapshots.md
 """

@@ -69,11 +69,13 @@ Examples:
   hipmem recommend -d gfx90a --from-log samples/rocblas-bench.log --json
 
 \b
-With --from-snapshot, PyTorch's allocator settings (PYTORCH_HIP_ALLOC_CONF and
-PYTORCH_CUDA_ALLOC_CONF) from replays of the snapshots on a virtual GPU (no GPU needed;
-`hipmem torch fetch` gets the allocator once; docs/allocator-settings.md):
+With --from-snapshot, PyTorch's allocator settings (PYTORCH_HIP_ALLOC_CONF
+and PYTORCH_CUDA_ALLOC_CONF) from replays of the snapshots on a virtual GPU
+(no GPU needed; `hipmem torch fetch` gets the allocator once;
+docs/allocator-settings.md):
   hipmem recommend --from-snapshot run.pickle --device MI300X --format shell
-  hipmem recommend -d MI300X --workload samples/workload.yaml --from-snapshot run.pickle
+  hipmem recommend -d MI300X --workload samples/workload.yaml \\
+      --from-snapshot run.pickle
 
 Exit codes: 0 recommended; 1 a call could not be sized, no allocator setting replays the
 snapshots, a log line or snapshot entry could not be read (--accept-skipped answers from
@@ -85,13 +87,15 @@ Docs: docs/recommend.md
 
 CHECK_EPILOG = """\b
 Examples:
-  ROCBLAS_DEVICE_MEMORY_SIZE=8388608 hipmem check -d MI210 --workload samples/workload.yaml
+  ROCBLAS_DEVICE_MEMORY_SIZE=8388608 hipmem check -d MI210 \\
+      --workload samples/workload.yaml
   hipmem check -d MI210 --value 4194304 rocsolver_dgetrf:m=1024,n=1024
 
 \b
-PyTorch's allocator settings against memory snapshots (docs/allocator-settings.md):
-  hipmem check --from-snapshot run.pickle --alloc-conf expandable_segments:True \\
-      --device-memory 80GiB
+PyTorch's allocator settings against memory snapshots
+(docs/allocator-settings.md):
+  hipmem check --from-snapshot run.pickle \\
+      --alloc-conf expandable_segments:True --device-memory 80GiB
 
 Exit codes: 0 the value covers the workload (and the snapshots replay with the allocator
 settings); 1 it does not (the reason on stderr, with the first refused allocation), a

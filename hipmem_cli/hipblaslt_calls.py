@@ -105,9 +105,10 @@ def render(reports: list[MatmulReport], top: int | None) -> None:
         f"({device.arch.arch_features}, {device.compute_units} CUs)"
     )
     names = [report.build.label for report in reports]
+    # The call (a long spec) last: too wide, it gets a line of its own under its row.
     table = output.Table(
         title=title,
-        columns=["call", *names, "cap changed choice", "count"],
+        columns=[*names, "cap changed choice", "count", "call"],
         right=[*names, "cap changed choice", "count"],
     )
     by_call = [{r.call: r for r in report.results} for report in reports]
@@ -123,7 +124,7 @@ def render(reports: list[MatmulReport], top: int | None) -> None:
                 cells.append(output.Styled(result.status, "red"))
             flag = result.cap_changed_choice
             changed.append("" if flag is None else ("yes" if flag else "no"))
-        table.add_row(call.label, *cells, " / ".join(changed), output.count(results[call].count))
+        table.add_row(*cells, " / ".join(changed), output.count(results[call].count), call.label)
     output.print_table(table)
     output.note(
         "bytes: the workspace of the heuristic's first algorithm within max_workspace "

@@ -33,7 +33,6 @@ was stamped before midnight). `time_ns` counts from midnight of the file's first
 from __future__ import annotations
 
 import contextlib
-import difflib
 import io
 import os
 import re
@@ -53,6 +52,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
+from hipmem._core.close_names import closest
 from hipmem._core.progress import ProgressCallback
 from hipmem._core.skipped_input import NothingToAnswer
 from hipmem.replay.errors import LogFormatError, ReplayUsageError
@@ -102,7 +102,10 @@ class NotGzipError(LogFormatError):
 
 
 class LogHeaderError(LogFormatError):
-    """The first line is not an RMM/hipMM log header."""
+    """The first line is not an RMM/hipMM log header: the file given is not a log, an input
+    file hipmem cannot use (usage, as for a workload or snapshot that is not one)."""
+
+    exit_code = 2
 
 
 class BadLogRowError(LogFormatError):
@@ -287,7 +290,7 @@ def _read_layout(source: str, stream: BinaryIO) -> _Layout:
 
 def _header_complaint(header: str) -> str:
     shown = header if len(header) <= 60 else header[:57] + "..."
-    close = difflib.get_close_matches(header, KNOWN_HEADERS, n=1, cutoff=0.6)
+    close = closest(header, KNOWN_HEADERS, n=1, cutoff=0.6)
     if close:
         return f"header '{shown}' is misspelt; expected '{close[0]}'"
     return (

@@ -32,6 +32,7 @@ from hipmem.replay import torch_allocator, vcuda_build
 from hipmem.replay.device_presets import DevicePreset
 from hipmem.replay.errors import ReplayError, ReplayUsageError
 from hipmem.replay.report import ReservedSamples
+from hipmem.replay.torch_setting_keys import check_setting_keys
 
 ALLOC_CONF = "PYTORCH_CUDA_ALLOC_CONF"
 _ARRAYS = (("op", np.int8), ("slot", np.int32), ("size", np.int64), ("stream", np.int32))
@@ -127,6 +128,7 @@ class VirtualGpu:
         environment variable that carries `conf` (PyTorch reads several, in an order of its
         own: docs/allocator-settings.md)."""
         check_settings(conf)
+        check_setting_keys(conf, allocator.version, allocator.include_dirs)
         self.device, self.allocator, self.conf = device, allocator, conf
         self.variable = variable
         self.n_ops = arrays.n_ops if isinstance(arrays, ProgramFiles) else len(arrays["op"])

@@ -27,6 +27,7 @@ import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from hipmem._core.close_names import did_you_mean
 from hipmem.sizing.elf_file import needed_libraries
 from hipmem.sizing.errors import LibraryNotFound, UsageError
 from hipmem.sizing.fetch_on_demand import OnDemand
@@ -186,7 +187,9 @@ def _unavailable(wanted: str, passed_over: list[str], cached: list[str]) -> str:
     if wanted in release_names():
         how = f"get it with `hipmem rocm fetch --rocm {wanted}`"
     else:
+        hint = did_you_mean(wanted, [*release_names(), *cached], n=1, cutoff=0.5)
         how = f"hipmem can fetch ROCm {', '.join(release_names())} (`hipmem rocm fetch --rocm X`)"
+        return f"no ROCm {wanted} here ({here}){hint + ' ' if hint else '; '}{how}"
     return f"no ROCm {wanted} here ({here}); {how}"
 
 

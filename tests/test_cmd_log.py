@@ -52,7 +52,7 @@ def test_human_summary_names_peak_and_leaks() -> None:
     path = DATA_LOGS / "anomalies.csv"
     done = hipmem("log", "inspect", str(path))
     assert done.returncode == 0, done.stderr
-    out = done.stdout
+    out = " ".join(done.stdout.split())  # prose wraps at 80 columns, piped too
     assert f"peak live: 9.8 KiB (10,000 B) at {path}:9 " in out
     assert "live at end (never freed): 1 allocation(s), 6.8 KiB (7,000 B)" in out
     assert "zero-byte allocations: 2 (1 never freed; not counted above)" in out

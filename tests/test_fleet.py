@@ -363,7 +363,7 @@ def test_the_command_on_a_folder_of_logs(fleet, tmp_path):
     assert done.returncode == 1, done.stderr
     assert (
         f"{2 * len(fleet)} pairs on a local cluster of 2 CPU worker(s): {len(fleet)} run now"
-        in done.stdout
+        in " ".join(done.stdout.split())  # prose wraps at 80 columns, piped too
     )
     assert "host:limit=600MiB: refused allocations in" in done.stdout
     assert "covers" not in done.stdout and "peak reserved p95" in done.stdout

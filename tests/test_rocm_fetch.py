@@ -75,7 +75,7 @@ def test_an_unknown_release_is_one_usage_line() -> None:
     done = hipmem("rocm", "fetch", "--rocm", "7.1")
     assert done.returncode == 2
     assert done.stderr.strip() == (
-        "Error: --rocm '7.1': hipmem knows ROCm 6.4, 7.2 (fetch one with "
+        "Error: --rocm '7.1': hipmem knows ROCm 6.4, 7.2; did you mean 7.2? (fetch one with "
         "`hipmem rocm fetch --rocm 7.2`)"
     )
 
