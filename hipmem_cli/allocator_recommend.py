@@ -9,6 +9,7 @@ other (sizing renders the formats, replay finds the settings).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,7 +20,9 @@ from typing import TYPE_CHECKING
 import typer
 
 from hipmem._core.byte_sizes import parse_bytes
+from hipmem._core.skipped_input import SkippedInput
 from hipmem.cli import output
+from hipmem.cli.html_output import captured, check_html_option, write_html
 from hipmem.cli.options import check_plot_option
 from hipmem.replay.errors import ReplayUsageError
 
@@ -62,6 +65,9 @@ class Request:
     capacity: str
     plot: Path | None
     allow_cap: bool = False
+    html: Path | None = None
+    accept_skipped: bool = False
+    strict: bool = False
 
     @staticmethod
     def of(
@@ -73,6 +79,9 @@ class Request:
         capacity: Capacity,
         plot: Path | None,
         allow_cap: bool = False,
+        html: Path | None = None,
+        accept_skipped: bool = False,
+        strict: bool = False,
     ) -> Request | None:
         """The request, or None without --from-snapshot (whose own options are then refused:
         an option that changes nothing is a mistake worth saying)."""
@@ -80,12 +89,14 @@ class Request:
             given = [flag for flag, value in (
                 ("--for", target is not Target.both), ("--device-memory", device_memory),
                 ("--torch", torch), ("--capacity", capacity is not Capacity.all),
-                ("--plot", plot), ("--allow-cap", allow_cap)) if value]  # fmt: skip
+                ("--plot", plot), ("--allow-cap", allow_cap), ("--html", html))
+                if value]  # fmt: skip
             if given:
                 raise ReplayUsageError(f"{given[0]} is about PyTorch's allocator settings: "
                                        "give --from-snapshot FILE too")  # fmt: skip
             return None
         check_plot_option(plot)
+        check_html_option(html)
         memory = _device_memory(device_memory)
         request = Request(
             snapshots=list(snapshots),
@@ -98,6 +109,9 @@ class Request:
             capacity=capacity.value,
             plot=plot,
             allow_cap=allow_cap,
+            html=html,
+            accept_skipped=accept_skipped,
+            strict=strict,
         )
         # An unknown preset is said before any work (sizing included).
         from hipmem.replay.engine import ReplayOptions
@@ -120,12 +134,22 @@ class Request:
                 torch_version=self.torch,
                 capacity=self.capacity,
                 allow_cap=self.allow_cap,
+                accept_skipped=self.accept_skipped,
+                strict=self.strict,
                 progress=bar,
+                rocm=self.target in ("rocm", "both"),
             )
+        say_accepted(advice.skipped)
         for warning in environment_warnings(self.target):
             output.warning(warning)
-        if chosen_format is None and output.stdout_is_terminal():
-            allocator_output.render_recommendation(advice)
+        shown = chosen_format is None and output.stdout_is_terminal()
+        # The page has the tables a terminal shows, whatever stdout is.
+        kept = captured(echo=shown) if self.html else contextlib.nullcontext()
+        with kept as printed:
+            if shown or self.html:
+                allocator_output.render_recommendation(advice)
+        if self.html is not None and printed is not None:
+            _write_page(self.html, advice, printed)
         if advice.recommended is None:
             if chosen_format == "json":
                 output.print_json({"env": {}, "allocator_settings": advice.as_dict()})
@@ -138,6 +162,38 @@ class Request:
             output.written("plot", self.plot)
         return Emitted(advice.variables(self.target), {"allocator_settings": advice.as_dict()},
                        _comment(advice))  # fmt: skip
+
+
+def _write_page(path: Path, advice: AllocatorRecommendation, printed: output.Captured) -> None:
+    """The driving snapshot's timeline under the defaults and the recommended setting (or,
+    when none fits, its requested bytes alone), and the tables of the recommendation."""
+    from hipmem.replay.allocator_plot import sampled_replays
+    from hipmem.replay.html_timeline import frames_left_out, replay_figure, replay_headline
+
+    if advice.recommended is not None:
+        workload, shown = sampled_replays(advice)
+    else:
+        workload, shown = advice.workloads[0], []
+    program = workload.program
+    title = f"hipmem recommend: {Path(workload.name).name} ({program.log_events:,} events)"
+    chosen = advice.recommended
+    headline = [
+        "recommended: " + (chosen.settings or "PyTorch defaults") if chosen else "no setting fits",
+        *replay_headline(workload.log, program, shown),
+    ]
+    with output.progress("writing the page") as bar:
+        bar(0, None)
+        figure = replay_figure(
+            workload.log, program, shown, title=f"Reserved bytes, PyTorch {advice.torch_version}"
+        )
+    write_html(path, title, printed, figure=figure, headline=headline,
+               notes=[frames_left_out(workload.log)])  # fmt: skip
+
+
+def say_accepted(skipped: SkippedInput) -> None:
+    """The snapshot entries an answer did without (--accept-skipped), on stderr."""
+    if skipped.count:
+        output.skipped(skipped.describe(), "accepted: --accept-skipped")
 
 
 def _device_memory(text: str | None) -> int | None:
@@ -155,10 +211,18 @@ def environment_warnings(target: str, environ: Mapping[str, str] | None = None) 
     """A variable already set that a ROCm build would read instead of the one emitted
     (docs/allocator-settings.md, "Which variable PyTorch reads")."""
     environ = os.environ if environ is None else environ
+    found = []
     if target == "rocm" and "PYTORCH_CUDA_ALLOC_CONF" in environ:
-        return ["PYTORCH_CUDA_ALLOC_CONF is set: a ROCm build of PyTorch reads it before "
-                "PYTORCH_HIP_ALLOC_CONF (even empty); unset it, or use --for both"]  # fmt: skip
-    return []
+        found.append(
+            "PYTORCH_CUDA_ALLOC_CONF is set: a ROCm build of PyTorch reads it before "
+            "PYTORCH_HIP_ALLOC_CONF (even empty); unset it, or use --for both"
+        )
+    if "PYTORCH_ALLOC_CONF" in environ:
+        found.append(
+            "PYTORCH_ALLOC_CONF is set: PyTorch 2.11 reads it only when none of the variables "
+            "below is set, and 2.9 never; the settings are not merged"
+        )
+    return found
 
 
 # The variables a setting string is read from when no --alloc-conf is given, in the order a
@@ -178,7 +242,10 @@ class CheckRequest:
     device: str | None
     device_memory_bytes: int | None
     torch: str | None
+    accept_skipped: bool = False
+    strict: bool = False
     result_dict: dict[str, object] = field(default_factory=dict)
+    failed_snapshots: list[Path] = field(default_factory=list)
 
     @staticmethod
     def of(
@@ -187,6 +254,8 @@ class CheckRequest:
         device: str | None,
         device_memory: str | None,
         torch: str | None,
+        accept_skipped: bool = False,
+        strict: bool = False,
         environ: Mapping[str, str] | None = None,
     ) -> CheckRequest | None:
         if not snapshots:
@@ -199,7 +268,8 @@ class CheckRequest:
         environ = os.environ if environ is None else environ
         settings, source = _settings_to_check(alloc_conf, environ)
         memory = _device_memory(device_memory)
-        return CheckRequest(list(snapshots), settings, source, device, memory, torch)
+        return CheckRequest(list(snapshots), settings, source, device, memory, torch,
+                            accept_skipped, strict)  # fmt: skip
 
     def run(self, json_only: bool) -> bool:
         """Replay, say the verdict (or print the JSON), and whether every snapshot fits."""
@@ -210,13 +280,28 @@ class CheckRequest:
             found = check_allocator_settings(
                 self.snapshots, self.settings, device=self.device,
                 device_memory_bytes=self.device_memory_bytes, torch_version=self.torch,
+                accept_skipped=self.accept_skipped, strict=self.strict,
             )  # fmt: skip
+        say_accepted(found.skipped)
         self.result_dict = {"source": self.source, **found.as_dict()}
+        refused = [v.snapshot for v in found.verdicts if not v.fits]
+        self.failed_snapshots = [Path(name.rpartition("#dev")[0] or name) for name in refused]
         if json_only:
             output.print_json({"allocator_settings": self.result_dict})
         else:
             allocator_output.render_check(found, self.source)
         return found.fits
+
+
+def explain_failure(gate: CheckRequest) -> None:
+    """`check --explain`: the first refused snapshot, explained as `hipmem explain` does."""
+    from hipmem.cli.cmd_explain import explain_snapshot
+
+    refused = next((name for name in gate.failed_snapshots), None)
+    if refused is None:
+        return
+    memory = None if gate.device_memory_bytes is None else str(gate.device_memory_bytes)
+    explain_snapshot(refused, gate.device, memory, None, gate.torch, gate.settings, "rocm", False)
 
 
 def _settings_to_check(alloc_conf: str | None, environ: Mapping[str, str]) -> tuple[str, str]:

@@ -9,6 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hipmem._core.skipped_input import (
+    SHOWN_PLACES,
+    NothingToAnswer,
+    SkippedInput,
+    SkippedPlace,
+    refuse_skipped,
+)
 from hipmem.cli import output
 from hipmem.sizing.call_logs import CallLog, read_call_log
 from hipmem.sizing.call_spec import Call, parse_call
@@ -27,6 +34,9 @@ class CallSources:
     from_logs: list[Path] = field(default_factory=list)
     workloads: list[Path] = field(default_factory=list)
     strict: bool = False
+    # False for a gate (`check`, `recommend`): a line that is not a call could change its
+    # answer, so it is an error unless --accept-skipped (`size` shows what it sized).
+    accept_skipped: bool = True
     # Filled by gather_calls: what each call log held (for reports and --json).
     logs: list[CallLog] = field(default_factory=list)
     # `--sweep ARG=RANGE`: every CALL argument is sized at every point (sizing/sweep.py).
@@ -53,6 +63,7 @@ def gather_calls(
             log = read_call_log(path, catalog, progress=report)
         sources.logs.append(log)
         _report(log, sources.strict)
+        _refuse_skipped_lines(log, sources.accept_skipped)
         calls.extend(log.calls)
     if not calls:
         raise UsageError(
@@ -89,6 +100,31 @@ def _check_total_points(calls: list[tuple[Call, int] | SweptCall], max_points: i
             "raise the limit to size them all, or sweep with a step",
             parameter="max_points",
         )
+
+
+def skipped_lines(log: CallLog) -> SkippedInput:
+    """The lines of a call log that were not calls, as every command names skipped input."""
+    return SkippedInput(log.skipped_line_count, tuple(
+        SkippedPlace(f"{log.path}:{p.line_number}", f"{p.kind}: {p.message}"
+                     + (f" (and {p.count - 1:,} identical lines)" if p.count > 1 else ""))
+        for p in log.problems[:SHOWN_PLACES]))  # fmt: skip
+
+
+def _refuse_skipped_lines(log: CallLog, accept: bool) -> None:
+    """No line of the log could be read: nothing to answer (every command); some could not:
+    a gate's answer could change with them (exit 1 unless accepted)."""
+    skipped = skipped_lines(log)
+    if skipped.count and not log.calls and not log.no_workspace:
+        raise NothingToAnswer(skipped.count, skipped.first)
+    refuse_skipped(skipped.count, skipped.first, accept=accept)
+
+
+def accepted_skipped_lines(sources: CallSources) -> SkippedInput:
+    """What the gate's answer did without (--accept-skipped), over every call log read."""
+    total = SkippedInput()
+    for log in sources.logs:
+        total += skipped_lines(log)
+    return total
 
 
 def _report(log: CallLog, strict: bool) -> None:

@@ -190,6 +190,7 @@ def _table(summaries: list[ResourceSummary], capacity: bool) -> output.Table:
         title="The fleet, per resource (peaks over the logs with no failure)",
         columns=columns,
         right=columns[1:],
+        label_columns=1,
     )
     rows: list[tuple[str, list[str]]] = [
         ("logs", [f"{s.logs:,}" for s in summaries]),
@@ -210,7 +211,7 @@ def _table(summaries: list[ResourceSummary], capacity: bool) -> output.Table:
             ("covers all logs", [_size(s.capacity, "max") for s in summaries]),
         ]
     for label, cells in rows:
-        table.add_row(label, *cells)
+        table.add_row(output.whole(label), *map(output.whole, cells))
     return table
 
 

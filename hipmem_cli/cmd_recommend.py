@@ -5,19 +5,22 @@ from __future__ import annotations
 
 import os
 from enum import Enum
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from hipmem.cli import allocator_recommend, hipblaslt_calls, output
-from hipmem.cli.call_sources import CallSources, gather_calls
+from hipmem.cli.call_sources import CallSources, accepted_skipped_lines, gather_calls
 from hipmem.cli.options import (
     MAX_POINTS_DEFAULT_TEXT,
+    AcceptSkippedOption,
     CusOption,
     DeviceMemoryOption,
     DeviceOption,
     FromLogOption,
     FromSnapshotOption,
+    HtmlOption,
     JsonOption,
     MaxPointsOption,
     MinimumOption,
@@ -66,14 +69,17 @@ Examples:
   hipmem recommend -d gfx90a --from-log samples/rocblas-bench.log --json
 
 \b
-With --from-snapshot, PyTorch's allocator settings (PYTORCH_HIP_ALLOC_CONF and
-PYTORCH_CUDA_ALLOC_CONF) from replays of the snapshots on a virtual GPU (no GPU needed;
-`hipmem torch fetch` gets the allocator once; docs/allocator-settings.md):
+With --from-snapshot, PyTorch's allocator settings (PYTORCH_HIP_ALLOC_CONF
+and PYTORCH_CUDA_ALLOC_CONF) from replays of the snapshots on a virtual GPU
+(no GPU needed; `hipmem torch fetch` gets the allocator once;
+docs/allocator-settings.md):
   hipmem recommend --from-snapshot run.pickle --device MI300X --format shell
-  hipmem recommend -d MI300X --workload samples/workload.yaml --from-snapshot run.pickle
+  hipmem recommend -d MI300X --workload samples/workload.yaml \\
+      --from-snapshot run.pickle
 
 Exit codes: 0 recommended; 1 a call could not be sized, no allocator setting replays the
-snapshots (or a file could not be written); 2 usage (a bare --headroom 10: say 10% or
+snapshots, a log line or snapshot entry could not be read (--accept-skipped answers from
+the rest), or a file could not be written; 2 usage (a bare --headroom 10: say 10% or
 10B); 130 interrupted.
 
 Docs: docs/recommend.md
@@ -81,17 +87,20 @@ Docs: docs/recommend.md
 
 CHECK_EPILOG = """\b
 Examples:
-  ROCBLAS_DEVICE_MEMORY_SIZE=8388608 hipmem check -d MI210 --workload samples/workload.yaml
+  ROCBLAS_DEVICE_MEMORY_SIZE=8388608 hipmem check -d MI210 \\
+      --workload samples/workload.yaml
   hipmem check -d MI210 --value 4194304 rocsolver_dgetrf:m=1024,n=1024
 
 \b
-PyTorch's allocator settings against memory snapshots (docs/allocator-settings.md):
-  hipmem check --from-snapshot run.pickle --alloc-conf expandable_segments:True \\
-      --device-memory 80GiB
+PyTorch's allocator settings against memory snapshots
+(docs/allocator-settings.md):
+  hipmem check --from-snapshot run.pickle \\
+      --alloc-conf expandable_segments:True --device-memory 80GiB
 
 Exit codes: 0 the value covers the workload (and the snapshots replay with the allocator
-settings); 1 it does not (the reason on stderr, with the first refused allocation), or a
-call could not be sized; 2 usage; 130 interrupted.
+settings); 1 it does not (the reason on stderr, with the first refused allocation), a
+call could not be sized, or a log line or snapshot entry could not be read
+(--accept-skipped answers from the rest); 2 usage; 130 interrupted.
 
 Docs: docs/recommend.md
 """
@@ -111,6 +120,7 @@ def recommend_command(
     from_log: FromLogOption = None,
     workload: WorkloadOption = None,
     strict: StrictOption = False,
+    accept_skipped: AcceptSkippedOption = False,
     headroom: Annotated[
         str,
         typer.Option(
@@ -179,6 +189,7 @@ def recommend_command(
         ),
     ] = False,
     plot: PlotOption = None,
+    html: HtmlOption = None,
 ) -> None:
     """Recommend ROCBLAS_DEVICE_MEMORY_SIZE (and PyTorch's equivalent) for a workload, and
     PyTorch's allocator settings for its memory snapshots."""
@@ -190,9 +201,13 @@ def recommend_command(
     if json and fmt not in (None, Format.json):
         raise UsageError(f"--json is --format json; it cannot go with --format {fmt.value}")
     chosen = "json" if json else (fmt.value if fmt is not None else None)
+    _refuse_idle_accept(accept_skipped, from_log, from_snapshot)
+    if chosen == "github":  # the files it appends to, before any work
+        env_formats.check_github_files()
     allocator_request = allocator_recommend.Request.of(
-        from_snapshot, target, device, device_memory, torch, capacity, plot, allow_cap
-    )
+        from_snapshot, target, device, device_memory, torch, capacity, plot, allow_cap, html,
+        accept_skipped, strict,
+    )  # fmt: skip
     if allocator_request is not None and not (calls or from_log or workload or sweep):
         _refuse_sizing_options(
             ("--headroom", headroom != "0%"), ("--align", align != "1"),
@@ -202,9 +217,9 @@ def recommend_command(
         emitted = allocator_request.run(chosen)
         _emit(chosen, emitted.variables, details=emitted.details, comment=emitted.comment)
         return
-    matmuls = hipblaslt_calls.gather(calls, from_log, workload, strict)
+    matmuls = hipblaslt_calls.gather(calls, from_log, workload, strict, accept_skipped)
     calls, from_log, workload = matmuls.calls, matmuls.from_log, matmuls.workload
-    sources = CallSources(calls or [], from_log or [], workload or [], strict)
+    sources = CallSources(calls or [], from_log or [], workload or [], strict, accept_skipped)
     sources.sweeps, sources.max_points = sweep or [], parse_max_points(max_points)
     fetch = on_demand(offline, device, cus)
     libraries = one_release(rocm, rocm_dir, "recommend", fetch)
@@ -231,13 +246,31 @@ def recommend_command(
     )
     for warning in advice.warnings:
         output.warning(warning)
+    skipped = _say_accepted(sources)
     variables = advice.variables(pytorch=pytorch) + matmul_variables + extra.variables
     comment = f"for {release_line(libraries, result.library.versions)}, {_device_text(result)}"
     if extra.comment:
         comment += f"; {extra.comment}"
     if chosen is None and output.stdout_is_terminal():
         _render_summary(advice, result, pytorch)
-    _emit(chosen, variables, details=advice.as_dict() | extra.details, comment=comment)
+    details = advice.as_dict() | extra.details | skipped
+    _emit(chosen, variables, details=details, comment=comment)
+
+
+def _say_accepted(sources: CallSources) -> dict[str, object]:
+    """The call-log lines an answer did without (--accept-skipped): said on stderr, and the
+    JSON's `skipped_lines` (empty when none were)."""
+    skipped = accepted_skipped_lines(sources)
+    if skipped.count:
+        output.skipped(skipped.describe(), "accepted: --accept-skipped")
+    return {"skipped_lines": skipped.as_dict()} if sources.from_logs else {}
+
+
+def _refuse_idle_accept(accept: bool, *files: list[Path] | None) -> None:
+    """--accept-skipped with no file read leniently would change nothing: say so."""
+    if accept and not any(files):
+        raise UsageError("--accept-skipped is about lines and entries of files that cannot be "
+                         "read: give --from-log or --from-snapshot, or drop it")  # fmt: skip
 
 
 def _refuse_sizing_options(*given: tuple[str, object]) -> None:
@@ -269,6 +302,7 @@ def check_command(
     from_log: FromLogOption = None,
     workload: WorkloadOption = None,
     strict: StrictOption = False,
+    accept_skipped: AcceptSkippedOption = False,
     value: Annotated[
         Optional[str],  # noqa: UP045
         typer.Option(
@@ -318,15 +352,30 @@ def check_command(
     ] = None,
     device_memory: DeviceMemoryOption = None,
     torch: TorchVersionOption = None,
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain",
+            help="With --from-snapshot: when a snapshot is refused a request, explain it as "
+            "`hipmem explain` does (docs/explain.md).",
+        ),
+    ] = False,
 ) -> None:
     """Exit 0 when ROCBLAS_DEVICE_MEMORY_SIZE covers the workload (and, with --from-snapshot,
     the snapshots replay with PyTorch's allocator settings), 1 (with the reason) if not."""
+    _refuse_idle_accept(accept_skipped, from_log, from_snapshot)
     gate = allocator_recommend.CheckRequest.of(from_snapshot, alloc_conf, device,
-                                               device_memory, torch)  # fmt: skip
+                                               device_memory, torch, accept_skipped,
+                                               strict)  # fmt: skip
     has_calls = bool(calls or from_log or workload or sweep)
     allocator_fits = True
+    if explain and gate is None:
+        raise UsageError("--explain is about PyTorch's allocator settings: give "
+                               "--from-snapshot FILE too")  # fmt: skip
     if gate is not None:
         allocator_fits = gate.run(json and not has_calls)
+        if explain and not allocator_fits and not json:
+            allocator_recommend.explain_failure(gate)
         if not has_calls:
             if not allocator_fits:
                 raise typer.Exit(1)
@@ -337,9 +386,9 @@ def check_command(
         setting = read_setting(value, source="--value")
     else:
         setting = read_setting(os.environ.get(VARIABLE), source=f"${VARIABLE}")
-    matmuls = hipblaslt_calls.gather(calls, from_log, workload, strict)
+    matmuls = hipblaslt_calls.gather(calls, from_log, workload, strict, accept_skipped)
     calls, from_log, workload = matmuls.calls, matmuls.from_log, matmuls.workload
-    sources = CallSources(calls or [], from_log or [], workload or [], strict)
+    sources = CallSources(calls or [], from_log or [], workload or [], strict, accept_skipped)
     sources.sweeps, sources.max_points = sweep or [], parse_max_points(max_points)
     fetch = on_demand(offline, device, cus)
     libraries = one_release(rocm, rocm_dir, "check", fetch)
@@ -353,9 +402,11 @@ def check_command(
             return
     result = _size(sources, device, cus, libraries, minimum=minimum)
     outcome = check(setting, result)
+    skipped = _say_accepted(sources)
     if json:
         extra = {} if gate is None else {"allocator_settings": gate.result_dict}
-        output.print_json(outcome.as_dict() | {"library": result.library.as_dict()} | extra)
+        output.print_json(outcome.as_dict() | {"library": result.library.as_dict()} | extra
+                          | skipped)  # fmt: skip
     else:
         for note in setting.notes:
             output.warning(note)

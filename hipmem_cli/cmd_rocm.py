@@ -12,10 +12,11 @@ from hipmem.cli.options import JsonOption, RocmDirOption
 from hipmem.cli.rocm_choice import requested
 from hipmem.sizing import rocm_fetch
 from hipmem.sizing.errors import PinnedVersionGone, SizingError
+from hipmem.sizing.fetch_on_demand import download_line
 from hipmem.sizing.hipblaslt_fetch import fetch_hipblaslt
 from hipmem.sizing.hipblaslt_locator import hipblaslt_beside
 from hipmem.sizing.hipblaslt_releases import for_rocm
-from hipmem.sizing.library_locator import Libraries, available, locate
+from hipmem.sizing.library_locator import Libraries, available, is_cache_label, locate
 from hipmem.sizing.rocm_releases import NEWEST, RELEASES, find_release
 from hipmem.sizing.shim_build import build_shim
 
@@ -66,7 +67,9 @@ def fetch(
     for release in releases:
         with output.progress(f"fetching ROCm {release.name}", transfer=True) as report:
             try:
-                result = rocm_fetch.fetch(release.name, arch, mirror, report, output.warning)
+                result = rocm_fetch.fetch(
+                    release.name, arch, mirror, report, output.warning, plan=_say_plan
+                )
             except PinnedVersionGone as err:
                 if len(releases) == 1:
                     raise
@@ -75,9 +78,11 @@ def fetch(
                 continue
             shim_dir = build_shim(result.include_dir, release.hip_soname)
         packages = ", ".join(f"{name} {version}" for name, version in result.packages.items())
+        done = "ready in" if result.changed else "already in the cache, intact:"
         output.info(
-            f"ROCm {release.name} ready in {result.root} "
-            f"({output.human_bytes(result.disk_bytes())} on disk)"
+            f"ROCm {release.name} {done} {result.root} "
+            f"({output.human_bytes(result.disk_bytes())} on disk; {len(result.files)} files "
+            "checked by SHA256)"
         )
         output.note(
             f"{packages}; gemm data for {', '.join(result.archs)}; virtual device {shim_dir}",
@@ -131,7 +136,7 @@ def _describe(libraries: Libraries, default: Libraries | None) -> dict[str, Any]
         "tensile_dir": str(libraries.tensile_dir) if libraries.tensile_dir else None,
         "hip_runtime": libraries.hip_soname,
     }
-    if libraries.found_in == "offline cache (hipmem rocm fetch)" and libraries.rocm:
+    if is_cache_label(libraries.found_in) and libraries.rocm:
         offline = rocm_fetch.load_offline(libraries.rocm)
         if offline is not None:
             entry["gemm_archs"] = ", ".join(offline.archs)
@@ -150,10 +155,14 @@ def _fetch_hipblaslt(rocm: str, arch: list[str] | None, mirror: str) -> None:
     if build is None:
         return
     with output.progress(f"fetching hipBLASLt {build.version}", transfer=True) as report:
-        found = fetch_hipblaslt(build.version, arch, mirror, report, output.warning)
+        found = fetch_hipblaslt(build.version, arch, mirror, report, output.warning, _say_plan)
     without = [a for a in (arch or []) if a not in build.solution_archs]
+    data = f"solution data for {', '.join(found.archs)}" if found.archs else "no solution data"
     note = f"; Debian's build has none for {', '.join(without)}" if without else ""
-    output.info(
-        f"hipBLASLt {build.version} ready in {found.root} "
-        f"(solution data for {', '.join(found.archs) or 'no arch'}{note})"
-    )
+    done = "ready in" if found.changed else "already in the cache, intact:"
+    output.info(f"hipBLASLt {build.version} {done} {found.root} ({data}{note})")
+
+
+def _say_plan(plan: rocm_fetch.FetchPlan) -> None:
+    """The one line before a download: what, how much, where."""
+    output.info(download_line(f"fetching {plan.what}", plan))

@@ -248,8 +248,8 @@ def render(result: SessionResult, top: int | None = None) -> None:
     if result.failed:  # the session is the largest of the calls answered, not of all calls
         answered = len(result.calls) - len(result.failed)
         output.line(
-            f"session {session}: the most any one of the {answered:,} answered calls needs "
-            f"({len(result.failed):,} could not be sized)"
+            f"session {session}, incomplete: the most any one of the {answered:,} answered "
+            f"calls needs ({len(result.failed):,} could not be sized: {_failed_calls(result)})"
         )
     else:
         output.line(f"session {session}: the most any one call needs, as the library reports it")
@@ -289,7 +289,7 @@ def warn_unknown_minimums(result: SessionResult) -> None:
 def _release_text(result: SessionResult) -> str:
     library = result.library
     versions = ", ".join(f"{name} {version}" for name, version in library.versions.items())
-    return f"ROCm {library.rocm or '(release not recognised)'}: {versions} from {library.found_in}"
+    return f"ROCm {library.rocm or '(release not recognised)'}: {versions} from {library.place}"
 
 
 def _compare(
@@ -302,7 +302,16 @@ def _compare(
         payload: dict[str, object] = {
             "rocm": names,
             "calls": [_compared_call(row, names) for row in rows],
-            "session_bytes": {n: r.session_bytes for n, r in zip(names, results, strict=True)},
+            # null for a release whose session is incomplete (a call failed: `calls` says which)
+            "session_bytes": {
+                name: None if result.failed else result.session_bytes
+                for name, result in zip(names, results, strict=True)
+            },
+            "session_incomplete": {
+                n: [call.call.label for call in r.failed]
+                for n, r in zip(names, results, strict=True)
+                if r.failed
+            },
             "distinct_calls": len(rows),
             "versions": [result.as_dict() for result in results],
         }
@@ -366,17 +375,36 @@ def _render_compared(
         table.add_row(
             *cells, _change_text(_difference(sizes)), f"{row[0].count:,}", row[0].call.label
         )
-    sessions = [result.session_bytes for result in results]
+    # A release with a call that failed has no session size: the largest of the calls it
+    # answered would read as the session's, and a change against it as real.
+    sessions = [None if result.failed else result.session_bytes for result in results]
     table.add_row(
-        *(f"{size:,}" for size in sessions),
-        _change_text(_difference(list(sessions))),
+        *(
+            f"{result.session_bytes:,}" if size is not None else output.Styled("incomplete", "red")
+            for size, result in zip(sessions, results, strict=True)
+        ),
+        _change_text(_difference(sessions)),
         "",
         output.Styled("session", "bold"),
     )
     output.print_table(table)
     output.note("bytes; session: the most any one call needs, per release")
+    for name, result in zip(names, results, strict=True):
+        if result.failed:
+            output.line(
+                f"session of ROCm {name} incomplete: {len(result.failed):,} call"
+                f"{'s' if len(result.failed) > 1 else ''} could not be sized: "
+                f"{_failed_calls(result)}"
+            )
     for result in results:
         output.note(_release_text(result))
+
+
+def _failed_calls(result: SessionResult, shown: int = 3) -> str:
+    """The calls a session could not size, by name (the first few, then how many more)."""
+    named = [f"{call.call.label} ({call.status})" for call in result.failed[:shown]]
+    more = len(result.failed) - shown
+    return ", ".join(named) + (f" and {more:,} more (--json lists them)" if more > 0 else "")
 
 
 def _change_text(change: int | None) -> str:
@@ -399,7 +427,8 @@ def _device_line(result: SessionResult) -> str:
 
 EPILOG = """\b
 Examples:
-  hipmem size -d MI210 rocsolver_dgetrf:m=1024,n=1024 rocsolver_dgetrs:n=1024,nrhs=1
+  hipmem size -d MI210 rocsolver_dgetrf:m=1024,n=1024 \\
+      rocsolver_dgetrs:n=1024,nrhs=1
   hipmem size -d MI300X --workload samples/workload.yaml --json
   hipmem size -d MI210 --from-log samples/rocblas-bench.log --top 5
 

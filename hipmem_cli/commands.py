@@ -22,6 +22,8 @@ COMMAND_MODULES = {
     "replay": "cmd_replay",
     "fleet": "cmd_fleet",
     "torch": "cmd_torch",
+    "explain": "cmd_explain",
+    "cache": "cmd_cache",
 }
 
 

@@ -69,10 +69,20 @@ _FLAGS = {
 
 
 def cli_message(err: HipmemError) -> str:
-    """The error's line as the command line says it: flags, not Python parameter names."""
-    if err.parameter is None:
+    """The error's line as the command line says it: flags, not Python parameter names.
+
+    A parameter already named as a flag (`--device-memory`) is kept as it is, and one named
+    as an environment variable (`PYTORCH_CUDA_ALLOC_CONF`) is said as a shell sets it
+    (`PYTORCH_CUDA_ALLOC_CONF='x'`): neither is a Python name to turn into a flag."""
+    parameter = err.parameter
+    if parameter is None or _ENVIRONMENT_VARIABLE.fullmatch(parameter):
         return str(err)
-    return err.for_flag(_FLAGS.get(err.parameter, "--" + err.parameter.replace("_", "-")))
+    if parameter.startswith("-"):
+        return err.for_flag(parameter)
+    return err.for_flag(_FLAGS.get(parameter, "--" + parameter.replace("_", "-")))
+
+
+_ENVIRONMENT_VARIABLE = re.compile(r"[A-Z][A-Z0-9_]*")
 
 
 # typer's wording of a bad choice, said as the libraries say theirs: `--threads 'x': not one of`

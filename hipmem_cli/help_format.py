@@ -1,5 +1,9 @@
-"""Two adjustments to typer's plain help, made once at start-up (typer has no setting for
-either):
+"""Three adjustments to typer's plain help, made once at start-up (typer has no setting for
+any):
+
+- the list of commands gives each command's first sentence whole, wrapped under it: click
+  cuts it to fit one line and ends it with "..." (`Size rocBLAS/rocSOLVER calls with the
+  real libraries, on a...`), which tells a new user half of what the command does;
 
 - an argument with a metavar shows that name alone: typer writes every argument with its
   Python type (`CALL <list[str]>`), which reads as syntax to type; options already show their
@@ -9,6 +13,8 @@ either):
 
 from __future__ import annotations
 
+import inspect
+import re
 from typing import Any
 
 _done = False
@@ -29,6 +35,7 @@ def plain_argument_names() -> None:
             return None if self.metavar is not None else typed(self, ctx)
 
         TyperArgument.display_type_rich = display_type  # type: ignore[method-assign]
+    _whole_short_help()
     _route_help_pages()
     _done = True
 
@@ -48,3 +55,21 @@ def _route_help_pages() -> None:
         output.block("" if message is None else str(message))
 
     decorators.__dict__["echo"] = echo  # the module global the help callback calls
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of a command's help, whole, on one line (no final full stop)."""
+    paragraph = " ".join(inspect.cleandoc(text).split("\n\n")[0].split())
+    return re.split(r"(?<=\.)\s", paragraph, maxsplit=1)[0].removesuffix(".")
+
+
+def _whole_short_help() -> None:
+    from typer.core import TyperCommand, TyperGroup
+
+    def short_help(self: Any, limit: int = 45) -> str:
+        if self.short_help:
+            return str(inspect.cleandoc(self.short_help)).strip()
+        return first_sentence(self.help or "")
+
+    for cls in (TyperCommand, TyperGroup):
+        cls.get_short_help_str = short_help  # type: ignore[method-assign]

@@ -35,9 +35,13 @@ def split_logs(paths: list[Path]) -> tuple[list[Path], list[Path]]:
     return [path for path in paths if path not in ours], ours
 
 
-def read_logs(paths: list[Path], strict: bool) -> dict[MatmulCall, int]:
+def read_logs(
+    paths: list[Path], strict: bool, accept_skipped: bool = True
+) -> dict[MatmulCall, int]:
     """Every call of the hipBLASLt logs, as often as logged; skipped lines are warned about
-    with their numbers (the first one is an error with --strict)."""
+    with their numbers (the first one is an error with --strict; any is one for a gate that
+    does not accept them: `accept_skipped` False). No line readable: nothing to answer."""
+    from hipmem._core.skipped_input import NothingToAnswer, SkippedPlace, refuse_skipped
     from hipmem.sizing.errors import CallLogError
     from hipmem.sizing.hipblaslt_log import read_hipblaslt_log
 
@@ -53,6 +57,10 @@ def read_logs(paths: list[Path], strict: bool) -> dict[MatmulCall, int]:
         )
         for skipped in log.skipped[:5]:
             output.warning(skipped.where(path))
+        places = [SkippedPlace(f"{path}:{s.line_number}", s.reason) for s in log.skipped[:5]]
+        if log.skipped and not log.calls:
+            raise NothingToAnswer(len(log.skipped), places)
+        refuse_skipped(len(log.skipped), places, accept=accept_skipped)
         for call, count in log.calls.items():
             counts[call] = counts.get(call, 0) + count
     return counts
@@ -97,9 +105,10 @@ def render(reports: list[MatmulReport], top: int | None) -> None:
         f"({device.arch.arch_features}, {device.compute_units} CUs)"
     )
     names = [report.build.label for report in reports]
+    # The call (a long spec) last: too wide, it gets a line of its own under its row.
     table = output.Table(
         title=title,
-        columns=["call", *names, "cap changed choice", "count"],
+        columns=[*names, "cap changed choice", "count", "call"],
         right=[*names, "cap changed choice", "count"],
     )
     by_call = [{r.call: r for r in report.results} for report in reports]
@@ -115,7 +124,7 @@ def render(reports: list[MatmulReport], top: int | None) -> None:
                 cells.append(output.Styled(result.status, "red"))
             flag = result.cap_changed_choice
             changed.append("" if flag is None else ("yes" if flag else "no"))
-        table.add_row(call.label, *cells, " / ".join(changed), output.count(results[call].count))
+        table.add_row(*cells, " / ".join(changed), output.count(results[call].count), call.label)
     output.print_table(table)
     output.note(
         "bytes: the workspace of the heuristic's first algorithm within max_workspace "
@@ -287,12 +296,16 @@ class Gathered:
 
 
 def gather(
-    calls: list[str] | None, from_log: list[Path] | None, workload: list[Path] | None, strict: bool
+    calls: list[str] | None,
+    from_log: list[Path] | None,
+    workload: list[Path] | None,
+    strict: bool,
+    accept_skipped: bool = True,
 ) -> Gathered:
     others, specs = split_specs(calls or [])
     other_logs, matmul_logs = split_logs(from_log or [])
     logged, other_workload_calls = read_workloads(workload or [])
-    for call, count in read_logs(matmul_logs, strict).items():
+    for call, count in read_logs(matmul_logs, strict, accept_skipped).items():
         logged[call] = logged.get(call, 0) + count
     workloads = list(workload or []) if other_workload_calls else []
     return Gathered(specs, logged, others, other_logs, workloads)

@@ -8,8 +8,11 @@ other module in hipmem_cli prints on its own):
   read as rich markup (`[bold]`), emoji codes (`:100:`) or highlighted.
 - **What users copy is never split or cut.** A call name, spec, path:line, version, or a number
   with its unit is one *word*: lines and table cells wrap only between words, a number and its
-  unit stay together, nothing is elided with "…". When a table cannot fit the width, its lines
-  are allowed to run past it (a terminal shows them soft-wrapped; copying gives them whole).
+  unit stay together, nothing is elided with "…".
+- **Everything fits the width** (the terminal's, or $COLUMNS, or 80 when piped), piped as on a
+  terminal: prose wraps between words; a table too wide for it moves its last column (the
+  call, the spec, the settings string: the long value) onto a line of its own under each row.
+  Only a single word wider than the whole width runs past it, alone on its line.
 - **Errors and warnings are one line** on stderr, never wrapped; `--json` is plain JSON on
   stdout.
 
@@ -42,6 +45,8 @@ if TYPE_CHECKING:
 class _State:
     debug: bool = False
     consoles: dict[str, Console] = field(default_factory=dict)
+    captured: Captured | None = None  # a page (--html) keeps what is printed
+    echo: bool = True  # False: kept for the page only, not printed
 
 
 state = _State()
@@ -153,11 +158,18 @@ def _print(text: str, *, style: str | None = None, err: bool = False) -> None:
 
 
 def line(text: str, *, style: str | None = None, err: bool = False) -> None:
-    """A line (or paragraph) of prose. On a terminal it is wrapped between words at the
-    width, never inside one; piped, it stays one line (logs and grep see it whole)."""
+    """A line (or paragraph) of prose, wrapped between words at the width, never inside one
+    (piped too: a CI log is read at 80 columns as well)."""
+    if state.captured is not None and not err:
+        state.captured.lines.append(text)
+        if not state.echo:
+            return
+    _wrapped(text, style=style, err=err)
+
+
+def _wrapped(text: str, *, style: str | None = None, err: bool = False) -> None:
     console = _console("stderr" if err else "stdout")
-    width = console.width if console.is_terminal else 1 << 30
-    for piece in wrap(clean(text, keep_newlines=True), width):
+    for piece in wrap(clean(text, keep_newlines=True), console.width):
         _print(piece, style=style, err=err)
 
 
@@ -178,6 +190,13 @@ def error(message: str) -> None:
 def warning(message: str) -> None:
     """`Warning: message`, one line on stderr, never wrapped."""
     _labelled("Warning: ", "yellow", message)
+
+
+def skipped(described: str, consequence: str) -> None:
+    """The one way every command says it skipped input it could not read: the count and the
+    first places (`FILE:LINE`, `FILE#devN:ENTRY`) with why, from hipmem._core.skipped_input,
+    then what it means here (`--strict makes this an error`, `accepted: --accept-skipped`)."""
+    warning(f"{described} ({consequence})")
 
 
 def info(message: str) -> None:
@@ -289,7 +308,7 @@ Cell = str | Styled
 class Table:
     """Rows of cells under a title. Rendered by `print_table` so that no cell is ever split
     inside a word, folded or cut: columns shrink only down to their longest word, and a table
-    that still does not fit runs past the width instead."""
+    that still does not fit gives its last column a line of its own under each row."""
 
     title: str | None
     columns: Sequence[str]
@@ -297,11 +316,24 @@ class Table:
     boxed: bool = True
     header: bool = True
     rows: list[list[Cell]] = field(default_factory=list)
+    # A side-by-side table (one column per resource, release...) names how many leading
+    # columns label its rows: too wide, it is printed in blocks of its other columns, each
+    # block under those labels again, instead of giving its last column a line per row.
+    label_columns: int = 0
 
     def add_row(self, *cells: Cell) -> None:
         if len(cells) != len(self.columns):
             raise ValueError(f"{len(cells)} cells for {len(self.columns)} columns")
         self.rows.append(list(cells))
+
+
+@dataclass
+class Captured:
+    """What a command printed on stdout while its page (--html) was made: tables and lines
+    (hipmem_cli/html_output.py keeps them)."""
+
+    tables: list[Table] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
 
 
 def _text(cell: Cell) -> tuple[str, str]:
@@ -344,25 +376,85 @@ def _cell_len(text: str) -> int:
 def print_table(table: Table, *, err: bool = False) -> None:
     """The title on its own line (as `line`), then the table.
 
-    A table narrower than the width is drawn with its box. One that cannot fit even with
-    every column at its longest word is drawn without vertical borders and its lines run
-    past the width: the long values (call names, specs) stay whole on one line each.
+    A table that fits the width, its columns shrunk at most to their longest word, is drawn
+    as it is. One that does not is drawn without its last column, and each row's last cell
+    follows that row on a line of its own, indented: the long values (call names, specs,
+    settings) stay whole on one line each, and the table fits.
     """
+    if state.captured is not None and not err:
+        state.captured.tables.append(table)
+        if not state.echo:
+            return
     console = _console("stderr" if err else "stdout")
     if table.title:
-        line(table.title, err=err)
+        _wrapped(table.title, err=err)  # not line(): a page shows the title with the table
+    _draw(console, table, err=err)
+
+
+def _draw(console: Console, table: Table, *, err: bool) -> None:
+    """The table at the console's width: boxed when it fits, else in blocks or stacked."""
+    widths, overhead = _fitted(console, table)
+    if sum(widths) + overhead <= console.width or len(table.columns) < 2:
+        rich_table = _rich_table(table, widths, boxed=table.boxed)
+        _print_lines(console, rich_table, max(console.width, sum(widths) + overhead))
+        return
+    if 0 < table.label_columns < len(table.columns) - 1:
+        for block in _blocks(console, table):
+            _draw(console, block, err=err)
+        return
+    _print_stacked(console, table, err=err)
+
+
+def _blocks(console: Console, table: Table) -> list[Table]:
+    """A side-by-side table cut into tables of as many of its compared columns as fit, each
+    with the label columns first (at least one compared column each)."""
+    labels = list(range(table.label_columns))
+    blocks: list[list[int]] = [[]]
+    for index in range(table.label_columns, len(table.columns)):
+        trial = _columns_of(table, [*labels, *blocks[-1], index])
+        widths, overhead = _fitted(console, trial)
+        if blocks[-1] and sum(widths) + overhead > console.width:
+            blocks.append([])
+        blocks[-1].append(index)
+    return [_columns_of(table, [*labels, *block]) for block in blocks]
+
+
+def _columns_of(table: Table, indices: list[int]) -> Table:
+    columns = [table.columns[i] for i in indices]
+    rows = [[row[i] for i in indices] for row in table.rows]
+    right = [name for name in table.right if name in columns]
+    return Table(None, columns, right, table.boxed, table.header, rows)
+
+
+def _fitted(console: Console, table: Table) -> tuple[list[int], int]:
+    """The columns' widths at this width, and what the table adds around them."""
     overhead = _measure(console, _rich_table(table, [1] * len(table.columns), boxed=table.boxed))
     overhead -= len(table.columns)
-    widths = column_widths(table, console.width, overhead)
-    fits = sum(widths) + overhead <= console.width
-    if not fits and table.boxed:
-        overhead = _measure(console, _rich_table(table, [1] * len(table.columns), boxed=False))
-        overhead -= len(table.columns)
-    rich_table = _rich_table(table, widths, boxed=table.boxed and fits)
-    _print_lines(console, rich_table, max(console.width, sum(widths) + overhead))
+    return column_widths(table, console.width, overhead), overhead
 
 
-def _rich_table(table: Table, widths: list[int], *, boxed: bool) -> Any:
+_STACK_INDENT = "    "
+
+
+def _print_stacked(console: Console, table: Table, *, err: bool) -> None:
+    """The table without its last column; each row's last cell on the line under the row."""
+    shown = Table(None, table.columns[:-1], table.right, table.boxed, table.header,
+                  [row[:-1] for row in table.rows])  # fmt: skip
+    widths, overhead = _fitted(console, shown)
+    width = sum(widths) + overhead  # the rule under the header as wide as the rows, no wider
+    if table.header:
+        _print_lines(console, _rich_table(shown, widths, boxed=False, rows=False), width)
+    for full, row in zip(table.rows, shown.rows, strict=True):
+        one = Table(None, shown.columns, shown.right, shown.boxed, False, [row])
+        _print_lines(console, _rich_table(one, widths, boxed=False), width)
+        text, style = _text(full[-1])
+        for piece in wrap(text, console.width - len(_STACK_INDENT)):
+            # A word wider than the indented line (a long spec) stands alone, unindented.
+            indent = _STACK_INDENT if len(_STACK_INDENT + piece) <= console.width else ""
+            _print(indent + piece, style=style, err=err)
+
+
+def _rich_table(table: Table, widths: list[int], *, boxed: bool, rows: bool = True) -> Any:
     from rich import box
     from rich.table import Table as RichTable
     from rich.text import Text
@@ -383,7 +475,7 @@ def _rich_table(table: Table, widths: list[int], *, boxed: bool) -> Any:
             width=widths[index],
             overflow="fold",  # never reached: each column is at least its longest word wide
         )
-    for row in table.rows:
+    for row in table.rows if rows else []:
         cells = [Text(_glue_units(text), style=style) for text, style in map(_text, row)]
         rich_table.add_row(*cells)
     return rich_table

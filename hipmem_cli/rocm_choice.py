@@ -31,8 +31,12 @@ def requested(option: str | None) -> tuple[list[str], str]:
     else:
         text, asked_as = os.environ.get(ROCM_ENV, ""), ROCM_ENV
     names: list[str] = []
-    for part in filter(None, (piece.strip() for piece in text.split(","))):
+    pieces = [piece.strip() for piece in text.split(",")] if text.strip() else []
+    for part in pieces:
         with _from_environment(asked_as):
+            if not part:  # `7.2,,6.4` or `7.2,`: a release left out, not a list to guess at
+                raise UsageError("a release is missing between commas", parameter="rocm",
+                                 value=text)  # fmt: skip
             name = normalise(part)
         if name not in names:
             names.append(name)
@@ -126,4 +130,4 @@ def several_cached_warning(libraries: Libraries) -> str | None:
 def release_line(libraries: Libraries, versions: dict[str, str]) -> str:
     """`ROCm 7.2 (rocblas 5.2.0, rocsolver 3.32.0) from the offline cache ...`"""
     named = ", ".join(f"{name} {version}" for name, version in versions.items())
-    return f"ROCm {libraries.rocm or '(unknown release)'} ({named}) from {libraries.found_in}"
+    return f"ROCm {libraries.rocm or '(unknown release)'} ({named}) from {libraries.place}"

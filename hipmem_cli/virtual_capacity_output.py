@@ -89,17 +89,19 @@ def render(found: list[VirtualCapacity], options: ReplayOptions, program: Replay
         f"{allocator.location})"
     )
     fraction_column = f"fraction of {device.name}"
+    # The resource (a long spec) last: too wide, it gets a line of its own under its row,
+    # and each figure stays on one line.
     table = output.Table(
         "Smallest capacity that replays the log with no refused allocation",
-        ["resource", "device memory", fraction_column, "probes"],
+        ["device memory", fraction_column, "probes", "resource"],
         right=("device memory", fraction_column, "probes"),
     )
     for entry in found:
         table.add_row(
-            entry.spec.label,
             _capacity(entry.device),
             _fraction(entry.fraction, device.memory_bytes),
             f"{_probes(entry.device) + _probes(entry.fraction):,}",
+            entry.spec.label,
         )
     output.print_table(table)
     peak = program.peak_requested_bytes
@@ -118,14 +120,16 @@ def render(found: list[VirtualCapacity], options: ReplayOptions, program: Replay
 def _capacity(result: CapacityResult | NoCapacityFound) -> output.Cell:
     if not isinstance(result, CapacityResult):
         return output.Styled("none found", "red")
-    return f"{output.human_bytes(result.capacity_bytes)} ({result.capacity_bytes:,})"
+    return output.whole(f"{output.human_bytes(result.capacity_bytes)} ({result.capacity_bytes:,})")
 
 
 def _fraction(result: CapacityResult | NoCapacityFound, memory_bytes: int) -> output.Cell:
     if not isinstance(result, CapacityResult):
         return output.Styled("does not fit", "red")
     share = result.capacity_bytes / memory_bytes
-    return f"{share:.6f} = {output.human_bytes(result.capacity_bytes)} ({result.capacity_bytes:,})"
+    return output.whole(
+        f"{share:.6f} = {output.human_bytes(result.capacity_bytes)} ({result.capacity_bytes:,})"
+    )
 
 
 def _probes(result: CapacityResult | NoCapacityFound) -> int:
@@ -135,16 +139,20 @@ def _probes(result: CapacityResult | NoCapacityFound) -> int:
 def _render_fits(found: list[VirtualCapacity]) -> None:
     columns = ["device", "memory", *(entry.spec.label for entry in found)]
     table = output.Table(
-        "Fits: the log on each device, headroom at the reserved peak", columns, right=columns[1:]
+        "Fits: the log on each device, headroom at the reserved peak",
+        columns,
+        right=columns[1:],
+        label_columns=2,
     )
     for name, preset in PRESETS.items():
         cells: list[output.Cell] = []
         for entry in found:
             fit = next(f for f in entry.fits if f.device.name == name)
             if fit.fits:
-                cells.append(f"fits, {output.human_bytes(fit.headroom_bytes)} free")
+                cells.append(output.whole(f"fits, {output.human_bytes(fit.headroom_bytes)} free"))
             else:
-                cells.append(output.Styled(f"does not fit ({fit.refused_count:,} refused)", "red"))
+                refused = f"does not fit ({fit.refused_count:,} refused)"
+                cells.append(output.Styled(output.whole(refused), "red"))
         table.add_row(name, output.human_bytes(preset.memory_bytes), *cells)
     output.print_table(table)
     output.note(

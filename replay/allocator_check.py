@@ -9,11 +9,12 @@ that asked for it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hipmem._core.alloc_conf import check_alloc_conf
+from hipmem._core.skipped_input import SkippedInput
 from hipmem.replay import torch_allocator
-from hipmem.replay.allocator_settings import Snapshots, load_workloads
+from hipmem.replay.allocator_settings import Snapshots, load_snapshots
 from hipmem.replay.device_presets import DevicePreset
 from hipmem.replay.engine import ReplayOptions, replay
 from hipmem.replay.report import AllocationFailure
@@ -62,6 +63,7 @@ class AllocatorCheck:
     torch_version: str
     allocator_source: str
     verdicts: list[SnapshotVerdict]
+    skipped: SkippedInput = field(default_factory=SkippedInput)  # accepted (accept_skipped)
 
     @property
     def fits(self) -> bool:
@@ -79,6 +81,7 @@ class AllocatorCheck:
             "torch": self.torch_version,
             "allocator": self.allocator_source,
             "snapshots": [verdict.as_dict() for verdict in self.verdicts],
+            "skipped_entries": self.skipped.as_dict(),
         }
 
 
@@ -89,9 +92,15 @@ def check_allocator_settings(
     device: str | None = None,
     device_memory_bytes: int | None = None,
     torch_version: str | None = None,
+    accept_skipped: bool = False,
+    strict: bool = False,
 ) -> AllocatorCheck:
     """Replay every snapshot with `settings` (PyTorch's setting string, "" for its defaults)
-    on the virtual `device` (a preset, default MI300X, or `device_memory_bytes`)."""
+    on the virtual `device` (a preset, default MI300X, or `device_memory_bytes`).
+
+    A snapshot entry that cannot be read could change the verdict, so it stops the check
+    (`SkippedInputError`, exit 1) unless `accept_skipped`; the verdict then carries how many
+    entries it did without. `strict`: the first entry that cannot be read is the error."""
     check_alloc_conf(settings, parameter="settings")
     options = ReplayOptions(backend="virtual", device_name=device,
                             device_memory_bytes=device_memory_bytes, torch_version=torch_version,
@@ -100,11 +109,12 @@ def check_allocator_settings(
     allocator = torch_allocator.locate(torch_version)
     spec = parse_spec(f"torch:settings={settings}" if settings else "torch")
     verdicts = []
-    for workload in load_workloads(snapshots):
+    workloads, skipped = load_snapshots(snapshots, accept_skipped=accept_skipped, strict=strict)
+    for workload in workloads:
         report = replay(workload.log, spec, options, program=workload.program)
         refused = report.failures[0] if report.failures else None
         frame = user_frame(entry_frames(refused.where)) if refused is not None else None
         verdicts.append(SnapshotVerdict(workload.name, report.peak_requested_bytes,
                                         report.peak_reserved_bytes, refused, frame))  # fmt: skip
     return AllocatorCheck(settings, options.virtual_device(), allocator.version,
-                          allocator.describe(), verdicts)  # fmt: skip
+                          allocator.describe(), verdicts, skipped)  # fmt: skip

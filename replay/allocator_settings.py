@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from hipmem._core.progress import ProgressCallback, no_progress
+from hipmem._core.skipped_input import SkippedInput, refuse_skipped
 from hipmem.replay import allocator_grid, torch_allocator, vcuda_build
 from hipmem.replay.allocator_grid import GridEntry
 from hipmem.replay.capacity_result import NoCapacityFound
@@ -42,8 +43,9 @@ from hipmem.replay.device_presets import DevicePreset
 from hipmem.replay.engine import ReplayOptions, program_arrays
 from hipmem.replay.errors import ReplayUsageError
 from hipmem.replay.events import AllocationLog, LineRef
+from hipmem.replay.explain_variables import expandable_takes_effect, has_expandable
 from hipmem.replay.log_loader import load_log
-from hipmem.replay.program import OP_ALLOCATE, ReplayProgram, build_program
+from hipmem.replay.program import ReplayProgram, build_program, logged_allocation_sizes
 from hipmem.replay.resources import ResourceSpec, parse_spec
 from hipmem.replay.snapshot import is_snapshot
 from hipmem.replay.virtual_capacity import find_virtual_capacity
@@ -75,12 +77,26 @@ class Workload:
 Snapshots = Sequence["str | os.PathLike[str] | Workload"]
 
 
-def load_workloads(paths: Snapshots) -> list[Workload]:
+def load_workloads(
+    paths: Snapshots, *, accept_skipped: bool = False, strict: bool = False
+) -> list[Workload]:
     """Every device of every snapshot, each a workload of its own (a rank, a day); workloads
-    already loaded are taken as they are (to replay one snapshot under several options)."""
+    already loaded are taken as they are (to replay one snapshot under several options).
+    An entry that cannot be read is an error (`SkippedInputError`) unless `accept_skipped`
+    (`strict`: the first one is, whatever `accept_skipped` says)."""
+    return load_snapshots(paths, accept_skipped=accept_skipped, strict=strict)[0]
+
+
+def load_snapshots(
+    paths: Snapshots, *, accept_skipped: bool = False, strict: bool = False
+) -> tuple[list[Workload], SkippedInput]:
+    """The workloads of `load_workloads`, and what was skipped reading them: a gate answers
+    about the whole input or not at all, so skipped entries raise `SkippedInputError` unless
+    `accept_skipped` (the answer then says how many it did without)."""
     if not paths:
         raise ReplayUsageError("give at least one snapshot", parameter="snapshots")
     found = []
+    skipped = SkippedInput()
     for given in paths:
         if isinstance(given, Workload):
             found.append(given)
@@ -93,13 +109,15 @@ def load_workloads(paths: Snapshots) -> list[Workload]:
                 parameter="snapshots",
                 value=str(path),
             )
-        log = load_log(path)
+        log = load_log(path, strict=strict)
+        skipped += SkippedInput(log.skipped_count, tuple(log.skipped_places()))
         for index, source in enumerate(log.sources):
             events = log.events[log.events["file_index"] == index].reset_index(drop=True)
             recordings = [r for r in log.recordings if r.source == source]
             part = AllocationLog(events, log.sources, recordings=recordings)
             found.append(Workload(source, part, build_program(part)))
-    return found
+    refuse_skipped(skipped.count, skipped.first, accept=accept_skipped)
+    return found, skipped
 
 
 @dataclass(frozen=True)
@@ -215,6 +233,7 @@ class AllocatorRecommendation:
     default: Candidate
     capacity: str  # "recommended" (it and the defaults were searched) or "all"
     notes: list[str] = field(default_factory=list)
+    skipped: SkippedInput = field(default_factory=SkippedInput)  # accepted (accept_skipped)
     # What was replayed, for a plot or a replay of one setting (not in --json).
     workloads: list[Workload] = field(default_factory=list, repr=False)
     options: ReplayOptions = field(default_factory=ReplayOptions, repr=False)
@@ -255,6 +274,7 @@ class AllocatorRecommendation:
             "headroom_bytes": self.headroom_bytes,
             "capacity_searched_for": self.capacity,
             "notes": self.notes,
+            "skipped_entries": self.skipped.as_dict(),
             "candidates": [candidate.as_dict() for candidate in self.candidates],
         }
 
@@ -267,13 +287,20 @@ def recommend_allocator_settings(
     torch_version: str | None = None,
     capacity: str = "all",
     allow_cap: bool = False,
+    accept_skipped: bool = False,
+    strict: bool = False,
     jobs: int | None = None,
     progress: ProgressCallback | None = None,
+    rocm: bool = False,
 ) -> AllocatorRecommendation:
     """Replay every setting of the grid on every snapshot on the virtual `device` (a preset,
     default MI300X, or `device_memory_bytes`) with PyTorch `torch_version`'s allocator (the
     search order of replay/torch_allocator.py) and recommend one, as this module says
-    (`allow_cap`: settings that cap the process may be recommended too)."""
+    (`allow_cap`: settings that cap the process may be recommended too; `rocm`: the setting
+    is for a ROCm build of PyTorch too, so none that does nothing there is recommended:
+    replay/explain_variables.py). A snapshot entry that cannot be read stops it
+    (`SkippedInputError`) unless `accept_skipped` (`strict`: the first one does, naming it, as
+    in every command)."""
     if capacity not in CAPACITIES:
         raise ReplayUsageError(
             f"not one of {', '.join(CAPACITIES)}", parameter="capacity", value=capacity
@@ -286,12 +313,18 @@ def recommend_allocator_settings(
     )
     options.check()
     allocator = torch_allocator.locate(torch_version)
+    workloads, skipped = load_snapshots(snapshots, accept_skipped=accept_skipped, strict=strict)
     vcuda_build.build(allocator)  # once, before the replays start side by side
-    workloads = load_workloads(snapshots)
     notes = _partial_trace_notes(workloads)
     with _Replayer(workloads, options.virtual_device(), allocator, jobs, progress) as replayer:
         candidates = _replay_grid(replayer, notes)
         eligible = [c for c in candidates if c.replayed and (allow_cap or not c.capped)]
+        if rocm and not expandable_takes_effect(allocator.version, "rocm"):
+            eligible = [c for c in eligible if not has_expandable(c.settings)]
+            notes.append(
+                f"expandable_segments does nothing on a ROCm build of PyTorch {allocator.version} "
+                "(it takes effect from 2.11 with ROCm 7.0): no setting with it is recommended"
+            )
         best = min(eligible, key=Candidate.rank, default=None)
         default = candidates[0]
         searched = candidates if capacity == "all" else [default, *([best] if best else [])]
@@ -308,15 +341,34 @@ def recommend_allocator_settings(
         default=default,
         capacity=capacity,
         notes=notes + _capped_note(candidates, best, allow_cap),
+        skipped=skipped,
         workloads=workloads,
         options=options,
     )
 
 
+def replay_entries(
+    workloads: list[Workload],
+    entries: list[GridEntry],
+    device: DevicePreset,
+    allocator: torch_allocator.TorchAllocator,
+    *,
+    limit_bytes: int | None = None,
+    jobs: int | None = None,
+    progress: ProgressCallback | None = None,
+    what: str = "grid",
+) -> list[Candidate]:
+    """Replay each entry on every workload, whole, on `device` (under a per-process cap of
+    `limit_bytes` when given), as `recommend_allocator_settings` replays its grid."""
+    vcuda_build.build(allocator)  # once, before the replays start side by side
+    with _Replayer(workloads, device, allocator, jobs, progress, limit_bytes) as replayer:
+        return replayer.run(entries, what)
+
+
 def _replay_grid(replayer: _Replayer, notes: list[str]) -> list[Candidate]:
     """Both rounds of the grid (replay/allocator_grid.py), each setting on every snapshot;
     `notes` gets what the grid had to leave out, and why."""
-    sizes = [w.program.size_bytes[w.program.op == OP_ALLOCATE] for w in replayer.workloads]
+    sizes = [logged_allocation_sizes(w.program) for w in replayer.workloads]
     large = allocator_grid.large_request_sizes(sizes)
     if not allocator_grid.split_sizes_mib(large):
         notes.append(
@@ -376,10 +428,12 @@ class _Replayer:
         allocator: torch_allocator.TorchAllocator,
         jobs: int | None,
         progress: ProgressCallback | None,
+        limit_bytes: int | None = None,
     ) -> None:
         if jobs is not None and jobs < 1:
             raise ReplayUsageError("must be at least 1", parameter="jobs", value=jobs)
         self.workloads, self.device, self.allocator = workloads, device, allocator
+        self.limit_bytes = limit_bytes  # a per-process cap on the device (hipmem explain's)
         self.jobs = jobs or os.cpu_count() or 1
         self.progress = progress or no_progress
         self._stack = ExitStack()
@@ -410,7 +464,7 @@ class _Replayer:
         try:
             with VirtualGpu(self.files[index], program.slot_count, len(program.streams),
                             candidate.settings, self.device, self.allocator) as gpu:  # fmt: skip
-                probe = gpu.replay()
+                probe = gpu.replay(limit_bytes=self.limit_bytes)
         except VirtualGpuFailed as err:  # PyTorch refused the setting: said in the table
             return str(err)
         first = None

@@ -15,11 +15,11 @@ workspaces): the virtual GPU gives all of its memory to the allocator.
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass
 
 from hipmem._core.byte_sizes import GiB, MiB
+from hipmem._core.close_names import did_you_mean
 from hipmem.replay.errors import ReplayUsageError
 
 MEASURED_H100 = "measured on the lent H100 (torch.cuda.mem_get_info, driver 580.159.04)"
@@ -91,8 +91,7 @@ def find_preset(name: str) -> DevicePreset:
     found = keys.get(_key(name))
     if found is not None:
         return found
-    close = difflib.get_close_matches(name.upper(), list(PRESETS), n=2, cutoff=0.5)
-    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    hint = did_you_mean(name.upper(), PRESETS, n=2, cutoff=0.5)
     raise ReplayUsageError(
         f"not a device hipmem knows{hint} (known: {', '.join(PRESETS)}; or give "
         "--device-memory SIZE)",

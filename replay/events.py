@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from hipmem._core.skipped_input import SkippedPlace
+
 # Values of the `action` column (int8).
 ALLOCATE = 0
 FREE = 1
@@ -113,6 +115,11 @@ class AllocationLog:
     skipped: list[SkippedRow] = field(default_factory=list)
     skipped_count: int = 0  # may exceed len(skipped): only the first few are kept in full
     recordings: list[Recording] = field(default_factory=list)  # one per snapshot device read
+
+    def skipped_places(self) -> list[SkippedPlace]:
+        """The rows kept in `skipped`, as every command names them (`FILE:LINE`, and
+        `FILE#devN:ENTRY` for a snapshot's device)."""
+        return [SkippedPlace(f"{s.source}:{s.line}", s.reason) for s in self.skipped]
 
     def line_ref(self, event_index: int) -> LineRef:
         """Where event `event_index` (a row of `events`) stands in its file."""

@@ -107,8 +107,8 @@ def _gpu_bus_id() -> str | None:
 def run_pair(pair: PairTask) -> dict[str, Any]:
     """Replay one pair (and with TASK_CAPACITY, search its capacity): one results record.
 
-    Errors the replay library raises (a damaged log, no capacity found, a crashed allocator)
-    become a `failed` record with the reason; a worker that dies returns nothing, and the
+    Every error (a damaged log, no capacity found, a crashed allocator, a bug) becomes a
+    `failed` record with its one-line reason; a worker that dies returns nothing, and the
     client retries the pair elsewhere.
     """
     record: dict[str, Any] = {
@@ -126,9 +126,11 @@ def run_pair(pair: PairTask) -> dict[str, Any]:
     except Exception as err:
         from hipmem._core.errors import HipmemError
 
-        if not isinstance(err, HipmemError):
-            raise  # a bug, not a property of the log: the client reports it
-        record.update(status=STATUS_FAILED, reason=str(err))
+        # One line in the results, never a traceback in the worker's log: a bug (anything
+        # but a HipmemError) is named as one, and the sweep goes on.
+        reason = str(err) if isinstance(err, HipmemError) else (
+            f"internal error: {type(err).__name__}: {err}")  # fmt: skip
+        record.update(status=STATUS_FAILED, reason=" ".join(reason.split())[:2000])
     record["task_wall_ns"] = perf_counter_ns() - started_ns
     record.setdefault("where", where_am_i(pair.options.backend))
     return record

@@ -17,10 +17,9 @@ log was tried at.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
-
-import numpy as np
 
 from hipmem.replay.fleet_results import STATUS_OK
 
@@ -35,11 +34,15 @@ class Spread:
     total: float
 
     @staticmethod
-    def of(values: list[float]) -> Spread | None:
+    def of(values: list[int] | list[float]) -> Spread | None:
+        """Byte figures come as Python ints and stay exact: a total past 2**63 is that total,
+        never a wrapped or rounded one (percentiles: numpy's method="higher", by index)."""
         if not values:
             return None
-        p50, p95 = np.percentile(np.asarray(values, dtype=np.float64), [50, 95], method="higher")
-        return Spread(float(p50), float(p95), float(max(values)), float(sum(values)))
+        ordered = sorted(values)
+        last = len(ordered) - 1
+        p50, p95 = (ordered[math.ceil(q * last)] for q in (0.50, 0.95))
+        return Spread(p50, p95, ordered[-1], sum(ordered))
 
     def as_bytes(self) -> dict[str, int]:
         return {
@@ -117,9 +120,9 @@ def _summary(resource: str, records: list[dict[str, Any]]) -> ResourceSummary:
         failed=len(records) - len(ok),
         events=sum(int(r.get("events") or 0) for r in ok),
         replay_wall_ns=sum(int(r.get("wall_ns") or 0) for r in ok),
-        peak_reserved=Spread.of([float(r["peak_reserved_bytes"]) for r in reserved]),
+        peak_reserved=Spread.of([int(r["peak_reserved_bytes"]) for r in reserved]),
         fragmentation=Spread.of([float(r["fragmentation"]) for r in fragmented]),
-        capacity=Spread.of([float(r["capacity_bytes"]) for r in sized]),
+        capacity=Spread.of([int(r["capacity_bytes"]) for r in sized]),
         peak_reserved_drivers=_at_max(reserved, "peak_reserved_bytes"),
         capacity_drivers=_at_max(sized, "capacity_bytes"),
         refusing_logs=[str(r["log"]) for r in refusing],

@@ -33,7 +33,6 @@ was stamped before midnight). `time_ns` counts from midnight of the file's first
 from __future__ import annotations
 
 import contextlib
-import difflib
 import io
 import os
 import re
@@ -53,7 +52,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
+from hipmem._core.close_names import closest
 from hipmem._core.progress import ProgressCallback
+from hipmem._core.skipped_input import NothingToAnswer
 from hipmem.replay.errors import LogFormatError, ReplayUsageError
 from hipmem.replay.events import (
     ALLOCATE,
@@ -102,7 +103,10 @@ class NotGzipError(LogFormatError):
 
 
 class LogHeaderError(LogFormatError):
-    """The first line is not an RMM/hipMM log header."""
+    """The first line is not an RMM/hipMM log header: the file given is not a log, an input
+    file hipmem cannot use (usage, as for a workload or snapshot that is not one)."""
+
+    exit_code = 2
 
 
 class BadLogRowError(LogFormatError):
@@ -297,7 +301,7 @@ def _read_layout(source: str, stream: BinaryIO) -> _Layout:
 
 def _header_complaint(header: str) -> str:
     shown = header if len(header) <= 60 else header[:57] + "..."
-    close = difflib.get_close_matches(header, KNOWN_HEADERS, n=1, cutoff=0.6)
+    close = closest(header, KNOWN_HEADERS, n=1, cutoff=0.6)
     if close:
         return f"header '{shown}' is misspelt; expected '{close[0]}'"
     return (
@@ -888,7 +892,15 @@ def load_log(
     _check_total(parts, sources)
     log = _join(parts, sources)
     log.recordings = recordings
+    _refuse_nothing_readable(log)
     return log
+
+
+def _refuse_nothing_readable(log: AllocationLog) -> None:
+    """Rows were skipped and none read (a snapshot's line-0 rows are blocks allocated before
+    recording, not rows it holds): nothing to answer about, in every command."""
+    if log.skipped_count and not bool((log.events["line"] > 0).any()):
+        raise NothingToAnswer(log.skipped_count, log.skipped_places())
 
 
 def _checked_strict(part: _FileEvents, strict: bool) -> _FileEvents:

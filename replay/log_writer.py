@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hipmem._core.atomic_write import atomic_output
+from hipmem._core.atomic_write import atomic_outputs
+from hipmem._core.output_files import check_output_file
 from hipmem.replay.errors import ReplayUsageError
 from hipmem.replay.events import ACTION_NAMES, AllocationLog
 
@@ -25,26 +26,38 @@ _US_PER_DAY = 86_400 * 10**6
 _ROWS_PER_WRITE = 1 << 16
 
 
-def output_paths(log: AllocationLog, path: Path) -> list[Path]:
-    """Where each source of `log` goes: `path` itself, or one `.dev<N>` file per source."""
-    name = path.name
-    suffix = next((s for s in (".csv.gz", ".csv") if name.endswith(s)), None)
+def check_output(path: Path) -> str:
+    """Refuse, before a log is read, an output that could not be written (its suffix, a
+    directory, a folder where no file can be created); the suffix."""
+    suffix = next((s for s in (".csv.gz", ".csv") if path.name.endswith(s)), None)
     if suffix is None:
         raise ReplayUsageError("must end in .csv or .csv.gz", parameter="output", value=str(path))
+    check_output_file(path, parameter="output")
+    return suffix
+
+
+def output_paths(log: AllocationLog, path: Path) -> list[Path]:
+    """Where each source of `log` goes: `path` itself, or one `.dev<N>` file per source;
+    every one checked writable before any is written."""
+    suffix = check_output(path)
     if len(log.sources) == 1:
         return [path]
     devices = [r.device for r in log.recordings] or list(range(len(log.sources)))
-    stem = name[: -len(suffix)]
-    return [path.with_name(f"{stem}.dev{device}{suffix}") for device in devices]
+    stem = path.name[: -len(suffix)]
+    paths = [path.with_name(f"{stem}.dev{device}{suffix}") for device in devices]
+    for each in paths:
+        check_output_file(each, parameter="output")
+    return paths
 
 
 def write_rmm_csv(log: AllocationLog, path: Path) -> list[Path]:
-    """Write every source of `log` as an RMM CSV (atomically, each file); the paths written."""
+    """Write every source of `log` as an RMM CSV, all files or none (each written beside its
+    target, renamed only when all are); the paths written."""
     paths = output_paths(log, path)
     file_index = log.events["file_index"].to_numpy()
-    for index, target in enumerate(paths):
-        rows = np.flatnonzero(file_index == index)
-        with atomic_output(target) as tmp:
+    with atomic_outputs(paths) as temps:  # several devices: all files or none
+        for index, (target, tmp) in enumerate(zip(paths, temps, strict=True)):
+            rows = np.flatnonzero(file_index == index)
             opener = gzip.open if target.name.endswith(".gz") else open
             with opener(tmp, "wt", encoding="ascii", newline="") as out:
                 out.write(HEADER)

@@ -7,32 +7,30 @@ Two builds come from the one source:
 - `host`: any C++ compiler, host memory only, so CI replays through the same loop.
 
 Builds are cached under hipmem's cache root (`$HIPMEM_CACHE_DIR`, else `~/.cache/hipmem`),
-keyed by a hash of the source, the compiler and the RMM version, and written atomically
-(temp file, then rename).
+keyed by a hash of the source, the compiler and the RMM version, built in a temporary folder
+renamed into place, and checked on every load (`hipmem._core.build_cache`).
 """
 
 from __future__ import annotations
 
 import ctypes
-import fcntl
 import hashlib
 import importlib.util
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 import numpy as np
 
-from hipmem._core.atomic_write import atomic_output
+from hipmem._core.build_cache import built_folder
 from hipmem._core.cache_root import cache_dir
 from hipmem.replay.errors import ReplayError
 
 SOURCE = Path(__file__).with_name("csrc") / "replay_core.cu"
+LIBRARY_NAME = "replay_core.so"
 
 # Shared with replay_core.cu (enum hm_kind).
 KIND_CODES = {
@@ -248,41 +246,23 @@ def _build(toolchain: Toolchain) -> Path:
     digest.update(SOURCE.read_bytes())
     digest.update(" ".join(toolchain.command).encode())
     digest.update(toolchain.fingerprint.encode())
-    target = _cache_dir() / f"replay_core-{toolchain.flavour}-{digest.hexdigest()[:16]}.so"
-    if target.is_file():
-        return target
-    # Several processes on one cache (a fleet's workers) build it once: the others wait for
-    # the lock, then find the file.
-    with _build_lock(target):
-        if not target.is_file():
-            _compile(toolchain, target)
-    return target
-
-
-@contextmanager
-def _build_lock(target: Path) -> Iterator[None]:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with target.with_name(target.name + ".lock").open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    folder = _cache_dir() / f"{toolchain.flavour}-{digest.hexdigest()[:16]}"
+    # Several processes on one cache (a fleet's workers) build it once; every load checks it
+    # (a truncated library would crash the process that maps it) and rebuilds it if damaged.
+    built_folder(folder, lambda work: _compile(toolchain, work / LIBRARY_NAME),
+                 what=f"the {toolchain.flavour} replay core")  # fmt: skip
+    return folder / LIBRARY_NAME
 
 
 def _compile(toolchain: Toolchain, target: Path) -> None:
-    # Built aside and renamed, so a process loading the core never sees a half-written file.
-    with atomic_output(target, suffix=".so.tmp") as temp:
-        done = subprocess.run(
-            [*toolchain.command, "-o", str(temp)], capture_output=True, text=True, check=False
+    done = subprocess.run(
+        [*toolchain.command, "-o", str(target)], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        first = next((ln for ln in done.stderr.splitlines() if "error" in ln), done.stderr[-300:])
+        raise NativeCoreUnavailable(
+            f"building the {toolchain.flavour} replay core failed: {first.strip()}"
         )
-        if done.returncode != 0:
-            first = next(
-                (ln for ln in done.stderr.splitlines() if "error" in ln), done.stderr[-300:]
-            )
-            raise NativeCoreUnavailable(
-                f"building the {toolchain.flavour} replay core failed: {first.strip()}"
-            )
 
 
 # replay_core.cu's HM_ABI_VERSION: bump both together whenever a struct or enum changes.

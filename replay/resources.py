@@ -25,6 +25,7 @@ from typing import Union
 
 from hipmem._core.alloc_conf import check_alloc_conf
 from hipmem._core.byte_sizes import format_bytes_exact, parse_bytes
+from hipmem._core.close_names import did_you_mean
 from hipmem._core.errors import HipmemError
 from hipmem.replay.errors import ReplayUsageError
 
@@ -58,14 +59,20 @@ def _parse_advice(value: str, what: str) -> str:
     parts = [p for p in value.replace("|", "+").split("+") if p]
     for part in parts:
         if part not in ADVICE:
-            raise ReplayUsageError(f"{what}: unknown advice {part!r} (one of {', '.join(ADVICE)})")
+            hint = did_you_mean(part, ADVICE, quote="'")
+            raise ReplayUsageError(
+                f"{what}: unknown advice {part!r}{hint} (one of {', '.join(ADVICE)})"
+            )
     return "+".join(parts)
 
 
 def _choice(choices: tuple[str, ...]) -> Callable[[str, str], str]:
     def parse(value: str, what: str) -> str:
         if value not in choices:
-            raise ReplayUsageError(f"not one of {', '.join(choices)}", parameter=what, value=value)
+            hint = did_you_mean(value, choices)
+            raise ReplayUsageError(
+                f"not one of {', '.join(choices)}{hint}", parameter=what, value=value
+            )
         return value
 
     return parse
@@ -200,7 +207,8 @@ def _parse_spec(raw: str) -> ResourceSpec:
     kind, _, rest = raw.partition(":")
     kind = kind.strip().lower()
     if kind not in _OPTIONS:
-        raise ReplayUsageError(f"unknown resource kind {kind!r} (one of {', '.join(KINDS)})")
+        hint = did_you_mean(kind, KINDS, cutoff=0.5)
+        raise ReplayUsageError(f"unknown resource kind {kind!r}{hint} (one of {', '.join(KINDS)})")
     schema = _OPTIONS[kind]
     options: dict[str, OptionValue] = {name: default for name, (_, default) in schema.items()}
     limit_bytes: int | None = None
@@ -221,8 +229,11 @@ def _parse_spec(raw: str) -> ResourceSpec:
             limit_bytes = parse_bytes(value, name="limit")
             continue
         if name not in schema:
-            allowed = ", ".join([*schema, "limit"])
-            raise ReplayUsageError(f"{kind} has no option {name!r} (options: {allowed})")
+            allowed = [*schema, "limit"]
+            hint = did_you_mean(name, allowed, quote="'")
+            raise ReplayUsageError(
+                f"{kind} has no option {name!r}{hint} (options: {', '.join(allowed)})"
+            )
         parser, _ = schema[name]
         options[name] = parser(value.strip(), name)
     spec = ResourceSpec(kind=kind, options=options, limit_bytes=limit_bytes, text=raw)

@@ -32,6 +32,7 @@ import gzip
 import io
 import os
 from array import array
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ from hipmem.replay.events import (
 from hipmem.replay.snapshot_pickle import (
     DROPPED,
     MAX_BYTES_ENV,
+    BigInt,
     RestrictedPickle,
     SnapshotError,
     SnapshotRefused,
@@ -64,13 +66,13 @@ MAX_TRACE_ENTRIES = 20_000_000  # per device: 100x PyTorch's default max_entries
 # is its default, but users set 100,000 to a few million)
 MAX_TOTAL_TRACE_ENTRIES = 50_000_000  # all devices, a shared list once per device using it
 MAX_HELD_OBJECTS = 16_000_000  # objects held at once besides the trace: segments, blocks, frames
-MAX_SETTINGS_ITEMS = 10_000  # allocator_settings: a few dozen in PyTorch 2.11
-MAX_SETTINGS_DEPTH = 8
 MAX_KEPT_SKIPS = 100
 MAX_FRAMES = 10_000  # frames kept for the one entry `entry_frames` asks about
 DAY_US = 86_400 * 10**6
 _INT64_END = 1 << 63
-_MAX_SPAN_US = (_INT64_END - 1) // 1000  # time_ns = span_us * 1000 stays in int64
+# Bounds that keep every sum and time in int64 (docs/hostile-input.md).
+MAX_RESERVED_BYTES = 1 << 62
+MAX_TIME_US = (2**63 - 1) // 1000  # so any time_ns, and any difference of two, fits int64
 _GZIP_MAGIC = b"\x1f\x8b"
 _PICKLE_PROTO = 0x80  # protocol 2+ pickles (PyTorch writes 4) start with PROTO
 _READ_BYTES = 1 << 13
@@ -135,11 +137,11 @@ class DevicePart:
 class _Shared:
     """What every trace list of one file shares: the first entry's day, the caps."""
 
-    def __init__(self, want_line: int) -> None:
+    def __init__(self, want_lines: frozenset[int]) -> None:
         self.first_us: int | None = None
         self.day_start_us = 0
         self.max_entries = MAX_TRACE_ENTRIES  # read at call time: tests lower it
-        self.want_line = want_line
+        self.want_lines = want_lines  # entries whose frames are kept (entries_frames)
 
 
 class _TraceList:
@@ -157,7 +159,7 @@ class _TraceList:
         self.ooms: list[tuple[int, int, int | None]] = []  # line, size, device_free
         self.skipped: list[tuple[int, str]] = []
         self.skipped_count = 0
-        self.frames: list[Frame] | None = None
+        self.frames: dict[int, list[Frame]] = {}
 
     def _next_line(self) -> int:
         self.count += 1
@@ -176,7 +178,9 @@ class _TraceList:
     def _skip_field(self, line: int, action: str, values: tuple[Any, ...]) -> None:
         for key, value in zip(("addr", "size", "stream", "time_us"), values, strict=True):
             if type(value) is not int or not 0 <= value < _INT64_END:
-                reason = f"{action} entry: {key} {excerpt(value)} is not a non-negative integer"
+                big = (type(value) is int and value > 0) or type(value) is BigInt
+                why = "is past 2**63 - 1" if big else "is not a non-negative integer"
+                reason = f"{action} entry: {key} {excerpt(value)} {why}"
                 self.skip(line, reason)
                 return
 
@@ -185,14 +189,16 @@ class _TraceList:
         self.count = line = self.count + 1
         if line > shared.max_entries:
             raise SnapshotError(f"a device has more than {shared.max_entries:,} trace entries")
-        if line == shared.want_line:
-            self.frames = _frames_of(item.get("frames"))
+        if shared.want_lines and line in shared.want_lines:
+            frames = _frames_of(item.get("frames"))
+            if frames:
+                self.frames[line] = frames
         action = item["action"]
         if type(action) is not str:
             self.skip(line, "entry has no action")
             return
         time_us: Any = item.get("time_us")
-        if shared.first_us is None and type(time_us) is int and 0 <= time_us < _INT64_END:
+        if shared.first_us is None and type(time_us) is int and 0 <= time_us <= MAX_TIME_US:
             shared.first_us = time_us
             shared.day_start_us = time_us - time_us % DAY_US
         kind = _TRACKED.get(action)
@@ -214,13 +220,11 @@ class _TraceList:
         ):
             self._skip_field(line, action, (address, size, stream, time_us))
             return
-        span_us = time_us - shared.day_start_us
-        if not 0 <= span_us <= _MAX_SPAN_US:
-            where = (
-                "before the first entry's day" if span_us < 0 else "292 years past the first entry"
-            )
-            self.skip(line, f"{action} entry: time_us {time_us} is {where}")
+        if time_us > MAX_TIME_US:
+            past = f"time_us {time_us} is past year 2262 (int64 nanoseconds)"
+            self.skip(line, f"{action} entry: {past}")
             return
+        span_us = time_us - shared.day_start_us  # may be negative: a time before the first's day
         if kind == 0:
             self.live[address] = size
         elif kind == 1:
@@ -258,14 +262,14 @@ def _frames_of(frames: Any) -> list[Frame]:
 
 
 def _load(
-    path: Path, max_bytes: int | None, want_line: int
+    path: Path, max_bytes: int | None, want_lines: frozenset[int] = frozenset()
 ) -> tuple[dict[str, Any], RestrictedPickle, _Shared]:
     """The snapshot's top-level dict, its trace entries handed to `_TraceList`s as read."""
     name = str(path)
     limit = max_bytes_from_env() if max_bytes is None else max_bytes
     with path.open("rb") as probe:
         gzipped = probe.read(2) == _GZIP_MAGIC
-    shared = _Shared(want_line)
+    shared = _Shared(want_lines)
     try:
         with gzip.open(path, "rb") if gzipped else path.open("rb") as raw:
             reader = io.BufferedReader(_CappedReader(raw, limit, name), _READ_BYTES)
@@ -275,9 +279,9 @@ def _load(
                 max_bytes=limit,
                 # entry_frames keeps every frames list (one may be shared with the entry
                 # asked about); the file was read once already within the usual cap.
-                max_cells=MAX_HELD_OBJECTS * (4 if want_line else 1),
+                max_cells=MAX_HELD_OBJECTS * (4 if want_lines else 1),
                 new_sink=lambda target: _TraceList(target, shared),
-                keep_frames=bool(want_line),
+                keep_frames=bool(want_lines),
             )
             data = machine.load()
     except SnapshotError as err:
@@ -293,9 +297,9 @@ def _load(
 
 def read_snapshot(path: Path, *, max_bytes: int | None = None) -> list[DevicePart]:
     """Every device of the snapshot that holds a trace or segments, in device order."""
-    data, machine, shared = _load(path, max_bytes, 0)
+    data, machine, shared = _load(path, max_bytes)
     traces: list[Any] = data["device_traces"]
-    settings = _settings(path, data.get("allocator_settings"))
+    settings = _plain_settings(data.get("allocator_settings"))
     segments = _segments_by_device(path, data.get("segments"), len(traces))
     total_entries = 0
     parts = []
@@ -378,18 +382,18 @@ class _DeviceTrace:
         settings: dict[str, Any],
     ) -> Recording:
         end_bytes = sum(s["total_size"] for s in segments if _is_count(s.get("total_size")))
-        if end_bytes >= _INT64_END:
-            raise SnapshotError(f"{self.source}: its segments add up to 2**63 bytes or more")
         pairs = np.frombuffer(stream.reserved, dtype=np.int64).reshape(-1, 2)
         times, deltas = pairs[:, 0] * 1000, pairs[:, 1]
-        # Each |delta| < 2**63, so 32-bit halves sum exactly in int64 up to 2**31 changes.
-        magnitude = np.abs(deltas)
-        moved = (int((magnitude >> 32).sum()) << 32) + int((magnitude & 0xFFFFFFFF).sum())
-        net = (int((deltas >> 32).sum()) << 32) + int((deltas & 0xFFFFFFFF).sum())
-        start_bytes = max(0, end_bytes - net)
-        if start_bytes + moved >= _INT64_END:
+        # Each delta is below 2**63, so 32-bit halves of the growth sum exactly in int64.
+        growth = deltas[deltas > 0]
+        grown_bytes = (int((growth >> 32).sum()) << 32) + int((growth & 0xFFFFFFFF).sum())
+        net_bytes = (int((deltas >> 32).sum()) << 32) + int((deltas & 0xFFFFFFFF).sum())
+        start_bytes = max(0, end_bytes - net_bytes)
+        # Every level lies in [end - grown, start + grown]: below 2**62, no int64 sum wraps.
+        if max(end_bytes, start_bytes) + grown_bytes >= MAX_RESERVED_BYTES:
             raise SnapshotError(
-                f"{self.source}: its segment sizes add up to 2**63 bytes or more; not a real device"
+                f"{self.source}: the segments add up to more than 2**62 bytes; not a snapshot "
+                "of a real device"
             )
         levels = start_bytes + np.cumsum(deltas, dtype=np.int64)
         peak_at = int(np.argmax(levels)) if len(levels) else -1
@@ -456,31 +460,23 @@ def _segments_by_device(path: Path, segments: Any, devices: int) -> dict[int, li
     return found
 
 
-def _settings(path: Path, settings: Any) -> dict[str, Any]:
-    """allocator_settings, checked to be plain data of bounded size and depth (it is shown
-    and written as JSON): a dict of str keys; scalars, lists and dicts below."""
+def _plain_settings(settings: Any) -> dict[str, Any]:
+    """The allocator settings PyTorch writes (str keys; numbers, strings, bools and a dict of
+    them): anything else is left out, so the JSON of a recording is always writable. One
+    level deep only: nothing here recurses, whatever the pickle nests."""
     if type(settings) is not dict:
         return {}
-    budget = [MAX_SETTINGS_ITEMS]
-    work: list[tuple[Any, int]] = [(settings, 0)]
-    while work:
-        value, depth = work.pop()
-        budget[0] -= 1
-        if budget[0] < 0 or depth > MAX_SETTINGS_DEPTH:
-            raise SnapshotError(
-                f"{path}: allocator_settings holds more than {MAX_SETTINGS_ITEMS:,} values or "
-                f"nests deeper than {MAX_SETTINGS_DEPTH}; PyTorch writes a few dozen"
-            )
-        if type(value) is dict:
-            for key, item in value.items():
-                if type(key) is not str:
-                    raise SnapshotError(
-                        f"{path}: allocator_settings has a key that is {excerpt(key)}, not a str"
-                    )
-                work.append((item, depth + 1))
-        elif type(value) in (list, tuple):
-            work.extend((item, depth + 1) for item in value)
-    return settings
+    scalar = (str, int, float, bool, type(None))
+    return {
+        key: value
+        for key, value in settings.items()
+        if type(key) is str
+        and (
+            type(value) in scalar
+            or (type(value) is dict and all(type(k) is str and type(v) in scalar
+                                            for k, v in value.items()))
+        )
+    }  # fmt: skip
 
 
 def _is_count(value: Any) -> bool:
@@ -508,17 +504,24 @@ def entry_frames(where: LineRef, *, max_bytes: int | None = None) -> list[Frame]
     """The frames recorded with the trace entry at `where` (a snapshot source `FILE#devN` and
     its 1-based entry number), innermost first; [] when none were recorded or `where` is not
     a snapshot's entry. Read again from the file, within the same caps as the log."""
-    path_text, sep, device_text = where.source.rpartition("#dev")
-    if not sep or not device_text.isdigit() or where.line < 1:
-        return []
-    data, machine, _ = _load(Path(path_text), max_bytes, where.line)
+    return entries_frames(where.source, [where.line], max_bytes=max_bytes).get(where.line, [])
+
+
+def entries_frames(
+    source: str, lines: Iterable[int], *, max_bytes: int | None = None
+) -> dict[int, list[Frame]]:
+    """The frames of several trace entries of one snapshot source (`FILE#devN`), by 1-based
+    entry number, the file read once; entries with no frames are left out."""
+    path_text, sep, device_text = source.rpartition("#dev")
+    wanted = frozenset(line for line in lines if line >= 1)
+    if not sep or not device_text.isdigit() or not wanted:
+        return {}
+    data, machine, _ = _load(Path(path_text), max_bytes, wanted)
     traces = data["device_traces"]
     device = int(device_text)
     trace = traces[device] if device < len(traces) else None
     entries = machine.sinks.get(id(trace)) if type(trace) is list else None
-    if not isinstance(entries, _TraceList) or entries.frames is None:
-        return []  # not an entry (or never reached): nothing recorded there
-    return entries.frames
+    return dict(entries.frames) if isinstance(entries, _TraceList) else {}
 
 
 def user_frame(frames: list[Frame]) -> Frame | None:

@@ -23,6 +23,7 @@ Bounded by construction:
 
 from __future__ import annotations
 
+import reprlib
 import struct
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -82,7 +83,9 @@ class TraceSink(Protocol):
 SinkFactory = Callable[[list[Any]], TraceSink]
 
 _SCALAR_TYPES = frozenset({str, int, float, bool, type(None), bytes, BigInt})
-_KEY_TYPES = _SCALAR_TYPES | {tuple}
+_KEY_TYPES = _SCALAR_TYPES | {tuple, frozenset}  # of scalars only: hashing never recurses
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 2, 40, 40, 40
 
 # Opcodes a snapshot never holds, by what they would do: named in the refusal.
 _CODE_OPCODES = {
@@ -101,24 +104,11 @@ _CODE_OPCODES = {
 
 
 def excerpt(value: Any) -> str:
-    """A value of the input as a message may show it: short scalars as Python writes them,
-    anything else by type and size (never a repr of a container or a long string)."""
-    kind = type(value)
-    if value is None or kind is bool or kind is float:
-        return repr(value)
-    if kind is int:
-        return (
-            repr(value) if value.bit_length() <= 64 else f"an integer of {value.bit_length()} bits"
-        )
-    if kind is BigInt:
+    """A short, escaped excerpt of an input value for a message: bounded in length and depth
+    (never the repr of a 100,000-item list or of a list nested 100,000 deep)."""
+    if type(value) is BigInt:
         return f"an integer of {value.byte_count:,} bytes"
-    if kind is str or kind is bytes:
-        if len(value) <= 40:
-            return ascii(value)
-        return f"a {kind.__name__} of {len(value):,} characters starting {value[:24]!a}"
-    if kind in (list, tuple, dict):
-        return f"a {kind.__name__} of {len(value):,} items"
-    return f"a {kind.__name__}"
+    return _REPR.repr(value).encode("ascii", "backslashreplace").decode("ascii")
 
 
 class _Truncated(Exception):
@@ -174,7 +164,8 @@ class RestrictedPickle:
             base += pos
             if need > self._max_bytes - base:
                 raise SnapshotError(
-                    f"{self._name}: more than {self._max_bytes:,} bytes once decompressed (a "
+                    f"{self._name}: not a readable snapshot within its cap: more than "
+                    f"{self._max_bytes:,} bytes once decompressed (a "
                     f"length of {need:,} bytes at byte {base:,}; raise {MAX_BYTES_ENV} if this "
                     "snapshot is genuine)"
                 )
@@ -301,7 +292,9 @@ class RestrictedPickle:
                         bad = (k for k in items[0::2] if type(k) not in _KEY_TYPES)
                         key = next(bad, items[0])
                         raise self._error(
-                            base + pos - 1, f"a dict key that is {excerpt(key)}"
+                            base + pos - 1,
+                            f"a dict key of unhashable type: '{type(key).__name__}' "
+                            f"({excerpt(key)})",
                         ) from None
                     cells += len(items) >> 1
                 elif op == 0x4A:  # BININT
@@ -393,6 +386,23 @@ class RestrictedPickle:
                             raise _Truncated
                     stack.append(buf[pos + head : pos + head + size])
                     pos += head + size
+                elif op == 0x8F:  # EMPTY_SET
+                    stack.append(set())
+                    cells += 1
+                elif op == 0x90 or op == 0x91:  # ADDITEMS, FROZENSET
+                    first = marks.pop()
+                    items = stack[first:]
+                    del stack[first:]
+                    for item in items:
+                        if type(item) not in _SCALAR_TYPES:
+                            raise self._error(base + pos - 1, f"a set holding {excerpt(item)}")
+                    if op == 0x91:
+                        stack.append(frozenset(items))
+                    elif type(stack[-1]) is set:
+                        stack[-1].update(items)
+                    else:
+                        raise self._error(base + pos - 1, f"ADDITEMS to {excerpt(stack[-1])}")
+                    cells += len(items)
                 elif op == 0x95:  # FRAME: a hint of the next frame's size, nothing to do
                     pos += 8
                 elif op == 0x80:  # PROTO

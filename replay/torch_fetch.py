@@ -28,6 +28,7 @@ import hashlib
 import json
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -146,7 +147,9 @@ class FetchedTorch:
         for relative, (size, digest) in self.files.items():
             path = self.root / relative
             try:
-                if path.stat().st_size != size or (hashes and _sha256(path) != digest):
+                info = path.stat()
+                whole = stat.S_ISREG(info.st_mode) and info.st_size == size
+                if not whole or (hashes and _sha256(path) != digest):
                     damaged.append(relative)
             except OSError:
                 damaged.append(relative)
@@ -268,7 +271,9 @@ def _fetch_locked(
                              packages, files)  # fmt: skip
         _write_manifest(staged, found)
         target = base / release.version
-        if target.exists():  # damaged, or fetched from another wheel: the new one replaces it
+        if target.is_symlink():  # planted: removed, never followed
+            target.unlink()
+        elif target.exists():  # damaged, or fetched from another wheel: the new one replaces it
             shutil.rmtree(target)
         staged.rename(target)
         return found

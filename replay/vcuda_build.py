@@ -14,19 +14,19 @@ Three parts, compiled with the system compilers (cc, g++) against that PyTorch's
 
 The output folder is keyed by a hash of the sources, the allocator's version and its two
 libraries: an edit, or another PyTorch, builds anew. It is built in a temporary folder and
-renamed, so concurrent builds never see half of it.
+renamed, so concurrent builds never see half of it; every use checks it against the sizes and
+hashes recorded then, and a damaged build is said and built again (`hipmem._core.build_cache`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
+from hipmem._core.build_cache import built_folder
 from hipmem._core.cache_root import cache_dir
 from hipmem.replay.errors import ReplayError
 from hipmem.replay.torch_allocator import TorchAllocator
@@ -57,19 +57,17 @@ def build_dir_for(allocator: TorchAllocator) -> Path:
 
 
 def build(allocator: TorchAllocator) -> Path:
-    """The folder holding the stand-in (`libcudart.so.N`) and the driver, built if needed."""
+    """The folder holding the stand-in (`libcudart.so.N`) and the driver, built if needed
+    (checked on every use, rebuilt when damaged: `hipmem._core.build_cache`)."""
     out_dir = build_dir_for(allocator)
-    if (out_dir / DRIVER).is_file():
-        return out_dir
     script = SOURCES / f"{allocator.soname}.map"
     if not script.is_file():
         raise VirtualGpuBuildError(
             f"{allocator.describe()} links {allocator.soname}; the virtual GPU stands in for "
             f"{', '.join(supported_sonames())} only"
         )
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=".build-"))
-    try:
+
+    def make(work: Path) -> None:
         includes = [f"-I{d}" for d in allocator.include_dirs]
         _compile(
             [_tool("CC", "cc", "gcc"), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
@@ -90,12 +88,8 @@ def build(allocator: TorchAllocator) -> Path:
              f"-Wl,-rpath,{out_dir}:{allocator.lib_dir}"],
             "the replay driver",
         )  # fmt: skip
-        work.chmod(0o777 & ~_umask())  # mkdtemp makes 0700: a shared cache follows the umask
-        with contextlib.suppress(OSError):  # another process finished the same build first
-            work.rename(out_dir)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return out_dir
+
+    return built_folder(out_dir, make, what=f"the virtual GPU of PyTorch {allocator.version}")
 
 
 def _compile(command: list[str], what: str) -> None:
@@ -127,9 +121,3 @@ def _file_digest(path: Path) -> str:
     except OSError as err:
         raise VirtualGpuBuildError(f"cannot read {path}: {err.strerror}") from None
     return digest.hexdigest()
-
-
-def _umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current

@@ -32,6 +32,7 @@ from hipmem.replay import torch_allocator, vcuda_build
 from hipmem.replay.device_presets import DevicePreset
 from hipmem.replay.errors import ReplayError, ReplayUsageError
 from hipmem.replay.report import ReservedSamples
+from hipmem.replay.torch_setting_keys import check_setting_keys
 
 ALLOC_CONF = "PYTORCH_CUDA_ALLOC_CONF"
 _ARRAYS = (("op", np.int8), ("slot", np.int32), ("size", np.int64), ("stream", np.int32))
@@ -127,6 +128,7 @@ class VirtualGpu:
         environment variable that carries `conf` (PyTorch reads several, in an order of its
         own: docs/allocator-settings.md)."""
         check_settings(conf)
+        check_setting_keys(conf, allocator.version, allocator.include_dirs)
         self.device, self.allocator, self.conf = device, allocator, conf
         self.variable = variable
         self.n_ops = arrays.n_ops if isinstance(arrays, ProgramFiles) else len(arrays["op"])
@@ -215,6 +217,22 @@ class VirtualGpu:
             latency_ns=latency,
             samples=samples,
         )
+
+    def state_at_refusal(
+        self, *, device_bytes: int | None = None, limit_bytes: int | None = None
+    ) -> dict[str, Any]:
+        """Replay up to the first refused allocation and return the allocator's state there
+        (the driver's `state` line: its statistics, segments and blocks from c10's snapshot();
+        `refused_op` is -1 when nothing was refused)."""
+        size = self.device.memory_bytes if device_bytes is None else device_bytes
+        limit = -1 if limit_bytes is None else limit_bytes
+        self._start(self.device, size)
+        try:
+            self._ask(f"state {size} {limit}\n")
+        finally:
+            self._stop()
+        state: dict[str, Any] = json.loads((self._folder / "state.json").read_text())
+        return state
 
     def plain_loop_ns(self, device_bytes: int | None = None) -> int:
         """Wall time of a bare loop over the same calls on the default stream, with no timing

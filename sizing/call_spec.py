@@ -12,6 +12,7 @@ from typing import Any
 
 import simpleeval
 
+from hipmem._core.close_names import did_you_mean
 from hipmem.sizing.catalog import Catalog, Param, Routine, load_catalog
 from hipmem.sizing.defaults import FUNCTIONS, rules_for
 from hipmem.sizing.errors import BadArgument
@@ -188,10 +189,7 @@ def _check_types(routine: Routine, args: Mapping[str, Value]) -> None:
 
 
 def _unknown_argument(routine: Routine, name: str, settable: Mapping[str, Param]) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(name, list(settable), n=1)
-    hint = f"; did you mean '{close[0]}'?" if close else ""
+    hint = did_you_mean(name, settable, n=1, quote="'")
     return f"{routine.name} has no argument '{name}'{hint} (it takes {', '.join(settable)})"
 
 

@@ -4,13 +4,13 @@ from `sizing/data/catalog-<release>.json` (generated from that release's headers
 
 from __future__ import annotations
 
-import difflib
 import json
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from hipmem._core.close_names import did_you_mean
 from hipmem.sizing.errors import UnknownRoutine
 from hipmem.sizing.rocm_releases import sort_key
 
@@ -90,8 +90,7 @@ class Catalog:
                 f"{'has' if len(elsewhere) == 1 else 'have'} it (--rocm {elsewhere[-1]})"
             )
         candidates = [*self.routines, *(r.short_name for r in self.routines.values())]
-        close = closest(name, candidates, n=3, cutoff=0.6)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        hint = did_you_mean(name, candidates)
         return f"unknown routine '{name}'{hint} (`hipmem routines` lists them)"
 
 
@@ -149,16 +148,3 @@ def _routine(name: str, entry: dict[str, Any]) -> Routine:
         ilp64=entry["ilp64"],
         params=params,
     )
-
-
-def closest(word: str, candidates: list[str], *, n: int, cutoff: float) -> list[str]:
-    """The `n` candidates most like `word`, best first; equally good ones in name order
-    (difflib breaks ties in reverse name order, which put `dgetrf` after `dgetrs`)."""
-    scored = []
-    for candidate in dict.fromkeys(candidates):
-        matcher = difflib.SequenceMatcher(None, word, candidate)
-        if matcher.real_quick_ratio() >= cutoff and matcher.quick_ratio() >= cutoff:
-            ratio = matcher.ratio()
-            if ratio >= cutoff:
-                scored.append((-ratio, candidate))
-    return [candidate for _, candidate in sorted(scored)[:n]]

@@ -13,15 +13,12 @@ rocBLAS is pointed there with ROCBLAS_TENSILE_LIBPATH. Never in the repository.
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
+from hipmem._core.build_cache import built_folder
 from hipmem._core.cache_root import cache_dir
 
 TENSILE_PATH_VARIABLE = "ROCBLAS_TENSILE_LIBPATH"
-_READY = ".complete"
 
 
 def placeholder_library(tensile_dir: Path) -> Path:
@@ -30,33 +27,20 @@ def placeholder_library(tensile_dir: Path) -> Path:
     names = sorted(path.name for path in tensile_dir.iterdir())
     digest = hashlib.sha256("\n".join([str(tensile_dir), *names]).encode()).hexdigest()[:16]
     out_dir = cache_dir() / "code-objects" / digest
-    if (out_dir / _READY).is_file():
-        return out_dir
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    build_dir = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=".build-"))
-    archs: set[str] = set()
-    for name in names:
-        (build_dir / name).symlink_to(tensile_dir / name)
-        if not name.endswith(".dat") or "_lazy_" in name:
-            continue
-        stem = name.removesuffix(".dat")
-        arch = stem.rsplit("_", 1)[-1]
-        if arch.startswith("gfx"):
-            archs.add(arch)
-            (build_dir / f"{stem}.co").touch()
-    for arch in archs:
-        for variant in ("", "-xnack-", "-xnack+"):
-            (build_dir / f"Kernels.so-000-{arch}{variant}.hsaco").touch()
-    (build_dir / _READY).touch()
-    build_dir.chmod(0o777 & ~_umask())
-    try:
-        build_dir.rename(out_dir)
-    except OSError:
-        shutil.rmtree(build_dir, ignore_errors=True)  # another process finished first
-    return out_dir
 
+    def make(build_dir: Path) -> None:
+        archs: set[str] = set()
+        for name in names:
+            (build_dir / name).symlink_to(tensile_dir / name)
+            if not name.endswith(".dat") or "_lazy_" in name:
+                continue
+            stem = name.removesuffix(".dat")
+            arch = stem.rsplit("_", 1)[-1]
+            if arch.startswith("gfx"):
+                archs.add(arch)
+                (build_dir / f"{stem}.co").touch()
+        for arch in archs:
+            for variant in ("", "-xnack-", "-xnack+"):
+                (build_dir / f"Kernels.so-000-{arch}{variant}.hsaco").touch()
 
-def _umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current
+    return built_folder(out_dir, make, what="the placeholder code objects")

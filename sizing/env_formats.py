@@ -167,6 +167,15 @@ def write_github(
     return [path for _, path in targets]
 
 
+def check_github_files(environ: Mapping[str, str] | None = None) -> None:
+    """Refuse, before any work, a $GITHUB_ENV or $GITHUB_OUTPUT that cannot be appended to
+    (a directory, a missing folder): opened for append and closed, nothing written."""
+    environ = os.environ if environ is None else environ
+    for name in GITHUB_FILES:
+        if environ.get(name):
+            os.close(_open_for_append(name, Path(environ[name])))
+
+
 def _open_for_append(name: str, path: Path) -> int:
     try:
         return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

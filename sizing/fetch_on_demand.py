@@ -82,7 +82,13 @@ class OnDemand:
             raise FetchRefused(_refusal(why, f"ROCm {name}", self.offline_by, command))
         with self.progress(f"fetching ROCm {name}") as report:
             found = rocm_fetch.fetch(
-                name, archs, self.mirror, report, self.notice, plan=self._plan_line(why)
+                name,
+                archs,
+                self.mirror,
+                report,
+                self.notice,
+                plan=self._plan_line(why),
+                by=rocm_fetch.ON_FIRST_USE,
             )
         return found
 
@@ -103,7 +109,13 @@ class OnDemand:
             raise FetchRefused(_refusal(why, release.label, self.offline_by, command))
         with self.progress(f"fetching {release.label}") as report:
             found = fetch_hipblaslt(
-                release.version, archs, self.mirror, report, self.notice, self._plan_line(why)
+                release.version,
+                archs,
+                self.mirror,
+                report,
+                self.notice,
+                self._plan_line(why),
+                by=rocm_fetch.ON_FIRST_USE,
             )
         return found
 

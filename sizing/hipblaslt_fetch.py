@@ -40,6 +40,9 @@ class OfflineHipblaslt:
     archs: list[str]
     packages: dict[str, str] = field(default_factory=dict)
     files: dict[str, list[Any]] = field(default_factory=dict)
+    fetched_by: str = ""  # rocm_fetch.BY_COMMAND or ON_FIRST_USE
+    fetched_at: str = ""
+    changed: bool = False  # whether this fetch downloaded anything (not saved)
 
     @property
     def lib_dir(self) -> Path:
@@ -53,15 +56,10 @@ class OfflineHipblaslt:
     def solution_dir(self) -> Path:
         return self.lib_dir / LIBRARY_SUBDIR
 
-    def damaged_files(self) -> list[str]:
-        damaged = []
-        for relative, entry in self.files.items():
-            try:
-                if (self.root / relative).stat().st_size != entry[0]:
-                    damaged.append(relative)
-            except OSError:
-                damaged.append(relative)
-        return damaged
+    def damaged_files(self, *, hashes: bool = False, rehash: bool = False) -> list[str]:
+        """Files missing, replaced by a link, or changed since the fetch (by size; by SHA256
+        too with `hashes`, as a fetch checks them)."""
+        return rocm_fetch.tree_damage(self.root, self.files, hashes=hashes, rehash=rehash)
 
 
 def hipblaslt_dir() -> Path:
@@ -108,6 +106,8 @@ def _read_manifest(path: Path) -> OfflineHipblaslt | None:
             archs=list(data["archs"]),
             packages=dict(data["packages"]),
             files={str(k): list(v) for k, v in data["files"].items()},
+            fetched_by=str(data.get("fetched_by", "")),
+            fetched_at=str(data.get("fetched_at", "")),
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
@@ -119,6 +119,8 @@ def _write_manifest(found: OfflineHipblaslt) -> None:
         "version": found.version,
         "archs": found.archs,
         "packages": found.packages,
+        "fetched_by": found.fetched_by,
+        "fetched_at": found.fetched_at,
         "files": found.files,
     }
     write_text_atomically(
@@ -133,6 +135,7 @@ def fetch_hipblaslt(
     progress: ProgressCallback | None = None,
     notice: Callable[[str], None] | None = None,
     plan: rocm_fetch.PlanCallback | None = None,
+    by: str = rocm_fetch.BY_COMMAND,
 ) -> OfflineHipblaslt:
     """Download and unpack one hipBLASLt build (and its host ROCm release's runtime tree).
     `archs`: whose solution data to unpack (default: every arch the build has). Safe to run
@@ -142,10 +145,10 @@ def fetch_hipblaslt(
     chosen = sorted(set(archs) if archs is not None else set(release.solution_archs))
     # Archs the build has no data for are left out (a call for one says so when asked).
     chosen = [arch for arch in chosen if arch in release.solution_archs]
-    rocm_fetch.fetch(release.host_rocm, [], mirror, progress, notice, plan)
+    rocm_fetch.fetch(release.host_rocm, [], mirror, progress, notice, plan, by)
     report: ProgressCallback = progress or no_progress
     with rocm_fetch._fetch_lock(notice or (lambda message: None)):
-        return _fetch_locked(release, chosen, mirror, report, plan or (lambda planned: None))
+        return _fetch_locked(release, chosen, mirror, report, plan or (lambda planned: None), by)
 
 
 def _fetch_locked(
@@ -154,12 +157,14 @@ def _fetch_locked(
     mirror: str,
     report: ProgressCallback,
     plan: rocm_fetch.PlanCallback,
+    by: str,
 ) -> OfflineHipblaslt:
     base = hipblaslt_dir() / release.version
     state = _read_manifest(base / MANIFEST_NAME)
     if state is not None:
         archs = sorted(set(archs) | set(state.archs))
-        damaged = state.damaged_files()
+        report(0, None, f"checking the cached {release.label}")
+        damaged = state.damaged_files(hashes=True)
         owners = {state.files[relative][2] for relative in damaged}
         state.packages = {k: v for k, v in state.packages.items() if k not in owners}
         complete = all(state.packages.get(n) == v for n, v in release.pinned)
@@ -176,6 +181,7 @@ def _fetch_locked(
     ]
     if todo:
         plan(rocm_fetch.FetchPlan(release.label, todo, archs, base))
+        state.fetched_by, state.changed = by, True
     total_bytes = sum(f.size_bytes for f in todo)
     done_bytes = 0
     for package in todo:
@@ -194,6 +200,8 @@ def _fetch_locked(
         deb.unlink()
     shutil.rmtree(base / "debs", ignore_errors=True)
     state.archs = archs
+    if state.changed or not state.fetched_at:
+        state.fetched_at = rocm_fetch._now()
     _write_manifest(state)
     return state
 

@@ -35,7 +35,13 @@ from hipmem.sizing.hipblaslt_releases import (
     HipblasltRelease,
     for_rocm,
 )
-from hipmem.sizing.library_locator import CACHE_LABEL, Libraries, MixedReleases, cached_libraries
+from hipmem.sizing.library_locator import (
+    Libraries,
+    MixedReleases,
+    cache_label,
+    cached_libraries,
+    is_cache_label,
+)
 
 _VERSION_FILE_BYTES = 64 * 1024  # version files are a few hundred bytes; read no more
 
@@ -47,7 +53,7 @@ class HipblasltBuild:
     version: str | None  # "7.2.4" (Debian's build), the install's own "1.2.0"; None: unknown
     version_from: str  # where the version was read
     library: Path  # lib/libhipblaslt.so.N
-    found_in: str  # the place, as library_locator names it (CACHE_LABEL for the cache)
+    found_in: str  # the place, as library_locator names it (`cache_label` for the cache)
     runs_with: Libraries  # the worker that loads it: same loader, lib dir and HIP stand-in
     release: HipblasltRelease | None = None  # Debian's build, when it comes from the cache
     notice: str | None = None  # one line a user must see (the install had no hipBLASLt)
@@ -63,8 +69,8 @@ class HipblasltBuild:
     @property
     def place(self) -> str:
         """`--rocm-dir (/opt/rocm/lib)`, or the cache's label."""
-        if self.found_in == CACHE_LABEL:
-            return CACHE_LABEL
+        if is_cache_label(self.found_in):
+            return self.found_in
         return f"{self.found_in} ({self.library.parent})"
 
     def describe(self) -> str:
@@ -88,7 +94,7 @@ class HipblasltBuild:
 
 def hipblaslt_for(libraries: Libraries, on_demand: OnDemand | None = None) -> HipblasltBuild:
     """The hipBLASLt that answers beside these rocBLAS/rocSOLVER libraries (module docstring)."""
-    if libraries.found_in == CACHE_LABEL:
+    if is_cache_label(libraries.found_in):
         return _cached_build(libraries.rocm, libraries, on_demand=on_demand)
     library = _library_in(libraries.lib_dir)
     if library is None:
@@ -101,7 +107,7 @@ def hipblaslt_for(libraries: Libraries, on_demand: OnDemand | None = None) -> Hi
 def hipblaslt_beside(libraries: Libraries) -> Path | None:
     """The hipBLASLt library a place holds (`hipmem rocm where`): an install's own, or the
     cache's build for that release when fetched; None when there is none."""
-    if libraries.found_in != CACHE_LABEL:
+    if not is_cache_label(libraries.found_in):
         return _library_in(libraries.lib_dir)
     release = for_rocm(libraries.rocm or "")
     try:
@@ -181,7 +187,13 @@ def _cached_build(
         )
     from_debian = f"Debian's package libhipblaslt1 {release.pins['libhipblaslt1']}"
     return HipblasltBuild(
-        release.version, from_debian, found.library, CACHE_LABEL, runs_with, release, notice
+        release.version,
+        from_debian,
+        found.library,
+        cache_label(found.fetched_by),
+        runs_with,
+        release,
+        notice,
     )
 
 

@@ -27,6 +27,7 @@ import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from hipmem._core.close_names import did_you_mean
 from hipmem.sizing.elf_file import needed_libraries
 from hipmem.sizing.errors import LibraryNotFound, UsageError
 from hipmem.sizing.fetch_on_demand import OnDemand
@@ -35,8 +36,19 @@ from hipmem.sizing.rocm_releases import NEWEST, normalise, release_names, rocm_o
 
 LIBDIR_ENV = "HIPMEM_ROCM_LIBDIR"
 LOADER_NAME = "ld-linux-x86-64.so.2"
-CACHE_LABEL = "offline cache (hipmem rocm fetch)"
+CACHE_LABEL = "offline cache"
 _EXPLICIT = ("--rocm-dir", LIBDIR_ENV)
+
+
+def cache_label(fetched_by: str) -> str:
+    """Where a cached tree came from, truthfully: `offline cache (hipmem rocm fetch)`, or
+    `offline cache (fetched on first use)` (just `offline cache` for a tree fetched before
+    hipmem recorded how)."""
+    return f"{CACHE_LABEL} ({fetched_by})" if fetched_by else CACHE_LABEL
+
+
+def is_cache_label(found_in: str) -> bool:
+    return found_in.startswith(CACHE_LABEL)
 
 
 class MixedReleases(UsageError):
@@ -62,6 +74,12 @@ class Libraries:
     def tensile_dir(self) -> Path | None:
         found = sorted(self.lib_dir.glob("rocblas/*/library"))
         return found[-1] if found else None
+
+    @property
+    def place(self) -> str:
+        """Where they came from, as an answer says it: `--rocm-dir /opt/x/lib`,
+        `offline cache (fetched on first use)`, `/opt/rocm/lib`."""
+        return f"{self.found_in} {self.lib_dir}" if self.found_in in _EXPLICIT else self.found_in
 
 
 def locate(
@@ -169,7 +187,9 @@ def _unavailable(wanted: str, passed_over: list[str], cached: list[str]) -> str:
     if wanted in release_names():
         how = f"get it with `hipmem rocm fetch --rocm {wanted}`"
     else:
+        hint = did_you_mean(wanted, [*release_names(), *cached], n=1, cutoff=0.5)
         how = f"hipmem can fetch ROCm {', '.join(release_names())} (`hipmem rocm fetch --rocm X`)"
+        return f"no ROCm {wanted} here ({here}){hint + ' ' if hint else '; '}{how}"
     return f"no ROCm {wanted} here ({here}); {how}"
 
 
@@ -181,7 +201,7 @@ def cached_libraries(release: str) -> Libraries:
 
 def _cached(release: str) -> Libraries:
     offline = load_offline(release)
-    found = _libraries_in(CACHE_LABEL, offline.lib_dir) if offline else None
+    found = _libraries_in(cache_label(offline.fetched_by), offline.lib_dir) if offline else None
     if offline is None or found is None:
         raise LibraryNotFound(
             f"the cached ROCm {release} has no librocblas; run `hipmem rocm fetch --rocm {release}`"

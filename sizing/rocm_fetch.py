@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import tarfile
 import time
@@ -60,6 +61,9 @@ DEBIAN_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 SUITES = ("sid", "experimental")
 
 LIB_SUBDIR = "usr/lib/x86_64-linux-gnu"
+# How a tree came into the cache, as answers say where their libraries came from.
+BY_COMMAND = "hipmem rocm fetch"
+ON_FIRST_USE = "fetched on first use"
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = 2
 
@@ -91,6 +95,9 @@ class OfflineRocm:
     # relative path -> [size_bytes, sha256, package] (+ [start, end] of the GPU code dropped
     # from a library, which the hash leaves out): every regular file the fetch unpacked
     files: dict[str, list[Any]] = field(default_factory=dict)
+    fetched_by: str = ""  # BY_COMMAND or ON_FIRST_USE ("": a manifest older than the field)
+    fetched_at: str = ""  # when the last fetch that changed the tree ended (ISO 8601, UTC)
+    changed: bool = False  # whether this fetch downloaded anything (not saved)
 
     @property
     def lib_dir(self) -> Path:
@@ -122,18 +129,55 @@ class OfflineRocm:
                 total += (self.root / relative).stat().st_blocks * 512
         return total
 
-    def damaged_files(self, *, hashes: bool = False) -> list[str]:
+    def damaged_files(self, *, hashes: bool = False, rehash: bool = False) -> list[str]:
         """Files missing or changed since the fetch: by size (cheap), or also by SHA256."""
-        damaged = []
-        for relative, entry in self.files.items():
-            path = self.root / relative
-            size, digest, skip = entry[0], entry[1], entry[3:5]
-            try:
-                if path.stat().st_size != size or (hashes and _sha256(path, skip) != digest):
-                    damaged.append(relative)
-            except OSError:
+        return tree_damage(self.root, self.files, hashes=hashes, rehash=rehash)
+
+
+VERIFIED_NAME = "verified.json"
+
+
+def tree_damage(
+    root: Path, files: dict[str, list[Any]], *, hashes: bool, rehash: bool = False
+) -> list[str]:
+    """The recorded files ([size, sha256, ...] by path under `root`) that are missing, of
+    another size, or (`hashes`) of another SHA256. What is read is what a query would load,
+    through a link if one is there (a link to the same bytes is no damage); a repair never
+    writes through one (`unpack`).
+
+    A file hashed intact is noted in `verified.json` beside `root` with its inode, size and
+    change time: while those stay, a fetch with nothing to do need not read it again (any
+    write to it changes them). `rehash` reads every file anyway (`hipmem cache verify`)."""
+    verified = _read_verified(root) if hashes and not rehash else {}
+    stamps: dict[str, list[int]] = {}
+    damaged = []
+    for relative, entry in files.items():
+        path = root / relative
+        size, digest, skip = entry[0], entry[1], entry[3:5]
+        try:
+            info = path.stat()
+            whole = stat.S_ISREG(info.st_mode) and info.st_size == size
+            stamp = [info.st_ino, info.st_size, info.st_ctime_ns, info.st_mtime_ns]
+            if whole and hashes and verified.get(relative) != stamp:
+                whole = _sha256(path, skip) == digest
+            if whole:
+                stamps[relative] = stamp
+            else:
                 damaged.append(relative)
-        return damaged
+        except OSError:
+            damaged.append(relative)
+    if hashes:
+        with contextlib.suppress(OSError):
+            write_text_atomically(root.parent / VERIFIED_NAME, json.dumps(stamps))
+    return damaged
+
+
+def _read_verified(root: Path) -> dict[str, list[int]]:
+    try:
+        data = json.loads((root.parent / VERIFIED_NAME).read_text())
+        return {str(k): list(v) for k, v in data.items()} if isinstance(data, dict) else {}
+    except (OSError, ValueError, TypeError, AttributeError):
+        return {}
 
 
 @dataclass(frozen=True)
@@ -214,6 +258,8 @@ def _read_manifest(path: Path) -> OfflineRocm | None:
             archs=list(data["archs"]),
             packages=dict(data["packages"]),
             files={str(k): list(v) for k, v in data["files"].items()},
+            fetched_by=str(data.get("fetched_by", "")),
+            fetched_at=str(data.get("fetched_at", "")),
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None  # cut short or edited: the fetch rebuilds it
@@ -233,6 +279,8 @@ def _write_manifest(found: OfflineRocm) -> None:
         "archs": found.archs,
         "packages": found.packages,
         "unpacked_bytes": found.unpacked_bytes,
+        "fetched_by": found.fetched_by,
+        "fetched_at": found.fetched_at,
         "files": found.files,
     }
     write_text_atomically(offline_dir(found.release) / MANIFEST_NAME, json.dumps(payload, indent=1))
@@ -248,8 +296,10 @@ def fetch(
     progress: ProgressCallback | None = None,
     notice: Callable[[str], None] | None = None,
     plan: PlanCallback | None = None,
+    by: str = BY_COMMAND,
 ) -> OfflineRocm:
-    """Download and unpack one release; returns the result. Safe to run again: a complete
+    """Download and unpack one release; returns the result (`changed`: whether anything was
+    downloaded; `by` is recorded as how the tree came, when it does). Safe to run again: a complete
     fetch that covers `archs` only checks the tree (offline), an interrupted one resumes, a
     damaged one is repaired. Two fetches on one cache take turns (a lock file). `plan` hears
     what will be downloaded once that is known, before the download starts (not at all
@@ -264,7 +314,7 @@ def fetch(
         )
     report: ProgressCallback = progress or no_progress
     with _fetch_lock(notice or (lambda message: None)):
-        return _fetch_locked(wanted, chosen, mirror, report, plan or (lambda planned: None))
+        return _fetch_locked(wanted, chosen, mirror, report, plan or (lambda planned: None), by)
 
 
 def _fetch_locked(
@@ -273,6 +323,7 @@ def _fetch_locked(
     mirror: str,
     report: ProgressCallback,
     plan: PlanCallback,
+    by: str,
 ) -> OfflineRocm:
     base = offline_dir(release.name)
     before = _read_manifest(base / MANIFEST_NAME)
@@ -293,6 +344,7 @@ def _fetch_locked(
     todo = [f for f in files if not _unpacked(state, f, archs, release)]
     if todo:
         plan(FetchPlan(f"ROCm {release.name}", todo, archs, base))
+        state.fetched_by, state.changed = by, True
     debs = base / "debs"
     total_bytes = sum(f.size_bytes for f in todo)
     done_bytes = 0
@@ -313,10 +365,16 @@ def _fetch_locked(
         deb.unlink()  # verified and unpacked: the tree and the manifest are what stays
     shutil.rmtree(debs, ignore_errors=True)
     state.archs = archs  # only now: an interrupted fetch must not look as if it had them all
+    if state.changed or not state.fetched_at:
+        state.fetched_at = _now()
     _write_manifest(state)
     if not _is_complete(state, release):
         raise FetchError(f"ROCm {release.name} unpacked without a dynamic loader; run again")
     return state
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def _unpacked(state: OfflineRocm, package: PackageFile, archs: list[str], release: Release) -> bool:
@@ -517,6 +575,8 @@ def _wanted_members(package: str, archs: list[str], release: Release) -> list[st
 
 def unpack(deb: Path, root: Path, patterns: list[str], package: str) -> dict[str, list[Any]]:
     """Extract the members matching `patterns`; returns each regular file's size and hash."""
+    if root.is_symlink():
+        root.unlink()  # planted: the tree is never written through a link out of the cache
     root.mkdir(parents=True, exist_ok=True)
     if shutil.which("dpkg-deb") is None:
         raise FetchError("unpacking needs dpkg-deb (package dpkg)")
@@ -527,6 +587,7 @@ def unpack(deb: Path, root: Path, patterns: list[str], package: str) -> dict[str
             for member in archive:
                 if any(_matches(member.name, pattern) for pattern in patterns):
                     target = root / member.name
+                    _clear_planted(root, member.name)
                     if member.issym() and target.is_symlink():
                         target.unlink()  # re-unpacking over an earlier tree
                     archive.extract(member, root, filter=_keep_links)
@@ -538,6 +599,24 @@ def unpack(deb: Path, root: Path, patterns: list[str], package: str) -> dict[str
     if proc.returncode != 0:
         raise FetchError(f"dpkg-deb could not read {deb} (delete it and run again)")
     return extracted
+
+
+def _clear_planted(root: Path, name: str) -> None:
+    """Remove a link found where the member or one of its folders goes: the tree's own links
+    are the package's (recreated as it unpacks), so one there now was planted, and writing
+    through it would leave the cache. Never followed, it does not stop a repair."""
+    parts = [part for part in Path(os.path.normpath(name)).parts if part not in (".", "..")]
+    inside = root.resolve()
+    path = root
+    for depth, part in enumerate(parts):
+        path = path / part
+        if not path.is_symlink():
+            if not path.exists():
+                return
+            continue
+        last = depth == len(parts) - 1
+        if last or not path.resolve().is_relative_to(inside):
+            path.unlink()  # a folder link within the tree is the package's own: kept
 
 
 _FALLOC_FL_KEEP_SIZE = 1

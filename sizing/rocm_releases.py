@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hipmem._core.close_names import did_you_mean
 from hipmem.sizing.errors import UsageError
 
 BASE_SUITE = "sid"
@@ -108,8 +109,9 @@ def find_release(name: str, *, parameter: str = "rocm") -> Release:
     for release in RELEASES:
         if release.name == wanted:
             return release
+    hint = did_you_mean(wanted, release_names(), n=1, cutoff=0.5)
     raise UsageError(
-        f"hipmem knows ROCm {', '.join(release_names())} "
+        f"hipmem knows ROCm {', '.join(release_names())}{hint} "
         f"(fetch one with `hipmem rocm fetch --rocm {NEWEST.name}`)",
         parameter=parameter,
         value=name,

@@ -56,6 +56,7 @@ class LibraryInfo:
     versions: dict[str, str]
     optional_symbols: dict[str, bool]
     handle_default_bytes: int  # what a rocBLAS-managed handle allocates at creation
+    place: str = ""  # where the libraries came from, as an answer says it (Libraries.place)
 
     def as_dict(self) -> dict[str, Any]:
         return self.__dict__.copy()
@@ -240,7 +241,11 @@ class SizingSession:
         if call.routine.family.startswith("gemm") and tensile is not None:
             arch = self.device.arch.name
             if not any(tensile.glob(f"*_{arch}.dat")):
-                return f" (this rocBLAS has no gemm data for {arch} in {tensile}{_fix(arch)}"
+                release = self.libraries.rocm
+                return (
+                    f" (the rocBLAS of ROCm {release or '(unknown release)'} has no gemm data "
+                    f"for {arch} in {tensile}{_fix(arch, release)}"
+                )
         return ""
 
     def status_name(self, status: int) -> str:
@@ -319,6 +324,7 @@ class SizingSession:
             rocsolver_path=str(self.libraries.rocsolver) if self.libraries.rocsolver else None,
             found_in=self.libraries.found_in,
             versions=info.versions,
+            place=self.libraries.place,
             optional_symbols=info.optional_symbols,
             handle_default_bytes=info.handle_default_bytes,
         )
@@ -384,12 +390,19 @@ def _add_counts(total: int, count: int, call: Call) -> int:
     return total + count
 
 
-def _fix(arch: str) -> str:
-    """How to get gemm data for `arch`: the releases whose Debian build has it."""
-    having = [release.name for release in RELEASES if arch in release.gemm_archs]
+def _fix(arch: str, release: str | None) -> str:
+    """How to get gemm data for `arch` with the release that failed (`release`), or, where
+    Debian's build of that release has none, which releases' builds do."""
+    having = [known.name for known in RELEASES if arch in known.gemm_archs]
+    if release in having:
+        return f"; `hipmem rocm fetch --rocm {release} --arch {arch}` brings it)"
     if not having:
         return "; no ROCm release Debian builds has it)"
-    return f"; `hipmem rocm fetch --rocm {having[-1]} --arch {arch}` brings it)"
+    which = f"ROCm {release}" if release else "this release"
+    return (
+        f"; Debian's build of {which} has none for {arch}, no fetch brings it: "
+        f"ROCm {', '.join(having)} {'has' if len(having) == 1 else 'have'} it)"
+    )
 
 
 def _check_one_release(libraries: Libraries, versions: dict[str, str]) -> None:

@@ -4,7 +4,8 @@ It is compiled on first use with the system C compiler against the real HIP head
 release it stands in for (from the offline ROCm fetch or a ROCm install), so `hipDeviceProp_t`
 has the vendor's layout, and named like the runtime those libraries link (`libamdhip64.so.6`
 for ROCm 6.x, `.so.7` for ROCm 7.x) with that soname's version script. The output directory
-is keyed by a hash of the soname, sources and headers: an edit rebuilds it.
+is keyed by a hash of the soname, sources and headers: an edit rebuilds it, and so does
+damage (every use checks the build's recorded sizes and hashes).
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
+from hipmem._core.build_cache import built_folder
 from hipmem._core.cache_root import cache_dir
 from hipmem.sizing.errors import ShimBuildError
 
@@ -45,49 +46,37 @@ def build_shim(hip_include_dir: Path, soname: str = DEFAULT_SONAME) -> Path:
     for path in (source, version_script, *_headers(hip_include_dir)):
         digest.update(path.read_bytes())
     out_dir = cache_dir() / "shim" / digest.hexdigest()[:16]
-    if (out_dir / soname).is_file():
-        return out_dir
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if not compiler:
-        raise ShimBuildError("building the virtual device needs a C compiler (apt install gcc)")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    # Build in a temporary directory and rename: concurrent builds never see half a library.
-    build_dir = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=".build-"))
-    command = [
-        compiler,
-        "-shared",
-        "-fPIC",
-        "-O2",
-        "-fvisibility=hidden",
-        "-D__HIP_PLATFORM_AMD__",
-        f"-I{hip_include_dir}",
-        f"-Wl,--version-script={version_script}",
-        f"-Wl,-soname,{soname}",
-        "-o",
-        str(build_dir / soname),
-        str(source),
-        "-lpthread",
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        shutil.rmtree(build_dir, ignore_errors=True)
-        first = (done.stderr.strip().splitlines() or ["no output"])[0]
-        raise ShimBuildError(f"compiling the virtual device failed: {first}")
-    (build_dir / "libamdhip64.so").symlink_to(soname)  # the name hip-python dlopens
-    build_dir.chmod(0o777 & ~_umask())  # mkdtemp makes 0700: a shared cache follows the umask
-    try:
-        build_dir.rename(out_dir)
-    except OSError:
-        shutil.rmtree(build_dir, ignore_errors=True)  # another process finished first
-    return out_dir
+
+    def make(build_dir: Path) -> None:
+        if not compiler:
+            raise ShimBuildError("building the virtual device needs a C compiler (apt install gcc)")
+        command = [
+            compiler,
+            "-shared",
+            "-fPIC",
+            "-O2",
+            "-fvisibility=hidden",
+            "-D__HIP_PLATFORM_AMD__",
+            f"-I{hip_include_dir}",
+            f"-Wl,--version-script={version_script}",
+            f"-Wl,-soname,{soname}",
+            "-o",
+            str(build_dir / soname),
+            str(source),
+            "-lpthread",
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            first = (done.stderr.strip().splitlines() or ["no output"])[0]
+            raise ShimBuildError(f"compiling the virtual device failed: {first}")
+        (build_dir / "libamdhip64.so").symlink_to(soname)  # the name hip-python dlopens
+
+    # Built in a temporary folder and renamed (concurrent builds never see half a library),
+    # checked on every use and rebuilt when damaged: hipmem._core.build_cache.
+    return built_folder(out_dir, make, what=f"the virtual device ({soname})")
 
 
 def _headers(hip_include_dir: Path) -> list[Path]:
     """The HIP headers the stand-in compiles against (a release's own: its hash keys the build)."""
     return sorted((hip_include_dir / "hip").rglob("*.h"))
-
-
-def _umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current

@@ -8,10 +8,10 @@ here, through the `HIPMEM_VDEV_*` variables that `environment()` returns.
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass, replace
 
+from hipmem._core.close_names import closest, suggestion
 from hipmem.sizing.errors import UnknownDevice
 
 GiB = 1 << 30
@@ -167,7 +167,7 @@ def _device_for_arch(arch: Arch) -> Device:
 
 def _unknown_message(name: str, products: dict[str, Device]) -> str:
     candidates = [*ARCHS, *PRODUCTS]
-    close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.5)
+    close = closest(name, candidates, n=4, cutoff=0.5)
     close += [d.name for k, d in products.items() if _key(name) in k and d.name not in close]
-    hint = f"; did you mean {', '.join(close[:3])}?" if close else ""
+    hint = suggestion(close[:4])
     return f"unknown device '{name}'{hint} (`hipmem devices` lists them)"

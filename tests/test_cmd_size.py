@@ -55,7 +55,8 @@ def test_terminal_table_shows_human_units_beside_exact_bytes(rocm: Path) -> None
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
-        (["dgetrx:m=1"], 2, "Error: unknown routine 'dgetrx'; did you mean dgetrf, dgetri, "),
+        (["dgetrx:m=1"], 2,
+         "Error: unknown routine 'dgetrx'; did you mean dgetrf, dgetri or dgetrs?"),
         (["dgetrf:m=1,x=2"], 2, "Error: rocsolver_dgetrf has no argument 'x' (it takes m, n, lda)"),
         (["dgetrf:m=abc,n=1"], 2, "Error: rocsolver_dgetrf: m=abc: expected a whole number"),
         (["dpotrf:n=3,uplo=middle"], 2, "Error: rocsolver_dpotrf: uplo=middle: not a rocblas_fill"),

@@ -283,6 +283,17 @@ def test_a_damaged_log_is_a_failed_pair_with_its_reason(client, fleet, tmp_path)
     assert run.records[1]["status"] == "failed" and "gzip" in run.records[1]["reason"]
 
 
+def test_a_log_with_nothing_readable_is_a_failed_pair_in_one_line(client, fleet, tmp_path):
+    unreadable = tmp_path / "unreadable.csv"
+    rows = "".join(f"1,10:00:00.00000{i},allocate,0x1{i},4k,0x0\n" for i in range(5))
+    unreadable.write_text("Thread,Time,Action,Pointer,Size,Stream\n" + rows)
+    run = run_fleet(client, FleetRequest([fleet[0], unreadable], [parse_spec("host")]))
+    assert run.records[0]["status"] == "ok"
+    reason = run.records[1]["reason"]
+    assert run.records[1]["status"] == "failed" and "\n" not in reason
+    assert reason.startswith(f"nothing to answer: 5 unreadable entries skipped: {unreadable}:2: ")
+
+
 def test_folders_are_searched_for_logs(fleet):
     folder = fleet[0].parent
     assert find_fleet_logs([folder]) == sorted(fleet)
@@ -352,7 +363,7 @@ def test_the_command_on_a_folder_of_logs(fleet, tmp_path):
     assert done.returncode == 1, done.stderr
     assert (
         f"{2 * len(fleet)} pairs on a local cluster of 2 CPU worker(s): {len(fleet)} run now"
-        in done.stdout
+        in " ".join(done.stdout.split())  # prose wraps at 80 columns, piped too
     )
     assert "host:limit=600MiB: refused allocations in" in done.stdout
     assert "covers" not in done.stdout and "peak reserved p95" in done.stdout

@@ -99,7 +99,7 @@ def test_rocm_dir_install_answers_with_its_own_hipblaslt(
     assert (
         f"hipBLASLt {HEADER_VERSION} (version from {tree}/include/hipblaslt/hipblaslt-version.h) "
         f"from --rocm-dir ({tree}/lib)"
-    ) in text.stdout
+    ) in " ".join(text.stdout.split())  # prose wraps at 80 columns, piped too
 
 
 def test_rocm_path_install_found_by_discovery(roots: tuple[Path, Path], tmp_path: Path) -> None:
@@ -170,7 +170,8 @@ def test_an_install_without_hipblaslt_falls_back_to_the_cache_saying_so(
         f"Warning: {notice}"
     ]
     payload = json.loads(done.stdout)["hipblaslt"]
-    assert (payload["hipblaslt"], payload["hipblaslt_found_in"]) == ("7.2.4", CACHE_LABEL)
+    assert payload["hipblaslt"] == "7.2.4"
+    assert payload["hipblaslt_found_in"].startswith(CACHE_LABEL)  # and how it came, if recorded
     assert payload["hipblaslt_notice"] == notice
     assert payload["calls"][0]["bytes"] == GEMV_MI210_BYTES
     empty = hipmem(
@@ -261,4 +262,6 @@ def test_rocm_where_lists_the_install_hipblaslt(roots: tuple[Path, Path], tmp_pa
         assert (first["found_in"], first["hipblaslt"]) == ("--rocm-dir", expected)
     text = hipmem("rocm", "where", "--rocm-dir", str(with_it / "lib"))
     rows = [line.split() for line in text.stdout.splitlines()]
-    assert ["hipblaslt", f"{with_it}/lib/libhipblaslt.so.1"] in rows
+    # one row, or (a path too long for 80 columns) the path on the line under its name
+    at = rows.index(next(row for row in rows if row[:1] == ["hipblaslt"]))
+    assert [*rows[at], *rows[at + 1]][:2] == ["hipblaslt", f"{with_it}/lib/libhipblaslt.so.1"]

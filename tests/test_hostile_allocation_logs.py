@@ -148,7 +148,7 @@ def test_replay_reports_unreadable_rows_like_log_inspect(tmp_path: Path) -> None
         "count": 1,
         "first": [{"source": str(log), "line": 7, "reason": "expected 6 fields, found 1"}],
     }
-    assert f"Warning: skipped 1 row(s) that could not be read; first {log}:7" in done.stderr
+    assert f"Warning: 1 unreadable entry skipped: {log}:7: expected 6 fields" in done.stderr
     strict = hipmem_bounded("replay", str(log), "-r", "host", "--backend", "host", "--strict")
     assert strict.returncode == 1
     assert strict.stderr.strip() == f"Error: {log}:7: expected 6 fields, found 1"

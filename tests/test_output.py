@@ -157,19 +157,37 @@ def test_table_values_are_never_split_or_cut(
         assert max(len(line) for line in lines) <= width and "┏" in lines[1]
 
 
-def test_prose_wraps_between_words_on_a_terminal_and_not_when_piped(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("terminal", [True, False])
+def test_prose_wraps_between_words_on_a_terminal_and_piped(
+    monkeypatch: pytest.MonkeyPatch, terminal: bool
 ) -> None:
+    """Piped too: a CI log is read at 80 columns as well (issue 37)."""
     sentence = "session 8.8 MiB (9,219,648 bytes): rocblas 4.4.1, rocsolver 3.28.2 " * 3
-    files = _capture(monkeypatch, terminal=True, width=30)
+    files = _capture(monkeypatch, terminal=terminal, width=30)
     output.line(sentence)
     wrapped = files["stdout"].getvalue().splitlines()
     assert len(wrapped) > 3 and all(len(line) <= 30 for line in wrapped)
     assert all(w in sentence.split() for line in wrapped for w in line.split() if "MiB" not in w)
     assert any("8.8 MiB" in line for line in wrapped)  # the number keeps its unit
-    files = _capture(monkeypatch, terminal=False, width=30)
-    output.line(sentence)
-    assert files["stdout"].getvalue() == sentence.strip() + "\n"
+    assert " ".join(wrapped) == " ".join(sentence.split())
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_a_table_too_wide_gives_its_last_column_a_line_under_each_row(
+    monkeypatch: pytest.MonkeyPatch, terminal: bool
+) -> None:
+    files = _capture(monkeypatch, terminal=terminal, width=80)
+    table = output.Table("Workspace", ["workspace", "bytes", "count", "call"],
+                         right=("workspace", "bytes", "count"))  # fmt: skip
+    table.add_row("477.5 KiB", "488,960", "1", LONG_CALL)
+    table.add_row("4.5 MiB", "4,732,160", "100", "rocsolver_dgetrf:m=1024,n=1024")
+    output.print_table(table)
+    lines = _ANSI.sub("", files["stdout"].getvalue()).splitlines()
+    assert all(len(line) <= 80 or len(line.split()) == 1 for line in lines), lines
+    assert lines.index(LONG_CALL) == lines.index(next(ln for ln in lines if "488,960" in ln)) + 1
+    under = lines[lines.index(next(ln for ln in lines if "4,732,160" in ln)) + 1]
+    assert under == "    rocsolver_dgetrf:m=1024,n=1024"
+    assert "call" not in lines[1] and "workspace" in lines[1]
 
 
 def test_errors_are_one_line_whatever_the_width(monkeypatch: pytest.MonkeyPatch) -> None:

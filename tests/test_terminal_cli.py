@@ -164,8 +164,17 @@ def test_help_shows_choices_and_the_resource_specs_whole_at_60_columns() -> None
 
 
 def _examples(help_text: str) -> list[str]:
+    """The example commands, a line ending in `\\` joined to the next (as a shell does)."""
     block = help_text[help_text.index("Examples:") :].split("\n\n")[0]
-    return [line.strip() for line in block.splitlines()[1:] if line.strip()]
+    found: list[str] = []
+    continued = False
+    for line in (line.strip() for line in block.splitlines()[1:] if line.strip()):
+        if continued:
+            found[-1] = found[-1][:-1].rstrip() + " " + line
+        else:
+            found.append(line)
+        continued = line.endswith("\\")
+    return found
 
 
 @pytest.mark.slow
@@ -290,7 +299,10 @@ def test_failed_calls_are_summarised_and_the_footer_says_what_it_covers(rocm: Pa
     assert seen.returncode == 1
     errors = seen.stderr.splitlines()
     assert len(errors) == 6 and errors[-1] == "Error: 2 more calls failed (--json lists every one)"
-    assert "the most any one of the 1 answered calls needs (7 could not be sized)" in seen.stdout
+    said = " ".join(seen.stdout.split())  # prose wraps at 80 columns, piped too
+    assert "session 0 B (0 bytes), incomplete: the most any one of the 1 answered" in said
+    assert "calls needs (7 could not be sized: rocsolver_dgetrf:m=8,n=8,lda=1 (" in said
+    assert "and 4 more (--json lists them))" in said
 
 
 def test_many_skipped_lines_are_counted_in_plain_words(rocm: Path, tmp_path: Path) -> None:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 
-def _umask() -> int:
+def umask() -> int:
+    """The process's umask (read by setting and restoring it: there is no getter)."""
     mask = os.umask(0)
     os.umask(mask)
     return mask
@@ -33,10 +34,35 @@ def atomic_output(path: Path, *, suffix: str = ".tmp") -> Iterator[Path]:
     tmp = Path(tmp_name)
     try:
         yield tmp
-        tmp.chmod(0o666 & ~_umask())
+        tmp.chmod(0o666 & ~umask())
         tmp.replace(path)
     except BaseException:
         tmp.unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def atomic_outputs(paths: Sequence[Path]) -> Iterator[list[Path]]:
+    """Several files written all or none: yield one temporary path beside each target; only
+    when every one was written are they renamed over their targets. An error while writing
+    (or renaming) leaves no temporary file and no new target behind."""
+    temps: list[Path] = []
+    renamed: list[Path] = []
+    try:
+        for path in paths:
+            fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            os.close(fd)
+            temps.append(Path(name))
+        yield list(temps)
+        for tmp, path in zip(temps, paths, strict=True):
+            tmp.chmod(0o666 & ~umask())
+            tmp.replace(path)
+            renamed.append(path)
+    except BaseException:
+        for tmp in temps:
+            tmp.unlink(missing_ok=True)
+        for path in renamed:  # a rename failed after others: none is left half done
+            path.unlink(missing_ok=True)
         raise
 
 

@@ -1,4 +1,4 @@
-"""The one rule for plot files, shared by `replay --plot` and `log inspect --plot`.
+"""The one rule for plot files, shared by every `--plot` (and, for the folder, `--html`).
 
 The suffix picks the format (.png or .svg, any letter case); the folder must exist and the
 path must not be a folder. Checked before any work starts, so that a typo costs nothing. The
@@ -7,12 +7,12 @@ file is written atomically: a temporary file beside it, then a rename.
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any, NoReturn
 
 from hipmem._core.atomic_write import atomic_output
 from hipmem._core.errors import UsageError
+from hipmem._core.output_files import OutputPathError, check_output_file
 from hipmem._core.pyplot import require_matplotlib
 
 PLOT_SUFFIXES = (".png", ".svg")
@@ -31,21 +31,20 @@ def check_plot_path(path: Path) -> None:
     require_matplotlib()
     if path.suffix.lower() not in PLOT_SUFFIXES:
         _refuse(path, "must end in .png or .svg (the suffix picks it)")
-    if path.is_dir():
-        _refuse(path, "is a directory")
-    if path.exists() and not path.is_file():
-        _refuse(path, "is not a regular file")
-    if not path.parent.is_dir():
-        _refuse(path, f"folder '{path.parent}' does not exist")
+    check_writable(path, "plot")
+
+
+def check_writable(path: Path, parameter: str) -> None:
+    """Refuse (`parameter` named) a file path no file can be written to, by the one rule of
+    hipmem/_core/output_files.py."""
     try:
-        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".hipmem-plot-check-"):
-            pass
-    except OSError as err:
-        _refuse(path, f"cannot write in folder '{path.parent}': {err.strerror or err}")
+        check_output_file(path, parameter=parameter)
+    except OutputPathError as err:
+        _refuse(path, err.detail, parameter)
 
 
-def _refuse(path: Path, why: str) -> NoReturn:
-    raise PlotPathError(why, parameter="plot", value=str(path))
+def _refuse(path: Path, why: str, parameter: str = "plot") -> NoReturn:
+    raise PlotPathError(why, parameter=parameter, value=str(path))
 
 
 def byte_unit(peak_bytes: int) -> tuple[int, str]:
