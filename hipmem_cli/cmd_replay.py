@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -16,7 +17,7 @@ from hipmem.cli.options import (
     DeviceMemoryOption,
     JsonOption,
     PlotOption,
-    TorchVersionOption,
+    TorchVersionsOption,
     VirtualDeviceOption,
     check_plot_option,
 )
@@ -112,7 +113,7 @@ def replay_command(
     ] = Backend.auto,
     device: VirtualDeviceOption = None,
     device_memory: DeviceMemoryOption = None,
-    torch: TorchVersionOption = None,
+    torch: TorchVersionsOption = None,
     threads: Annotated[
         Threads, typer.Option(help="logged: one replay thread per logged thread; single: one.")
     ] = Threads.logged,
@@ -161,6 +162,10 @@ def replay_command(
         raise ReplayUsageError("--plot draws a replay, not a --find-capacity search: drop one")
     check_plot_option(plot)
     specs = [parse_spec(text) for text in resource]  # bad specs fail before any work (exit 2)
+    releases = [name.strip() for name in (torch or "").split(",") if name.strip()] or [None]
+    if len(releases) > 1 and capacity:
+        raise ReplayUsageError("--find-capacity searches with one PyTorch: give one --torch")
+    torch = releases[0]
     options = ReplayOptions(
         backend=backend.value,
         threads=threads.value,
@@ -176,6 +181,9 @@ def replay_command(
     )
     options.check()
     virtual = check_backends(specs, options, device, device_memory, torch)
+    for other in releases[1:]:  # each release's allocator located and built before the log
+        check_backends(specs, dataclasses.replace(options, torch_version=other), device,
+                       device_memory, other)  # fmt: skip
     with output.progress("loading", transfer=True) as bar:
         log = load_log(logs, strict=strict, progress=bar)
     warn_skipped_rows(log)
@@ -189,7 +197,14 @@ def replay_command(
     with output.progress("replaying") as bar:
         for done, spec in enumerate(specs):
             bar(done, len(specs), spec.label)
-            reports.append(replay(log, spec, options, program=program))
+            if len(releases) == 1 or spec not in virtual:
+                reports.append(replay(log, spec, options, program=program))
+                continue
+            for release in releases:  # --torch 2.11,2.14: one column per release
+                chosen = dataclasses.replace(options, torch_version=release)
+                report = replay(log, spec, chosen, program=program)
+                name = report.engine.replace("torch ", "PyTorch ", 1)
+                reports.append(dataclasses.replace(report, resource=f"{spec.label} ({name})"))
     if plot:
         limits = {s.label: s.limit_bytes or s.option_bytes("maximum") for s in specs}
         write_plot(plot, program, reports, log.sources, limits)

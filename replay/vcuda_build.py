@@ -47,6 +47,9 @@ DRIVER = "vcuda_replay"
 # Loaded by the driver at start, so that PyTorch's dlopen of NVML finds it, not a GPU host's
 # real one, which does not know the virtual GPU (replay/vcuda/virtual_nvml.c says why).
 NVML = "libnvidia-ml.so.1"
+# Linked by the driver, so that PyTorch up to 2.7, which opens the CUDA driver itself for
+# expandable segments, finds the stand-in (replay/vcuda/virtual_libcuda.c).
+LIBCUDA = "libcuda.so.1"
 # Tried in this order; the first under which the headers compile is used.
 CXX_STANDARDS = ("c++17", "c++20")
 _PROBE = "#include <c10/cuda/CUDACachingAllocator.h>\n#include <c10/cuda/CUDAStream.h>\n"
@@ -105,6 +108,12 @@ def build(allocator: TorchAllocator) -> Path:
             _compile([*runtime, str(stubs)], what)
         _compile(
             [_tool("CC", "cc", "gcc"), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
+             *includes, f"-Wl,-soname,{LIBCUDA}", "-o", str(work / LIBCUDA),
+             str(SOURCES / "virtual_libcuda.c"), str(work / allocator.soname)],
+            f"the stand-in CUDA driver {for_release}",
+        )  # fmt: skip
+        _compile(
+            [_tool("CC", "cc", "gcc"), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
              f"-Wl,-soname,{NVML}", "-o", str(work / NVML), str(SOURCES / "virtual_nvml.c")],
             "the stand-in NVML",
         )  # fmt: skip
@@ -112,7 +121,8 @@ def build(allocator: TorchAllocator) -> Path:
         _compile(
             [_tool("CXX", "g++", "c++"), f"-std={standard}", "-O2", *includes,
              "-o", str(work / DRIVER), str(SOURCES / "vcuda_replay.cpp"),
-             "-Wl,--no-as-needed", str(work / allocator.soname), str(work / NVML),
+             "-Wl,--no-as-needed", str(work / allocator.soname), str(work / LIBCUDA),
+             str(work / NVML),
              f"-L{allocator.lib_dir}", "-lc10", "-lc10_cuda", "-Wl,--disable-new-dtags",
              f"-Wl,-rpath,{out_dir}:{allocator.lib_dir}"],
             f"the replay driver {for_release} ({standard})",

@@ -687,6 +687,14 @@ static cudaError_t entry_point(const char* symbol, void** function,
   return cudaSuccess;
 }
 
+/* The driver functions by name, for the stand-in libcuda.so.1 (virtual_libcuda.c) that
+   PyTorch up to 2.7 opens with dlopen instead of asking the runtime. */
+EXPORT void* hipmem_vcuda_driver_function(const char* symbol) {
+  void* function = NULL;
+  entry_point(symbol, &function, NULL);
+  return function;
+}
+
 EXPORT cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** function,
                                                     unsigned int version,
                                                     unsigned long long flags,
