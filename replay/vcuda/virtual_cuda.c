@@ -669,6 +669,9 @@ static const Entry g_driver[] = {
     {"cuMemImportFromShareableHandle", (void*)vcu_NotSupported},
     {"cuMemRetainAllocationHandle", (void*)vcu_NotSupported},
     {"cuMemGetAllocationPropertiesFromHandle", (void*)vcu_NotSupported},
+    /* Required by PyTorch 2.12 on (its driver API table must be complete), never called by
+       a replay: refused if it ever is. */
+    {"cuMemGetAddressRange", (void*)vcu_NotSupported},
     {"cuMemsetD32Async", (void*)vcu_NotSupported},
     {"cuStreamWriteValue32", (void*)vcu_NotSupported},
 };
