@@ -47,8 +47,8 @@ def measure(releases: list[str]) -> dict[str, dict[str, dict[str, int | None]]]:
                                 allocator) as gpu:  # fmt: skip
                     run = gpu.replay()
                 row[release] = run.peak_reserved_bytes if run.failure_count == 0 else None
-            print(f"{name:28} {entry.settings or '(defaults)':48} "
-                  + " ".join(str(row[r]) for r in releases), file=sys.stderr, flush=True)  # fmt: skip
+            cells = " ".join(str(row[r]) for r in releases)
+            print(f"{name:28} {entry.settings or '(defaults)':48} {cells}", file=sys.stderr)
     return figures
 
 

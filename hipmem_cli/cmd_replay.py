@@ -162,7 +162,8 @@ def replay_command(
         raise ReplayUsageError("--plot draws a replay, not a --find-capacity search: drop one")
     check_plot_option(plot)
     specs = [parse_spec(text) for text in resource]  # bad specs fail before any work (exit 2)
-    releases = [name.strip() for name in (torch or "").split(",") if name.strip()] or [None]
+    releases: list[str | None] = [n.strip() for n in (torch or "").split(",") if n.strip()]
+    releases = releases or [None]
     if len(releases) > 1 and capacity:
         raise ReplayUsageError("--find-capacity searches with one PyTorch: give one --torch")
     torch = releases[0]

@@ -89,7 +89,7 @@ def fetch(
     import os
 
     text = torch or (None if wheel else os.environ.get(torch_allocator.TORCH_ENV))
-    names = [name.strip() for name in (text or "").split(",") if name.strip()] or [None]
+    names: list[str | None] = [n.strip() for n in (text or "").split(",") if n.strip()] or [None]
     for name in names:  # every name checked before any download
         if name is not None:
             torch_release.public_version(name)

@@ -141,8 +141,7 @@ def _usable_installed(
         wheels = ("nvidia-cuda-runtime-cu12 nvidia-cuda-nvcc-cu12" if cuda_major == 12
                   else f"nvidia-cuda-runtime nvidia-cuda-crt (of CUDA {cuda_major})")  # fmt: skip
         return None, (
-            f"{name} has no CUDA runtime headers beside it (pip install {wheels}, or set "
-            "CUDA_HOME)"
+            f"{name} has no CUDA runtime headers beside it (pip install {wheels}, or set CUDA_HOME)"
         )
     allocator = TorchAllocator(
         version=installed.version,

@@ -265,7 +265,7 @@ def cudart_major(libc10_cuda: Path) -> int:
     try:
         with libc10_cuda.open("rb") as stream:
             needed = [
-                tag.needed
+                str(tag.needed)  # type: ignore[attr-defined]  # pyelftools sets it per tag
                 for section in ELFFile(stream).iter_sections()
                 if isinstance(section, DynamicSection)
                 for tag in section.iter_tags("DT_NEEDED")

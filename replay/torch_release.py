@@ -131,7 +131,7 @@ def resolve(spec: str, *, what: str) -> Resolved:
                    str(Path(work) / "target"), "--report", str(report)]  # fmt: skip
         for platform in PLATFORMS:
             command += ["--platform", platform]
-        run_pip(command + [spec], f"finding {what} on the package index")
+        run_pip([*command, spec], f"finding {what} on the package index")
         try:
             installs = json.loads(report.read_text())["install"]
             metadata = installs[0]["metadata"]
