@@ -138,10 +138,9 @@ def _usable_installed(
         return None, f"{name}: {err}"
     cuda_headers = _cuda_headers(installed.package, cuda_major)
     if cuda_headers is None:
-        wheels = ("nvidia-cuda-runtime-cu12 nvidia-cuda-nvcc-cu12" if cuda_major == 12
-                  else f"nvidia-cuda-runtime nvidia-cuda-crt (of CUDA {cuda_major})")  # fmt: skip
         return None, (
-            f"{name} has no CUDA runtime headers beside it (pip install {wheels}, or set CUDA_HOME)"
+            f"{name} has no CUDA runtime headers beside it (pip install "
+            f"{_header_wheels(cuda_major)}, or set CUDA_HOME)"
         )
     allocator = TorchAllocator(
         version=installed.version,
@@ -152,6 +151,25 @@ def _usable_installed(
         location=installed.package,
     )
     return allocator, ""
+
+
+def _header_wheels(cuda_major: int) -> str:
+    """The header wheels the installed torch's own metadata pins (through an installed
+    cuda-toolkit's, from 2.11 on), as pip arguments; by name alone when unreadable."""
+    from importlib import metadata
+
+    def installed(spec: str) -> torch_release.Resolved:
+        name = spec.split("=")[0]
+        dist = metadata.distribution(name)
+        return torch_release.Resolved(name, dist.version, tuple(dist.requires or ()))
+
+    try:
+        pinned = torch_release.header_packages(tuple(metadata.requires("torch") or ()), installed)
+        return " ".join(f"'{h.requirement}'" for h in pinned)
+    except (metadata.PackageNotFoundError, ReplayError):
+        if cuda_major == 12:
+            return "nvidia-cuda-runtime-cu12 nvidia-cuda-nvcc-cu12"
+        return f"nvidia-cuda-runtime nvidia-cuda-crt (of CUDA {cuda_major})"
 
 
 def _cuda_headers(package: Path, cuda_major: int) -> tuple[Path, ...] | None:
