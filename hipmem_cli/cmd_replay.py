@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -30,6 +31,8 @@ from hipmem.replay.plot import write_plot
 from hipmem.replay.program import ReplayProgram, build_program
 from hipmem.replay.report import LatencyStats, RecordedFigures, ReplayReport, recorded_figures
 from hipmem.replay.resources import STREAM_ORDERED_KINDS, ResourceSpec, parse_spec
+from hipmem.replay.torch_allocator import TORCH_ENV
+from hipmem.replay.torch_fetch import fetched_versions
 
 EPILOG = """\b
 Resource specs (--resource, repeatable;
@@ -221,6 +224,8 @@ def replay_command(
         _print_table(reports, recorded)
         _print_notes(program, reports)
         _print_virtual_devices(reports)
+        if torch is None and not os.environ.get(TORCH_ENV):
+            _say_recording_release(virtual)
     if plot:
         output.written("plot", plot)
     if any(r.failure_count for r in reports):
@@ -397,6 +402,16 @@ def _print_virtual_devices(reports: list[ReplayReport]) -> None:
     for (device, source), names in places.items():
         whom = "" if len(places) == 1 else f"{', '.join(names)}: "
         output.line(f"{whom}{device}; the allocator is {source}.")
+
+
+def _say_recording_release(virtual: list[ResourceSpec]) -> None:
+    """A snapshot does not record the PyTorch that wrote it: `settings=recorded` reproduces
+    its settings, and the release is the user's to name."""
+    if any(spec.options.get("settings") == "recorded" for spec in virtual):
+        output.note(
+            "the snapshot does not say which PyTorch recorded it: give that release with "
+            "--torch VERSION (fetched: " + (", ".join(fetched_versions()) or "none") + ")"
+        )
 
 
 def _pass_rows(reports: list[ReplayReport]) -> list[tuple[str, list[str]]]:

@@ -31,9 +31,10 @@ from packaging.version import InvalidVersion, Version
 
 from hipmem.replay.errors import ReplayError, ReplayUsageError
 
-# The oldest release the virtual GPU drives (docs/pytorch-virtual-gpu.md, "Releases", says
-# why): 2.4 is the oldest hipmem's `torch` extra allows, and every release from it on builds
-# and replays the committed snapshots.
+# The oldest release hipmem drives (docs/pytorch-virtual-gpu.md, "Releases"): 2.4 (July 2024)
+# is the floor of hipmem's `torch` extra, the PyTorch its GPU path is declared for, so both
+# paths answer for the same releases; every release from it to 2.14.1 builds and replays the
+# committed snapshots. (2.3.1 was seen to build and replay too: the floor is a choice.)
 OLDEST = Version("2.4.0")
 
 # pip takes a wheel for any of these (torch 2.4's wheels are manylinux1, the CUDA header
