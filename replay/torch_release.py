@@ -96,14 +96,15 @@ def matches(version: str, asked: str) -> bool:
     return have == wanted or have.startswith(wanted + ".")
 
 
-def check_supported(version: str) -> None:
-    """A release older than the oldest the driver builds for: one line with the nearest."""
+def check_supported(version: str, asked: str | None = None) -> None:
+    """A release older than the oldest hipmem drives: one line with the nearest (`asked`: the
+    text the user gave, named in the line)."""
     if Version(version.split("+")[0]) < OLDEST:
         raise ReplayUsageError(
             f"hipmem drives PyTorch {OLDEST} and newer; the nearest release it drives is "
             f"{OLDEST} (`hipmem torch fetch --torch {OLDEST.major}.{OLDEST.minor}`)",
             parameter="torch",
-            value=version,
+            value=asked or version,
         )
 
 
@@ -115,7 +116,7 @@ def resolve_torch(asked: str | None) -> Resolved:
         wanted = public_version(asked)
         spec = f"torch=={wanted}" if is_exact(wanted) else f"torch=={wanted}.*"
         if Version(wanted) < OLDEST and not wanted.startswith(f"{OLDEST.major}.{OLDEST.minor}"):
-            check_supported(wanted if is_exact(wanted) else wanted + ".0")
+            check_supported(wanted if is_exact(wanted) else wanted + ".0", asked)
     found = resolve(spec, what=f"PyTorch {asked or '(newest)'}")
     if Version(found.version).local is not None:  # 2.13.0+cpu: ask for the public release
         found = resolve(f"torch==={Version(found.version).public}", what=f"PyTorch {asked}")

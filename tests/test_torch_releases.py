@@ -170,7 +170,7 @@ def test_the_fetched_releases_name_their_packages_and_runtime(
 
 def _hipmem(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "hipmem", *args], capture_output=True, text=True, check=False,
+        [sys.executable, "-m", "hipmem.cli.main", *args], capture_output=True, text=True, check=False,
         cwd=REPO, env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip
 
@@ -179,7 +179,7 @@ def test_a_release_older_than_hipmem_drives_is_one_line_with_the_nearest() -> No
     done = _hipmem("torch", "fetch", "--torch", "2.3")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "error: --torch '2.3': hipmem drives PyTorch 2.4.0 and newer; the nearest release it "
+        "Error: --torch '2.3': hipmem drives PyTorch 2.4.0 and newer; the nearest release it "
         "drives is 2.4.0 (`hipmem torch fetch --torch 2.4`)"
     ]
 
