@@ -108,6 +108,14 @@ def check_supported(version: str, asked: str | None = None) -> None:
         )
 
 
+def check_asked(asked: str) -> None:
+    """A release or series (2.3, 2.3.1) older than the oldest hipmem drives is refused before
+    any look-up."""
+    wanted = public_version(asked)
+    if Version(wanted) < OLDEST and not wanted.startswith(f"{OLDEST.major}.{OLDEST.minor}"):
+        check_supported(wanted if is_exact(wanted) else wanted + ".0", asked)
+
+
 def resolve_torch(asked: str | None) -> Resolved:
     """The newest torch release matching `asked` (None: the newest), as pip would install it."""
     if asked is None:
@@ -115,8 +123,7 @@ def resolve_torch(asked: str | None) -> Resolved:
     else:
         wanted = public_version(asked)
         spec = f"torch=={wanted}" if is_exact(wanted) else f"torch=={wanted}.*"
-        if Version(wanted) < OLDEST and not wanted.startswith(f"{OLDEST.major}.{OLDEST.minor}"):
-            check_supported(wanted if is_exact(wanted) else wanted + ".0", asked)
+        check_asked(asked)
     found = resolve(spec, what=f"PyTorch {asked or '(newest)'}")
     if Version(found.version).local is not None:  # 2.13.0+cpu: ask for the public release
         found = resolve(f"torch==={Version(found.version).public}", what=f"PyTorch {asked}")
