@@ -70,7 +70,7 @@ def fetch(
         typer.Option(
             "--torch",
             help="Release(s) to fetch: 2.14 (the newest 2.14.x), 2.14.1, or several "
-            "(2.11,2.14). Default: $HIPMEM_TORCH, else the wheel's release, else the newest.",
+            "(2.11,2.14). Default: the --wheel's release, else $HIPMEM_TORCH, else the newest.",
             show_default=False,
         ),
     ] = None,
