@@ -63,6 +63,9 @@ _API = {
     "check_allocator_settings": ("hipmem.replay.allocator_check", "check_allocator_settings"),
     "AllocatorCheck": ("hipmem.replay.allocator_check", "AllocatorCheck"),
     "write_allocator_plot": ("hipmem.replay.allocator_plot", "write_allocator_plot"),
+    "explain": ("hipmem.replay.explain", "explain"),
+    "Explanation": ("hipmem.replay.explain", "Explanation"),
+    "write_state_plot": ("hipmem.replay.explain_plot", "write_state_plot"),
     "fetch_torch": ("hipmem.replay.torch_fetch", "fetch"),
     "write_rmm_csv": ("hipmem.replay.log_writer", "write_rmm_csv"),
     "FleetRequest": ("hipmem.replay.fleet", "FleetRequest"),
@@ -81,6 +84,7 @@ __all__ = [
     "AllocatorCheck",
     "AllocatorRecommendation",
     "CallResult",
+    "Explanation",
     "FleetRequest",
     "HipmemError",
     "Minimum",
@@ -95,6 +99,7 @@ __all__ = [
     "analyze",
     "check",
     "check_allocator_settings",
+    "explain",
     "fetch_torch",
     "find_capacity",
     "fits",
@@ -121,6 +126,7 @@ __all__ = [
     "summarize_fleet",
     "write_allocator_plot",
     "write_rmm_csv",
+    "write_state_plot",
 ]
 
 if TYPE_CHECKING:  # for type checkers and editors; at run time __getattr__ imports lazily
@@ -136,6 +142,8 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time __getattr__ impo
     from hipmem.replay.capacity import find_capacity
     from hipmem.replay.engine import ReplayOptions, replay
     from hipmem.replay.events import AllocationLog
+    from hipmem.replay.explain import Explanation, explain
+    from hipmem.replay.explain_plot import write_state_plot
     from hipmem.replay.fleet import FleetRequest, run_fleet
     from hipmem.replay.fleet_cluster import fleet_client
     from hipmem.replay.fleet_summary import summarize as summarize_fleet

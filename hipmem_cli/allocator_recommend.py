@@ -9,6 +9,7 @@ other (sizing renders the formats, replay finds the settings).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ import typer
 
 from hipmem._core.byte_sizes import parse_bytes
 from hipmem.cli import output
+from hipmem.cli.html_output import captured, check_html_option, write_html
 from hipmem.cli.options import check_plot_option
 from hipmem.replay.errors import ReplayUsageError
 
@@ -62,6 +64,7 @@ class Request:
     capacity: str
     plot: Path | None
     allow_cap: bool = False
+    html: Path | None = None
 
     @staticmethod
     def of(
@@ -73,6 +76,7 @@ class Request:
         capacity: Capacity,
         plot: Path | None,
         allow_cap: bool = False,
+        html: Path | None = None,
     ) -> Request | None:
         """The request, or None without --from-snapshot (whose own options are then refused:
         an option that changes nothing is a mistake worth saying)."""
@@ -80,12 +84,14 @@ class Request:
             given = [flag for flag, value in (
                 ("--for", target is not Target.both), ("--device-memory", device_memory),
                 ("--torch", torch), ("--capacity", capacity is not Capacity.all),
-                ("--plot", plot), ("--allow-cap", allow_cap)) if value]  # fmt: skip
+                ("--plot", plot), ("--allow-cap", allow_cap), ("--html", html))
+                if value]  # fmt: skip
             if given:
                 raise ReplayUsageError(f"{given[0]} is about PyTorch's allocator settings: "
                                        "give --from-snapshot FILE too")  # fmt: skip
             return None
         check_plot_option(plot)
+        check_html_option(html)
         memory = _device_memory(device_memory)
         request = Request(
             snapshots=list(snapshots),
@@ -98,6 +104,7 @@ class Request:
             capacity=capacity.value,
             plot=plot,
             allow_cap=allow_cap,
+            html=html,
         )
         # An unknown preset is said before any work (sizing included).
         from hipmem.replay.engine import ReplayOptions
@@ -121,11 +128,18 @@ class Request:
                 capacity=self.capacity,
                 allow_cap=self.allow_cap,
                 progress=bar,
+                rocm=self.target in ("rocm", "both"),
             )
         for warning in environment_warnings(self.target):
             output.warning(warning)
-        if chosen_format is None and output.stdout_is_terminal():
-            allocator_output.render_recommendation(advice)
+        shown = chosen_format is None and output.stdout_is_terminal()
+        # The page has the tables a terminal shows, whatever stdout is.
+        kept = captured(echo=shown) if self.html else contextlib.nullcontext()
+        with kept as printed:
+            if shown or self.html:
+                allocator_output.render_recommendation(advice)
+        if self.html is not None and printed is not None:
+            _write_page(self.html, advice, printed)
         if advice.recommended is None:
             if chosen_format == "json":
                 output.print_json({"env": {}, "allocator_settings": advice.as_dict()})
@@ -138,6 +152,32 @@ class Request:
             output.written("plot", self.plot)
         return Emitted(advice.variables(self.target), {"allocator_settings": advice.as_dict()},
                        _comment(advice))  # fmt: skip
+
+
+def _write_page(path: Path, advice: AllocatorRecommendation, printed: output.Captured) -> None:
+    """The driving snapshot's timeline under the defaults and the recommended setting (or,
+    when none fits, its requested bytes alone), and the tables of the recommendation."""
+    from hipmem.replay.allocator_plot import sampled_replays
+    from hipmem.replay.html_timeline import frames_left_out, replay_figure, replay_headline
+
+    if advice.recommended is not None:
+        workload, shown = sampled_replays(advice)
+    else:
+        workload, shown = advice.workloads[0], []
+    program = workload.program
+    title = f"hipmem recommend: {Path(workload.name).name} ({program.log_events:,} events)"
+    chosen = advice.recommended
+    headline = [
+        "recommended: " + (chosen.settings or "PyTorch defaults") if chosen else "no setting fits",
+        *replay_headline(workload.log, program, shown),
+    ]
+    with output.progress("writing the page") as bar:
+        bar(0, None)
+        figure = replay_figure(
+            workload.log, program, shown, title=f"Reserved bytes, PyTorch {advice.torch_version}"
+        )
+    write_html(path, title, printed, figure=figure, headline=headline,
+               notes=[frames_left_out(workload.log)])  # fmt: skip
 
 
 def _device_memory(text: str | None) -> int | None:
@@ -155,10 +195,18 @@ def environment_warnings(target: str, environ: Mapping[str, str] | None = None) 
     """A variable already set that a ROCm build would read instead of the one emitted
     (docs/allocator-settings.md, "Which variable PyTorch reads")."""
     environ = os.environ if environ is None else environ
+    found = []
     if target == "rocm" and "PYTORCH_CUDA_ALLOC_CONF" in environ:
-        return ["PYTORCH_CUDA_ALLOC_CONF is set: a ROCm build of PyTorch reads it before "
-                "PYTORCH_HIP_ALLOC_CONF (even empty); unset it, or use --for both"]  # fmt: skip
-    return []
+        found.append(
+            "PYTORCH_CUDA_ALLOC_CONF is set: a ROCm build of PyTorch reads it before "
+            "PYTORCH_HIP_ALLOC_CONF (even empty); unset it, or use --for both"
+        )
+    if "PYTORCH_ALLOC_CONF" in environ:
+        found.append(
+            "PYTORCH_ALLOC_CONF is set: PyTorch 2.11 reads it only when none of the variables "
+            "below is set, and 2.9 never; the settings are not merged"
+        )
+    return found
 
 
 # The variables a setting string is read from when no --alloc-conf is given, in the order a
@@ -179,6 +227,7 @@ class CheckRequest:
     device_memory_bytes: int | None
     torch: str | None
     result_dict: dict[str, object] = field(default_factory=dict)
+    failed_snapshots: list[Path] = field(default_factory=list)
 
     @staticmethod
     def of(
@@ -212,11 +261,24 @@ class CheckRequest:
                 device_memory_bytes=self.device_memory_bytes, torch_version=self.torch,
             )  # fmt: skip
         self.result_dict = {"source": self.source, **found.as_dict()}
+        refused = [v.snapshot for v in found.verdicts if not v.fits]
+        self.failed_snapshots = [Path(name.rpartition("#dev")[0] or name) for name in refused]
         if json_only:
             output.print_json({"allocator_settings": self.result_dict})
         else:
             allocator_output.render_check(found, self.source)
         return found.fits
+
+
+def explain_failure(gate: CheckRequest) -> None:
+    """`check --explain`: the first refused snapshot, explained as `hipmem explain` does."""
+    from hipmem.cli.cmd_explain import explain_snapshot
+
+    refused = next((name for name in gate.failed_snapshots), None)
+    if refused is None:
+        return
+    memory = None if gate.device_memory_bytes is None else str(gate.device_memory_bytes)
+    explain_snapshot(refused, gate.device, memory, None, gate.torch, gate.settings, "rocm", False)
 
 
 def _settings_to_check(alloc_conf: str | None, environ: Mapping[str, str]) -> tuple[str, str]:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from hipmem.cli import output
-from hipmem.cli.options import JsonOption, PlotOption, check_plot_option
+from hipmem.cli.html_output import captured, check_html_option, write_html
+from hipmem.cli.options import HtmlOption, JsonOption, PlotOption, check_plot_option
 from hipmem.replay.analysis import LogSummary, analyze, live_trace
 from hipmem.replay.errors import ReplayUsageError
 from hipmem.replay.events import AllocationLog
@@ -25,6 +27,7 @@ EPILOG = """\b
 Examples:
   hipmem log inspect samples/serve-first-2000.csv.gz
   hipmem log inspect samples/serve-first-2000.csv.gz --plot live.png --per-stream
+  hipmem log inspect samples/serve-first-2000.csv.gz --html live.html
   hipmem log inspect samples/serve-first-2000.csv.gz --json --strict
 
 Exit codes: 0 read; 1 a file cannot be read (or, with --strict, a row); 2 usage;
@@ -52,11 +55,13 @@ def inspect(
     per_stream: Annotated[
         bool, typer.Option("--per-stream", help="In the plot, one line per stream as well.")
     ] = False,
+    html: HtmlOption = None,
 ) -> None:
     """Counts, peak live bytes, leaks, per-thread and per-stream figures and anomalies of a log."""
     if per_stream and plot is None:
         raise ReplayUsageError("--per-stream adds lines to the plot: give --plot FILE too")
     check_plot_option(plot)  # before loading: a typo should not cost a long load
+    check_html_option(html)
     with output.progress("loading", transfer=True) as progress:
         log = load_log(logs, strict=strict, progress=progress)
     with output.progress("analysing") as progress:
@@ -69,12 +74,37 @@ def inspect(
             progress(0, None)
             plot_timeline(log, live_trace(log.events), summary, plot, per_stream=per_stream)
     warn_skipped_rows(log)
-    if json:
-        output.print_json(summary.as_dict())
-        return
-    _print_summary(summary)
-    if plot is not None:
+    kept = captured() if html else contextlib.nullcontext(output.Captured())
+    with kept as printed:
+        if json:
+            output.print_json(summary.as_dict())
+        else:
+            _print_summary(summary)
+    if plot is not None and not json:
         output.written("plot", plot)
+    if html is not None:
+        _write_page(html, log, summary, printed)
+
+
+def _write_page(
+    path: Path, log: AllocationLog, summary: LogSummary, printed: output.Captured
+) -> None:
+    from hipmem.replay.html_timeline import bytes_text, frames_left_out, log_figure
+
+    names = ", ".join(Path(s).name for s in log.sources[:3])
+    names += " ..." if len(log.sources) > 3 else ""
+    title = f"hipmem log inspect: {names} ({summary.events:,} events)"
+    headline = []
+    if summary.peak is not None:
+        headline.append(
+            f"peak live: {bytes_text(summary.peak.live_bytes)} at row "
+            f"{summary.peak.event_index:,} ({summary.peak.source}:{summary.peak.line})"
+        )
+    with output.progress("writing the page") as progress:
+        progress(0, None)
+        figure = log_figure(log, live_trace(log.events), summary, "Live bytes")
+    write_html(path, title, printed, figure=figure, headline=headline,
+               notes=[frames_left_out(log)])  # fmt: skip
 
 
 def warn_skipped_rows(log: AllocationLog) -> None:

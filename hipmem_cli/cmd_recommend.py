@@ -18,6 +18,7 @@ from hipmem.cli.options import (
     DeviceOption,
     FromLogOption,
     FromSnapshotOption,
+    HtmlOption,
     JsonOption,
     MaxPointsOption,
     MinimumOption,
@@ -179,6 +180,7 @@ def recommend_command(
         ),
     ] = False,
     plot: PlotOption = None,
+    html: HtmlOption = None,
 ) -> None:
     """Recommend ROCBLAS_DEVICE_MEMORY_SIZE (and PyTorch's equivalent) for a workload, and
     PyTorch's allocator settings for its memory snapshots."""
@@ -191,7 +193,7 @@ def recommend_command(
         raise UsageError(f"--json is --format json; it cannot go with --format {fmt.value}")
     chosen = "json" if json else (fmt.value if fmt is not None else None)
     allocator_request = allocator_recommend.Request.of(
-        from_snapshot, target, device, device_memory, torch, capacity, plot, allow_cap
+        from_snapshot, target, device, device_memory, torch, capacity, plot, allow_cap, html
     )
     if allocator_request is not None and not (calls or from_log or workload or sweep):
         _refuse_sizing_options(
@@ -318,6 +320,14 @@ def check_command(
     ] = None,
     device_memory: DeviceMemoryOption = None,
     torch: TorchVersionOption = None,
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain",
+            help="With --from-snapshot: when a snapshot is refused a request, explain it as "
+            "`hipmem explain` does (docs/explain.md).",
+        ),
+    ] = False,
 ) -> None:
     """Exit 0 when ROCBLAS_DEVICE_MEMORY_SIZE covers the workload (and, with --from-snapshot,
     the snapshots replay with PyTorch's allocator settings), 1 (with the reason) if not."""
@@ -325,8 +335,13 @@ def check_command(
                                                device_memory, torch)  # fmt: skip
     has_calls = bool(calls or from_log or workload or sweep)
     allocator_fits = True
+    if explain and gate is None:
+        raise UsageError("--explain is about PyTorch's allocator settings: give "
+                               "--from-snapshot FILE too")  # fmt: skip
     if gate is not None:
         allocator_fits = gate.run(json and not has_calls)
+        if explain and not allocator_fits and not json:
+            allocator_recommend.explain_failure(gate)
         if not has_calls:
             if not allocator_fits:
                 raise typer.Exit(1)

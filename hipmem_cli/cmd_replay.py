@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import os
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -14,16 +14,19 @@ from hipmem._core.byte_sizes import parse_bytes
 from hipmem.cli import output, virtual_capacity_output
 from hipmem.cli.backend_check import check_backends
 from hipmem.cli.cmd_log import skipped_rows_json, warn_skipped_rows
+from hipmem.cli.html_output import captured, check_html_option, write_html
 from hipmem.cli.options import (
     DeviceMemoryOption,
+    HtmlOption,
     JsonOption,
     PlotOption,
     TorchVersionsOption,
     VirtualDeviceOption,
     check_plot_option,
 )
+from hipmem.cli.torch_releases import replay_spec, say_recording_release, split_releases
 from hipmem.replay.capacity import CapacityResult, NoCapacityFound, find_capacity
-from hipmem.replay.engine import ReplayOptions, replay
+from hipmem.replay.engine import ReplayOptions
 from hipmem.replay.errors import ReplayUsageError
 from hipmem.replay.events import AllocationLog
 from hipmem.replay.log_loader import load_log
@@ -31,8 +34,6 @@ from hipmem.replay.plot import write_plot
 from hipmem.replay.program import ReplayProgram, build_program
 from hipmem.replay.report import LatencyStats, RecordedFigures, ReplayReport, recorded_figures
 from hipmem.replay.resources import STREAM_ORDERED_KINDS, ResourceSpec, parse_spec
-from hipmem.replay.torch_allocator import TORCH_ENV
-from hipmem.replay.torch_fetch import fetched_versions
 
 EPILOG = """\b
 Resource specs (--resource, repeatable;
@@ -139,6 +140,7 @@ def replay_command(
         ),
     ] = 1,
     plot: PlotOption = None,
+    html: HtmlOption = None,
     capacity: Annotated[
         bool,
         typer.Option("--find-capacity", help="Bisect the smallest pool/limit with no failure."),
@@ -164,27 +166,24 @@ def replay_command(
     if plot is not None and capacity:
         raise ReplayUsageError("--plot draws a replay, not a --find-capacity search: drop one")
     check_plot_option(plot)
+    check_html_option(html)
     specs = [parse_spec(text) for text in resource]  # bad specs fail before any work (exit 2)
-    releases: list[str | None] = [n.strip() for n in (torch or "").split(",") if n.strip()]
-    releases = releases or [None]
-    if len(releases) > 1 and capacity:
-        raise ReplayUsageError("--find-capacity searches with one PyTorch: give one --torch")
-    torch = releases[0]
+    releases = split_releases(torch, capacity)
     options = ReplayOptions(
         backend=backend.value,
         threads=threads.value,
         streams=streams.value,
         on_failure=on_failure.value,
         repeats=repeats,
-        plot_samples=2000 if plot else 0,
+        plot_samples=_HTML_SAMPLES if html else 2000 if plot else 0,
         device_name=device,
         device_memory_bytes=None
         if device_memory is None
         else parse_bytes(device_memory, name="--device-memory"),
-        torch_version=torch,
+        torch_version=releases[0],
     )
     options.check()
-    virtual = check_backends(specs, options, device, device_memory, torch)
+    virtual = check_backends(specs, options, device, device_memory, releases[0])
     for other in releases[1:]:  # each release's allocator located and built before the log
         check_backends(specs, dataclasses.replace(options, torch_version=other), device,
                        device_memory, other)  # fmt: skip
@@ -192,44 +191,67 @@ def replay_command(
         log = load_log(logs, strict=strict, progress=bar)
     warn_skipped_rows(log)
     program = build_program(log)
+    kept = captured() if html else contextlib.nullcontext(output.Captured())
     if capacity:
         confirm = 2 if confirm_runs is None else confirm_runs
-        if not _find_capacities(log, program, specs, options, confirm, json_out, virtual):
+        with kept as printed:
+            every = _find_capacities(log, program, specs, options, confirm, json_out, virtual)
+        if html:  # the search replays many sizes: the page draws the log's requested bytes
+            _write_page(html, log, program, [], {}, printed)
+        if not every:
             raise typer.Exit(1)
         return
     reports: list[ReplayReport] = []
     with output.progress("replaying") as bar:
         for done, spec in enumerate(specs):
             bar(done, len(specs), spec.label)
-            if len(releases) == 1 or spec not in virtual:
-                reports.append(replay(log, spec, options, program=program))
-                continue
-            for release in releases:  # --torch 2.11,2.14: one column per release
-                chosen = dataclasses.replace(options, torch_version=release)
-                report = replay(log, spec, chosen, program=program)
-                name = report.engine.replace("torch ", "PyTorch ", 1)
-                reports.append(dataclasses.replace(report, resource=f"{spec.label} ({name})"))
+            reports += replay_spec(log, spec, options, program, releases, virtual)
+    limits = {s.label: s.limit_bytes or s.option_bytes("maximum") for s in specs}
     if plot:
-        limits = {s.label: s.limit_bytes or s.option_bytes("maximum") for s in specs}
         write_plot(plot, program, reports, log.sources, limits)
     recorded = recorded_figures(log, program.peak_requested_bytes)
-    if json_out:
-        payload: dict[str, object] = {"sources": log.sources}
-        payload["skipped_rows"] = skipped_rows_json(log)
-        if recorded is not None:
-            payload["recorded"] = recorded.as_dict()
-        payload["resources"] = [r.as_dict() for r in reports]
-        output.print_json(payload)
-    else:
-        _print_table(reports, recorded)
-        _print_notes(program, reports)
-        _print_virtual_devices(reports)
-        if torch is None and not os.environ.get(TORCH_ENV):
-            _say_recording_release(virtual)
+    with kept as printed:
+        if json_out:
+            payload: dict[str, object] = {"sources": log.sources}
+            payload["skipped_rows"] = skipped_rows_json(log)
+            if recorded is not None:
+                payload["recorded"] = recorded.as_dict()
+            payload["resources"] = [r.as_dict() for r in reports]
+            output.print_json(payload)
+        else:
+            _print_table(reports, recorded)
+            _print_notes(program, reports)
+            _print_virtual_devices(reports)
+            say_recording_release(torch, virtual)
     if plot:
         output.written("plot", plot)
+    if html:
+        _write_page(html, log, program, reports, limits, printed)
     if any(r.failure_count for r in reports):
         raise typer.Exit(1)
+
+
+_HTML_SAMPLES = 10_000  # reserved-bytes samples of a replay drawn on a page (zoomable)
+
+
+def _write_page(
+    path: Path,
+    log: AllocationLog,
+    program: ReplayProgram,
+    reports: list[ReplayReport],
+    limits: dict[str, int | None],
+    printed: output.Captured,
+) -> None:
+    from hipmem.replay import html_timeline as page
+
+    names = ", ".join(Path(s).name for s in log.sources[:3])
+    names += " ..." if len(log.sources) > 3 else ""
+    title = f"hipmem replay: {names} ({program.log_events:,} events)"
+    shown = [(r.resource, r) for r in reports]
+    figure = page.replay_figure(log, program, shown, limits, "Requested and reserved bytes")
+    headline = page.replay_headline(log, program, shown)
+    tables, notes = [page.refusals_table(reports)], [page.frames_left_out(log)]
+    write_html(path, title, printed, figure=figure, headline=headline, tables=tables, notes=notes)
 
 
 def _find_capacities(
@@ -352,7 +374,8 @@ def _latency(stats: LatencyStats | None) -> str:
 def _first_failure(report: ReplayReport) -> str:
     f = report.failures[0]
     size, live = output.human_bytes(f.size_bytes), output.human_bytes(f.live_bytes)
-    return f"{f.where}: {size} with {live} live"
+    recorded = " (recorded-failed: refused when recorded too)" if f.recorded_failed else ""
+    return f"{f.where}: {size} with {live} live{recorded}"
 
 
 def _print_table(reports: list[ReplayReport], recorded: RecordedFigures | None = None) -> None:
@@ -402,16 +425,6 @@ def _print_virtual_devices(reports: list[ReplayReport]) -> None:
     for (device, source), names in places.items():
         whom = "" if len(places) == 1 else f"{', '.join(names)}: "
         output.line(f"{whom}{device}; the allocator is {source}.")
-
-
-def _say_recording_release(virtual: list[ResourceSpec]) -> None:
-    """A snapshot does not record the PyTorch that wrote it: `settings=recorded` reproduces
-    its settings, and the release is the user's to name."""
-    if any(spec.options.get("settings") == "recorded" for spec in virtual):
-        output.note(
-            "the snapshot does not say which PyTorch recorded it: give that release with "
-            "--torch VERSION (fetched: " + (", ".join(fetched_versions()) or "none") + ")"
-        )
 
 
 def _pass_rows(reports: list[ReplayReport]) -> list[tuple[str, list[str]]]:
@@ -467,9 +480,14 @@ def _print_notes(program: ReplayProgram, reports: list[ReplayReport]) -> None:
         f"{program.log_events:,} log events, {program.op_count:,} allocator calls; "
         f"{a.zero_byte_allocations:,} zero-byte allocations, {a.free_unknown_pointer:,} frees "
         f"of unknown pointers (skipped), {a.allocate_live_pointer:,} allocations at live "
-        f"pointers (replaced), {a.allocate_failure:,} logged failures (not replayed), "
-        f"{a.live_at_end_count:,} live at end (returned at the end)."
+        f"pointers (replaced), {a.allocate_failure - a.recorded_failed:,} logged failures (not "
+        f"replayed), {a.live_at_end_count:,} live at end (returned at the end)."
     )
+    if a.recorded_failed:
+        output.line(
+            f"{a.recorded_failed:,} requests ran out of memory when recorded: each is replayed as "
+            "the request it was (recorded-failed), and returned at once when served."
+        )
     for example in a.examples:
         output.line(f"  {example}")
     sources = sorted({r.reserved_source for r in reports})

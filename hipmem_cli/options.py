@@ -64,6 +64,19 @@ PlotOption = Annotated[
 ]
 
 
+# One rule for every --html (replay, log inspect, recommend --from-snapshot):
+# hipmem/_core/html_files.py; the page: hipmem_cli/html_output.py.
+HtmlOption = Annotated[
+    Optional[Path],  # noqa: UP045
+    typer.Option(
+        "--html",
+        help="Write one self-contained page to FILE (.html): a timeline to zoom and hover, "
+        "and the tables.",
+        metavar="FILE",
+    ),
+]
+
+
 def check_plot_option(path: Path | None) -> None:
     """Refuse a --plot FILE that cannot be written before any work starts."""
     if path is not None:

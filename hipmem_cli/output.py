@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 class _State:
     debug: bool = False
     consoles: dict[str, Console] = field(default_factory=dict)
+    captured: Captured | None = None  # a page (--html) keeps what is printed
+    echo: bool = True  # False: kept for the page only, not printed
 
 
 state = _State()
@@ -155,6 +157,14 @@ def _print(text: str, *, style: str | None = None, err: bool = False) -> None:
 def line(text: str, *, style: str | None = None, err: bool = False) -> None:
     """A line (or paragraph) of prose. On a terminal it is wrapped between words at the
     width, never inside one; piped, it stays one line (logs and grep see it whole)."""
+    if state.captured is not None and not err:
+        state.captured.lines.append(text)
+        if not state.echo:
+            return
+    _wrapped(text, style=style, err=err)
+
+
+def _wrapped(text: str, *, style: str | None = None, err: bool = False) -> None:
     console = _console("stderr" if err else "stdout")
     width = console.width if console.is_terminal else 1 << 30
     for piece in wrap(clean(text, keep_newlines=True), width):
@@ -304,6 +314,15 @@ class Table:
         self.rows.append(list(cells))
 
 
+@dataclass
+class Captured:
+    """What a command printed on stdout while its page (--html) was made: tables and lines
+    (hipmem_cli/html_output.py keeps them)."""
+
+    tables: list[Table] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+
+
 def _text(cell: Cell) -> tuple[str, str]:
     if isinstance(cell, Styled):
         return clean(cell.text), cell.style
@@ -348,9 +367,13 @@ def print_table(table: Table, *, err: bool = False) -> None:
     every column at its longest word is drawn without vertical borders and its lines run
     past the width: the long values (call names, specs) stay whole on one line each.
     """
+    if state.captured is not None and not err:
+        state.captured.tables.append(table)
+        if not state.echo:
+            return
     console = _console("stderr" if err else "stdout")
     if table.title:
-        line(table.title, err=err)
+        _wrapped(table.title, err=err)  # not line(): a page shows the title with the table
     overhead = _measure(console, _rich_table(table, [1] * len(table.columns), boxed=table.boxed))
     overhead -= len(table.columns)
     widths = column_widths(table, console.width, overhead)

@@ -4,7 +4,8 @@ drives the recommendation, the recommended setting beside PyTorch's defaults.
 Both settings are replayed once more with the reserved bytes sampled: the highest point of
 each window of ops, so the peak is drawn where it happened. The snapshot's requested bytes are
 drawn last, thin and black; the recommended setting string is the title's second line (it is
-too long for a legend). File rules (suffix, atomic write): hipmem/_core/plot_files.py.
+too long for a legend). Every series is thinned by hipmem/_core/decimate.py, which keeps
+every peak. File rules (suffix, atomic write): hipmem/_core/plot_files.py.
 """
 
 from __future__ import annotations
@@ -14,20 +15,22 @@ from pathlib import Path
 
 import numpy as np
 
+from hipmem._core.decimate import envelope
 from hipmem._core.plot_files import byte_unit, check_plot_path, plain_text, save_atomically
 from hipmem._core.pyplot import pyplot
-from hipmem.replay.allocator_settings import AllocatorRecommendation, Candidate
+from hipmem.replay.allocator_settings import AllocatorRecommendation, Candidate, Workload
 from hipmem.replay.engine import replay
 from hipmem.replay.errors import ReplayError
 from hipmem.replay.report import ReplayReport
 
 SAMPLES = 2000  # windows of ops sampled per replay
-_POINTS = 4000  # the requested curve is thinned to about this many points
 
 
-def write_allocator_plot(path: Path, recommendation: AllocatorRecommendation) -> None:
-    """Draw the recommended setting and the defaults on the driving snapshot to `path`."""
-    check_plot_path(path)
+def sampled_replays(
+    recommendation: AllocatorRecommendation,
+) -> tuple[Workload, list[tuple[str, ReplayReport]]]:
+    """The driving snapshot, and its replays with reserved bytes sampled: the defaults, then
+    the recommended setting when it is another (for this plot and `--html`)."""
     chosen = recommendation.recommended
     if chosen is None or chosen.driving is None:
         raise ReplayError("no setting was recommended: there is nothing to draw")
@@ -40,6 +43,15 @@ def write_allocator_plot(path: Path, recommendation: AllocatorRecommendation) ->
     shown = [("defaults", sampled(recommendation.default))]
     if chosen is not recommendation.default:
         shown.append(("recommended", sampled(chosen)))
+    return workload, shown
+
+
+def write_allocator_plot(path: Path, recommendation: AllocatorRecommendation) -> None:
+    """Draw the recommended setting and the defaults on the driving snapshot to `path`."""
+    check_plot_path(path)
+    workload, shown = sampled_replays(recommendation)
+    chosen = recommendation.recommended
+    assert chosen is not None  # sampled_replays refuses a recommendation without one
     program = workload.program
     tallest = max([program.peak_requested_bytes] + [r.peak_reserved_bytes or 0 for _, r in shown])
     scale, unit = byte_unit(tallest)
@@ -49,10 +61,11 @@ def write_allocator_plot(path: Path, recommendation: AllocatorRecommendation) ->
         samples = report.samples
         if samples is not None and len(samples.op_index):
             peak = report.peak_reserved_bytes or 0
-            ax.plot(samples.op_index, samples.reserved_bytes / scale, lw=3, alpha=0.6,
+            ops, reserved = envelope(samples.op_index, samples.reserved_bytes)
+            ax.plot(ops, reserved / scale, lw=3, alpha=0.6,
                     label=f"reserved, {label} (peak {peak / scale:,.1f} {unit})")  # fmt: skip
-    ops = np.arange(0, program.op_count, max(1, program.op_count // _POINTS))
-    ax.plot(ops, program.live_bytes[ops] / scale, color="black", lw=0.9, zorder=5,
+    ops, requested = envelope(np.arange(program.op_count), program.live_bytes)
+    ax.plot(ops, requested / scale, color="black", lw=0.9, zorder=5,
             label="requested (the snapshot)")  # fmt: skip
     title = (
         f"Reserved bytes: {Path(workload.name).name} ({program.log_events:,} events), "

@@ -42,8 +42,9 @@ from hipmem.replay.device_presets import DevicePreset
 from hipmem.replay.engine import ReplayOptions, program_arrays
 from hipmem.replay.errors import ReplayUsageError
 from hipmem.replay.events import AllocationLog, LineRef
+from hipmem.replay.explain_variables import expandable_takes_effect, has_expandable
 from hipmem.replay.log_loader import load_log
-from hipmem.replay.program import OP_ALLOCATE, ReplayProgram, build_program
+from hipmem.replay.program import ReplayProgram, build_program, logged_allocation_sizes
 from hipmem.replay.resources import ResourceSpec, parse_spec
 from hipmem.replay.snapshot import is_snapshot
 from hipmem.replay.virtual_capacity import find_virtual_capacity
@@ -269,11 +270,14 @@ def recommend_allocator_settings(
     allow_cap: bool = False,
     jobs: int | None = None,
     progress: ProgressCallback | None = None,
+    rocm: bool = False,
 ) -> AllocatorRecommendation:
     """Replay every setting of the grid on every snapshot on the virtual `device` (a preset,
     default MI300X, or `device_memory_bytes`) with PyTorch `torch_version`'s allocator (the
     search order of replay/torch_allocator.py) and recommend one, as this module says
-    (`allow_cap`: settings that cap the process may be recommended too)."""
+    (`allow_cap`: settings that cap the process may be recommended too; `rocm`: the setting
+    is for a ROCm build of PyTorch too, so none that does nothing there is recommended:
+    replay/explain_variables.py)."""
     if capacity not in CAPACITIES:
         raise ReplayUsageError(
             f"not one of {', '.join(CAPACITIES)}", parameter="capacity", value=capacity
@@ -292,6 +296,12 @@ def recommend_allocator_settings(
     with _Replayer(workloads, options.virtual_device(), allocator, jobs, progress) as replayer:
         candidates = _replay_grid(replayer, notes)
         eligible = [c for c in candidates if c.replayed and (allow_cap or not c.capped)]
+        if rocm and not expandable_takes_effect(allocator.version, "rocm"):
+            eligible = [c for c in eligible if not has_expandable(c.settings)]
+            notes.append(
+                f"expandable_segments does nothing on a ROCm build of PyTorch {allocator.version} "
+                "(it takes effect from 2.11 with ROCm 7.0): no setting with it is recommended"
+            )
         best = min(eligible, key=Candidate.rank, default=None)
         default = candidates[0]
         searched = candidates if capacity == "all" else [default, *([best] if best else [])]
@@ -313,10 +323,28 @@ def recommend_allocator_settings(
     )
 
 
+def replay_entries(
+    workloads: list[Workload],
+    entries: list[GridEntry],
+    device: DevicePreset,
+    allocator: torch_allocator.TorchAllocator,
+    *,
+    limit_bytes: int | None = None,
+    jobs: int | None = None,
+    progress: ProgressCallback | None = None,
+    what: str = "grid",
+) -> list[Candidate]:
+    """Replay each entry on every workload, whole, on `device` (under a per-process cap of
+    `limit_bytes` when given), as `recommend_allocator_settings` replays its grid."""
+    vcuda_build.build(allocator)  # once, before the replays start side by side
+    with _Replayer(workloads, device, allocator, jobs, progress, limit_bytes) as replayer:
+        return replayer.run(entries, what)
+
+
 def _replay_grid(replayer: _Replayer, notes: list[str]) -> list[Candidate]:
     """Both rounds of the grid (replay/allocator_grid.py), each setting on every snapshot;
     `notes` gets what the grid had to leave out, and why."""
-    sizes = [w.program.size_bytes[w.program.op == OP_ALLOCATE] for w in replayer.workloads]
+    sizes = [logged_allocation_sizes(w.program) for w in replayer.workloads]
     large = allocator_grid.large_request_sizes(sizes)
     if not allocator_grid.split_sizes_mib(large):
         notes.append(
@@ -376,10 +404,12 @@ class _Replayer:
         allocator: torch_allocator.TorchAllocator,
         jobs: int | None,
         progress: ProgressCallback | None,
+        limit_bytes: int | None = None,
     ) -> None:
         if jobs is not None and jobs < 1:
             raise ReplayUsageError("must be at least 1", parameter="jobs", value=jobs)
         self.workloads, self.device, self.allocator = workloads, device, allocator
+        self.limit_bytes = limit_bytes  # a per-process cap on the device (hipmem explain's)
         self.jobs = jobs or os.cpu_count() or 1
         self.progress = progress or no_progress
         self._stack = ExitStack()
@@ -410,7 +440,7 @@ class _Replayer:
         try:
             with VirtualGpu(self.files[index], program.slot_count, len(program.streams),
                             candidate.settings, self.device, self.allocator) as gpu:  # fmt: skip
-                probe = gpu.replay()
+                probe = gpu.replay(limit_bytes=self.limit_bytes)
         except VirtualGpuFailed as err:  # PyTorch refused the setting: said in the table
             return str(err)
         first = None

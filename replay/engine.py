@@ -45,7 +45,7 @@ from hipmem.replay.backends import (
 from hipmem.replay.device_presets import DEFAULT as DEFAULT_PRESET
 from hipmem.replay.device_presets import DevicePreset, custom_device, find_preset
 from hipmem.replay.errors import ReplayError, ReplayUsageError
-from hipmem.replay.events import AllocationLog
+from hipmem.replay.events import ALLOCATE_FAILURE, AllocationLog
 from hipmem.replay.program import OP_ALLOCATE, OP_FREE, ReplayProgram, build_program
 from hipmem.replay.report import (
     RESERVED_SOURCES,
@@ -472,6 +472,7 @@ def _failure(
         size_bytes=int(program.size_bytes[op]),
         live_bytes=live_bytes,
         reserved_bytes=reserved_bytes if reserved_bytes >= 0 else None,
+        recorded_failed=int(log.events["action"].to_numpy()[event]) == ALLOCATE_FAILURE,
     )
 
 
@@ -570,6 +571,7 @@ class _PythonReplay:
         self.stopped = False
         self.sample_every = _sample_every(program, options.plot_samples)
         self.samples: list[tuple[int, int, int]] = []
+        self.window = (-1, 0, -1)  # the sampled window's highest point: op, live, reserved
         self.peak_reserved: int | None = None
 
     def step(self, i: int) -> bool:
@@ -600,11 +602,25 @@ class _PythonReplay:
 
     def _after(self, i: int) -> None:
         self.ops_done += 1
-        if i == self.program.peak_op or (self.sample_every and i % self.sample_every == 0):
-            reserved = self.allocator.reserved_bytes()
-            if reserved is not None:
-                self.samples.append((i, self.live_bytes, reserved))
-                self.peak_reserved = max(self.peak_reserved or 0, reserved)
+        every = self.sample_every
+        if not every and i != self.program.peak_op:
+            return
+        reserved = self.allocator.reserved_bytes()
+        if reserved is None:
+            return
+        if i == self.program.peak_op:  # the reported peak: read here, --plot or not
+            self.peak_reserved = max(self.peak_reserved or 0, reserved)
+        # A plot: each window of `every` ops keeps its highest reserved bytes (as the C++
+        # core does), so that no peak falls between samples.
+        if reserved > self.window[2]:
+            self.window = (i, self.live_bytes, reserved)
+        if not every or (i + 1) % every == 0:
+            self.flush_window()
+
+    def flush_window(self) -> None:
+        if self.window[0] >= 0:
+            self.samples.append(self.window)
+        self.window = (-1, 0, -1)
 
     def run_single(self) -> None:
         for i in range(len(self.ops)):
@@ -681,6 +697,7 @@ def _replay_python(
             else:
                 loop.run_single()
         finally:
+            loop.flush_window()
             loop.release_all()  # also on errors and Ctrl-C: every byte goes back
         wall_ns = perf_counter_ns() - t0
         unreturned = allocator.reserved_bytes() if backend.name == "host" else 0

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from hipmem._core.atomic_write import atomic_output
+from hipmem._core.decimate import envelope
 from hipmem._core.pyplot import pyplot
 from hipmem.replay.fleet_results import STATUS_OK
 
@@ -40,9 +41,10 @@ def write_fleet_plot(path: Path, records: list[dict[str, Any]], resources: list[
         p95 = float(np.percentile(sizes, 95, method="higher"))
         label = f"{resource}: {len(sizes)} logs, p95 {p95:.2f} GiB, all {sizes[-1]:.2f} GiB"
         # Dashed and thinner in turn, so that resources with the same curve stay visible.
+        # Thousands of logs are thinned as every series is (hipmem/_core/decimate.py): the
+        # largest size, which covers all the logs, is always drawn.
         (line,) = ax.step(
-            np.concatenate([[sizes[0]], sizes]),
-            np.concatenate([[0.0], covered]),
+            *envelope(np.concatenate([[sizes[0]], sizes]), np.concatenate([[0.0], covered])),
             where="post",
             label=label,
             linestyle=_STYLES[n % len(_STYLES)],

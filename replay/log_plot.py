@@ -2,9 +2,11 @@
 
 (`replay.plot` draws replay results; this draws the log alone, for `hipmem log inspect`.)
 Ten million events are too many to draw one by one; each pixel column keeps the lowest and
-highest live bytes of its events (an envelope), so the peak and the sawtooth of training
-steps survive the reduction. The image format follows the file suffix (.png or .svg), and
-the file is written atomically (a temporary file in the same folder, then os.replace).
+highest live bytes of its events (an envelope, hipmem/_core/decimate.py), so the peak and the
+sawtooth of training steps survive the reduction; the stacked streams are drawn at the rows
+where any of them, or their total, is lowest or highest. The image format follows the file
+suffix (.png or .svg), and the file is written atomically (a temporary file in the same
+folder, then os.replace).
 """
 
 from __future__ import annotations
@@ -13,29 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
+from hipmem._core.decimate import envelope, peak_rows
 from hipmem._core.plot_files import byte_unit, check_plot_path, plain_text, save_atomically
 from hipmem._core.pyplot import pyplot
 from hipmem.replay.analysis import LiveTrace, LogSummary, owner_traces
 from hipmem.replay.events import AllocationLog, Recording
 
-MAX_POINTS = 4000  # envelope columns per line: about one per pixel of a wide figure
 _READABLE = {"boxstyle": "round", "fc": "white", "ec": "none", "alpha": 0.85}  # text over data
-
-
-def envelope(
-    x: npt.NDArray[np.int64], y: npt.NDArray[np.int64], points: int = MAX_POINTS
-) -> tuple[np.ndarray, np.ndarray]:
-    """At most 2*points (x, y) pairs tracing the min and max of y within equal runs of rows."""
-    if len(x) <= 2 * points:
-        return x, y
-    edges = np.linspace(0, len(x), points + 1).astype(np.int64)[:-1]
-    xs = np.repeat(x[edges], 2)
-    ys = np.empty(2 * len(edges), y.dtype)
-    ys[0::2] = np.minimum.reduceat(y, edges)
-    ys[1::2] = np.maximum.reduceat(y, edges)
-    return xs, ys
 
 
 def plot_timeline(
@@ -95,6 +82,8 @@ def _draw_recorded(
     levels = np.concatenate(([recording.start_reserved_bytes], recording.reserved_bytes)) / scale
     end_ns = int(log.events["time_ns"].max()) if len(log.events) else t0_ns
     times, levels = np.append(times, max(end_ns, int(times[-1]))), np.append(levels, levels[-1])
+    kept = peak_rows(levels)
+    times, levels = times[kept], levels[kept]
     rows = np.searchsorted(log.events["time_ns"].to_numpy(), times)
     label = plain_text(f"reserved by PyTorch ({Path(recording.source).name})")
     # dashed purple: apart from the stream colours and the black total
@@ -104,11 +93,14 @@ def _draw_recorded(
 
 
 def _stack_streams(axes: Any, events: Any, trace: LiveTrace, scale: int) -> None:
-    """Each stream's live bytes, sampled at MAX_POINTS rows and stacked."""
-    n = len(trace.live_bytes)
-    samples = np.unique(np.linspace(0, max(n - 1, 0), min(n, MAX_POINTS)).astype(np.int64))
+    """Each stream's live bytes, stacked, at the rows that keep every stream's peaks and
+    the total's (hipmem/_core/decimate.py): the top of the stack reaches the peak."""
+    streams = owner_traces(events, trace, "stream")
+    kept = [peak_rows(trace.live_bytes)]
+    kept += [rows[peak_rows(stream_live)] for rows, stream_live in streams.values()]
+    samples = np.unique(np.concatenate(kept))
     labels, layers = [], []
-    for stream, (rows, stream_live) in owner_traces(events, trace, "stream").items():
+    for stream, (rows, stream_live) in streams.items():
         at = np.searchsorted(rows, samples, side="right") - 1
         layers.append(np.where(at >= 0, stream_live[np.maximum(at, 0)], 0) / scale)
         labels.append(f"stream {stream:#x}" if stream else "default stream")

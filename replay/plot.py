@@ -8,7 +8,8 @@ What the figure shows, and why:
   requested (host memory, a plain cudaMalloc);
 - a resource's limit (`limit=` or a pool's `maximum=`) is a dashed line in its colour, and
   the allocations it refused are marked with an x at the moment they were asked for.
-The file rules (suffixes, atomic write) are those of replay/plot_files.py.
+Every series is thinned by hipmem/_core/decimate.py, which keeps every peak. The file
+rules (suffixes, atomic write) are those of hipmem/_core/plot_files.py.
 """
 
 from __future__ import annotations
@@ -19,12 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from hipmem._core.decimate import envelope
 from hipmem._core.plot_files import byte_unit, check_plot_path, plain_text, save_atomically
 from hipmem._core.pyplot import pyplot
 from hipmem.replay.program import ReplayProgram
 from hipmem.replay.report import ReplayReport
-
-_POINTS = 4000  # the requested curve is thinned to about this many points
 
 
 def write_plot(
@@ -49,9 +49,8 @@ def write_plot(
     for index, report in enumerate(reports):
         colour = colours[index % len(colours)]
         _draw_resource(ax, program, report, limits.get(report.resource), scale, colour)
-    step = max(1, program.op_count // _POINTS)
-    ops = np.arange(0, program.op_count, step)
-    ax.plot(ops, program.live_bytes[ops] / scale, label="requested (the log)", color="black",
+    ops, requested = envelope(np.arange(program.op_count), program.live_bytes)
+    ax.plot(ops, requested / scale, label="requested (the log)", color="black",
             lw=0.9, zorder=5)  # fmt: skip
     names = ", ".join(Path(s).name for s in sources[:3]) + (" ..." if len(sources) > 3 else "")
     title = f"Requested and reserved bytes: {names}" if names else "Requested and reserved bytes"
@@ -79,8 +78,9 @@ def _draw_resource(
 ) -> None:
     label = plain_text(report.resource)
     if report.samples is not None and len(report.samples.op_index):
-        ax.plot(report.samples.op_index, report.samples.reserved_bytes / scale,
-                label=f"reserved: {label}", color=colour, lw=3, alpha=0.55, zorder=3)  # fmt: skip
+        ops, reserved = envelope(report.samples.op_index, report.samples.reserved_bytes)
+        ax.plot(ops, reserved / scale, label=f"reserved: {label}", color=colour, lw=3,
+                alpha=0.55, zorder=3)  # fmt: skip
     if limit_bytes:
         ax.axhline(limit_bytes / scale, color=colour, ls="--", lw=1,
                    label=f"limit: {label}", zorder=4)  # fmt: skip

@@ -11,8 +11,17 @@ or in the native core. The log's anomalies follow the live-bytes rules of `repla
   zero-byte requests with a null pointer that is never freed, so each one "replaces" the
   one before; those are counted apart (`live_pointer_zero_size`) and cost nothing;
 - zero-byte allocations: replayed (allocators accept 0 bytes and production made the call);
-- `allocate failure` rows: not replayed (production got no memory, so nothing later depends
-  on them), counted;
+- `allocate failure` rows of an allocation log (RMM's): not replayed (production got no
+  memory, so nothing later depends on them), counted;
+- `oom` entries of a PyTorch snapshot (an `allocate failure` row of a source the snapshot
+  reader recorded): replayed as the request it was, an allocate of its size and, right after,
+  a free of the same slot ("recorded-failed"). Under the recorded conditions the allocator
+  refuses it again (a failure of the replay, which the report marks as recorded); under a
+  setting that avoids it the allocator serves it, and since the recorded run never held it,
+  it is returned at once and no later event depends on it. Its bytes are not in `live_bytes`
+  (the log's view: production never held them). PyTorch records the size it searched for,
+  already rounded (`params.size()` in `c10/cuda/CUDACachingAllocator.cpp`), which rounds to
+  itself again;
 - allocations the log never frees: returned at the end of the replay, counted.
 """
 
@@ -24,6 +33,7 @@ import numpy as np
 
 from hipmem.replay.analysis import live_trace
 from hipmem.replay.events import ALLOCATE, ALLOCATE_FAILURE, FREE, AllocationLog, LineRef
+from hipmem.replay.explain_requests import recorded_failed_rows
 
 OP_ALLOCATE = 0
 OP_FREE = 1
@@ -61,6 +71,7 @@ class Anomalies:
     allocate_live_pointer: int = 0
     allocate_live_pointer_zero_size: int = 0
     allocate_failure: int = 0
+    recorded_failed: int = 0  # snapshot `oom` requests, replayed (this module's docstring)
     live_at_end_count: int = 0
     live_at_end_bytes: int = 0
     zero_byte_live_at_end: int = 0
@@ -73,6 +84,7 @@ class Anomalies:
             "allocate_live_pointer": self.allocate_live_pointer,
             "allocate_live_pointer_zero_size": self.allocate_live_pointer_zero_size,
             "allocate_failure": self.allocate_failure,
+            "recorded_failed": self.recorded_failed,
             "live_at_end": {"count": self.live_at_end_count, "bytes": self.live_at_end_bytes},
             "zero_byte_live_at_end": self.zero_byte_live_at_end,
             "examples": [
@@ -121,6 +133,9 @@ def build_program(log: AllocationLog) -> ReplayProgram:
     size = events["size_bytes"].to_numpy(dtype=np.int64)
     n = len(action)
     is_alloc = action == ALLOCATE
+    # Snapshot `oom` requests: an allocate and a free of a slot of their own.
+    is_probe = recorded_failed_rows(log)
+    has_slot = is_alloc | is_probe
 
     # The allocate each event meets at its pointer (analysis' rules), or -1.
     previous = live_trace(events).prev_alloc
@@ -130,8 +145,8 @@ def build_program(log: AllocationLog) -> ReplayProgram:
     replacing = is_alloc & has_live_previous
     replacing_zero = replacing & ((size == 0) | (size[np.maximum(previous, 0)] == 0))
 
-    slot_of_event = np.cumsum(is_alloc, dtype=np.int64) - 1
-    emits = is_alloc.astype(np.int64) + replacing + matched_free
+    slot_of_event = np.cumsum(has_slot, dtype=np.int64) - 1
+    emits = is_alloc.astype(np.int64) + replacing + matched_free + 2 * is_probe
     first_op = np.cumsum(emits) - emits
     total = int(emits.sum())
 
@@ -139,6 +154,7 @@ def build_program(log: AllocationLog) -> ReplayProgram:
     slot = np.empty(total, dtype=np.int32)
     op_size = np.empty(total, dtype=np.int64)
     op_event = np.empty(total, dtype=np.int64)
+    held = np.ones(total, dtype=bool)  # the op changes the bytes the log holds
 
     # Implicit frees of replaced blocks come first, then the allocate itself.
     rep = np.flatnonzero(replacing)
@@ -166,6 +182,11 @@ def build_program(log: AllocationLog) -> ReplayProgram:
         size[partner],
         free,
     )
+    probe = np.flatnonzero(is_probe)
+    for offset, kind in ((0, OP_ALLOCATE), (1, OP_FREE)):
+        at = first_op[probe] + offset
+        op[at], slot[at], op_size[at], op_event[at] = kind, slot_of_event[probe], size[probe], probe
+        held[at] = False
 
     streams, stream_index = np.unique(
         events["stream"].to_numpy(dtype=np.uint64), return_inverse=True
@@ -173,17 +194,19 @@ def build_program(log: AllocationLog) -> ReplayProgram:
     threads, thread_index = np.unique(
         events["thread"].to_numpy(dtype=np.int64), return_inverse=True
     )
-    live_bytes = np.cumsum(np.where(op == OP_ALLOCATE, op_size, -op_size), dtype=np.int64)
+    delta = np.where(op == OP_ALLOCATE, op_size, -op_size)
+    live_bytes = np.cumsum(np.where(held, delta, 0), dtype=np.int64)
 
-    freed_slots = np.zeros(int(is_alloc.sum()), dtype=bool)
+    freed_slots = np.zeros(int(has_slot.sum()), dtype=bool)
     freed_slots[slot[op == OP_FREE]] = True
-    never_freed_sizes = size[alloc][~freed_slots]
+    never_freed_sizes = size[has_slot][~freed_slots]
     anomalies = Anomalies(
         zero_byte_allocations=int((is_alloc & (size == 0)).sum()),
         free_unknown_pointer=int(unknown_free.sum()),
         allocate_live_pointer=int((replacing & ~replacing_zero).sum()),
         allocate_live_pointer_zero_size=int(replacing_zero.sum()),
         allocate_failure=int((action == ALLOCATE_FAILURE).sum()),
+        recorded_failed=int(is_probe.sum()),
         live_at_end_count=int((never_freed_sizes > 0).sum()),
         live_at_end_bytes=int(never_freed_sizes.sum()),
         zero_byte_live_at_end=int((never_freed_sizes == 0).sum()),
@@ -198,7 +221,7 @@ def build_program(log: AllocationLog) -> ReplayProgram:
         event_index=op_event,
         streams=streams.astype(np.uint64),
         threads=threads.astype(np.int64),
-        slot_count=int(is_alloc.sum()),
+        slot_count=int(has_slot.sum()),
         live_bytes=live_bytes,
         log_events=n,
         anomalies=anomalies,
@@ -216,3 +239,18 @@ def _examples(
         for i in np.flatnonzero(mask)[:_EXAMPLES]:
             found.append(AnomalyExample(anomaly, log.line_ref(int(i)), int(pointer[i])))
     return found
+
+
+def logged_allocation_sizes(program: ReplayProgram) -> np.ndarray:
+    """The sizes of the allocations the log made and was granted: every allocate op but the
+    replayed out-of-memory requests (an allocate whose very next op frees its slot for the
+    same log row: this module's docstring). The grid of allocator settings is derived from
+    these, as before such requests were replayed."""
+    op, slot, event = program.op, program.slot, program.event_index
+    alloc = op == OP_ALLOCATE
+    probe = np.zeros(len(op), dtype=bool)
+    probe[:-1] = (
+        alloc[:-1] & (op[1:] == OP_FREE) & (slot[1:] == slot[:-1]) & (event[1:] == event[:-1])
+    )
+    sizes: np.ndarray = program.size_bytes[alloc & ~probe]
+    return sizes

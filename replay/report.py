@@ -44,6 +44,9 @@ class AllocationFailure:
     size_bytes: int
     live_bytes: int  # bytes the replay held at that moment
     reserved_bytes: int | None  # what the resource had taken from the device, when known
+    # The request failed when it was recorded too (a snapshot's `oom`, replayed as the request
+    # it was: replay/program.py): refused again, as recorded.
+    recorded_failed: bool = False
 
 
 @dataclass
@@ -177,6 +180,7 @@ class ReplayReport:
                     "size_bytes": f.size_bytes,
                     "live_bytes": f.live_bytes,
                     "reserved_bytes": f.reserved_bytes,
+                    "recorded_failed": f.recorded_failed,
                 }
                 for f in self.failures
             ],

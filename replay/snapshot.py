@@ -27,6 +27,7 @@ import gzip
 import io
 import os
 import pickle
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -343,17 +344,34 @@ def entry_frames(where: LineRef, *, max_bytes: int | None = None) -> list[Frame]
     """The frames recorded with the trace entry at `where` (a snapshot source `FILE#devN` and
     its 1-based entry number), innermost first; [] when none were recorded or `where` is not
     a snapshot's entry. Read again from the file, within the same caps as the log."""
-    path_text, sep, device_text = where.source.rpartition("#dev")
-    if not sep or not device_text.isdigit() or where.line < 1:
-        return []
+    return entries_frames(where.source, [where.line], max_bytes=max_bytes).get(where.line, [])
+
+
+def entries_frames(
+    source: str, lines: Iterable[int], *, max_bytes: int | None = None
+) -> dict[int, list[Frame]]:
+    """The frames of several trace entries of one snapshot source (`FILE#devN`), by 1-based
+    entry number, the file read once; entries with no frames are left out."""
+    path_text, sep, device_text = source.rpartition("#dev")
+    if not sep or not device_text.isdigit():
+        return {}
     data = load_snapshot_dict(Path(path_text), max_bytes=max_bytes)
     traces = data["device_traces"]
     device = int(device_text)
     trace = traces[device] if device < len(traces) else None
-    if not isinstance(trace, list) or where.line > len(trace):
-        return []
-    entry = trace[where.line - 1]
-    frames = entry.get("frames") if isinstance(entry, dict) else None
+    if not isinstance(trace, list):
+        return {}
+    found: dict[int, list[Frame]] = {}
+    for line in lines:
+        if 1 <= line <= len(trace):
+            entry = trace[line - 1]
+            frames = _frames(entry.get("frames") if isinstance(entry, dict) else None)
+            if frames:
+                found[line] = frames
+    return found
+
+
+def _frames(frames: Any) -> list[Frame]:
     found = []
     for frame in frames if isinstance(frames, list) else []:
         if not isinstance(frame, dict):

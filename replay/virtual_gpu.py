@@ -216,6 +216,22 @@ class VirtualGpu:
             samples=samples,
         )
 
+    def state_at_refusal(
+        self, *, device_bytes: int | None = None, limit_bytes: int | None = None
+    ) -> dict[str, Any]:
+        """Replay up to the first refused allocation and return the allocator's state there
+        (the driver's `state` line: its statistics, segments and blocks from c10's snapshot();
+        `refused_op` is -1 when nothing was refused)."""
+        size = self.device.memory_bytes if device_bytes is None else device_bytes
+        limit = -1 if limit_bytes is None else limit_bytes
+        self._start(self.device, size)
+        try:
+            self._ask(f"state {size} {limit}\n")
+        finally:
+            self._stop()
+        state: dict[str, Any] = json.loads((self._folder / "state.json").read_text())
+        return state
+
     def plain_loop_ns(self, device_bytes: int | None = None) -> int:
         """Wall time of a bare loop over the same calls on the default stream, with no timing
         and no bookkeeping: the benchmark's yardstick (needs `plain=True`)."""

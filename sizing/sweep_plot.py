@@ -3,7 +3,8 @@
 One panel per swept call. The need is drawn as steps (it holds its value until the next
 point), the largest need is marked with its value and where it occurs, and points the
 library could not size leave gaps. A grid draws one line per value of the other swept
-arguments (up to `_MAX_LINES`; beyond, the largest need over them). Written atomically.
+arguments (up to `_MAX_LINES`; beyond, the largest need over them). A long sweep is thinned
+by hipmem/_core/decimate.py, which keeps every peak. Written atomically.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hipmem._core.decimate import envelope
 from hipmem._core.plot_files import byte_unit, check_plot_path, plain_text, save_atomically
 from hipmem._core.pyplot import pyplot
 from hipmem.sizing.sweep import SweepResult
@@ -48,13 +50,13 @@ def _draw(axes: Any, swept: SweepResult) -> None:
     lines = [[*ys, ys[-1]] for ys in lines]
     if rows > _MAX_LINES:  # too many to tell apart: the largest need over the others
         columns = zip(*lines, strict=True)
-        envelope = [max((y for y in ys if not math.isnan(y)), default=math.nan) for ys in columns]
+        largest = [max((y for y in ys if not math.isnan(y)), default=math.nan) for ys in columns]
         others = ", ".join(str(sweep) for sweep in swept.plan.sweeps[:-1])
-        axes.step(xs, envelope, where="post", lw=1.2, label=f"largest over {others}")
+        axes.step(*envelope(xs, largest), where="post", lw=1.2, label=f"largest over {others}")
     else:
         for start, ys in enumerate(lines):
             label = _others_text(swept, start * row) or None
-            axes.step(xs, ys, where="post", lw=1.2, label=label)
+            axes.step(*envelope(xs, ys), where="post", lw=1.2, label=label)
     _mark_maximum(axes, swept, scale, unit)
     if powers:  # a log axis spaces them evenly
         axes.set_xscale("log", base=last.values[1] // last.values[0])

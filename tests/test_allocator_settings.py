@@ -24,7 +24,7 @@ from hipmem.replay.allocator_settings import AllocatorRecommendation, load_workl
 from hipmem.replay.device_presets import find_preset
 from hipmem.replay.engine import ReplayOptions, program_arrays
 from hipmem.replay.errors import ReplayUsageError
-from hipmem.replay.program import build_program
+from hipmem.replay.program import build_program, logged_allocation_sizes
 from hipmem.replay.resources import parse_spec
 from hipmem.replay.torch_allocator import TorchAllocator
 from hipmem.replay.virtual_gpu import VirtualGpu
@@ -232,7 +232,7 @@ def test_max_split_values_are_quantiles_of_the_large_requests_in_whole_mib(name:
     large = [size for action, _, size, _ in events if action == "allocate" and size > 20 * MiB]
     expected = sorted({max(21, -(-_quantile_higher(large, q) // MiB)) for q in (0.25, 0.5, 0.75)})
     program = build_program(hipmem.load_log(SNAPSHOTS / f"{name}.pickle.gz"))
-    sizes = allocator_grid.large_request_sizes([program.size_bytes[program.op == 0]])
+    sizes = allocator_grid.large_request_sizes([logged_allocation_sizes(program)])
     assert list(allocator_grid.split_sizes_mib(sizes)) == expected
     grid = [e.settings for e in allocator_grid.first_round(sizes)]
     assert [s for s in grid if s.startswith("max_split_size_mb:")] == [

@@ -1,4 +1,4 @@
-"""The one rule for plot files, shared by `replay --plot` and `log inspect --plot`.
+"""The one rule for plot files, shared by every `--plot` (and, for the folder, `--html`).
 
 The suffix picks the format (.png or .svg, any letter case); the folder must exist and the
 path must not be a folder. Checked before any work starts, so that a typo costs nothing. The
@@ -31,21 +31,27 @@ def check_plot_path(path: Path) -> None:
     require_matplotlib()
     if path.suffix.lower() not in PLOT_SUFFIXES:
         _refuse(path, "must end in .png or .svg (the suffix picks it)")
+    check_writable(path, "plot")
+
+
+def check_writable(path: Path, parameter: str) -> None:
+    """Refuse (`parameter` named) a file path no file can be written to: a directory,
+    something not a regular file, a missing folder or one where no file can be created."""
     if path.is_dir():
-        _refuse(path, "is a directory")
+        _refuse(path, "is a directory", parameter)
     if path.exists() and not path.is_file():
-        _refuse(path, "is not a regular file")
+        _refuse(path, "is not a regular file", parameter)
     if not path.parent.is_dir():
-        _refuse(path, f"folder '{path.parent}' does not exist")
+        _refuse(path, f"folder '{path.parent}' does not exist", parameter)
     try:
         with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".hipmem-plot-check-"):
             pass
     except OSError as err:
-        _refuse(path, f"cannot write in folder '{path.parent}': {err.strerror or err}")
+        _refuse(path, f"cannot write in folder '{path.parent}': {err.strerror or err}", parameter)
 
 
-def _refuse(path: Path, why: str) -> NoReturn:
-    raise PlotPathError(why, parameter="plot", value=str(path))
+def _refuse(path: Path, why: str, parameter: str = "plot") -> NoReturn:
+    raise PlotPathError(why, parameter=parameter, value=str(path))
 
 
 def byte_unit(peak_bytes: int) -> tuple[int, str]:

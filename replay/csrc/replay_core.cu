@@ -709,6 +709,7 @@ class Replay {
       mark_start();
       run_range_single();
     }
+    if (record_) { flush_window(); }  // the last window, also of a pass that stopped
     return status_.load();
   }
 
@@ -851,18 +852,40 @@ class Replay {
   {
     ++tally.ops_done;
     if (!record_) { return; }
-    bool const sample_now = i == program_.peak_op ||
-                            (program_.sample_every > 0 && i % program_.sample_every == 0);
-    if (sample_now && n_samples_ < out_.sample_capacity) {
-      uint64_t const t0  = ticks();
-      int64_t const now  = stack_.reserved_now();
-      out_.sample_op[n_samples_]             = i;
-      out_.sample_reserved_bytes[n_samples_] = now;
-      out_.sample_live_bytes[n_samples_]     = live_bytes();
-      ++n_samples_;
-      sampled_peak_ = std::max(sampled_peak_, now);
-      sampling_ticks_ += static_cast<int64_t>(ticks() - t0);
+    int64_t const every = program_.sample_every;
+    if (every <= 0) {  // no plot: the peak op alone (the peak of a source with no high mark)
+      if (i == program_.peak_op) {
+        uint64_t const t0 = ticks();
+        window_op_ = i, window_live_ = live_bytes(), window_best_ = stack_.reserved_now();
+        sampled_peak_ = std::max(sampled_peak_, window_best_);
+        flush_window();
+        sampling_ticks_ += static_cast<int64_t>(ticks() - t0);
+      }
+      return;
     }
+    // A plot: every op is looked at, and each window of `every` ops keeps the op where the
+    // reserved bytes were highest, so that no peak falls between samples (as the virtual
+    // GPU's sampler, vcuda/vcuda_replay.cpp, does).
+    uint64_t const t0 = ticks();
+    int64_t const now = stack_.reserved_now();
+    if (now > window_best_) { window_op_ = i, window_live_ = live_bytes(), window_best_ = now; }
+    // The reported peak is read where it always was, at the requested peak, so that a
+    // figure does not change with --plot (it matters for a source with no high mark).
+    if (i == program_.peak_op) { sampled_peak_ = std::max(sampled_peak_, now); }
+    if ((i + 1) % every == 0) { flush_window(); }
+    sampling_ticks_ += static_cast<int64_t>(ticks() - t0);
+  }
+
+  // The window's highest sample, if it has one, goes out; the next window starts empty.
+  void flush_window()
+  {
+    if (window_op_ >= 0 && n_samples_ < out_.sample_capacity) {
+      out_.sample_op[n_samples_]             = window_op_;
+      out_.sample_reserved_bytes[n_samples_] = window_best_;
+      out_.sample_live_bytes[n_samples_]     = window_live_;
+      ++n_samples_;
+    }
+    window_op_ = -1, window_live_ = 0, window_best_ = -1;
   }
 
   void record_failure(int64_t i)
@@ -1102,6 +1125,10 @@ class Replay {
   int64_t sampled_peak_           = -1;
   int64_t held_at_end_bytes_      = 0;
   int64_t sampling_ticks_         = 0;
+  // The window of ops being sampled (after_op): its highest reserved bytes so far.
+  int64_t window_op_   = -1;
+  int64_t window_live_ = 0;
+  int64_t window_best_ = -1;
   std::string error_;
   // Read by every waiting thread, written only when a pass starts or stops.
   alignas(64) std::atomic<int32_t> status_{HM_OK};

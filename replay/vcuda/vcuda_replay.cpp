@@ -22,6 +22,12 @@
 // free -> raw_delete, a refusal (c10::OutOfMemoryError, after the allocator freed its cache and
 // retried) is recorded with its op index and the live bytes, and leftovers are returned.
 //
+// A line `state DEVICE_BYTES LIMIT_BYTES` (replay/explain_state.py) replays the program up to
+// the first allocation the allocator refuses and writes DIR/state.json: the op refused, the
+// allocator's statistics and its segments and blocks at that moment, from c10's own
+// snapshot() (taken after the refusal, when PyTorch has already freed its cache and retried:
+// the state its out-of-memory message describes). Then every block is returned, as below.
+//
 // After a probe every block is returned and the cache emptied (so no device memory is in use,
 // which the stand-in checks before it changes size). hipmem still starts a process per probe
 // (replay/virtual_gpu.py): with expandable segments, a probe after a refused one on a smaller
@@ -271,6 +277,70 @@ std::string probe(Program const& p, std::string const& dir, long long device_byt
   return out.str();
 }
 
+// The allocator's state at the first refusal (the `state` line above), as one JSON object.
+std::string state_at_refusal(Program const& p, std::string const& dir, long long device_bytes,
+                             long long limit_bytes) {
+  if (hipmem_vcuda_configure(static_cast<unsigned long long>(device_bytes), 0) != 0) {
+    throw std::runtime_error("the virtual GPU still holds memory from the last replay");
+  }
+  if (limit_bytes >= 0) {
+    double const fraction = static_cast<double>(limit_bytes) / static_cast<double>(device_bytes);
+    alloc::setMemoryFraction(fraction < 1.0 ? fraction : 1.0, 0);
+  }
+  std::vector<void*> pointers(static_cast<size_t>(p.n_slots), nullptr);
+  int64_t refused_op = -1;
+  for (size_t i = 0; i < p.op.size() && refused_op < 0; ++i) {
+    auto const s = static_cast<size_t>(p.slot[i]);
+    if (p.op[i] == 0) {
+      try {
+        pointers[s] = alloc::raw_alloc_with_stream(static_cast<size_t>(p.size[i]),
+                                                   p.handles[p.stream[i]]);
+      } catch (c10::OutOfMemoryError const&) {
+        refused_op = static_cast<int64_t>(i);
+      }
+    } else if (pointers[s] != nullptr) {
+      alloc::raw_delete(pointers[s]);
+      pointers[s] = nullptr;
+    }
+  }
+  std::ostringstream out;
+  auto const stats = alloc::getDeviceStats(0);
+  auto const aggregate = 0;  // StatType::AGGREGATE
+  out << "{\"refused_op\":" << refused_op
+      << ",\"reserved_bytes\":" << stats.reserved_bytes[aggregate].current
+      << ",\"allocated_bytes\":" << stats.allocated_bytes[aggregate].current
+      << ",\"requested_bytes\":" << stats.requested_bytes[aggregate].current
+      << ",\"inactive_split_bytes\":" << stats.inactive_split_bytes[aggregate].current
+      << ",\"inactive_split_blocks\":" << stats.inactive_split[aggregate].current
+      << ",\"num_alloc_retries\":" << stats.num_alloc_retries << ",\"segments\":[";
+  auto const info = alloc::snapshot();
+  bool first_segment = true;
+  for (auto const& segment : info.segments) {
+    out << (first_segment ? "" : ",") << "{\"address\":" << segment.address
+        << ",\"total_size\":" << segment.total_size
+        << ",\"allocated_size\":" << segment.allocated_size
+        << ",\"requested_size\":" << segment.requested_size
+        << ",\"is_large\":" << (segment.is_large ? "true" : "false")
+        << ",\"is_expandable\":" << (segment.is_expandable ? "true" : "false")
+        << ",\"stream\":" << reinterpret_cast<uintptr_t>(segment.stream) << ",\"blocks\":[";
+    first_segment = false;
+    bool first_block = true;
+    for (auto const& block : segment.blocks) {
+      out << (first_block ? "" : ",") << "[" << block.size << "," << block.requested_size << ","
+          << (block.allocated ? 1 : 0) << "," << (block.active ? 1 : 0) << "]";
+      first_block = false;
+    }
+    out << "]}";
+  }
+  out << "]}";
+  std::ofstream(dir + "/state.json") << out.str();
+  for (auto* ptr : pointers) {
+    if (ptr != nullptr) { alloc::raw_delete(ptr); }
+  }
+  reset_allocator();
+  return "{\"refused_op\":" + std::to_string(refused_op) + "}";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -303,6 +373,13 @@ int main(int argc, char** argv) {
     }
     std::string line;
     while (std::getline(std::cin, line)) {
+      if (line.rfind("state ", 0) == 0) {
+        std::istringstream fields(line.substr(6));
+        long long device_bytes = 0, limit_bytes = -1;
+        if (!(fields >> device_bytes >> limit_bytes)) { break; }
+        std::cout << state_at_refusal(p, dir, device_bytes, limit_bytes) << std::endl;
+        continue;
+      }
       std::istringstream fields(line);
       long long device_bytes = 0, limit_bytes = -1, sample_every = 0;
       int stop = 0, time_calls = 0, repeats = 1;

@@ -1,0 +1,140 @@
+"""What `hipmem explain` (and `check --explain`) prints. Rendering only; the figures come from
+hipmem.replay.explain."""
+
+from __future__ import annotations
+
+from hipmem.cli import output
+from hipmem.cli.allocator_output import bytes_text, device_text, settings_text
+from hipmem.replay.allocator_settings import Candidate
+from hipmem.replay.explain import Explanation
+
+SETTING_COLUMNS = ("reserved peak", "segment allocations", "refused")
+
+
+def render_explanation(found: Explanation) -> None:
+    """The refusal, the allocator's state, whose memory it was, and what avoids it."""
+    cap = "" if found.cap_bytes is None else f", capped at {found.cap_bytes:,} bytes"
+    output.heading(
+        f"{found.snapshot} on {device_text(found.device)}{cap}, PyTorch {found.torch_version}, "
+        f"settings: {settings_text(found.settings)}"
+    )
+    if found.refused is None:
+        served = f" (the {found.recorded_ooms:,} recorded out-of-memory requests included)"
+        output.ok(
+            f"every request was served{served if found.recorded_ooms else ''}: nothing "
+            "to explain under these conditions"
+        )
+        return
+    refused, state = found.refused, found.state
+    recorded = (
+        "; it ran out of memory when recorded too (recorded-failed)"
+        if refused.recorded_failed
+        else "; it was served when recorded"
+    )
+    output.line(
+        f"Refused: {refused.where} asked for {bytes_text(refused.size_bytes)}{recorded}.",
+        style="bold red",
+    )
+    output.line(f"Why: {found.reason}.")
+    if state is not None:
+        table = output.Table(
+            "PyTorch's allocator at the refusal (its snapshot())",
+            ["", "bytes"],
+            right=("bytes",),
+            header=False,
+        )
+        large, small = state.largest_free_bytes(large=True), state.largest_free_bytes(large=False)
+        for label, cell in (
+            ("reserved", bytes_text(state.reserved_bytes)),
+            ("allocated", bytes_text(state.allocated_bytes)),
+            ("reserved but unallocated", bytes_text(state.unallocated_bytes)),
+            (
+                "segments (large / small pool)",
+                f"{state.segment_count(large=True):,} / {state.segment_count(large=False):,}",
+            ),
+            ("largest free block, large pool", bytes_text(large)),
+            ("largest free block, small pool", bytes_text(small)),
+            (
+                "inactive split blocks",
+                f"{state.inactive_split_blocks:,} ({bytes_text(state.inactive_split_bytes)})",
+            ),
+        ):
+            table.add_row(label, cell)
+        output.print_table(table)
+    if found.live is not None:
+        live = found.live
+        table = output.Table(
+            f"Live at the refusal: {live.count:,} allocations, {bytes_text(live.live_bytes)}",
+            ["bytes", "allocations", "made at"],
+            right=("bytes", "allocations"),
+        )
+        for group in live.groups:
+            table.add_row(bytes_text(group.live_bytes), f"{group.count:,}", group.where)
+        output.print_table(table)
+    _render_avoiding(found)
+
+
+def _render_avoiding(found: Explanation) -> None:
+    avoiding = found.avoiding
+    where = f"the same {found.limit_name} ({found.have_bytes:,} bytes)"
+    tried = len(found.candidates)
+    if not avoiding:
+        output.line(
+            f"Nothing in the grid avoids it: none of its {tried} settings serves every "
+            f"request under {where}.",
+            style="bold",
+        )
+    else:
+        table = output.Table(
+            f"What avoids it: settings that served every request, the whole trace replayed "
+            f"under {where}, best first",
+            ["", *SETTING_COLUMNS, "settings"],
+            right=SETTING_COLUMNS,
+        )
+        for candidate in avoiding:
+            table.add_row(*_row(candidate, candidate is found.recommended))
+        output.print_table(table)
+        for candidate in avoiding:
+            why = found.why_not_recommended(candidate)
+            if why:
+                output.note(f"{settings_text(candidate.settings)}: not recommended: {why}")
+        output.note(
+            f"{tried - len(avoiding)} of the {tried} settings of the grid were refused "
+            "a request too (--json lists them)"
+        )
+    _render_needed(found)
+    advice = found.variables
+    if advice is not None and advice.line is not None:
+        for warning in advice.warnings:
+            output.warning(warning)
+        output.line(advice.line)
+        for note in advice.notes:
+            output.note(note)
+
+
+def _render_needed(found: Explanation) -> None:
+    current = f"'{found.settings}'" if found.settings else "PyTorch's defaults"
+    if found.needed_bytes is None:
+        output.note(
+            f"{current}: no {found.limit_name} up to 64 times the reserved peak serves "
+            "every request"
+        )
+        return
+    missing = found.missing_bytes or 0
+    more = f": {missing:,} bytes more" if missing > 0 else ""
+    output.line(
+        f"With {current}, every request is served with a {found.limit_name} of "
+        f"{found.needed_bytes:,} bytes{more} (bisected to 2 MiB; a real GPU also keeps memory "
+        "for its context)."
+    )
+
+
+def _row(candidate: Candidate, recommended: bool) -> list[output.Cell]:
+    mark: output.Cell = output.Styled("*", "bold green") if recommended else ""
+    return [
+        mark,
+        bytes_text(candidate.peak_reserved_bytes),
+        f"{candidate.segment_allocations:,}",
+        f"{candidate.refused_count:,}",
+        settings_text(candidate.settings),
+    ]
