@@ -170,8 +170,8 @@ def test_the_fetched_releases_name_their_packages_and_runtime(
 
 def _hipmem(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "hipmem.cli.main", *args], capture_output=True, text=True, check=False,
-        cwd=REPO, env={**os.environ, "COLUMNS": "200"},
+        [sys.executable, "-m", "hipmem.cli.main", *args], capture_output=True, text=True,
+        check=False, cwd=REPO, env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip
 
 
