@@ -27,11 +27,14 @@ from hipmem.replay.virtual_gpu import VirtualGpu
 SNAPSHOTS = Path(__file__).resolve().parents[1] / "tests" / "data" / "snapshots"
 
 
-def measure(releases: list[str]) -> dict[str, dict[str, dict[str, int | None]]]:
-    """snapshot -> setting -> release -> reserved peak (None: refused allocations)."""
+def measure(
+    releases: list[str], refusals: dict[tuple[str, str, str], int]
+) -> dict[str, dict[str, dict[str, int]]]:
+    """snapshot -> setting -> release -> reserved peak; `refusals` gets each replay's refused
+    allocations."""
     device = find_preset(DEFAULT)
     allocators = {r: torch_allocator.locate(r) for r in releases}
-    figures: dict[str, dict[str, dict[str, int | None]]] = {}
+    figures: dict[str, dict[str, dict[str, int]]] = {}
     for path in sorted(SNAPSHOTS.glob("*.pickle.gz")):
         log = load_log([str(path)])
         program = build_program(log)
@@ -46,7 +49,10 @@ def measure(releases: list[str]) -> dict[str, dict[str, dict[str, int | None]]]:
                                 len(program.streams), entry.settings, device,
                                 allocator) as gpu:  # fmt: skip
                     run = gpu.replay()
-                row[release] = run.peak_reserved_bytes if run.failure_count == 0 else None
+                # The trace's recorded out-of-memory requests are refused again (replay/program.py):
+                # the peak is the allocator's either way; the refusals are kept beside it.
+                row[release] = run.peak_reserved_bytes
+                refusals[(name, entry.settings, release)] = run.failure_count
             cells = " ".join(str(row[r]) for r in releases)
             print(f"{name:28} {entry.settings or '(defaults)':48} {cells}", file=sys.stderr)
     return figures
@@ -59,13 +65,16 @@ def main() -> None:
     args = parser.parse_args()
     names = args.torch.split(",") if args.torch else torch_fetch.fetched_versions()[::-1]
     releases = [torch_allocator.locate(n).version.split("+")[0] for n in names]
-    figures = measure(releases)
+    refusals: dict[tuple[str, str, str], int] = {}
+    figures = measure(releases, refusals)
     if args.json:
-        args.json.write_text(json.dumps({"releases": releases, "figures": figures}, indent=1))
+        refused = [[*key, count] for key, count in refusals.items() if count]
+        args.json.write_text(json.dumps({"releases": releases, "figures": figures,
+                                         "refused": refused}, indent=1))  # fmt: skip
     for snapshot, settings in figures.items():
         for setting, peaks in settings.items():
             if len(set(peaks.values())) > 1:
-                cells = ", ".join(f"{r}: {p:,}" if p else f"{r}: refused" for r, p in peaks.items())
+                cells = ", ".join(f"{r}: {p:,}" for r, p in peaks.items())
                 print(f"{snapshot} | {setting} | {cells}")
 
 

@@ -51,7 +51,8 @@ def test_every_snapshot_replays_under_each_release(
     options = ReplayOptions(backend="virtual", torch_version=allocator.version, device_name="H200")
     report = hipmem.replay(log, spec, options)
     assert report.engine == f"torch {allocator.version}"  # every answer names its release
-    assert report.failure_count == 0
+    # The requests refused on the H200 (the trace's `oom`s) are refused again, no others.
+    assert report.failure_count == stats["num_ooms"]
     if name in COMPLETE:  # the requests are the program's, whatever the release's policy
         assert report.peak_requested_bytes == stats["requested_bytes_peak"]
         if which == "2.11.0":  # the recordings' own release: byte for byte
