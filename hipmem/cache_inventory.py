@@ -24,7 +24,7 @@ from hipmem._core import build_cache
 from hipmem._core.cache_lock import cache_lock
 from hipmem._core.cache_root import cache_dir
 from hipmem._core.errors import UsageError
-from hipmem.replay import torch_fetch
+from hipmem.replay import torch_fetch, torch_release
 from hipmem.sizing import hipblaslt_fetch, rocm_fetch
 
 BUILD_KINDS = ("vcuda", "shim", "replay-core", "code-objects")
@@ -212,7 +212,7 @@ def _named(
     if entry.kind == "hipblaslt":
         return bool(hipblaslt and entry.name in hipblaslt)
     if entry.kind == "torch":
-        return bool(torch and any(entry.name == torch_fetch.find_release(t).version for t in torch))
+        return bool(torch and any(torch_release.matches(entry.name, t) for t in torch))
     return False
 
 

@@ -27,7 +27,7 @@ log_app = typer.Typer(
 EPILOG = """\b
 Examples:
   hipmem log inspect samples/serve-first-2000.csv.gz
-  hipmem log inspect samples/serve-first-2000.csv.gz --plot live.png \
+  hipmem log inspect samples/serve-first-2000.csv.gz --plot live.png \\
       --per-stream
   hipmem log inspect samples/serve-first-2000.csv.gz --html live.html
   hipmem log inspect samples/serve-first-2000.csv.gz --json --strict

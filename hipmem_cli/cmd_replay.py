@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -19,12 +20,13 @@ from hipmem.cli.options import (
     HtmlOption,
     JsonOption,
     PlotOption,
-    TorchVersionOption,
+    TorchVersionsOption,
     VirtualDeviceOption,
     check_plot_option,
 )
+from hipmem.cli.torch_releases import replay_spec, say_recording_release, split_releases
 from hipmem.replay.capacity import CapacityResult, NoCapacityFound, find_capacity
-from hipmem.replay.engine import ReplayOptions, replay
+from hipmem.replay.engine import ReplayOptions
 from hipmem.replay.errors import ReplayUsageError
 from hipmem.replay.events import AllocationLog
 from hipmem.replay.log_loader import load_log
@@ -121,7 +123,7 @@ def replay_command(
     ] = Backend.auto,
     device: VirtualDeviceOption = None,
     device_memory: DeviceMemoryOption = None,
-    torch: TorchVersionOption = None,
+    torch: TorchVersionsOption = None,
     threads: Annotated[
         Threads, typer.Option(help="logged: one replay thread per logged thread; single: one.")
     ] = Threads.logged,
@@ -172,6 +174,7 @@ def replay_command(
     check_plot_option(plot)
     check_html_option(html)
     specs = [parse_spec(text) for text in resource]  # bad specs fail before any work (exit 2)
+    releases = split_releases(torch, capacity)
     options = ReplayOptions(
         backend=backend.value,
         threads=threads.value,
@@ -183,10 +186,13 @@ def replay_command(
         device_memory_bytes=None
         if device_memory is None
         else parse_bytes(device_memory, name="--device-memory"),
-        torch_version=torch,
+        torch_version=releases[0],
     )
     options.check()
-    virtual = check_backends(specs, options, device, device_memory, torch)
+    virtual = check_backends(specs, options, device, device_memory, releases[0])
+    for other in releases[1:]:  # each release's allocator located and built before the log
+        check_backends(specs, dataclasses.replace(options, torch_version=other), device,
+                       device_memory, other)  # fmt: skip
     with output.progress("loading", transfer=True) as bar:
         log = load_log(logs, strict=strict, progress=bar)
     warn_skipped_rows(log)
@@ -205,7 +211,7 @@ def replay_command(
     with output.progress("replaying") as bar:
         for done, spec in enumerate(specs):
             bar(done, len(specs), spec.label)
-            reports.append(replay(log, spec, options, program=program))
+            reports += replay_spec(log, spec, options, program, releases, virtual)
     limits = {s.label: s.limit_bytes or s.option_bytes("maximum") for s in specs}
     if plot:
         write_plot(plot, program, reports, log.sources, limits)
@@ -222,6 +228,7 @@ def replay_command(
             _print_table(reports, recorded)
             _print_notes(program, reports)
             _print_virtual_devices(reports)
+            say_recording_release(torch, virtual)
     if plot:
         output.written("plot", plot)
     if html:

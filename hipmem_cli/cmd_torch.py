@@ -9,7 +9,7 @@ import typer
 
 from hipmem.cli import output
 from hipmem.cli.options import JsonOption
-from hipmem.replay import torch_allocator, torch_fetch
+from hipmem.replay import torch_allocator, torch_fetch, torch_release
 from hipmem.replay.errors import ReplayUsageError
 
 DOCS = "Docs: docs/pytorch-virtual-gpu.md"
@@ -17,15 +17,17 @@ torch_app = typer.Typer(
     help="Get PyTorch's caching allocator for replays on the virtual GPU, and show which is used.",
     epilog=DOCS,
 )
-_VERSIONS = ", ".join(r.version for r in torch_fetch.RELEASES)
 
 FETCH_EPILOG = f"""\b
 Examples:
   hipmem torch fetch
-  hipmem torch fetch --torch 2.11,2.9
+  hipmem torch fetch --torch 2.11,2.14
+  hipmem torch fetch --wheel torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl
 
-Fetches {_VERSIONS} (PyPI's default Linux wheels); keeps libc10.so, libc10_cuda.so and the
-headers (about 10 MB a version) and deletes the wheel.
+Fetches any PyTorch release from {torch_release.OLDEST} on (PyPI's default Linux wheels, found
+by pip with your pip configuration, its constraints included) and the CUDA headers its wheel
+requires; keeps libc10.so, libc10_cuda.so and the headers (about 10 MB a version) and deletes
+the wheel.
 
 Exit codes: 0 ready; 1 the download or a check failed (run it again); 2 usage;
 130 interrupted.
@@ -67,8 +69,8 @@ def fetch(
         Optional[str],  # noqa: UP045 - typer reads the annotation at runtime on Python 3.10
         typer.Option(
             "--torch",
-            help=f"Version(s) to fetch: {_VERSIONS}, or several (2.11,2.9). Default: "
-            f"$HIPMEM_TORCH, else {torch_fetch.NEWEST.version}.",
+            help="Release(s) to fetch: 2.14 (the newest 2.14.x), 2.14.1, or several "
+            "(2.11,2.14). Default: the --wheel's release, else $HIPMEM_TORCH, else the newest.",
             show_default=False,
         ),
     ] = None,
@@ -76,7 +78,7 @@ def fetch(
         Optional[Path],  # noqa: UP045
         typer.Option(
             "--wheel",
-            help="Take the torch wheel from this file instead of downloading it.",
+            help="Take the torch wheel (any release) from this file instead of downloading it.",
             metavar="FILE",
             exists=True,
             dir_okay=False,
@@ -86,18 +88,20 @@ def fetch(
     """Download PyTorch's allocator (libc10_cuda.so) and the CUDA headers into the cache."""
     import os
 
-    text = torch or os.environ.get(torch_allocator.TORCH_ENV) or torch_fetch.NEWEST.version
-    releases = [torch_fetch.find_release(name) for name in text.split(",") if name.strip()]
-    if wheel is not None and len(releases) != 1:
+    text = torch or (None if wheel else os.environ.get(torch_allocator.TORCH_ENV))
+    names: list[str | None] = [n.strip() for n in (text or "").split(",") if n.strip()] or [None]
+    for name in names:  # every name checked before any download
+        if name is not None:
+            torch_release.public_version(name)
+    if wheel is not None and len(names) != 1:
         raise ReplayUsageError("--wheel is one PyTorch: give one --torch version")
-    for release in releases:
-        with output.progress(f"fetching PyTorch {release.version}") as report:
-            found = torch_fetch.fetch(
-                release.version, wheel=wheel, progress=report, notice=output.warning
-            )
-        packages = ", ".join(f"{name} {version}" for name, version in found.packages.items())
-        output.info(f"PyTorch {release.version}'s allocator ready in {found.root}")
-        output.note(f"{packages}; stands in for {release.soname}", err=True)
+    for name in names:
+        with output.progress(f"fetching PyTorch {name or '(the newest)'}") as report:
+            found = torch_fetch.fetch(name, wheel=wheel, progress=report, notice=output.warning)
+        packages = ", ".join(f"{pkg} {version}" for pkg, version in found.packages.items())
+        output.info(f"PyTorch {found.packages.get('torch', found.version)}'s allocator ready in "
+                    f"{found.root}")  # fmt: skip
+        output.note(f"{packages}; stands in for libcudart.so.{found.cuda_major}", err=True)
 
 
 @torch_app.command("where", epilog=WHERE_EPILOG)

@@ -136,8 +136,9 @@ def _answer_again(argv: list[str]) -> int | None:
         return None
     kept = answer_cache.lookup(root, key)
     if kept is not None:
-        sys.stdout.write(kept[0])
-        sys.stderr.write(kept[1])
+        from hipmem.cli import output
+
+        output.replay_answer(kept[0], kept[1])
         return kept[2]
     out, err = answer_cache.Tee(sys.stdout), answer_cache.Tee(sys.stderr)
     sys.stdout, sys.stderr = out, err

@@ -171,8 +171,20 @@ TorchVersionOption = Annotated[
     typer.Option(
         "--torch",
         metavar="VERSION",
-        help="PyTorch whose allocator runs on the virtual GPU (2.11, 2.9). Default: "
+        help="PyTorch whose allocator runs on the virtual GPU (2.14, 2.11.0). Default: "
         "$HIPMEM_TORCH, else the installed CUDA PyTorch, else the newest fetched.",
+        show_default=False,
+    ),
+]
+
+TorchVersionsOption = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option(
+        "--torch",
+        metavar="VERSION[,VERSION]",
+        help="PyTorch whose allocator runs on the virtual GPU (2.14, 2.11.0), or several "
+        "side by side (2.11,2.14). Default: $HIPMEM_TORCH, else the installed CUDA PyTorch, "
+        "else the newest fetched.",
         show_default=False,
     ),
 ]

@@ -272,6 +272,15 @@ def write_exact(text: str) -> None:
     sys.stdout.flush()
 
 
+def replay_answer(stdout_text: str, stderr_text: str) -> None:
+    """A kept answer (hipmem._core.answer_cache) written back byte for byte: it is what this
+    choke point printed when the answer was made, so it is not cleaned or wrapped again."""
+    sys.stdout.write(stdout_text)
+    sys.stderr.write(stderr_text)
+    sys.stdout.flush()
+    sys.stderr.flush()
+
+
 def print_json(payload: Any) -> None:
     """Machine-readable output only: plain JSON on stdout, no colour, no wrapping."""
     sys.stdout.write(json.dumps(payload, indent=2, sort_keys=False) + "\n")

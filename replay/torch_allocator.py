@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from hipmem.replay import torch_fetch
+from hipmem.replay import torch_fetch, torch_release
 from hipmem.replay.errors import ReplayError
 
 TORCH_ENV = "HIPMEM_TORCH"
@@ -86,6 +86,8 @@ def _field(version_py: str, name: str) -> str | None:
 def locate(version: str | None = None) -> TorchAllocator:
     """The allocator the virtual GPU runs, by the search order of this module's docstring."""
     asked = version or os.environ.get(TORCH_ENV) or None
+    if asked:
+        torch_release.check_asked(asked)
     tried: list[str] = []
     installed = installed_torch()
     if installed is not None:
@@ -96,17 +98,17 @@ def locate(version: str | None = None) -> TorchAllocator:
     else:
         tried.append("no PyTorch is installed")
     if asked:
-        release = torch_fetch.find_release(asked)
-        fetched = torch_fetch.load_fetched(release.version)  # damaged: its own error
+        wanted = torch_release.public_version(asked)
+        fetched = torch_fetch.load_fetched(wanted)  # damaged: its own error
         if fetched is not None:
             return _from_fetched(fetched)
         have = torch_fetch.fetched_versions()
-        tried.append(f"PyTorch {release.version} was not fetched" + (
+        tried.append(f"PyTorch {wanted} was not fetched" + (
             f" (fetched: {', '.join(have)})" if have else ""
         ))  # fmt: skip
         raise NoTorchAllocator(
-            f"no allocator of PyTorch {release.version}: {'; '.join(tried)}; run "
-            f"`hipmem torch fetch --torch {release.version}`"
+            f"no allocator of PyTorch {wanted}: {'; '.join(tried)}; run "
+            f"`hipmem torch fetch --torch {wanted}`"
         )
     for name in torch_fetch.fetched_versions():
         fetched = torch_fetch.load_fetched(name)
@@ -126,17 +128,21 @@ def _usable_installed(
     if installed.cuda is None:
         build = "a ROCm build" if installed.hip else "a CPU build"
         return None, f"{name} is {build}, not a CUDA build"
-    if asked and installed.version.split("+")[0] != torch_fetch.find_release(asked).version:
+    if asked and not torch_release.matches(installed.version, asked):
         return None, f"{name} is not the version asked for"
     lib_dir = installed.package / "lib"
     if not (lib_dir / "libc10_cuda.so").is_file():
         return None, f"{name} has no lib/libc10_cuda.so"
-    cuda_major = int(installed.cuda.split(".")[0])
+    try:
+        torch_release.check_supported(installed.version)
+        cuda_major = torch_fetch.cudart_major(lib_dir / "libc10_cuda.so")
+    except ReplayError as err:
+        return None, f"{name}: {err}"
     cuda_headers = _cuda_headers(installed.package, cuda_major)
     if cuda_headers is None:
         return None, (
             f"{name} has no CUDA runtime headers beside it (pip install "
-            f"nvidia-cuda-runtime{'-cu12' if cuda_major == 12 else ''}, or set CUDA_HOME)"
+            f"{_header_wheels(cuda_major)}, or set CUDA_HOME)"
         )
     allocator = TorchAllocator(
         version=installed.version,
@@ -147,6 +153,25 @@ def _usable_installed(
         location=installed.package,
     )
     return allocator, ""
+
+
+def _header_wheels(cuda_major: int) -> str:
+    """The header wheels the installed torch's own metadata pins (through an installed
+    cuda-toolkit's, from 2.11 on), as pip arguments; by name alone when unreadable."""
+    from importlib import metadata
+
+    def installed(spec: str) -> torch_release.Resolved:
+        name = spec.split("=")[0]
+        dist = metadata.distribution(name)
+        return torch_release.Resolved(name, dist.version, tuple(dist.requires or ()))
+
+    try:
+        pinned = torch_release.header_packages(tuple(metadata.requires("torch") or ()), installed)
+        return " ".join(f"'{h.requirement}'" for h in pinned)
+    except (metadata.PackageNotFoundError, ReplayError):
+        if cuda_major == 12:
+            return "nvidia-cuda-runtime-cu12 nvidia-cuda-nvcc-cu12"
+        return f"nvidia-cuda-runtime nvidia-cuda-crt (of CUDA {cuda_major})"
 
 
 def _cuda_headers(package: Path, cuda_major: int) -> tuple[Path, ...] | None:

@@ -3,8 +3,8 @@
 The virtual GPU (replay/virtual_gpu.py) runs PyTorch's own allocator, the code in
 `libc10_cuda.so`, with no GPU. Where no CUDA build of PyTorch is installed, this module brings
 one: pip downloads the torch wheel and the CUDA runtime headers of the CUDA it was built
-against, by name and pinned version from PyPI (pip checks each file against the index's
-SHA256), and only what the replay needs is kept:
+against (pip checks each file against the index's SHA256), and only what the replay needs is
+kept:
 
     <cache>/torch/fetch.lock          held by a running fetch: a second one waits for it
     <cache>/torch/<version>/lib/      libc10.so, libc10_cuda.so (2 MB of the 0.5-0.9 GB wheel)
@@ -12,13 +12,16 @@ SHA256), and only what the replay needs is kept:
     <cache>/torch/<version>/cuda-include/  cuda_runtime_api.h, cuda.h, crt/ ...
     <cache>/torch/<version>/manifest.json  versions, wheels and every kept file's size and SHA256
 
+No release is listed in hipmem: the release asked for (`2.14`, `2.14.1`, none: the newest) is
+resolved on the package index, the CUDA header packages are read from the torch wheel's own
+`Requires-Dist` (replay/torch_release.py), and the CUDA runtime the allocator links
+(`libcudart.so.N`) from `libc10_cuda.so`'s DT_NEEDED. The folder is named by the public
+version (2.14.1); the manifest keeps the wheel's own (2.14.1+cu130).
+
 The members are read out of the wheels with `zipfile` (a wheel is never unpacked whole), into
 a temporary folder renamed into place when complete, so a reader sees a whole version or
 none. The wheels are deleted once their members are kept; a damaged version (a file changed
 since the fetch) is found by its manifest and fetched again.
-
-Each release below names the CUDA its PyPI wheel links (`libcudart.so.N`, from the wheel's
-`Requires-Dist`), and the packages of that CUDA's headers.
 """
 
 from __future__ import annotations
@@ -29,77 +32,36 @@ import json
 import re
 import shutil
 import stat
-import subprocess
 import sys
 import tempfile
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from email.parser import HeaderParser
 from pathlib import Path
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.dynamic import DynamicSection
+from elftools.elf.elffile import ELFFile
+from packaging.version import InvalidVersion, Version
 
 from hipmem._core.atomic_write import write_text_atomically
 from hipmem._core.cache_lock import cache_lock
 from hipmem._core.cache_root import cache_dir
 from hipmem._core.progress import ProgressCallback, no_progress
-from hipmem.replay.errors import ReplayError, ReplayUsageError
+from hipmem.replay import torch_release
+from hipmem.replay.errors import ReplayError
+from hipmem.replay.torch_release import HeaderPackage, TorchFetchError
+
+__all__ = ["FetchedTorch", "TorchFetchError", "TorchNotFetched", "fetch", "load_fetched"]
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = 1
-# pip takes a wheel for any of these (the CUDA header wheels are manylinux2014/2010 builds).
-PLATFORMS = (
-    "manylinux_2_28_x86_64",
-    "manylinux_2_17_x86_64",
-    "manylinux2014_x86_64",
-    "manylinux_2_12_x86_64",
-    "manylinux2010_x86_64",
-)
-
-
-class TorchFetchError(ReplayError):
-    """PyTorch's allocator could not be fetched (the message says why and what to do)."""
 
 
 class TorchNotFetched(ReplayError):
     """No fetched allocator of the version asked for, or the one there is damaged."""
 
-
-@dataclass(frozen=True)
-class TorchRelease:
-    """A PyTorch release whose allocator hipmem can fetch."""
-
-    version: str  # the torch wheel's version on PyPI
-    cuda_major: int  # its libc10_cuda.so imports libcudart.so.<cuda_major>
-    # (package, version, folder inside the wheel whose files become cuda-include/)
-    header_packages: tuple[tuple[str, str, str], ...]
-
-    @property
-    def soname(self) -> str:
-        return f"libcudart.so.{self.cuda_major}"
-
-
-RELEASES = (
-    # torch 2.11.0 requires cuda-toolkit[cudart]==13.0.2, which pins nvidia-cuda-runtime
-    # 13.0.96 and (extra crt) nvidia-cuda-crt 13.0.88.
-    TorchRelease(
-        "2.11.0",
-        13,
-        (
-            ("nvidia-cuda-runtime", "13.0.96", "nvidia/cu13/include/"),
-            ("nvidia-cuda-crt", "13.0.88", "nvidia/cu13/include/"),
-        ),
-    ),
-    # torch 2.9.1 requires nvidia-cuda-runtime-cu12==12.8.90; CUDA 12 ships crt/ (which
-    # cuda_runtime_api.h includes) with nvcc, in nvidia-cuda-nvcc-cu12 12.8.93.
-    TorchRelease(
-        "2.9.1",
-        12,
-        (
-            ("nvidia-cuda-runtime-cu12", "12.8.90", "nvidia/cuda_runtime/include/"),
-            ("nvidia-cuda-nvcc-cu12", "12.8.93", "nvidia/cuda_nvcc/include/crt/"),
-        ),
-    ),
-)
-NEWEST = RELEASES[0]
 
 # Members of the torch wheel kept, by prefix: the two libraries and the headers they need.
 _TORCH_MEMBERS = {
@@ -109,18 +71,6 @@ _TORCH_MEMBERS = {
     "torch/include/torch/headeronly/": "include/",
     "torch/version.py": "",
 }
-
-
-def find_release(text: str) -> TorchRelease:
-    """`2.11`, `2.11.0` or `2.11.0+cu130` -> the release; a usage error names the known ones."""
-    wanted = text.strip().split("+")[0]
-    for release in RELEASES:
-        if release.version == wanted or release.version.startswith(wanted + "."):
-            return release
-    known = ", ".join(r.version for r in RELEASES)
-    raise ReplayUsageError(
-        f"hipmem fetches the allocator of PyTorch {known}", parameter="torch", value=text
-    )
 
 
 @dataclass
@@ -163,23 +113,35 @@ def torch_dir() -> Path:
 def fetched_versions() -> list[str]:
     """Versions with a manifest in the cache, newest first."""
     base = torch_dir()
-    return [r.version for r in RELEASES if (base / r.version / MANIFEST_NAME).is_file()]
+    found = []
+    if base.is_dir():
+        for folder in base.iterdir():
+            with contextlib.suppress(InvalidVersion):
+                if (folder / MANIFEST_NAME).is_file():
+                    found.append((Version(folder.name), folder.name))
+    return [name for _, name in sorted(found, reverse=True)]
+
+
+def fetched_match(asked: str) -> str | None:
+    """The newest fetched version that `asked` (2.14, 2.14.1) names, or None."""
+    return next((v for v in fetched_versions() if torch_release.matches(v, asked)), None)
 
 
 def load_fetched(version: str) -> FetchedTorch | None:
-    """The fetched allocator of `version`, None when there is none; damaged: an error."""
-    release = find_release(version)
-    manifest = torch_dir() / release.version / MANIFEST_NAME
-    if not manifest.is_file():
+    """The newest fetched allocator `version` names, None when there is none; damaged: an
+    error."""
+    name = fetched_match(version)
+    if name is None:
         return None
+    manifest = torch_dir() / name / MANIFEST_NAME
     found = _read_manifest(manifest)
-    repair = f"run `hipmem torch fetch --torch {release.version}` to repair it"
+    repair = f"run `hipmem torch fetch --torch {name}` to repair it"
     if found is None:
-        raise TorchNotFetched(f"the fetched PyTorch {release.version} is damaged; {repair}")
+        raise TorchNotFetched(f"the fetched PyTorch {name} is damaged; {repair}")
     damaged = _damaged_once(found, manifest)
     if damaged:
         raise TorchNotFetched(
-            f"the fetched PyTorch {release.version} is damaged ({damaged[0]} changed since it "
+            f"the fetched PyTorch {name} is damaged ({damaged[0]} changed since it "
             f"was fetched); {repair}"
         )
     return found
@@ -219,58 +181,65 @@ def _read_manifest(path: Path) -> FetchedTorch | None:
 
 
 def fetch(
-    version: str = NEWEST.version,
+    version: str | None = None,
     *,
     wheel: Path | None = None,
     progress: ProgressCallback | None = None,
     notice: Callable[[str], None] | None = None,
 ) -> FetchedTorch:
-    """Fetch one release's allocator (safe to run again: a complete, intact one is only
-    checked, offline; a damaged one is fetched again). `wheel` takes a torch wheel already on
-    disk instead of downloading it. Two fetches on one cache take turns (a lock file)."""
-    release = find_release(version)
+    """Fetch one release's allocator: `version` (2.14, 2.14.1; None: the newest pip may install)
+    or the release of `wheel`, a torch wheel already on disk. Safe to run again: a complete,
+    intact one is only checked (offline when the exact release is named); a damaged one is
+    fetched again. Two fetches on one cache take turns (a lock file)."""
     report = progress or no_progress
-    if wheel is not None:  # a wheel that is not this PyTorch is refused before any download
-        check_torch_wheel(wheel, release)
+    if wheel is not None:  # a wheel that is not a CUDA PyTorch is refused before any download
+        public = torch_release.public_version(check_torch_wheel(wheel, version))
+        torch_release.check_supported(public)
+    elif version is not None and torch_release.is_exact(version) and fetched_match(version):
+        public = torch_release.public_version(version)
+    else:
+        report(0, None, f"finding PyTorch {version or '(the newest)'} on the package index")
+        public = torch_release.public_version(torch_release.resolve_torch(version).version)
     with _fetch_lock(notice or (lambda message: None)):
-        target = torch_dir() / release.version
-        before = _read_manifest(target / MANIFEST_NAME)
+        before = _read_manifest(torch_dir() / public / MANIFEST_NAME)
         if before is not None and wheel is None:
-            report(0, None, f"checking the fetched PyTorch {release.version}")
+            report(0, None, f"checking the fetched PyTorch {public}")
             if not before.damaged_files(hashes=True):
                 return before
-        return _fetch_locked(release, wheel, report)
+        return _fetch_locked(public, wheel, report)
 
 
-def _fetch_locked(
-    release: TorchRelease, wheel: Path | None, report: ProgressCallback
-) -> FetchedTorch:
+def _fetch_locked(public: str, wheel: Path | None, report: ProgressCallback) -> FetchedTorch:
     base = torch_dir()
-    work = Path(tempfile.mkdtemp(dir=base, prefix=f".fetch-{release.version}-"))
+    base.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=base, prefix=f".fetch-{public}-"))
     try:
         downloads = work / "wheels"
         downloads.mkdir()
-        requirements = [f"{name}=={version}" for name, version, _ in release.header_packages]
         if wheel is None:
-            requirements.insert(0, f"torch=={release.version}")
-        report(0, None, f"downloading PyTorch {release.version} and its CUDA headers (pip)")
-        _pip_download(requirements, downloads)
+            report(0, None, f"downloading PyTorch {public} (pip)")
+            _pip_download([f"torch==={public}"], downloads)  # ===: never a +cpu local build
         torch_wheel = wheel or _one(downloads, "torch-")
+        requires_dist = wheel_requires_dist(torch_wheel)
+        headers = torch_release.header_packages(requires_dist)
+        report(0, None, f"downloading the CUDA headers of PyTorch {public} (pip)")
+        _pip_download([h.requirement for h in headers], downloads)
         staged = work / "tree"
         files: dict[str, list[object]] = {}
         report(0, None, "keeping libc10.so, libc10_cuda.so and the headers")
-        torch_version = _extract_torch(torch_wheel, staged, files, release)
+        torch_version = _extract_torch(torch_wheel, staged, files, public)
         packages = {"torch": torch_version}
-        for name, version, folder in release.header_packages:
+        for header in headers:
+            name = header.requirement.split("=")[0]
             header_wheel = _one(downloads, name.replace("-", "_") + "-")
-            _extract_prefix(header_wheel, folder, staged / "cuda-include", staged, files)
-            packages[name] = version
+            packages[name] = header_wheel.name.split("-")[1]
+            _extract_headers(header_wheel, header, staged, files)
         if not (staged / "cuda-include" / "cuda_runtime_api.h").is_file():
             raise TorchFetchError("the CUDA runtime headers were not in the wheels pip fetched")
-        found = FetchedTorch(base / release.version, release.version, release.cuda_major,
-                             packages, files)  # fmt: skip
+        cuda_major = cudart_major(staged / "lib" / "libc10_cuda.so")
+        found = FetchedTorch(base / public, public, cuda_major, packages, files)
         _write_manifest(staged, found)
-        target = base / release.version
+        target = base / public
         if target.is_symlink():  # planted: removed, never followed
             target.unlink()
         elif target.exists():  # damaged, or fetched from another wheel: the new one replaces it
@@ -284,18 +253,9 @@ def _fetch_locked(
 def _pip_download(requirements: list[str], into: Path) -> None:
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
                "--progress-bar", "off", "-d", str(into)]  # fmt: skip
-    for platform in PLATFORMS:
+    for platform in torch_release.PLATFORMS:
         command += ["--platform", platform]
-    try:
-        done = subprocess.run(command + requirements, capture_output=True, text=True, check=False)
-    except OSError as err:
-        raise TorchFetchError(f"pip could not start: {err}") from err
-    if done.returncode != 0:
-        lines = [ln.strip() for ln in done.stderr.splitlines() if ln.strip()]
-        why = next((ln for ln in lines if ln.startswith("ERROR")), lines[-1] if lines else "")
-        if "No module named pip" in done.stderr:
-            why = f"{sys.executable} has no pip (install pip into that environment)"
-        raise TorchFetchError(f"pip download failed: {why[:300]} (run again to retry)")
+    torch_release.run_pip(command + requirements, "pip download")
 
 
 def _one(folder: Path, prefix: str) -> Path:
@@ -305,11 +265,42 @@ def _one(folder: Path, prefix: str) -> Path:
     return found[0]
 
 
-def check_torch_wheel(wheel: Path, release: TorchRelease) -> str:
-    """The wheel's PyTorch version; a wheel that is not PyTorch, not this release, or not a
-    CUDA build is refused with the way out."""
+def cudart_major(libc10_cuda: Path) -> int:
+    """N of the `libcudart.so.N` that libc10_cuda.so names as DT_NEEDED."""
+    try:
+        with libc10_cuda.open("rb") as stream:
+            needed = [
+                str(tag.needed)  # type: ignore[attr-defined]  # pyelftools sets it per tag
+                for section in ELFFile(stream).iter_sections()
+                if isinstance(section, DynamicSection)
+                for tag in section.iter_tags("DT_NEEDED")
+            ]
+    except (OSError, ELFError) as err:
+        raise TorchFetchError(f"{libc10_cuda.name}: not a readable ELF library ({err})") from None
+    for name in needed:
+        found = re.fullmatch(r"libcudart\.so\.(\d+)", name)
+        if found:
+            return int(found.group(1))
+    raise TorchFetchError(
+        f"{libc10_cuda.name} links no libcudart.so.N (it needs {', '.join(needed) or 'nothing'})"
+    )
+
+
+def wheel_requires_dist(wheel: Path) -> tuple[str, ...]:
+    """The Requires-Dist lines of a wheel's own METADATA."""
     with _open_wheel(wheel) as archive:
-        return _check_torch(archive, wheel, release)
+        names = [n for n in archive.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
+        if not names:
+            raise TorchFetchError(f"{wheel}: a wheel without a .dist-info/METADATA")
+        text = archive.read(names[0]).decode(errors="replace")
+    return tuple(HeaderParser().parsestr(text).get_all("Requires-Dist") or [])
+
+
+def check_torch_wheel(wheel: Path, asked: str | None = None) -> str:
+    """The wheel's PyTorch version; a wheel that is not PyTorch, not the release asked for, or
+    not a CUDA build is refused with the way out."""
+    with _open_wheel(wheel) as archive:
+        return _check_torch(archive, wheel, asked)
 
 
 def _open_wheel(wheel: Path) -> zipfile.ZipFile:
@@ -319,15 +310,15 @@ def _open_wheel(wheel: Path) -> zipfile.ZipFile:
         raise TorchFetchError(f"{wheel}: not a wheel (not a zip archive)") from None
 
 
-def _check_torch(archive: zipfile.ZipFile, wheel: Path, release: TorchRelease) -> str:
+def _check_torch(archive: zipfile.ZipFile, wheel: Path, asked: str | None) -> str:
     names = set(archive.namelist())
     if "torch/version.py" not in names:
         raise TorchFetchError(f"{wheel}: not a PyTorch wheel (it has no torch/version.py)")
     version = _version_of(archive.read("torch/version.py").decode(errors="replace"))
-    if version.split("+")[0] != release.version:
+    if asked is not None and not torch_release.matches(version, asked):
         raise TorchFetchError(
-            f"{wheel}: PyTorch {version}, not {release.version}; pass --torch "
-            f"{version.split('+')[0]} if hipmem supports it"
+            f"{wheel}: PyTorch {version}, not {asked}; leave out --torch to take the wheel's "
+            "release"
         )
     if "torch/lib/libc10_cuda.so" not in names:
         raise TorchFetchError(
@@ -337,12 +328,10 @@ def _check_torch(archive: zipfile.ZipFile, wheel: Path, release: TorchRelease) -
     return version
 
 
-def _extract_torch(
-    wheel: Path, staged: Path, files: dict[str, list[object]], release: TorchRelease
-) -> str:
+def _extract_torch(wheel: Path, staged: Path, files: dict[str, list[object]], public: str) -> str:
     """Keep the allocator's members of a torch wheel (checked first); returns its version."""
     with _open_wheel(wheel) as archive:
-        version = _check_torch(archive, wheel, release)
+        version = _check_torch(archive, wheel, public)
         names = set(archive.namelist())
         for name in sorted(names):
             for prefix, folder in _TORCH_MEMBERS.items():
@@ -354,16 +343,18 @@ def _extract_torch(
     return version
 
 
-def _extract_prefix(
-    wheel: Path, prefix: str, into: Path, staged: Path, files: dict[str, list[object]]
+def _extract_headers(
+    wheel: Path, header: HeaderPackage, staged: Path, files: dict[str, list[object]]
 ) -> None:
-    """Keep the members under `prefix`, placed under `into` (the CUDA headers)."""
-    base = prefix.split("/include/")[0] + "/include/"
-    with zipfile.ZipFile(wheel) as archive:
+    """Keep a header wheel's `nvidia/.../include/` files (of `header.only` when set) under
+    cuda-include/."""
+    with _open_wheel(wheel) as archive:
         for name in archive.namelist():
-            if name.startswith(prefix) and not name.endswith("/"):
-                relative = str((into / name.removeprefix(base)).relative_to(staged))
-                _write_member(archive, name, staged, relative, files)
+            if not name.startswith("nvidia/") or "/include/" not in name or name.endswith("/"):
+                continue
+            inside = name.split("/include/", 1)[1]
+            if inside.startswith(header.only):
+                _write_member(archive, name, staged, f"cuda-include/{inside}", files)
 
 
 def _write_member(

@@ -5,7 +5,9 @@ own, started by `hipmem.replay.torch_resource` with the settings in its environm
 
 IN holds the program's arrays and the run's parameters; OUT the results. The replay loop is a
 small C++ extension (replay/csrc/torch_replay.cpp) built on first use against the installed
-PyTorch and cached under hipmem's cache (one build per PyTorch version and source).
+PyTorch and cached under hipmem's cache (one build per PyTorch version and source). PyTorch's
+own `torch.utils.cpp_extension` passes the C++ standard its headers need (C++17 up to 2.13,
+C++20 from 2.14); a failure shows the first real error (replay/vcuda_build.py's reading).
 """
 
 from __future__ import annotations
@@ -40,9 +42,12 @@ def load_extension(torch: Any) -> Any:
             verbose=False,
         )
     except RuntimeError as err:  # the compiler's first error, not ninja's last word
-        lines = str(err).splitlines()
-        first = next((ln for ln in lines if "error" in ln.lower()), lines[-1] if lines else "")
-        raise SystemExit(f"building the PyTorch replay extension failed: {first.strip()}") from None
+        from hipmem.replay.vcuda_build import first_error
+
+        raise SystemExit(
+            f"building the PyTorch replay extension for PyTorch {torch.__version__} failed: "
+            f"{first_error(str(err))}"
+        ) from None
 
 
 def _stream_handles(torch: Any, stream_ids: np.ndarray) -> tuple[list[Any], np.ndarray]:

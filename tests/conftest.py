@@ -125,21 +125,32 @@ def cli_env(**extra: str) -> dict[str, str]:
 # ---- PyTorch's allocator for the virtual GPU ------------------------------------------------
 
 
+# The releases the tests replay with: the oldest hipmem drives, 2.9 (no memory fraction in its
+# settings), 2.11 (the committed snapshots' own) and the newest pip may install (None).
+TORCH_RELEASES = ("2.4", "2.9", "2.11.0", None)
+
+
 @pytest.fixture(scope="session")
 def torch_allocators() -> dict[str, object]:
-    """Every PyTorch release hipmem fetches, fetched on first use (once per test session, the
-    same `hipmem torch fetch` path users take; a check of the cache when it is there)."""
-    from hipmem.replay import torch_allocator, torch_fetch
+    """PyTorch's allocators the tests use, fetched on first use (once per test session, the
+    same `hipmem torch fetch` path users take; a check of the cache when it is there), by
+    public version (2.11.0), plus "oldest" and "newest"."""
+    from hipmem.replay import torch_allocator, torch_fetch, torch_release
 
     found: dict[str, object] = {}
-    for release in torch_fetch.RELEASES:
+    for asked in TORCH_RELEASES:
+        name = None if asked is None else torch_fetch.fetched_match(asked)
         try:
-            fetched = torch_fetch.load_fetched(release.version)
+            fetched = None if name is None else torch_fetch.load_fetched(name)
         except torch_fetch.TorchNotFetched:  # damaged: the fetch repairs it
             fetched = None
-        if fetched is None:
-            torch_fetch.fetch(release.version)
-        found[release.version] = torch_allocator.locate(release.version)
+        if fetched is None:  # the newest is asked of the index each session (pip, seconds)
+            fetched = torch_fetch.fetch(asked)
+        found[fetched.version] = torch_allocator.locate(fetched.version)
+        if asked == f"{torch_release.OLDEST.major}.{torch_release.OLDEST.minor}":
+            found["oldest"] = found[fetched.version]
+        if asked is None:
+            found["newest"] = found[fetched.version]
     return found
 
 

@@ -370,8 +370,8 @@ def _locate_in_subprocess(tmp_path: Path, torch_version: str, **env: str) -> str
 def test_no_fetched_version_is_one_line_with_the_way_out(tmp_path: Path) -> None:
     said = _locate_in_subprocess(tmp_path, "2.9")
     assert said == (
-        "error: no allocator of PyTorch 2.9.1: no PyTorch is installed; PyTorch 2.9.1 was not "
-        "fetched; run `hipmem torch fetch --torch 2.9.1`"
+        "error: no allocator of PyTorch 2.9: no PyTorch is installed; PyTorch 2.9 was not "
+        "fetched; run `hipmem torch fetch --torch 2.9`"
     )
     assert "run `hipmem torch fetch`" in _locate_in_subprocess(tmp_path, "")
 

@@ -109,7 +109,8 @@ def test_find_capacity_table_names_each_cap() -> None:
         (["-r", "torch:backend=cudaMallocAsync", "--backend", "virtual"], 2,
          "Error: the virtual GPU runs PyTorch's native caching allocator"),
         (["-r", "torch", "--torch", "1.13"], 2,
-         "Error: --torch '1.13': hipmem fetches the allocator of PyTorch 2.11.0, 2.9.1"),
+         "Error: --torch '1.13': hipmem drives PyTorch 2.4.0 and newer; the nearest release it "
+         "drives is 2.4.0"),
     ],
 )  # fmt: skip
 def test_bad_requests_are_one_line_before_any_work(args: list[str], code: int, said: str) -> None:
@@ -156,7 +157,7 @@ def test_fetch_as_a_new_user_then_a_damaged_cache_is_named_and_repaired(tmp_path
     cache = str(tmp_path / "cache")
     fetched = _hipmem("torch", "fetch", "--torch", "2.11", HIPMEM_CACHE_DIR=cache)
     assert fetched.returncode == 0, fetched.stderr
-    assert "PyTorch 2.11.0's allocator ready in" in fetched.stderr
+    assert "PyTorch 2.11.0+cu130's allocator ready in" in fetched.stderr
     kept = tmp_path / "cache" / "torch" / "2.11.0"
     assert (kept / "lib" / "libc10_cuda.so").is_file() and not list(kept.rglob("*.whl"))
     assert sum(p.stat().st_size for p in kept.rglob("*") if p.is_file()) < 20 << 20

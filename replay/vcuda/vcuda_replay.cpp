@@ -36,6 +36,13 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
+// The allocator API differs between releases; what a release has is detected here, from its
+// headers, so that one source builds against every release (vcuda_build.py picks the C++
+// standard the headers need).
+#if __has_include(<c10/cuda/PeerToPeerAccess.h>)
+#include <c10/cuda/PeerToPeerAccess.h>  // 2.11 on; 2.14's expandable segments ask it
+#define HIPMEM_HAS_P2P_CACHE 1
+#endif
 
 #include <dlfcn.h>
 
@@ -354,6 +361,11 @@ int main(int argc, char** argv) {
     check_runtime();
     c10::cuda::_internal::setHasPrimaryContext([](c10::DeviceIndex) { return true; });
     alloc::init(1);
+#ifdef HIPMEM_HAS_P2P_CACHE
+    // What PyTorch's CUDA initialisation does (torch.cuda's lazy init): from 2.14 on, mapping
+    // an expandable segment asks the peer-access cache, which must exist.
+    c10::cuda::detail::init_p2p_access_cache(1);
+#endif
     // Logged streams get streams from PyTorch's pool, as torch.cuda.Stream() does on a GPU.
     p.handles.push_back(nullptr);
     for (long long s = 1; s < n_streams; ++s) {

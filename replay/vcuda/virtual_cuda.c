@@ -669,6 +669,9 @@ static const Entry g_driver[] = {
     {"cuMemImportFromShareableHandle", (void*)vcu_NotSupported},
     {"cuMemRetainAllocationHandle", (void*)vcu_NotSupported},
     {"cuMemGetAllocationPropertiesFromHandle", (void*)vcu_NotSupported},
+    /* Required by PyTorch 2.12 on (its driver API table must be complete), never called by
+       a replay: refused if it ever is. */
+    {"cuMemGetAddressRange", (void*)vcu_NotSupported},
     {"cuMemsetD32Async", (void*)vcu_NotSupported},
     {"cuStreamWriteValue32", (void*)vcu_NotSupported},
 };
@@ -685,6 +688,14 @@ static cudaError_t entry_point(const char* symbol, void** function,
      stay null, which PyTorch checks before use. */
   if (status) *status = *function ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
   return cudaSuccess;
+}
+
+/* The driver functions by name, for the stand-in libcuda.so.1 (virtual_libcuda.c) that
+   PyTorch up to 2.7 opens with dlopen instead of asking the runtime. */
+EXPORT void* hipmem_vcuda_driver_function(const char* symbol) {
+  void* function = NULL;
+  entry_point(symbol, &function, NULL);
+  return function;
 }
 
 EXPORT cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** function,

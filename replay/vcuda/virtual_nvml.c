@@ -12,9 +12,10 @@
  * libnvidia-ml.so.1, and PyTorch's dlopen of that name returns it instead of the real one. It
  * knows one device with no processes: the message then reads as on a machine without NVML.
  * It exports what c10's DriverAPI looks up (C10_NVML_DRIVER_API in c10/cuda/driver_api.h,
- * PyTorch 2.9-2.11); anything beyond answering that one question says "not supported".
+ * PyTorch 2.4-2.14); anything beyond answering that one question says "not supported".
  */
 #include <stddef.h>
+#include <string.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -65,7 +66,16 @@ EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, uns
   return NVML_ERROR_NOT_SUPPORTED;
 }
 
+/* PyTorch 2.13 asserts success here when it maps an expandable segment (to pick the handle
+   type): the answer of a GPU outside any NVLink fabric. The struct (nvmlGpuFabricInfoV_t)
+   starts with its version word, whose low 24 bits are its size; all after it zero means
+   status NVML_SUCCESS and state NVML_GPU_FABRIC_STATE_NOT_SUPPORTED. */
 EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, void* info) {
-  (void)device, (void)info;
-  return NVML_ERROR_NOT_SUPPORTED;
+  if (device != &g_device || info == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+  unsigned int version;
+  memcpy(&version, info, sizeof version);
+  size_t const size = version & 0xFFFFFFu;
+  if (size <= sizeof version || size > 4096) return NVML_ERROR_INVALID_ARGUMENT;
+  memset((char*)info + sizeof version, 0, size - sizeof version);
+  return NVML_SUCCESS;
 }
