@@ -24,6 +24,8 @@ def render_explanation(found: Explanation) -> None:
             f"every request was served{served if found.recorded_ooms else ''}: nothing "
             "to explain under these conditions"
         )
+        if found.recorded_oom_not_reproduced:
+            output.warning(_not_reproduced(found))
         return
     refused, state = found.refused, found.state
     recorded = (
@@ -138,3 +140,18 @@ def _row(candidate: Candidate, recommended: bool) -> list[output.Cell]:
         f"{candidate.refused_count:,}",
         settings_text(candidate.settings),
     ]
+
+
+def _not_reproduced(found: Explanation) -> str:
+    """Why a recorded out-of-memory error may not come back in the replay."""
+    why = (
+        f"{found.pre_recording_allocations:,} allocation(s) were made before the trace's "
+        "first entry (recording started mid-run, or max_entries dropped the oldest "
+        "entries), so the allocator's state then is not known"
+        if found.pre_recording_allocations
+        else "check that the device memory and cap are the recorded ones"
+    )
+    return (
+        f"the recording ran out of memory {found.recorded_ooms:,} time(s) and this replay "
+        f"refused nothing: it does not reproduce the recording; {why}"
+    )

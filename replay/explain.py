@@ -90,6 +90,15 @@ class Explanation:
     needed_bytes: int | None = None  # device memory (or cap) the current settings need
     variables: VariableAdvice | None = None
     torch_build: str = "rocm"  # the user's PyTorch build the advice is for
+    # Allocations made before the trace's first entry (freed in it, or live at the dump with
+    # no `alloc`): the recording started mid-run or max_entries dropped the oldest entries,
+    # so the allocator's state then is not known and a replay may serve what it refused.
+    pre_recording_allocations: int = 0
+
+    @property
+    def recorded_oom_not_reproduced(self) -> bool:
+        """The recording ran out of memory, and this replay refused nothing."""
+        return self.refused is None and self.recorded_ooms > 0
 
     def why_not_recommended(self, candidate: Candidate) -> str | None:
         """Why a setting that avoided the refusal is still not recommended, or None."""
@@ -135,6 +144,8 @@ class Explanation:
             "torch": self.torch_version,
             "allocator": self.allocator_source,
             "recorded_ooms": self.recorded_ooms,
+            "recorded_oom_not_reproduced": self.recorded_oom_not_reproduced,
+            "pre_recording_allocations": self.pre_recording_allocations,
             "refused": None if self.refused is None else self.refused.as_dict(),
             "state": None if self.state is None else self.state.as_dict(),
             "reason": self.reason,
@@ -221,6 +232,9 @@ def explain(
         reason=None,
         live=None,
         torch_build=torch_build,
+        pre_recording_allocations=sum(
+            r.pre_recording_allocations for w in workloads for r in w.log.recordings
+        ),
     )
     if found is None:
         return result

@@ -134,6 +134,32 @@ def test_nothing_refused_is_said_plainly() -> None:
     found = explain(SNAPSHOTS / "oom.pickle.gz", device=H200, jobs=2)
     assert found.refused is None and found.recorded_ooms == 2
     assert found.as_dict()["refused"] is None
+    # Uncapped, the recorded refusals do not come back: said, never taken for an answer.
+    assert found.recorded_oom_not_reproduced and found.pre_recording_allocations == 0
+    assert found.as_dict()["recorded_oom_not_reproduced"] is True
+
+
+def test_a_trace_that_starts_mid_run_says_why_its_oom_may_not_come_back(tmp_path: Path) -> None:
+    """The H200's capped inference job (max_entries=4000) ran out of memory once, and its
+    replay under the same cap served everything: the ring buffer had dropped allocations
+    whose frees it kept. A trace cut the same way says so."""
+    import gzip
+    import pickle
+
+    with gzip.open(SNAPSHOTS / "oom.pickle.gz", "rb") as stream:
+        snapshot = pickle.load(stream)  # the test's own committed file, trusted
+    trace = snapshot["device_traces"][0]
+    first_alloc = next(i for i, e in enumerate(trace) if e["action"] == "alloc")
+    del trace[first_alloc]  # dropped, as a ring buffer drops its oldest entries; its free kept
+    cut = tmp_path / "cut.pickle"
+    cut.write_bytes(pickle.dumps(snapshot))
+    found = explain(cut, device=H200, jobs=2)
+    assert found.refused is None and found.recorded_ooms == 2
+    assert found.pre_recording_allocations >= 1
+    shown = _hipmem("explain", str(cut), "--device", H200)
+    assert shown.returncode == 0, shown.stderr
+    assert "does not reproduce the recording" in shown.stderr
+    assert "before the trace's first entry" in shown.stderr and "max_entries" in shown.stderr
 
 
 def _hipmem(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
