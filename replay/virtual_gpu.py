@@ -17,6 +17,7 @@ PyTorch (a setting it refuses) is one error line here, and Ctrl-C ends it with t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -262,9 +263,12 @@ class VirtualGpu:
         try:
             process.stdin.write(line)
             process.stdin.flush()
+        except OSError:  # it ended before reading (PyTorch refused its settings at start):
+            pass  # what it said is still on its stdout
+        try:
             answer = process.stdout.readline()
             self._note_rss(process)
-        except (BrokenPipeError, OSError):
+        except OSError:
             answer = ""
         if not answer:
             process.wait()
@@ -304,7 +308,8 @@ class VirtualGpu:
         process, self._process = self._process, None
         if process is not None:
             if process.stdin is not None:
-                process.stdin.close()
+                with contextlib.suppress(OSError):  # a line it never read: a broken pipe
+                    process.stdin.close()
             try:
                 process.wait(timeout=5)
             except subprocess.TimeoutExpired:
