@@ -55,6 +55,9 @@ JOBS: dict[str, tuple[str, float]] = {
     "multistream-oom": ("", recorder.FRACTIONS["multistream-oom"]),
     "train-capped": ("", 570_000_000 / H200_BYTES),
     "infer-capped": ("", 121_600_000 / H200_BYTES),
+    # The same inference recorded from before its weights with no ring buffer: infer-capped's
+    # trace starts mid-run (max_entries=4000), and its replay served what the GPU refused.
+    "infer-full-capped": ("", 121_600_000 / H200_BYTES),
     "multistream-capped": ("expandable_segments:True", 145_000_000 / H200_BYTES),
     "multistream-oom-expandable": ("expandable_segments:True", 830_000_000 / H200_BYTES),
 }
@@ -63,6 +66,7 @@ _WORK = {
     "multistream-oom": "multistream-oom",
     "train-capped": "train-default",
     "infer-capped": "infer-default",
+    "infer-full-capped": "infer-full",
     "multistream-capped": "multistream",
     "multistream-oom-expandable": "multistream-oom",
 }

@@ -29,6 +29,8 @@ SCENARIOS: dict[str, tuple[str, dict[str, Any]]] = {
     "train-late": ("", {"context": None}),
     # Inference with a ring buffer smaller than the run: max_entries is reached.
     "infer-default": ("", {"context": None, "max_entries": 4000}),
+    # The same inference recorded whole: from before the weights, no ring buffer.
+    "infer-full": ("", {"context": None}),
     # Three streams working at once.
     "multistream": ("", {"context": None}),
     # Allocation past a memory cap: the trace holds `oom` events.
@@ -64,12 +66,15 @@ def _train(torch: Any, steps: int = 24, *, late: bool = False) -> None:
         optimizer.step()
 
 
-def _infer(torch: Any) -> None:
+def _infer(torch: Any, *, full: bool = False) -> None:
+    if full:
+        torch.cuda.memory._record_memory_history(**_RECORD)
     layers = torch.nn.Sequential(
         *[torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(),
                               torch.nn.Linear(4096, 1024)) for _ in range(4)]
     ).cuda().half()  # fmt: skip
-    torch.cuda.memory._record_memory_history(**_RECORD)
+    if not full:
+        torch.cuda.memory._record_memory_history(**_RECORD)  # after the weights exist
     generator = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for _ in range(200):
@@ -136,6 +141,7 @@ _WORK = {
     "train-expandable": _train,
     "train-late": lambda torch: _train(torch, late=True),
     "infer-default": _infer,
+    "infer-full": lambda torch: _infer(torch, full=True),
     "multistream": _multistream,
     "oom": _oom,
     "multistream-oom": _multistream_oom,
