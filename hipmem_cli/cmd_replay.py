@@ -20,13 +20,14 @@ from hipmem.cli.options import (
     HtmlOption,
     JsonOption,
     PlotOption,
+    RmmVersionsOption,
     TorchVersionsOption,
     VirtualDeviceOption,
     check_plot_option,
 )
 from hipmem.cli.torch_releases import replay_spec, say_recording_release, split_releases
 from hipmem.replay.capacity import CapacityResult, NoCapacityFound, find_capacity
-from hipmem.replay.engine import ReplayOptions
+from hipmem.replay.engine import ReplayOptions, replay
 from hipmem.replay.errors import ReplayUsageError
 from hipmem.replay.events import AllocationLog
 from hipmem.replay.log_loader import load_log
@@ -51,8 +52,10 @@ any takes limit=BYTES):
 
 \b
 With no GPU, torch resources replay PyTorch's own allocator on a virtual GPU
-(--backend virtual; `hipmem torch fetch` gets the allocator once):
+(--backend virtual; `hipmem torch fetch` gets the allocator once), and pool, arena,
+binning, fixed and cuda replay RMM's own code there (`hipmem rmm fetch` gets it once):
   hipmem replay run.pickle -r torch:settings=recorded --device MI300X
+  hipmem replay serve.csv.gz -r pool -r arena --device MI300X --rmm 24.12,25.4
   hipmem replay run.pickle -r torch:settings=recorded \\
       -r torch:expandable_segments=1 --device MI300X --find-capacity
 
@@ -124,6 +127,7 @@ def replay_command(
     device: VirtualDeviceOption = None,
     device_memory: DeviceMemoryOption = None,
     torch: TorchVersionsOption = None,
+    rmm: RmmVersionsOption = None,
     threads: Annotated[
         Threads, typer.Option(help="logged: one replay thread per logged thread; single: one.")
     ] = Threads.logged,
@@ -175,6 +179,10 @@ def replay_command(
     check_html_option(html)
     specs = [parse_spec(text) for text in resource]  # bad specs fail before any work (exit 2)
     releases = split_releases(torch, capacity)
+    rmm_releases: list[str | None] = [n.strip() for n in (rmm or "").split(",") if n.strip()]
+    if len(rmm_releases) > 1 and capacity:
+        raise ReplayUsageError("--find-capacity searches with one RMM release: give one --rmm")
+    rmm_releases = rmm_releases or [None]
     options = ReplayOptions(
         backend=backend.value,
         threads=threads.value,
@@ -187,9 +195,10 @@ def replay_command(
         if device_memory is None
         else parse_bytes(device_memory, name="--device-memory"),
         torch_version=releases[0],
+        rmm_version=rmm_releases[0],
     )
     options.check()
-    virtual = check_backends(specs, options, device, device_memory, releases[0])
+    virtual = check_backends(specs, options, device, device_memory, releases[0], rmm_releases)
     for other in releases[1:]:  # each release's allocator located and built before the log
         check_backends(specs, dataclasses.replace(options, torch_version=other), device,
                        device_memory, other)  # fmt: skip
@@ -211,7 +220,10 @@ def replay_command(
     with output.progress("replaying") as bar:
         for done, spec in enumerate(specs):
             bar(done, len(specs), spec.label)
-            reports += replay_spec(log, spec, options, program, releases, virtual)
+            if len(rmm_releases) > 1 and spec.kind != "torch":
+                reports += _rmm_side_by_side(log, spec, options, program, rmm_releases)
+            else:
+                reports += replay_spec(log, spec, options, program, releases, virtual)
     limits = {s.label: s.limit_bytes or s.option_bytes("maximum") for s in specs}
     if plot:
         write_plot(plot, program, reports, log.sources, limits)
@@ -235,6 +247,22 @@ def replay_command(
         _write_page(html, log, program, reports, limits, printed)
     if any(r.failure_count for r in reports):
         raise typer.Exit(1)
+
+
+def _rmm_side_by_side(
+    log: AllocationLog,
+    spec: ResourceSpec,
+    options: ReplayOptions,
+    program: ReplayProgram,
+    releases: list[str | None],
+) -> list[ReplayReport]:
+    """`--rmm 24.12,25.4`: one report per RMM release, each named by it."""
+    reports = []
+    for release in releases:
+        chosen = dataclasses.replace(options, rmm_version=release)
+        report = replay(log, spec, chosen, program=program)
+        reports.append(dataclasses.replace(report, resource=f"{spec.label} ({report.engine})"))
+    return reports
 
 
 _HTML_SAMPLES = 10_000  # reserved-bytes samples of a replay drawn on a page (zoomable)

@@ -452,6 +452,9 @@ def _replay_virtual_rmm(
                                       run.failure_reserved_bytes, strict=False)
     ]  # fmt: skip
     stopped = options.on_failure == "stop" and run.failure_count > 0
+    outcome = "stopped at first failure" if stopped else "completed"
+    if run.setup_refused is not None:  # a size option too small for the resource itself
+        outcome = "not made: RMM refused memory while making the resource"
     latency = run.latency_ns if run.latency_ns is not None else np.full(program.op_count, -1)
     report = _report(
         spec,
@@ -466,7 +469,7 @@ def _replay_virtual_rmm(
         reserved_source=RESERVED_FROM_STANDIN,
         failures=failures,
         failure_count=run.failure_count,
-        outcome="stopped at first failure" if stopped else "completed",
+        outcome=outcome,
         returned=run.held_at_end_bytes,
         unreturned=0,  # the driver checks the stand-in got every byte back
         samples=run.samples,

@@ -109,6 +109,7 @@ class RmmProbe:
     failure_reserved_bytes: np.ndarray
     latency_ns: np.ndarray | None
     samples: ReservedSamples | None = None
+    setup_refused: str | None = None  # RMM refused memory while making the resource
 
     @property
     def replayed(self) -> bool:
@@ -152,6 +153,10 @@ class VirtualRmm:
         line = (f"{size} {limit} {int(stop_on_failure)} {int(time_calls)} {repeats} "
                 f"{max(sample_every, 0)}\n")  # fmt: skip
         answer = self._ask(line, device, size)
+        if "setup_refused" in answer:  # made with no op run: one refusal, the making
+            empty = np.zeros(0, dtype=np.int64)
+            return RmmProbe(size, 0, 0, 1, 0, 0, 0, int(answer["device_refusals"]), empty, empty,
+                            empty, None, None, str(answer["setup_refused"]))  # fmt: skip
         latency = None
         if time_calls:
             latency = np.fromfile(self._folder / "latency.bin", dtype=np.int64)
@@ -191,12 +196,6 @@ class VirtualRmm:
             raise VirtualRmmFailed(f"{who}: the replay process ended (exit {done.returncode}): "
                                    f"{said}")  # fmt: skip
         data: dict[str, Any] = json.loads(first)
-        if "setup_error" in data:
-            raise VirtualRmmFailed(
-                f"{who} could not be made on a virtual {device.name} of {size:,} bytes "
-                f"({data['setup_error']}); give a larger --device or --device-memory, or a "
-                "smaller size option"
-            )
         if "error" in data:
             raise VirtualRmmFailed(f"{who} stopped: {data['error']}")
         return data

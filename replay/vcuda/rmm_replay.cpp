@@ -22,7 +22,7 @@
 // free lists per stream); the calls run on one thread in the log's order (no resource here
 // keys anything by thread on non-default streams, and arena's per-thread arenas serve only
 // the per-thread default stream, which no log names). A resource that cannot be made (an
-// arena or a pool's initial size past the device) answers {"setup_error": "..."}.
+// arena or a pool's initial size past the device) answers {"setup_refused": "..."}.
 #include <rmm/cuda_stream_view.hpp>
 #include <rmm/error.hpp>
 #include <rmm/mr/device/arena_memory_resource.hpp>
@@ -296,8 +296,18 @@ std::string probe(Program const& p, Config const& config, std::string const& dir
     try {
       stack = std::make_unique<Stack>(config, limit_bytes);
     } catch (std::exception const& err) {  // made before any op: refused at its making
-      return "{\"setup_error\":\"" + json_text(err.what()) + "\",\"free_bytes\":" +
-             std::to_string(free_bytes) + "}";
+      // Refused memory (a pool's maximum below what binning's bins preallocate, an arena past
+      // the device) is an answer; anything else an error.
+      long long device_refusals = -1;
+      if (auto state_of = standin<StateFn>("hipmem_vcuda_state")) {
+        VcudaState state{};
+        state_of(&state);
+        device_refusals = static_cast<long long>(state.refusals);
+      }
+      return std::string("{\"") + (is_refusal(err) ? "setup_refused" : "error") + "\":\"" +
+             json_text(err.what()) + "\",\"device_refusals\":" +
+             std::to_string(device_refusals) + ",\"free_bytes\":" + std::to_string(free_bytes) +
+             "}";
     }
     for (int r = 0; r < repeats; ++r) {
       last = run_pass(p, *stack, stop_on_failure, time_calls && r == 0 ? latency.data() : nullptr,
