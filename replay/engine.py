@@ -473,6 +473,7 @@ def _replay_virtual_rmm(
         returned=run.held_at_end_bytes,
         unreturned=0,  # the driver checks the stand-in got every byte back
         samples=run.samples,
+        passes=_Passes(wall_ns=(run.wall_ns,), upstream_calls=(run.upstream_calls,)),
     )
     report.device = device_text(rmm, device)
     report.allocator_source = rmm.describe()

@@ -38,7 +38,7 @@ from hipmem._core.build_cache import built_folder, folder_damage
 from hipmem._core.cache_root import cache_dir
 from hipmem._core.progress import ProgressCallback, no_progress
 from hipmem.replay import torch_release
-from hipmem.replay.errors import ReplayError
+from hipmem.replay.errors import ReplayError, ReplayUsageError
 
 __all__ = ["DEFAULT_RMM", "FetchedRmm", "RmmNotFetched", "fetch", "fetched_versions", "locate"]
 
@@ -103,19 +103,25 @@ def matches(version: str, asked: str) -> bool:
 
 
 def check_supported(asked: str) -> None:
-    """A release the virtual GPU cannot build is refused before any download."""
+    """A release the virtual GPU cannot build is refused before any download (usage, exit 2)."""
     try:
         version = Version(asked)
     except InvalidVersion:
-        raise RmmNotFetched(f"--rmm {asked!r}: not a release number (for example 25.4)") from None
+        raise ReplayUsageError(
+            "not a release number (for example 25.4)", parameter="rmm", value=asked
+        ) from None
     if version > NEWEST:
-        raise RmmNotFetched(
-            f"RMM {asked}: from 25.6 on, librmm-cu12 compiles its helpers into librmm.so with "
-            "the CUDA runtime linked statically, which hipmem's virtual GPU cannot stand in "
-            "for; use --rmm 25.4 or 24.12 (the newest header-only releases on PyPI)"
+        raise ReplayUsageError(
+            "from 25.6 on, librmm-cu12 compiles its helpers into librmm.so with the CUDA "
+            "runtime linked statically, which hipmem's virtual GPU cannot stand in for; use "
+            "--rmm 25.4 or 24.12 (the newest header-only releases on PyPI)",
+            parameter="rmm",
+            value=asked,
         )
     if version < OLDEST:
-        raise RmmNotFetched(f"RMM {asked}: hipmem builds librmm-cu12 24.12 to 25.4; use one")
+        raise ReplayUsageError(
+            "hipmem builds librmm-cu12 24.12 to 25.4; use one", parameter="rmm", value=asked
+        )
 
 
 def locate(asked: str | None = None) -> FetchedRmm:

@@ -105,7 +105,7 @@ class Upstream final : public device_memory_resource {
     void* ptr = cuda_.allocate(bytes, stream);
     current_bytes += static_cast<int64_t>(bytes);
     peak_bytes = current_bytes > peak_bytes ? current_bytes : peak_bytes;
-    ++calls;
+    if (bytes != 0) ++calls;  // cudaMalloc(0) takes nothing: a null pointer, as on a GPU
     return ptr;
   }
   void do_deallocate(void* ptr, std::size_t bytes, rmm::cuda_stream_view stream) override {
