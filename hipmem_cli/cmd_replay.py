@@ -26,6 +26,8 @@ from hipmem.cli.options import (
     check_plot_option,
 )
 from hipmem.cli.torch_releases import replay_spec, say_recording_release, split_releases
+from hipmem.replay import rmm_fetch
+from hipmem.replay.backends import resolve_backend
 from hipmem.replay.capacity import CapacityResult, NoCapacityFound, find_capacity
 from hipmem.replay.engine import ReplayOptions, replay
 from hipmem.replay.errors import ReplayUsageError
@@ -35,6 +37,8 @@ from hipmem.replay.plot import write_plot
 from hipmem.replay.program import ReplayProgram, build_program
 from hipmem.replay.report import LatencyStats, RecordedFigures, ReplayReport, recorded_figures
 from hipmem.replay.resources import STREAM_ORDERED_KINDS, ResourceSpec, parse_spec
+from hipmem.replay.virtual_capacity import Fit, fits
+from hipmem.replay.virtual_rmm import device_text
 
 EPILOG = """\b
 Resource specs (--resource, repeatable;
@@ -320,16 +324,37 @@ def _find_capacities(
                 results.append(err)
                 continue
             results.append(found)
+    on_virtual = [s for s in specs if resolve_backend(options.backend, s, options.device).name
+                  == "virtual"]  # fmt: skip
+    rmm_fits: dict[str, list[Fit]] = {}
+    with output.progress("fits on every virtual GPU") as bar:
+        for done, spec in enumerate(on_virtual):  # RMM's resources on each preset
+            bar(done, len(on_virtual), spec.label)
+            rmm_fits[spec.label] = fits(log, spec, options, program=program)
     if json_out:
         output.print_json(
             {
                 "skipped_rows": skipped_rows_json(log),
-                "capacities": [_capacity_json(s, r) for s, r in zip(specs, results, strict=True)],
+                "capacities": [
+                    {
+                        **_capacity_json(s, r),
+                        **(
+                            {"fits": [f.as_dict() for f in rmm_fits[s.label]]}
+                            if s.label in rmm_fits
+                            else {}
+                        ),
+                    }
+                    for s, r in zip(specs, results, strict=True)
+                ],
                 **({"virtual_gpu": [e.as_dict() for e in found_virtual]} if found_virtual else {}),
             }
         )
     else:
         _print_capacities(program, specs, results, options, confirm_runs)
+        if rmm_fits:
+            virtual_capacity_output.render_fits(list(rmm_fits.items()))
+            rmm = rmm_fetch.locate(options.rmm_version)
+            output.line(f"{', '.join(rmm_fits)}: {device_text(rmm, options.virtual_device())}.")
         if found_virtual:
             virtual_capacity_output.render(found_virtual, options, program)
     every = all(isinstance(r, CapacityResult) for r in results)

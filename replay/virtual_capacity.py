@@ -33,7 +33,7 @@ from hipmem.replay.device_presets import PRESETS, DevicePreset
 from hipmem.replay.engine import ReplayOptions, program_arrays
 from hipmem.replay.errors import ReplayError, ReplayUsageError
 from hipmem.replay.events import AllocationLog
-from hipmem.replay.program import ReplayProgram, build_program
+from hipmem.replay.program import OP_ALLOCATE, ReplayProgram, build_program
 from hipmem.replay.resources import ResourceSpec
 from hipmem.replay.virtual_gpu import ProbeResult, VirtualGpu
 
@@ -225,13 +225,45 @@ def fits(
     devices: list[DevicePreset] | None = None,
     program: ReplayProgram | None = None,
 ) -> list[Fit]:
-    """For each device (every preset by default): does the log replay there, with what room."""
+    """For each device (every preset by default): does the log replay there, with what room.
+    PyTorch's allocator, or RMM's resource (replay/virtual_rmm.py) on the virtual GPU."""
     program = program if program is not None else build_program(log)
-    session = _Session(log, spec, options or ReplayOptions(backend="virtual"), program)
     chosen = devices if devices is not None else list(PRESETS.values())
+    if spec.kind != "torch":
+        return _rmm_fits(log, spec, options or ReplayOptions(backend="virtual"), chosen, program)
+    session = _Session(log, spec, options or ReplayOptions(backend="virtual"), program)
     found: list[Fit] = []
     with session.start() as gpu:
         for device in chosen:
             run = gpu.replay(device=device, limit_bytes=session.spec.limit_bytes)
             found.append(Fit(device, run.replayed, run.peak_reserved_bytes, run.failure_count))
+    return found
+
+
+def _rmm_fits(
+    log: AllocationLog,
+    spec: ResourceSpec,
+    options: ReplayOptions,
+    devices: list[DevicePreset],
+    program: ReplayProgram,
+) -> list[Fit]:
+    """RMM's resource on each device: a device too small for the log's first allocation does
+    not fit, with every allocation refused."""
+    from dataclasses import replace
+
+    from hipmem.replay.engine import replay
+
+    found: list[Fit] = []
+    quick = replace(options, backend="virtual", time_calls=False, repeats=1, plot_samples=0,
+                    device_memory_bytes=None)  # fmt: skip
+    for device in devices:
+        try:
+            report = replay(log, spec, replace(quick, device_name=device.name), program=program)
+        except ReplayError as err:
+            if "too small" not in str(err):
+                raise
+            found.append(Fit(device, False, 0, int((program.op == OP_ALLOCATE).sum())))
+            continue
+        refused = report.failure_count
+        found.append(Fit(device, refused == 0, report.peak_reserved_bytes or 0, refused))
     return found
