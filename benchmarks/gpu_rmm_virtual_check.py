@@ -26,7 +26,8 @@ the repository root goes on sys.path), with the device tool's carry ["build/rmm-
 Logs: tests/data/real/*.csv.gz, samples/serve-first-2000.csv.gz and shared/logs/*.csv.gz
 (the repository's shared/, or ../shared, or ../../shared) when present; or --logs FILE ...
 `--dry-run` runs only the virtual side (no GPU needed), to check the script and the carried
-folder. It takes about a minute with --capacity (2 releases x 6 resources x 7 logs).
+folder. With --capacity each GPU probe makes a CUDA context (a few tenths of a second):
+split the logs over several runs (--logs) if one nears the device tool's 10 minutes.
 """
 
 from __future__ import annotations
