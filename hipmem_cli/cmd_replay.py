@@ -401,7 +401,10 @@ def _print_capacities(
         if isinstance(r, NoCapacityFound):
             output.error(str(r))
     several = len(program.streams) > 1 or (options.threads == "logged" and len(program.threads) > 1)
-    if several and any(spec.kind in STREAM_ORDERED_KINDS for spec in specs):
+    # (the virtual GPU replays on one thread in the log's order: the same every time)
+    on_gpu = [s for s in specs if resolve_backend(options.backend, s, options.device).name
+              != "virtual"]  # fmt: skip
+    if several and any(spec.kind in STREAM_ORDERED_KINDS for spec in on_gpu):
         output.line(
             "This log has several streams or threads: stream-ordered pools (RMM's pools, "
             "async) pick free blocks across streams in an order that can change from run to "
