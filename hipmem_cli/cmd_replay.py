@@ -361,9 +361,11 @@ def _find_capacities(
     return every and all(entry.found for entry in found_virtual)
 
 
-def _capacity_json(spec: ResourceSpec, result: CapacityResult | NoCapacityFound) -> object:
+def _capacity_json(
+    spec: ResourceSpec, result: CapacityResult | NoCapacityFound
+) -> dict[str, object]:
     if isinstance(result, CapacityResult):
-        return result.as_dict()
+        return dict(result.as_dict())
     return {"resource": spec.label, "capacity_bytes": None, "error": str(result)}
 
 
