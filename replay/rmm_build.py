@@ -13,8 +13,8 @@ Two parts, compiled with the system compilers (cc, g++) against a fetched RMM re
 `nvidia-cuda-runtime-cu12` wheel the fetch kept) instead: the same RMM code on a real GPU, for
 benchmarks/gpu_rmm_virtual_check.py.
 
-The folder (`<cache>/rmm-build/<key>`) is keyed by a hash of the sources, the compilers and
-the fetched tree: an edit or another release builds anew. `hipmem._core.build_cache` builds it
+The folder (`<cache>/rmm-build/<key>`) is keyed by a hash of the sources and the fetched
+tree: an edit or another release builds anew. `hipmem._core.build_cache` builds it
 in a temporary folder renamed into place under a lock, checks it on every use and builds a
 damaged one again, saying so. About 10 s on 2 cores per release.
 """
@@ -42,33 +42,29 @@ _BUILT: dict[tuple[Path, str], Path] = {}
 
 
 def _compiler(variable: str, *names: str) -> str:
+    """$CC/$CXX when set (a name or a path), else the first of `names` on PATH."""
     import os
 
-    chosen = os.environ.get(variable) or next(filter(None, map(shutil.which, names)), None)
+    given = os.environ.get(variable)
+    chosen = shutil.which(given) if given else next(filter(None, map(shutil.which, names)), None)
     if not chosen:
+        what = (
+            f"${variable} ({given}) is not one" if given else f"none of {', '.join(names)} is here"
+        )
         raise VirtualGpuBuildError(
-            f"RMM's resources are compiled on first use and need {names[0]} (apt install g++)"
+            f"RMM's resources are compiled on first use and need a C compiler and a C++ "
+            f"compiler: {what}; apt install g++"
         )
     return chosen
 
 
-def _version_line(compiler: str) -> str:
-    try:
-        done = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=False)
-    except OSError as err:
-        raise VirtualGpuBuildError(f"the compiler {compiler} could not start: {err}") from None
-    return done.stdout.split("\n", 1)[0]
-
-
 def build_dir_for(rmm: FetchedRmm, runtime: str = "virtual") -> Path:
-    """The cache folder of this release's build (it may not exist yet)."""
-    cc, cxx = _compiler("CC", "cc", "gcc"), _compiler("CXX", "g++", "c++")
+    """The cache folder of this release's build (it may not exist yet): named by the sources
+    and the fetched tree, as the PyTorch virtual GPU's (a build made once needs no compiler)."""
     digest = hashlib.sha256(f"{rmm.version}\0{runtime}\0".encode())
-    digest.update((_version_line(cc) + _version_line(cxx)).encode())
     for name in ("virtual_cuda.c", "rmm_replay.cpp", f"{SONAME}.map"):
         digest.update(name.encode() + (SOURCES / name).read_bytes())
-    record = (rmm.root / "build.json").read_bytes()  # the tree's SHA256, among others
-    digest.update(record)
+    digest.update((rmm.root / "build.json").read_bytes())  # the tree's SHA256, among others
     return cache_dir() / "rmm-build" / digest.hexdigest()[:16]
 
 

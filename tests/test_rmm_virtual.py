@@ -219,7 +219,8 @@ def test_no_compiler_is_one_line(tmp_path, rmm_releases):
     cache = _cache_with(tmp_path, rmm_releases, "25.4.0")
     done = _hipmem("replay", SERVE, "-r", "pool", "--backend", "virtual",
                    HIPMEM_CACHE_DIR=str(cache), CXX=str(tmp_path / "no-g++"))  # fmt: skip
-    _one_line(done, 1, f"Error: the compiler {tmp_path / 'no-g++'} could not start")
+    _one_line(done, 1, "Error: RMM's resources are compiled on first use and need a C compiler")
+    assert f"$CXX ({tmp_path / 'no-g++'}) is not one; apt install g++" in done.stderr
 
 
 def test_damaged_build_is_said_and_built_again(tmp_path, rmm_releases):
