@@ -154,7 +154,7 @@ VirtualDeviceOption = Annotated[
         metavar="NAME",
         help="Virtual GPU to replay PyTorch's allocator or RMM's resources on: MI300X "
         "(default), MI325X, MI355X, "
-        "MI250X, H100, H200, A100-40GB, A100-80GB.",
+        "MI250X, MI210, H100, H200, A100-40GB, A100-80GB.",
         show_default=False,
     ),
 ]
