@@ -52,8 +52,9 @@ def write_log(path: Path, events: int, seed: int = 35) -> None:
             i = live.pop(int(rng.integers(len(live))))
             action, size = "free", int(sizes[i])
         seconds = step / 1e6
+        stream = f"{0x1000 * int(streams[i]):#x}" if streams[i] else "0"  # RMM logs hex
         rows.append(f"1,08:{int(seconds // 60):02d}:{seconds % 60:09.6f},{action},"
-                    f"{pointer_of[i]:#x},{size},{int(streams[i])}")  # fmt: skip
+                    f"{pointer_of[i]:#x},{size},{stream}")  # fmt: skip
     with gzip.open(path, "wt") as out:
         out.write("\n".join(rows) + "\n")
 
@@ -62,10 +63,10 @@ def hipmem(*args: str) -> tuple[float, int, str]:
     """Wall seconds, peak RSS (bytes) of the child, stdout."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "hipmem.cli.main", *args],
+    done = subprocess.run([sys.executable, "-m", "hipmem.cli.main", *args, "--strict"],
                           capture_output=True, text=True, check=False)  # fmt: skip
     wall = time.perf_counter() - start
-    if done.returncode not in (0, 1):
+    if done.returncode not in (0, 1) or "Warning" in done.stderr:
         raise SystemExit(done.stderr)
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     return wall, max(rss, before) * 1024, done.stdout

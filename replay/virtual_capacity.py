@@ -247,23 +247,31 @@ def _rmm_fits(
     devices: list[DevicePreset],
     program: ReplayProgram,
 ) -> list[Fit]:
-    """RMM's resource on each device: a device too small for the log's first allocation does
-    not fit, with every allocation refused."""
-    from dataclasses import replace
+    """RMM's resource on each device. Only arena asks the device its size (its default size is
+    half the free memory); the others meet it only when it refuses a cudaMalloc. So for them
+    one replay on the largest device stands for every device whose memory it never came near
+    (its peak, in the device's pages, fits); the others are replayed. A device too small for
+    what the resource takes at its making does not fit, every allocation refused."""
+    from hipmem.replay import rmm_fetch
+    from hipmem.replay.engine import program_arrays
+    from hipmem.replay.virtual_gpu import ProgramFiles
+    from hipmem.replay.virtual_rmm import RmmProbe, VirtualRmm
 
-    from hipmem.replay.engine import replay
-
+    rmm = rmm_fetch.locate(options.rmm_version)
+    allocations = int((program.op == OP_ALLOCATE).sum())
     found: list[Fit] = []
-    quick = replace(options, backend="virtual", time_calls=False, repeats=1, plot_samples=0,
-                    device_memory_bytes=None)  # fmt: skip
-    for device in devices:
-        try:
-            report = replay(log, spec, replace(quick, device_name=device.name), program=program)
-        except ReplayError as err:
-            if "too small" not in str(err):
-                raise
-            found.append(Fit(device, False, 0, int((program.op == OP_ALLOCATE).sum())))
-            continue
-        refused = report.failure_count
-        found.append(Fit(device, refused == 0, report.peak_reserved_bytes or 0, refused))
+    with (
+        ProgramFiles(program_arrays(program)) as files,
+        VirtualRmm(files, program.slot_count, len(program.streams), spec, rmm) as gpu,
+    ):
+        largest = max(devices, key=lambda d: d.memory_bytes)
+        base: RmmProbe | None = None if spec.kind == "arena" else gpu.replay(largest)
+        for device in devices:
+            run = base
+            if run is None or run.device_refusals or run.device_peak_bytes > device.memory_bytes:
+                run = gpu.replay(device)
+            if run.setup_refused is not None and run.device_refusals:
+                found.append(Fit(device, False, 0, allocations))
+                continue
+            found.append(Fit(device, run.replayed, run.peak_reserved_bytes, run.failure_count))
     return found

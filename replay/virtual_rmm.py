@@ -104,6 +104,7 @@ class RmmProbe:
     peak_reserved_bytes: int  # what the resource took from cudaMalloc at most
     upstream_calls: int  # cudaMalloc calls granted (a pool's growth steps)
     device_refusals: int  # cudaMalloc calls the device refused (a pool retries smaller)
+    device_peak_bytes: int  # the most device memory in use, in the device's pages
     failure_op: np.ndarray
     failure_live_bytes: np.ndarray
     failure_reserved_bytes: np.ndarray
@@ -155,8 +156,8 @@ class VirtualRmm:
         answer = self._ask(line, device, size)
         if "setup_refused" in answer:  # made with no op run: one refusal, the making
             empty = np.zeros(0, dtype=np.int64)
-            return RmmProbe(size, 0, 0, 1, 0, 0, 0, int(answer["device_refusals"]), empty, empty,
-                            empty, None, None, str(answer["setup_refused"]))  # fmt: skip
+            return RmmProbe(size, 0, 0, 1, 0, 0, 0, int(answer["device_refusals"]), 0, empty,
+                            empty, empty, None, None, str(answer["setup_refused"]))  # fmt: skip
         latency = None
         if time_calls:
             latency = np.fromfile(self._folder / "latency.bin", dtype=np.int64)
@@ -173,6 +174,7 @@ class VirtualRmm:
             peak_reserved_bytes=int(answer["peak_reserved_bytes"]),
             upstream_calls=int(answer["segment_allocations"]),
             device_refusals=int(answer["device_refusals"]),
+            device_peak_bytes=int(answer["device_peak_bytes"]),
             failure_op=np.array(answer["failure_op"], dtype=np.int64),
             failure_live_bytes=np.array(answer["failure_live_bytes"], dtype=np.int64),
             failure_reserved_bytes=np.array(answer["failure_reserved_bytes"], dtype=np.int64),

@@ -246,3 +246,22 @@ def test_device_too_small_for_the_first_allocation_is_one_line(rmm_releases):
     _one_line(done, 1, "Error: pool: a virtual ")
     assert "too small for the log's first allocation" in done.stderr
     assert "give a larger --device or --device-memory" in done.stderr
+
+
+@pytest.mark.parametrize("spec", ["pool", "arena"])
+def test_fits_are_each_devices_own_replay(logs, spec):
+    from hipmem.replay.device_presets import PRESETS, custom_device
+
+    log = logs[REAL_LOGS[-1].name]
+    devices = [PRESETS["MI300X"], PRESETS["H100"], custom_device(600 * MiB), custom_device(4 * MiB)]
+    fits = hipmem.fits(log, hipmem.parse_spec(spec), ReplayOptions(backend="virtual"),
+                       devices=devices)  # fmt: skip
+    for fit, device in zip(fits[:3], devices, strict=False):
+        alone = _replay(log, spec, device_memory_bytes=device.memory_bytes)
+        assert (fit.peak_reserved_bytes, fit.refused_count) == (
+            alone.peak_reserved_bytes,
+            alone.failure_count,
+        ), device.name
+        assert fit.fits == (alone.failure_count == 0)
+    assert not fits[2].fits  # 600 MiB: less than the log's 764 MiB peak
+    assert not fits[3].fits  # 4 MiB: not even the first 16 MiB request

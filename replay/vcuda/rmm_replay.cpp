@@ -318,7 +318,7 @@ std::string probe(Program const& p, Config const& config, std::string const& dir
     upstream_calls = stack->device.calls;
   }
   // The stand-in's own count of the bytes cudaMalloc was asked for must agree with ours.
-  long long device_refusals = -1;
+  long long device_refusals = -1, device_peak = peak_reserved;
   if (auto requested = standin<RequestedFn>("hipmem_vcuda_requested")) {
     unsigned long long current = 0, peak = 0, calls = 0;
     requested(&current, &peak, &calls);
@@ -333,6 +333,7 @@ std::string probe(Program const& p, Config const& config, std::string const& dir
     VcudaState state{};
     standin<StateFn>("hipmem_vcuda_state")(&state);
     device_refusals = static_cast<long long>(state.refusals);
+    device_peak = static_cast<long long>(state.committed_peak_bytes);  // in whole pages
   }
   if (time_calls) write_array(dir + "/latency.bin", latency);
   if (sample_every > 0) write_array(dir + "/samples.bin", sampler.triples);
@@ -344,7 +345,7 @@ std::string probe(Program const& p, Config const& config, std::string const& dir
       << ",\"peak_allocated_bytes\":" << last.peak_live_bytes << ",\"reserved_at_end_bytes\":0"
       << ",\"segment_allocations\":" << upstream_calls << ",\"num_ooms\":" << last.failures
       << ",\"num_alloc_retries\":0,\"device_bytes\":" << device_bytes
-      << ",\"device_peak_bytes\":" << peak_reserved << ",\"device_refusals\":" << device_refusals
+      << ",\"device_peak_bytes\":" << device_peak << ",\"device_refusals\":" << device_refusals
       << ",\"free_bytes\":" << free_bytes;
   write_list(out, "failure_op", last.failure_op);
   write_list(out, "failure_live_bytes", last.failure_live_bytes);
