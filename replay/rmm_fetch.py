@@ -254,7 +254,10 @@ def _keep(wheel: Path, tree: zipfile.ZipFile, prefixes: dict[str, str]) -> None:
                     continue
                 if ".." in Path(name).parts:  # a member named ../x never leaves the tree
                     raise RmmFetchError(f"refusing the wheel member {info.filename!r}")
-                tree.writestr(name, archive.read(info))
+                # A fixed date: the same wheels give the same tree, byte for byte.
+                kept = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+                kept.compress_type, kept.external_attr = zipfile.ZIP_DEFLATED, info.external_attr
+                tree.writestr(kept, archive.read(info), compresslevel=1)
 
 
 def _requires_dist(wheel: Path) -> list[str]:

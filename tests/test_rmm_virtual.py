@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -265,3 +266,19 @@ def test_fits_are_each_devices_own_replay(logs, spec):
         assert fit.fits == (alone.failure_count == 0)
     assert not fits[2].fits  # 600 MiB: less than the log's 764 MiB peak
     assert not fits[3].fits  # 4 MiB: not even the first 16 MiB request
+
+
+def test_fetch_repairs_a_damaged_release(tmp_path, rmm_releases):
+    cache = _cache_with(tmp_path, rmm_releases, "25.4.0")
+    tree = cache / "rmm" / "25.4.0" / "rmm-tree.zip"
+    with zipfile.ZipFile(tree) as archive:
+        members = {info.filename: info.CRC for info in archive.infolist()}
+    tree.write_bytes(tree.read_bytes()[:1000])
+    done = _hipmem("rmm", "fetch", "--rmm", "25.4.0", HIPMEM_CACHE_DIR=str(cache))
+    assert done.returncode == 0, done.stderr
+    assert "is damaged (rmm-tree.zip truncated)" in done.stderr
+    with zipfile.ZipFile(tree) as archive:  # the same members of the wheels pip checked
+        assert {info.filename: info.CRC for info in archive.infolist()} == members
+    again = _hipmem("replay", SERVE, "-r", "pool", "--backend", "virtual",
+                    HIPMEM_CACHE_DIR=str(cache))  # fmt: skip
+    assert again.returncode == 0, again.stderr
