@@ -67,8 +67,8 @@ def write_log(path: Path, events: int, seed: int = 35) -> None:
 
 def write_tiled(path: Path, events: int) -> None:
     source = Path(__file__).resolve().parents[1] / "tests" / "data" / "real" / "cnn.csv.gz"
-    with gzip.open(source, "rt") as stream:
-        header, *rows = [line.rstrip("\n").split(",") for line in stream]
+    with gzip.open(source, "rt") as text:
+        header, *rows = [line.rstrip("\n").split(",") for line in text]
     out = [",".join(header)]
     step = 0
     for copy in range(max(1, events // (len(rows) + 1))):
