@@ -282,3 +282,13 @@ def test_fetch_repairs_a_damaged_release(tmp_path, rmm_releases):
     again = _hipmem("replay", SERVE, "-r", "pool", "--backend", "virtual",
                     HIPMEM_CACHE_DIR=str(cache))  # fmt: skip
     assert again.returncode == 0, again.stderr
+
+
+def test_fleet_replays_rmm_on_the_virtual_gpu(rmm_releases):
+    pytest.importorskip("distributed")
+    done = _hipmem("fleet", SERVE, "-r", "pool", "--rmm", "24.12", "--workers", "1", "--json")
+    assert done.returncode == 0, done.stderr
+    (record,) = json.loads(done.stdout)["records"]
+    alone = _replay(hipmem.load_log(SERVE), "pool", rmm_version="24.12")
+    assert record["peak_reserved_bytes"] == alone.peak_reserved_bytes
+    assert record["settings"].endswith(",rmm=24.12")
