@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -10,8 +11,10 @@ import typer
 
 from hipmem._core.byte_sizes import parse_bytes
 from hipmem.cli import output
+from hipmem.cli.html_output import captured, check_html_option, write_html
 from hipmem.cli.options import (
     DeviceMemoryOption,
+    HtmlOption,
     JsonOption,
     PlotOption,
     TorchVersionOption,
@@ -25,6 +28,7 @@ Examples:
   hipmem explain tests/data/snapshots/multistream-oom.pickle.gz --device H200 --cap 750549401
   hipmem explain run.pickle --device MI300X --alloc-conf expandable_segments:True --json
   hipmem explain run.pickle --device-memory 24GiB --plot state.png
+  hipmem explain run.pickle --device H200 --html why.html
 
 The snapshot is replayed through PyTorch's own allocator on a virtual GPU up to the first
 request it refuses (a request that ran out of memory when recorded is replayed as it was);
@@ -82,18 +86,37 @@ def explain_command(
     ] = Build.rocm,
     json: JsonOption = False,
     plot: PlotOption = None,
+    html: HtmlOption = None,
 ) -> None:
     """Why the allocator refused a request of the snapshot, and which settings avoid it."""
     check_plot_option(plot)
-    found = explain_snapshot(
-        snapshot, device, device_memory, cap, torch, alloc_conf, build.value, json
-    )
+    check_html_option(html)
+    kept = captured() if html else contextlib.nullcontext(output.Captured())
+    with kept as printed:
+        found = explain_snapshot(
+            snapshot, device, device_memory, cap, torch, alloc_conf, build.value, json
+        )
+    if html is not None:
+        _write_page(html, found, printed)
     if plot is not None and found.state is not None:
         from hipmem.replay.explain_plot import write_state_plot
 
         write_state_plot(plot, found)
         if not json:
             output.written("plot", plot)
+
+
+def _write_page(path: Path, found: Explanation, printed: output.Captured) -> None:
+    from hipmem.replay.explain_html import state_figure
+
+    title = f"hipmem explain: {Path(found.snapshot).name}"
+    refused = found.refused
+    headline = (
+        [f"refused: {refused.size_bytes:,} bytes at {refused.where}"]
+        if refused is not None
+        else ["every request was served: nothing to explain under these conditions"]
+    )
+    write_html(path, title, printed, figure=state_figure(found), headline=headline)
 
 
 def explain_snapshot(

@@ -22,7 +22,8 @@ FETCH_EPILOG = f"""\b
 Examples:
   hipmem torch fetch
   hipmem torch fetch --torch 2.11,2.14
-  hipmem torch fetch --wheel torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl
+  hipmem torch fetch --wheel \\
+    torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl
 
 Fetches any PyTorch release from {torch_release.OLDEST} on (PyPI's default Linux wheels, found
 by pip with your pip configuration, its constraints included) and the CUDA headers its wheel

@@ -52,6 +52,8 @@ def describe(err: BaseException) -> tuple[int, str | None, bool]:
         return err.exit_code, cli_message(err), True
     if isinstance(err, BrokenPipeError):  # `hipmem ... | head`: the reader left; say nothing
         return 1, None, False
+    if isinstance(err, MemoryError):  # the machine's limit, not a bug: what to do about it
+        return 1, "out of memory: the input needs more memory than this process may use", True
     message = f"internal error: {type(err).__name__}: {err} (--debug shows the traceback)"
     return 1, message, True
 

@@ -128,9 +128,12 @@ def _answer_again(argv: list[str]) -> int | None:
 
     if argv[:1] == [] or argv[0] not in answer_cache.COMMANDS or not answer_cache.piped():
         return None
-    from hipmem._core.cache_root import cache_dir
+    from hipmem._core.cache_root import CacheUnusable, cache_dir
 
-    root = cache_dir()
+    try:
+        root = cache_dir()
+    except CacheUnusable:
+        return None  # the command itself says what is wrong with the cache, in one line
     key = answer_cache.key_for(argv, root)
     if key is None:
         return None

@@ -64,7 +64,7 @@ PlotOption = Annotated[
 ]
 
 
-# One rule for every --html (replay, log inspect, recommend --from-snapshot):
+# One rule for every --html (replay, log inspect, recommend --from-snapshot, explain):
 # hipmem/_core/html_files.py; the page: hipmem_cli/html_output.py.
 HtmlOption = Annotated[
     Optional[Path],  # noqa: UP045

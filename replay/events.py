@@ -7,7 +7,7 @@ This is the contract between the log loader (`replay.log_loader`), the analysis
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -115,6 +115,23 @@ class AllocationLog:
     skipped: list[SkippedRow] = field(default_factory=list)
     skipped_count: int = 0  # may exceed len(skipped): only the first few are kept in full
     recordings: list[Recording] = field(default_factory=list)  # one per snapshot device read
+
+    def rename_file(self, old: str, new: str) -> None:
+        """Name the file `old` as `new` everywhere the log names it (sources, skipped rows, the
+        snapshot recordings and their refusals), as one name: a recording is matched to its
+        events by its source."""
+
+        def renamed(source: str) -> str:
+            return new + source[len(old) :] if source.startswith(old) else source
+
+        self.sources = [renamed(s) for s in self.sources]
+        self.skipped = [replace(s, source=renamed(s.source)) for s in self.skipped]
+        for recording in self.recordings:
+            recording.source = renamed(recording.source)
+            recording.ooms = [
+                replace(o, where=replace(o.where, source=renamed(o.where.source)))
+                for o in recording.ooms
+            ]
 
     def skipped_places(self) -> list[SkippedPlace]:
         """The rows kept in `skipped`, as every command names them (`FILE:LINE`, and

@@ -154,7 +154,7 @@ def _loaded(pair: PairTask) -> tuple[AllocationLog, ReplayProgram]:
             raise ReplayError(f"{pair.log.path}: the file changed during the sweep")
         log = load_log(path)
     if pair.log.content is not None:  # name the log as the user did, not the worker's copy
-        log.sources = [pair.log.path + source[len(str(path)) :] for source in log.sources]
+        log.rename_file(str(path), pair.log.path)
     program = build_program(log)
     _last_loaded = (key, log, program)
     return log, program

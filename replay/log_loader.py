@@ -400,18 +400,21 @@ def _split_lines(path: Path, fields: int, *, block_bytes: int = 1 << 26) -> _Lin
         carry = b""
         while True:
             chunk = stream.read(block_bytes)
-            data = carry + chunk
             if chunk:
-                cut = data.rfind(b"\n") + 1
-                block, carry = data[:cut], data[cut:]
-                if len(carry) > _ENDLESS_LINE_BYTES:  # no line end in sight: not a log
-                    line = lines.lines_seen + block.count(b"\n") + 1
+                cut = chunk.rfind(b"\n") + 1
+                # Checked before joining: a line with no end costs no copy of itself.
+                if len(carry) + len(chunk) - cut > _ENDLESS_LINE_BYTES:
+                    line = lines.lines_seen + chunk.count(b"\n", 0, cut) + 1
                     raise LogFormatError(
                         f"{path}:{line}: a line with no end after "
                         f"{_ENDLESS_LINE_BYTES >> 20} MiB: not an allocation log"
                     )
+                if cut:
+                    block, carry = carry + chunk[:cut], chunk[cut:]
+                else:
+                    block, carry = b"", carry + chunk
             else:
-                block, carry = (data + b"\n" if data else b""), b""
+                block, carry = (carry + b"\n" if carry else b""), b""
             if block:
                 lines.add_block(block, fields)
             if not chunk:

@@ -17,6 +17,7 @@ PyTorch (a setting it refuses) is one error line here, and Ctrl-C ends it with t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -32,7 +33,7 @@ from hipmem.replay import torch_allocator, vcuda_build
 from hipmem.replay.device_presets import DevicePreset
 from hipmem.replay.errors import ReplayError, ReplayUsageError
 from hipmem.replay.report import ReservedSamples
-from hipmem.replay.torch_setting_keys import check_setting_keys
+from hipmem.replay.torch_setting_keys import check_setting_keys, refused_key
 
 ALLOC_CONF = "PYTORCH_CUDA_ALLOC_CONF"
 _ARRAYS = (("op", np.int8), ("slot", np.int32), ("size", np.int64), ("stream", np.int32))
@@ -262,20 +263,31 @@ class VirtualGpu:
         try:
             process.stdin.write(line)
             process.stdin.flush()
+        except OSError:  # it ended before reading (PyTorch refused its settings at start):
+            pass  # what it said is still on its stdout
+        try:
             answer = process.stdout.readline()
             self._note_rss(process)
-        except (BrokenPipeError, OSError):
+        except OSError:
             answer = ""
         if not answer:
             process.wait()
             raise VirtualGpuFailed(self._why_it_died(process.returncode))
         data: dict[str, Any] = json.loads(answer)
         if "error" in data:
+            self._raise_if_refused_key(str(data["error"]))
             said = f"PyTorch {self.allocator.version}"
             if self.conf:  # most such errors are PyTorch's own about its settings
                 said += f" with the settings {self.conf!r}"
             raise VirtualGpuFailed(f"{said} stopped: {data['error']}")
         return data
+
+    def _raise_if_refused_key(self, what: str) -> None:
+        """A key the build's headers could not tell us about, refused by PyTorch itself: the
+        same usage error as a key refused before the replay."""
+        refused = refused_key(what, self.conf, self.allocator.version, self.allocator.include_dirs)
+        if refused is not None:
+            raise refused
 
     def _why_it_died(self, code: int | None) -> str:
         lines: list[str] = []
@@ -285,6 +297,7 @@ class VirtualGpu:
             lines = [ln.strip() for ln in self._stderr.read().splitlines() if ln.strip()]
         what = next((ln.removeprefix("what():").strip() for ln in lines if ln.startswith("what()")),
                     lines[-1] if lines else "")  # fmt: skip
+        self._raise_if_refused_key(what)
         if self.conf and ("config" in what.lower() or "alloc" in what.lower()):
             return (
                 f"PyTorch {self.allocator.version} with the settings {self.conf!r} stopped: {what}"
@@ -295,7 +308,8 @@ class VirtualGpu:
         process, self._process = self._process, None
         if process is not None:
             if process.stdin is not None:
-                process.stdin.close()
+                with contextlib.suppress(OSError):  # a line it never read: a broken pipe
+                    process.stdin.close()
             try:
                 process.wait(timeout=5)
             except subprocess.TimeoutExpired:

@@ -25,3 +25,12 @@ def test_a_gigabyte_line_in_a_megabyte_of_gzip_stops_at_the_line_bound(tmp_path:
     assert done.returncode == 1, done.stderr
     assert "long-line.csv.gz:2: a line with no end after 64 MiB" in done.stderr
     assert "internal error" not in done.stderr
+
+
+def test_out_of_memory_is_one_line_saying_so_not_an_internal_error() -> None:
+    """Where a machine's memory ends before a bound does, the user reads what happened."""
+    from hipmem.cli.error_boundary import describe
+
+    code, message, _ = describe(MemoryError())
+    assert code == 1 and message is not None
+    assert message.startswith("out of memory:") and "internal error" not in message

@@ -155,6 +155,29 @@ def test_recommend_html_shows_the_settings_table(tmp_path: Path, torch211: objec
     assert "roundup_power2_divisions" in text  # the grid's table, though stdout is a pipe
 
 
+def test_explain_html_draws_the_segments_at_the_refusal(tmp_path: Path, torch211: object) -> None:
+    page = tmp_path / "why.html"
+    snapshot = str(SNAPSHOTS / "multistream-oom.pickle.gz")
+    done = hipmem("explain", snapshot, "--device", "H200", "--cap", "750549401",
+                  "--torch", "2.11.0", "--html", str(page))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"page written to {page}" in done.stdout + done.stderr
+    text = page.read_text()
+    assert "refused: 78,643,200 bytes at " in text  # the headline
+    assert "largest free block, large pool" in text  # the allocator-state table
+    assert "refused request: 78,643,200 bytes" in text  # the figure's hover
+    # Every block of every segment drawn: the figure's bars add up to the reserved bytes.
+    from hipmem.replay.explain import explain
+    from hipmem.replay.explain_html import state_figure
+
+    found = explain(snapshot, device="H200", cap_bytes=750_549_401, torch_version="2.11.0")
+    figure = state_figure(found)
+    assert figure is not None and found.state is not None
+    blocks = [t for t in figure.data if not t.name.startswith("refused")]
+    drawn = sum(sum(t.x) for t in blocks) * (1 << 20)  # MiB on the axis
+    assert round(drawn) == found.state.reserved_bytes
+
+
 # -- a real browser ----------------------------------------------------------------------------
 def _chromium() -> str:
     for name in ("chromium", "chromium-browser", "google-chrome"):

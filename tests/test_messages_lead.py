@@ -84,16 +84,27 @@ def test_an_unknown_release_gets_the_nearest(
     assert code == 2 and "no ROCm 7.3 here" in err and "did you mean 7.2?" in err
 
 
-def test_a_mistyped_setting_key_is_refused_before_any_replay(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, torch211: object
+@pytest.mark.parametrize("release", ["2.11.0", "newest"])
+def test_a_mistyped_setting_key_is_a_usage_error_with_the_nearest_key(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    torch_allocators: dict[str, object],
+    release: str,
 ) -> None:
+    """2.11's headers declare its keys: refused before any replay. The newest (2.14 on) declare
+    the shared ones in a .cpp: PyTorch's own refusal becomes the same usage error."""
+    from hipmem.replay.torch_allocator import TorchAllocator
+
+    allocator = torch_allocators[release]
+    assert isinstance(allocator, TorchAllocator)
+    monkeypatch.setenv("HIPMEM_TORCH", allocator.version.split("+")[0])
     args = ("--alloc-conf", "expandable_segment:True", "--device", "H100")
     code, out, err = hipmem(capsys, monkeypatch, "check", "--from-snapshot", SNAPSHOT, *args)
     assert (code, out) == (2, "")
     assert err == (
-        "Error: PyTorch 2.11.0+cu130 has no allocator setting 'expandable_segment' (in "
+        f"Error: PyTorch {allocator.version} has no allocator setting 'expandable_segment' (in "
         "'expandable_segment:True'); did you mean 'expandable_segments'?\n"
-    )  # PyTorch's own "stopped: Unrecognized key" came only after the replay had begun
+    )  # PyTorch's own "stopped: Unrecognized key" was exit 1, with no nearest key
 
 
 def test_the_setting_keys_are_the_builds_own(torch_allocators: dict[str, object]) -> None:

@@ -44,8 +44,19 @@ def test_the_wheel_installs_and_sizes_a_call_in_a_fresh_venv(
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     bin_dir = env_dir / "bin"
-    done = _run(bin_dir / "pip", "install", "-q", wheel)
+    # The wheel alone; its dependencies are the ones this test run has, seen through a path
+    # file (re-installing numpy, pandas and pyarrow from pip's cache took a minute of two
+    # cores). Only a plain path: the .pth files there (this checkout's editable install) are
+    # not read, so `hipmem` can only come from the wheel. `pip check` then holds the wheel's
+    # declared requirements against what is installed.
+    (site,) = (env_dir / "lib").glob("python3*/site-packages")
+    (site / "dependencies.pth").write_text(_site_packages_of_this_run() + "\n")
+    done = _run(bin_dir / "pip", "install", "-q", "--no-deps", wheel)
     assert done.returncode == 0, done.stderr[-2000:]
+    checked = _run(bin_dir / "pip", "check")
+    assert checked.returncode == 0, checked.stdout[-2000:]
+    where = _run(bin_dir / "python", "-c", "import hipmem; print(hipmem.__file__)", cwd=tmp_path)
+    assert where.stdout.startswith(str(site)), where
     version = _run(bin_dir / "hipmem", "--version", cwd=tmp_path)
     assert version.returncode == 0 and version.stdout.startswith("hipmem 0."), version
     # The package data (catalog, shim source) must be in the wheel: nothing from the checkout.
@@ -65,6 +76,12 @@ def test_the_wheel_installs_and_sizes_a_call_in_a_fresh_venv(
     api = _run(python, "-c", "import hipmem.cli.main, hipmem; print(hipmem.SizingSession)",
                cwd=tmp_path)  # fmt: skip
     assert api.returncode == 0 and "hipmem.sizing.session.SizingSession" in api.stdout, api
+
+
+def _site_packages_of_this_run() -> str:
+    import sysconfig
+
+    return sysconfig.get_paths()["purelib"]
 
 
 def test_the_wheel_installs_one_top_level_package(wheel: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -140,15 +141,19 @@ def test_a_complete_fetch_needs_no_network(rocm: Path, monkeypatch: pytest.Monke
 
 
 def _mirror_cache(tmp_path: Path, release: str) -> Path:
-    """A cache of its own whose tree links to the real one's files, so a test can damage
-    one file (a copy) without touching the real cache."""
+    """A cache of its own whose folders are its own and whose files link to the real one's, so
+    a test can remove, replace or re-fetch a file (hipmem replaces, never writes into, a cached
+    file) without touching the real cache. A linked folder would let a removal through."""
     real = rocm_fetch.offline_dir(release)
     mine = tmp_path / "cache" / "rocm" / release
-    lib = Path(rocm_fetch.LIB_SUBDIR)
-    (mine / "root" / lib).mkdir(parents=True)
+    (mine / "root" / "usr").mkdir(parents=True)
     (mine / "root" / "usr" / "include").symlink_to(real / "root" / "usr" / "include")
-    for entry in (real / "root" / lib).iterdir():
-        (mine / "root" / lib / entry.name).symlink_to(entry)
+    lib = real / "root" / rocm_fetch.LIB_SUBDIR
+    for folder, _, files in os.walk(lib):
+        ours = mine / "root" / rocm_fetch.LIB_SUBDIR / Path(folder).relative_to(lib)
+        ours.mkdir(parents=True, exist_ok=True)
+        for name in files:
+            (ours / name).symlink_to(Path(folder, name))
     shutil.copy(real / rocm_fetch.MANIFEST_NAME, mine / rocm_fetch.MANIFEST_NAME)
     if not (tmp_path / "cache" / "rocm" / "apt").exists():
         shutil.copytree(rocm_fetch.rocm_dir() / "apt", tmp_path / "cache" / "rocm" / "apt")

@@ -440,6 +440,24 @@ def test_settings_pytorch_refuses_are_its_own_words(
         hipmem.replay(log, parse_spec("torch:roundup_power2_divisions=3"), _virtual())
 
 
+def test_settings_refused_before_the_probe_is_read_are_still_its_own_words(
+    torch211: torch_allocator.TorchAllocator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PyTorch may refuse its settings and end before it reads the probe line (a broken pipe
+    for the line): what it said is still read, not "the process ended"."""
+    started = VirtualGpu._start
+
+    def start_and_let_it_end(self: VirtualGpu, *args: Any) -> subprocess.Popen[str]:
+        process = started(self, *args)
+        process.wait(timeout=60)  # the refusal, before any line is written to it
+        return process
+
+    monkeypatch.setattr(VirtualGpu, "_start", start_and_let_it_end)
+    log = hipmem.load_log(SNAPSHOTS / "oom.pickle.gz")
+    with pytest.raises(hipmem.HipmemError, match=r"stopped: For roundups, the divisions"):
+        hipmem.replay(log, parse_spec("torch:roundup_power2_divisions=3"), _virtual())
+
+
 def test_ctrl_c_ends_the_replay_and_leaves_nothing_behind(
     tmp_path: Path, torch211: torch_allocator.TorchAllocator
 ) -> None:
