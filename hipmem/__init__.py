@@ -67,6 +67,7 @@ _API = {
     "Explanation": ("hipmem.replay.explain", "Explanation"),
     "write_state_plot": ("hipmem.replay.explain_plot", "write_state_plot"),
     "fetch_torch": ("hipmem.replay.torch_fetch", "fetch"),
+    "fetch_rmm": ("hipmem.replay.rmm_fetch", "fetch"),
     "write_rmm_csv": ("hipmem.replay.log_writer", "write_rmm_csv"),
     "FleetRequest": ("hipmem.replay.fleet", "FleetRequest"),
     "run_fleet": ("hipmem.replay.fleet", "run_fleet"),
@@ -100,6 +101,7 @@ __all__ = [
     "check",
     "check_allocator_settings",
     "explain",
+    "fetch_rmm",
     "fetch_torch",
     "find_capacity",
     "fits",
@@ -150,6 +152,7 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time __getattr__ impo
     from hipmem.replay.log_loader import load_log
     from hipmem.replay.log_writer import write_rmm_csv
     from hipmem.replay.resources import parse_spec
+    from hipmem.replay.rmm_fetch import fetch as fetch_rmm
     from hipmem.replay.torch_fetch import fetch as fetch_torch
     from hipmem.replay.virtual_capacity import fits
     from hipmem.sizing.call_log_recorder import record_call_logs

@@ -27,13 +27,15 @@ from hipmem._core.errors import UsageError
 from hipmem.replay import torch_fetch, torch_release
 from hipmem.sizing import hipblaslt_fetch, rocm_fetch
 
-BUILD_KINDS = ("vcuda", "shim", "replay-core", "code-objects")
+BUILD_KINDS = ("vcuda", "shim", "replay-core", "code-objects", "rmm", "rmm-build")
 KINDS = ("rocm", "hipblaslt", "torch", "builds", "answers", "apt")
 _BUILD_WHAT = {
     "vcuda": "virtual GPU build",
     "shim": "HIP stand-in build",
     "replay-core": "replay core build",
     "code-objects": "placeholder code objects",
+    "rmm": "RMM release (hipmem rmm fetch)",
+    "rmm-build": "RMM virtual GPU build",
 }
 
 
@@ -111,7 +113,8 @@ def list_cache() -> list[CacheEntry]:
             entries.append(CacheEntry(
                 "builds", f"{kind}/{folder.name}", folder, _disk_bytes(folder),
                 _mtime(folder / build_cache.BUILD_MANIFEST), _BUILD_WHAT[kind],
-                repair="rebuilt on its next use",
+                repair=f"hipmem rmm fetch --rmm {folder.name}" if kind == "rmm"
+                else "rebuilt on its next use",
             ))  # fmt: skip
     answers = root / "answers"
     if answers.is_dir():

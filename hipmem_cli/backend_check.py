@@ -6,7 +6,7 @@ picks the virtual GPU for nothing is one line before the log is read.
 
 from __future__ import annotations
 
-from hipmem.replay import vcuda_build
+from hipmem.replay import rmm_build, rmm_fetch, vcuda_build
 from hipmem.replay.backends import resolve_backend
 from hipmem.replay.engine import ReplayOptions
 from hipmem.replay.errors import ReplayUsageError
@@ -21,22 +21,34 @@ def check_backends(
     device: str | None,
     device_memory: str | None,
     torch: str | None,
+    rmm: list[str | None] | None = None,
 ) -> list[ResourceSpec]:
     """Resolve every backend before the log is read (a missing GPU or library is said first);
-    returns the specs that run on the virtual GPU, whose allocator is located now too."""
+    returns the torch specs that run on the virtual GPU, whose allocator is located now too.
+    RMM's resources on the virtual GPU are located and built now, for each of `rmm`'s
+    releases."""
     backends = [resolve_backend(options.backend, s, options.device).name for s in specs]
-    virtual = [spec for spec, name in zip(specs, backends, strict=True) if name == "virtual"]
+    on_virtual = [spec for spec, name in zip(specs, backends, strict=True) if name == "virtual"]
+    virtual = [spec for spec in on_virtual if spec.kind == "torch"]
+    if len(virtual) < len(on_virtual):  # RMM's resources: fetched, and compiled now
+        for release in rmm or [options.rmm_version]:
+            rmm_build.build(rmm_fetch.locate(release))
+    elif rmm and rmm != [None]:
+        raise ReplayUsageError(
+            "--rmm picks the RMM release of the virtual GPU, and no RMM resource here replays "
+            "on it (--backend virtual, or no GPU)"
+        )
     if virtual:
         allocator = locate(options.torch_version)
         for spec in virtual:  # (recorded settings are checked once the log is read)
             check_settings(f"backend:{spec.options.get('backend') or 'native'}")
         vcuda_build.build(allocator)  # compiled now, outside the progress bar
-    else:
+    elif not on_virtual:
         flags = [f for f, v in (("--device", device), ("--device-memory", device_memory),
                                ("--torch", torch)) if v is not None]  # fmt: skip
         if flags:
             raise ReplayUsageError(
                 f"{flags[0]} picks the virtual GPU, and no resource here replays on it "
-                "(it runs torch resources: -r torch[:...] with --backend virtual or no GPU)"
+                "(it runs torch and RMM resources with --backend virtual, or with no GPU)"
             )
     return virtual

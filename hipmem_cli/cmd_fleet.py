@@ -16,7 +16,7 @@ from hipmem.cli.options import (
     TorchVersionOption,
     VirtualDeviceOption,
 )
-from hipmem.replay.backends import is_host_spec
+from hipmem.replay.backends import is_host_spec, resolve_backend
 from hipmem.replay.engine import ReplayOptions
 from hipmem.replay.fleet import DEFAULT_RETRIES, FleetRequest, FleetRun, find_fleet_logs, run_fleet
 from hipmem.replay.fleet_cluster import fleet_client, plan_local_cluster, require_dask
@@ -73,11 +73,22 @@ def fleet_command(
         typer.Option("--send-logs", help="Send each log's bytes to its worker (no shared disk)."),
     ] = False,
     backend: Annotated[
-        str, typer.Option(help="hip, cuda, host, virtual (torch resources, no GPU) or auto.")
+        str,
+        typer.Option(help="hip, cuda, host, virtual (torch and RMM resources, no GPU) or auto."),
     ] = "auto",
     device: VirtualDeviceOption = None,
     device_memory: DeviceMemoryOption = None,
     torch: TorchVersionOption = None,
+    rmm: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            "--rmm",
+            metavar="VERSION",
+            help="RMM release whose resources run on the virtual GPU (25.4, 24.12; "
+            "`hipmem rmm fetch` gets it). Default: 25.4.0.",
+            show_default=False,
+        ),
+    ] = None,
     threads: Annotated[
         str, typer.Option(help="logged: one replay thread per logged thread; single: one.")
     ] = "logged",
@@ -109,6 +120,7 @@ def fleet_command(
         if device_memory is None
         else parse_bytes(device_memory, name="--device-memory"),
         torch_version=torch,
+        rmm_version=rmm,
     )
     options.check()
     if plot is not None:
@@ -130,9 +142,10 @@ def fleet_command(
     if scheduler is None:
         # A missing GPU or library is said before any worker starts; the virtual GPU and
         # host memory need no GPU, so their workers are one per CPU core.
-        virtual = check_backends(specs, options, device, device_memory, torch)
+        check_backends(specs, options, device, device_memory, torch, [rmm])
+        on_virtual = [resolve_backend(backend, s, options.device).name == "virtual" for s in specs]
         gpus = backend != "host" and not all(
-            is_host_spec(spec) or spec in virtual for spec in specs
+            is_host_spec(spec) or virtual for spec, virtual in zip(specs, on_virtual, strict=True)
         )
         plan = plan_local_cluster(gpus_needed=gpus, workers=workers)
     with fleet_client(scheduler, plan) as client, output.progress("fleet") as bar:

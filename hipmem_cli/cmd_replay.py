@@ -20,13 +20,16 @@ from hipmem.cli.options import (
     HtmlOption,
     JsonOption,
     PlotOption,
+    RmmVersionsOption,
     TorchVersionsOption,
     VirtualDeviceOption,
     check_plot_option,
 )
 from hipmem.cli.torch_releases import replay_spec, say_recording_release, split_releases
+from hipmem.replay import rmm_fetch
+from hipmem.replay.backends import resolve_backend
 from hipmem.replay.capacity import CapacityResult, NoCapacityFound, find_capacity
-from hipmem.replay.engine import ReplayOptions
+from hipmem.replay.engine import ReplayOptions, replay
 from hipmem.replay.errors import ReplayUsageError
 from hipmem.replay.events import AllocationLog
 from hipmem.replay.log_loader import load_log
@@ -34,6 +37,8 @@ from hipmem.replay.plot import write_plot
 from hipmem.replay.program import ReplayProgram, build_program
 from hipmem.replay.report import LatencyStats, RecordedFigures, ReplayReport, recorded_figures
 from hipmem.replay.resources import STREAM_ORDERED_KINDS, ResourceSpec, parse_spec
+from hipmem.replay.virtual_capacity import Fit, fits
+from hipmem.replay.virtual_rmm import device_text
 
 EPILOG = """\b
 Resource specs (--resource, repeatable;
@@ -51,8 +56,10 @@ any takes limit=BYTES):
 
 \b
 With no GPU, torch resources replay PyTorch's own allocator on a virtual GPU
-(--backend virtual; `hipmem torch fetch` gets the allocator once):
+(--backend virtual; `hipmem torch fetch` gets the allocator once), and pool, arena,
+binning, fixed and cuda replay RMM's own code there (`hipmem rmm fetch` gets it once):
   hipmem replay run.pickle -r torch:settings=recorded --device MI300X
+  hipmem replay serve.csv.gz -r pool -r arena --device MI300X --rmm 24.12,25.4
   hipmem replay run.pickle -r torch:settings=recorded \\
       -r torch:expandable_segments=1 --device MI300X --find-capacity
 
@@ -124,6 +131,7 @@ def replay_command(
     device: VirtualDeviceOption = None,
     device_memory: DeviceMemoryOption = None,
     torch: TorchVersionsOption = None,
+    rmm: RmmVersionsOption = None,
     threads: Annotated[
         Threads, typer.Option(help="logged: one replay thread per logged thread; single: one.")
     ] = Threads.logged,
@@ -175,6 +183,10 @@ def replay_command(
     check_html_option(html)
     specs = [parse_spec(text) for text in resource]  # bad specs fail before any work (exit 2)
     releases = split_releases(torch, capacity)
+    rmm_releases: list[str | None] = [n.strip() for n in (rmm or "").split(",") if n.strip()]
+    if len(rmm_releases) > 1 and capacity:
+        raise ReplayUsageError("--find-capacity searches with one RMM release: give one --rmm")
+    rmm_releases = rmm_releases or [None]
     options = ReplayOptions(
         backend=backend.value,
         threads=threads.value,
@@ -187,9 +199,10 @@ def replay_command(
         if device_memory is None
         else parse_bytes(device_memory, name="--device-memory"),
         torch_version=releases[0],
+        rmm_version=rmm_releases[0],
     )
     options.check()
-    virtual = check_backends(specs, options, device, device_memory, releases[0])
+    virtual = check_backends(specs, options, device, device_memory, releases[0], rmm_releases)
     for other in releases[1:]:  # each release's allocator located and built before the log
         check_backends(specs, dataclasses.replace(options, torch_version=other), device,
                        device_memory, other)  # fmt: skip
@@ -211,7 +224,10 @@ def replay_command(
     with output.progress("replaying") as bar:
         for done, spec in enumerate(specs):
             bar(done, len(specs), spec.label)
-            reports += replay_spec(log, spec, options, program, releases, virtual)
+            if len(rmm_releases) > 1 and spec.kind != "torch":
+                reports += _rmm_side_by_side(log, spec, options, program, rmm_releases)
+            else:
+                reports += replay_spec(log, spec, options, program, releases, virtual)
     limits = {s.label: s.limit_bytes or s.option_bytes("maximum") for s in specs}
     if plot:
         write_plot(plot, program, reports, log.sources, limits)
@@ -235,6 +251,22 @@ def replay_command(
         _write_page(html, log, program, reports, limits, printed)
     if any(r.failure_count for r in reports):
         raise typer.Exit(1)
+
+
+def _rmm_side_by_side(
+    log: AllocationLog,
+    spec: ResourceSpec,
+    options: ReplayOptions,
+    program: ReplayProgram,
+    releases: list[str | None],
+) -> list[ReplayReport]:
+    """`--rmm 24.12,25.4`: one report per RMM release, each named by it."""
+    reports = []
+    for release in releases:
+        chosen = dataclasses.replace(options, rmm_version=release)
+        report = replay(log, spec, chosen, program=program)
+        reports.append(dataclasses.replace(report, resource=f"{spec.label} ({report.engine})"))
+    return reports
 
 
 _HTML_SAMPLES = 10_000  # reserved-bytes samples of a replay drawn on a page (zoomable)
@@ -292,25 +324,48 @@ def _find_capacities(
                 results.append(err)
                 continue
             results.append(found)
+    on_virtual = [s for s in specs if resolve_backend(options.backend, s, options.device).name
+                  == "virtual"]  # fmt: skip
+    rmm_fits: dict[str, list[Fit]] = {}
+    with output.progress("fits on every virtual GPU") as bar:
+        for done, spec in enumerate(on_virtual):  # RMM's resources on each preset
+            bar(done, len(on_virtual), spec.label)
+            rmm_fits[spec.label] = fits(log, spec, options, program=program)
     if json_out:
         output.print_json(
             {
                 "skipped_rows": skipped_rows_json(log),
-                "capacities": [_capacity_json(s, r) for s, r in zip(specs, results, strict=True)],
+                "capacities": [
+                    {
+                        **_capacity_json(s, r),
+                        **(
+                            {"fits": [f.as_dict() for f in rmm_fits[s.label]]}
+                            if s.label in rmm_fits
+                            else {}
+                        ),
+                    }
+                    for s, r in zip(specs, results, strict=True)
+                ],
                 **({"virtual_gpu": [e.as_dict() for e in found_virtual]} if found_virtual else {}),
             }
         )
     else:
         _print_capacities(program, specs, results, options, confirm_runs)
+        if rmm_fits:
+            virtual_capacity_output.render_fits(list(rmm_fits.items()))
+            rmm = rmm_fetch.locate(options.rmm_version)
+            output.line(f"{', '.join(rmm_fits)}: {device_text(rmm, options.virtual_device())}.")
         if found_virtual:
             virtual_capacity_output.render(found_virtual, options, program)
     every = all(isinstance(r, CapacityResult) for r in results)
     return every and all(entry.found for entry in found_virtual)
 
 
-def _capacity_json(spec: ResourceSpec, result: CapacityResult | NoCapacityFound) -> object:
+def _capacity_json(
+    spec: ResourceSpec, result: CapacityResult | NoCapacityFound
+) -> dict[str, object]:
     if isinstance(result, CapacityResult):
-        return result.as_dict()
+        return dict(result.as_dict())
     return {"resource": spec.label, "capacity_bytes": None, "error": str(result)}
 
 
@@ -348,7 +403,10 @@ def _print_capacities(
         if isinstance(r, NoCapacityFound):
             output.error(str(r))
     several = len(program.streams) > 1 or (options.threads == "logged" and len(program.threads) > 1)
-    if several and any(spec.kind in STREAM_ORDERED_KINDS for spec in specs):
+    # (the virtual GPU replays on one thread in the log's order: the same every time)
+    on_gpu = [s for s in specs if resolve_backend(options.backend, s, options.device).name
+              != "virtual"]  # fmt: skip
+    if several and any(spec.kind in STREAM_ORDERED_KINDS for spec in on_gpu):
         output.line(
             "This log has several streams or threads: stream-ordered pools (RMM's pools, "
             "async) pick free blocks across streams in an order that can change from run to "

@@ -22,6 +22,7 @@ COMMAND_MODULES = {
     "replay": "cmd_replay",
     "fleet": "cmd_fleet",
     "torch": "cmd_torch",
+    "rmm": "cmd_rmm",
     "explain": "cmd_explain",
     "cache": "cmd_cache",
 }

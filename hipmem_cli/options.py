@@ -152,8 +152,9 @@ VirtualDeviceOption = Annotated[
     typer.Option(
         "--device",
         metavar="NAME",
-        help="Virtual GPU to replay PyTorch's allocator on: MI300X (default), MI325X, MI355X, "
-        "MI250X, H100, H200, A100-40GB, A100-80GB.",
+        help="Virtual GPU to replay PyTorch's allocator or RMM's resources on: MI300X "
+        "(default), MI325X, MI355X, "
+        "MI250X, MI210, H100, H200, A100-40GB, A100-80GB.",
         show_default=False,
     ),
 ]
@@ -177,6 +178,16 @@ TorchVersionOption = Annotated[
     ),
 ]
 
+RmmVersionsOption = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option(
+        "--rmm",
+        metavar="VERSION[,VERSION]",
+        help="RMM release whose resources run on the virtual GPU (25.4, 24.12), or several "
+        "side by side (24.12,25.4); `hipmem rmm fetch` gets them. Default: 25.4.0.",
+        show_default=False,
+    ),
+]
 TorchVersionsOption = Annotated[
     Optional[str],  # noqa: UP045
     typer.Option(

@@ -137,7 +137,12 @@ def _probes(result: CapacityResult | NoCapacityFound) -> int:
 
 
 def _render_fits(found: list[VirtualCapacity]) -> None:
-    columns = ["device", "memory", *(entry.spec.label for entry in found)]
+    render_fits([(entry.spec.label, entry.fits) for entry in found])
+
+
+def render_fits(found: list[tuple[str, list[Fit]]]) -> None:
+    """The fits table: each resource (label, fits) on every preset."""
+    columns = ["device", "memory", *(label for label, _ in found)]
     table = output.Table(
         "Fits: the log on each device, headroom at the reserved peak",
         columns,
@@ -146,8 +151,8 @@ def _render_fits(found: list[VirtualCapacity]) -> None:
     )
     for name, preset in PRESETS.items():
         cells: list[output.Cell] = []
-        for entry in found:
-            fit = next(f for f in entry.fits if f.device.name == name)
+        for _, fits_of in found:
+            fit = next(f for f in fits_of if f.device.name == name)
             if fit.fits:
                 cells.append(output.whole(f"fits, {output.human_bytes(fit.headroom_bytes)} free"))
             else:

@@ -5,9 +5,10 @@
 - hip: AMD through hip-python (hipMalloc, hipMallocManaged, hipMallocAsync, hipHostMalloc)
   and hipMM's `rmm.mr` for pool/arena/binning/fixed. Written to mirror the cuda path call for
   call; it has not been measured on an AMD GPU (none was available).
-- virtual: no GPU at all: PyTorch's own caching allocator on hipmem's virtual GPU
-  (replay/virtual_gpu.py), for `-r torch[:...]` only. `auto` picks it for a torch resource
-  when no GPU (or no CUDA PyTorch to drive one) is here.
+- virtual: no GPU at all: PyTorch's own caching allocator (replay/virtual_gpu.py) or RMM's
+  own resources (replay/virtual_rmm.py: pool, arena, binning, fixed, cuda) on hipmem's
+  virtual GPU. `auto` picks it when no GPU (or for torch, no CUDA PyTorch to drive one) is
+  here.
 - host: host memory. `host` replays through the native core's host build (or a Python loop
   when no C++ compiler exists), so CI exercises the same replay loop with no GPU.
 
@@ -137,14 +138,11 @@ def resolve_backend(requested: str, spec: ResourceSpec, device: int = 0) -> Back
         return _null_backend(requested, device)
     if spec.kind == "torch":
         return _torch_backend(requested, device)
-    if requested == "virtual":
-        raise ReplayUsageError(
-            f"{spec.label!r} is an RMM resource, which runs on a GPU only: librmm links the "
-            "CUDA runtime statically, so hipmem's virtual GPU cannot host it; the virtual "
-            "GPU replays `-r torch[:...]` (PyTorch's allocator)",
-            parameter="backend",
-            value="virtual",
-        )
+    if requested == "virtual":  # RMM's own resources, compiled for the virtual GPU
+        from hipmem.replay.virtual_rmm import check_spec
+
+        check_spec(spec)
+        return Backend("virtual")
     if requested == "host":
         raise ReplayUsageError(
             f"replays only host memory, not {spec.label!r}", parameter="backend", value="host"
@@ -160,9 +158,18 @@ def resolve_backend(requested: str, spec: ResourceSpec, device: int = 0) -> Back
         return Backend("hip", device)
     if requested == "hip":
         raise BackendUnavailable(f"the hip backend found no GPU {device}: {why_hip or 'none'}")
+    from hipmem.replay.virtual_rmm import VIRTUAL_KINDS
+
+    if spec.kind in VIRTUAL_KINDS and spec.options.get("upstream", "cuda") in (
+        "cuda",
+        "hip",
+        "pool",
+    ):
+        return Backend("virtual")  # no GPU: RMM's resources on the virtual GPU
     raise BackendUnavailable(
         f"no GPU to replay {spec.label!r} on (cuda: {why or 'no device'}; hip: {why_hip}); "
-        "use a machine with an NVIDIA or AMD GPU, or `--resource host` for host memory"
+        "use a machine with an NVIDIA or AMD GPU (the virtual GPU replays pool, arena, binning, "
+        "fixed and cuda), or `--resource host` for host memory"
     )
 
 

@@ -72,6 +72,7 @@ PRESETS: dict[str, DevicePreset] = {
         _amd("MI325X", 256, "256 GB HBM3E (AMD Instinct MI325X data sheet)"),
         _amd("MI355X", 288, "288 GB HBM3E (AMD Instinct MI355X data sheet)"),
         _amd("MI250X", 64, "128 GB HBM2e per OAM, two GCDs; one GCD is one device"),
+        _amd("MI210", 64, "64 GB HBM2e (AMD Instinct MI210 data sheet)"),
         _nvidia("H100", 85_017_493_504, f"H100 80GB HBM3, {MEASURED_H100}"),
         _nvidia("H200", 150_109_880_320, f"H200 141GB HBM3e, {MEASURED_H200}"),
         _nvidia("A100-40GB", 40 * GiB, "NVIDIA's published capacity: 40 GB HBM2 (not measured)"),

@@ -87,6 +87,8 @@ class FleetRequest:
         if o.backend == "virtual" or o.device_name or o.device_memory_bytes or o.torch_version:
             device = o.virtual_device()  # what the virtual GPU's figures depend on
             text += f",device={device.name}:{device.memory_bytes},torch={o.torch_version or ''}"
+        if o.rmm_version:  # (absent when not given: the keys of earlier results still match)
+            text += f",rmm={o.rmm_version}"
         return text + (f",confirm_runs={self.confirm_runs}" if self.find_capacity else "")
 
     def check(self) -> None:

@@ -33,7 +33,7 @@ from hipmem.replay.device_presets import PRESETS, DevicePreset
 from hipmem.replay.engine import ReplayOptions, program_arrays
 from hipmem.replay.errors import ReplayError, ReplayUsageError
 from hipmem.replay.events import AllocationLog
-from hipmem.replay.program import ReplayProgram, build_program
+from hipmem.replay.program import OP_ALLOCATE, ReplayProgram, build_program
 from hipmem.replay.resources import ResourceSpec
 from hipmem.replay.virtual_gpu import ProbeResult, VirtualGpu
 
@@ -225,13 +225,53 @@ def fits(
     devices: list[DevicePreset] | None = None,
     program: ReplayProgram | None = None,
 ) -> list[Fit]:
-    """For each device (every preset by default): does the log replay there, with what room."""
+    """For each device (every preset by default): does the log replay there, with what room.
+    PyTorch's allocator, or RMM's resource (replay/virtual_rmm.py) on the virtual GPU."""
     program = program if program is not None else build_program(log)
-    session = _Session(log, spec, options or ReplayOptions(backend="virtual"), program)
     chosen = devices if devices is not None else list(PRESETS.values())
+    if spec.kind != "torch":
+        return _rmm_fits(log, spec, options or ReplayOptions(backend="virtual"), chosen, program)
+    session = _Session(log, spec, options or ReplayOptions(backend="virtual"), program)
     found: list[Fit] = []
     with session.start() as gpu:
         for device in chosen:
             run = gpu.replay(device=device, limit_bytes=session.spec.limit_bytes)
+            found.append(Fit(device, run.replayed, run.peak_reserved_bytes, run.failure_count))
+    return found
+
+
+def _rmm_fits(
+    log: AllocationLog,
+    spec: ResourceSpec,
+    options: ReplayOptions,
+    devices: list[DevicePreset],
+    program: ReplayProgram,
+) -> list[Fit]:
+    """RMM's resource on each device. Only arena asks the device its size (its default size is
+    half the free memory); the others meet it only when it refuses a cudaMalloc. So for them
+    one replay on the largest device stands for every device whose memory it never came near
+    (its peak, in the device's pages, fits); the others are replayed. A device too small for
+    what the resource takes at its making does not fit, every allocation refused."""
+    from hipmem.replay import rmm_fetch
+    from hipmem.replay.engine import program_arrays
+    from hipmem.replay.virtual_gpu import ProgramFiles
+    from hipmem.replay.virtual_rmm import RmmProbe, VirtualRmm
+
+    rmm = rmm_fetch.locate(options.rmm_version)
+    allocations = int((program.op == OP_ALLOCATE).sum())
+    found: list[Fit] = []
+    with (
+        ProgramFiles(program_arrays(program)) as files,
+        VirtualRmm(files, program.slot_count, len(program.streams), spec, rmm) as gpu,
+    ):
+        largest = max(devices, key=lambda d: d.memory_bytes)
+        base: RmmProbe | None = None if spec.kind == "arena" else gpu.replay(largest)
+        for device in devices:
+            run = base
+            if run is None or run.device_refusals or run.device_peak_bytes > device.memory_bytes:
+                run = gpu.replay(device)
+            if run.setup_refused is not None and run.device_refusals:
+                found.append(Fit(device, False, 0, allocations))
+                continue
             found.append(Fit(device, run.replayed, run.peak_reserved_bytes, run.failure_count))
     return found

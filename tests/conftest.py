@@ -158,3 +158,24 @@ def torch_allocators() -> dict[str, object]:
 def torch211(torch_allocators: dict[str, object]) -> object:
     """PyTorch 2.11's allocator: the version the committed snapshots were recorded with."""
     return torch_allocators["2.11.0"]
+
+
+RMM_RELEASES = ("25.4.0", "24.12.1")
+
+
+@pytest.fixture(scope="session")
+def rmm_releases() -> dict[str, object]:
+    """RMM's releases the virtual-GPU tests replay, fetched on first use (once per test session,
+    the same `hipmem rmm fetch` path users take: a check of the cache when it is there) and
+    compiled (once per release and cache), by version."""
+    from hipmem.replay import rmm_build, rmm_fetch
+
+    found: dict[str, object] = {}
+    for version in RMM_RELEASES:
+        try:
+            fetched = rmm_fetch.locate(version)
+        except rmm_fetch.RmmNotFetched:  # not fetched, or damaged: the fetch repairs it
+            fetched = rmm_fetch.fetch(version)
+        rmm_build.build(fetched)
+        found[version] = fetched
+    return found

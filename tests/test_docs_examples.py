@@ -125,6 +125,11 @@ def _uses_torch(example: Example) -> bool:
     return any(marker in text for marker in markers)
 
 
+def _uses_rmm(example: Example) -> bool:
+    text = " ".join(example.body)
+    return any(marker in text for marker in ("hipmem rmm", "fetch_rmm", "-r pool", "-r arena"))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("example", RUNNABLE, ids=lambda example: example.name)
 def test_example_runs_as_the_page_says(
@@ -134,6 +139,8 @@ def test_example_runs_as_the_page_says(
         rocm_release(rocm_roots, release)  # a release the archive no longer has: a skip
     if _uses_torch(example):  # PyTorch's allocator for the virtual GPU, fetched once
         request.getfixturevalue("torch_allocators")
+    if _uses_rmm(example):  # RMM's resources for the virtual GPU, fetched and built once
+        request.getfixturevalue("rmm_releases")
     workdir = _workdir(tmp_path)
     if example.language in SHELL_LANGUAGES:
         problems = _run_shell(example, workdir)

@@ -121,10 +121,11 @@ def test_usage_errors_are_one_line_exit_2(args, message):
     cuda_device_count()[0] > 0 or hip_device_count()[0] > 0, reason="a GPU is present"
 )
 def test_no_gpu_is_one_line_exit_1():
-    done = hipmem("replay", str(SERVE), "-r", "pool")
+    # (RMM's pool, arena, binning, fixed and cuda replay on the virtual GPU: test_rmm_virtual)
+    done = hipmem("replay", str(SERVE), "-r", "async")
     assert done.returncode == 1
     assert (
-        done.stderr.startswith("Error: no GPU to replay 'pool' on (")
+        done.stderr.startswith("Error: no GPU to replay 'async' on (")
         and done.stderr.count("\n") == 1
     )
 

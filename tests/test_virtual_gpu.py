@@ -421,10 +421,11 @@ def test_a_wheel_that_is_not_pytorch_is_refused_before_any_download(tmp_path: Pa
         torch_fetch.fetch("2.11", wheel=cpu)
 
 
-def test_rmm_resources_on_the_virtual_gpu_are_one_clear_line() -> None:
+def test_the_drivers_own_pool_on_the_virtual_gpu_is_one_clear_line() -> None:
+    # (RMM's own resources replay there: tests/test_rmm_virtual.py)
     log = hipmem.load_log(SNAPSHOTS / "oom.pickle.gz")
-    with pytest.raises(hipmem.UsageError, match="librmm links the CUDA runtime statically"):
-        hipmem.replay(log, parse_spec("pool"), _virtual())
+    with pytest.raises(hipmem.UsageError, match="async is the CUDA driver's own pool"):
+        hipmem.replay(log, parse_spec("async"), _virtual())
 
 
 def test_settings_pytorch_refuses_are_its_own_words(

@@ -98,8 +98,8 @@ def test_find_capacity_table_names_each_cap() -> None:
 @pytest.mark.parametrize(
     ("args", "code", "said"),
     [
-        (["-r", "pool", "--backend", "virtual"], 2,
-         "Error: --backend 'virtual': 'pool' is an RMM resource, which runs on a GPU only"),
+        (["-r", "managed", "--backend", "virtual"], 2,
+         "Error: --backend 'virtual': 'managed': the virtual GPU replays RMM's pool, arena"),
         (["-r", "torch", "--device", "MI301X"], 2,
          "Error: --device 'MI301X': not a device hipmem knows; did you mean MI300X"),
         (["-r", "host", "--device", "H100"], 2,

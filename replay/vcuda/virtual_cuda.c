@@ -60,6 +60,9 @@ static size_t g_granularity_bytes = 2 * MIB;
 static size_t g_committed_bytes;      /* device memory in use: cudaMalloc + cuMemCreate */
 static size_t g_committed_peak_bytes;
 static unsigned long long g_refusals; /* requests refused for want of device memory */
+/* What cudaMalloc was asked for, unrounded: the bytes an RMM resource took from its upstream
+   (hipmem_vcuda_requested), exact whatever the device's granularity. */
+static unsigned long long g_asked_bytes, g_asked_peak_bytes, g_asked_calls;
 static __thread cudaError_t g_last_error = cudaSuccess;
 
 static size_t env_size(const char* name, size_t fallback) {
@@ -102,7 +105,8 @@ static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 typedef struct {
   uintptr_t start;
   size_t size;
-  int kind; /* RANGE_MALLOC or RANGE_RESERVE */
+  size_t asked; /* the bytes cudaMalloc was asked for (RANGE_MALLOC) */
+  int kind;     /* RANGE_MALLOC or RANGE_RESERVE */
 } Range;
 
 enum { RANGE_MALLOC = 1, RANGE_RESERVE = 2 };
@@ -172,7 +176,7 @@ static uintptr_t arena_take(size_t size, size_t align, int kind) {
     g_range_room = room;
   }
   memmove(g_ranges + i + 1, g_ranges + i, (g_range_count - i) * sizeof *g_ranges);
-  g_ranges[i] = (Range){at, size, kind};
+  g_ranges[i] = (Range){at, size, 0, kind};
   ++g_range_count;
   return at;
 }
@@ -230,6 +234,7 @@ EXPORT int hipmem_vcuda_configure(unsigned long long total_bytes,
       g_granularity_bytes = granularity_bytes;
     g_committed_peak_bytes = 0;
     g_refusals = 0;
+    g_asked_peak_bytes = g_asked_calls = 0;
   }
   pthread_mutex_unlock(&g_lock);
   return busy ? -1 : 0;
@@ -240,6 +245,17 @@ EXPORT void hipmem_vcuda_state(HipmemVcudaState* out) {
   pthread_mutex_lock(&g_lock);
   *out = (HipmemVcudaState){g_total_bytes, g_granularity_bytes, g_committed_bytes,
                             g_committed_peak_bytes, g_refusals, g_range_count, g_arena_bytes};
+  pthread_mutex_unlock(&g_lock);
+}
+
+/* The bytes cudaMalloc was asked for and not yet freed, their peak and the calls granted since
+   the last hipmem_vcuda_configure. */
+EXPORT void hipmem_vcuda_requested(unsigned long long* current_bytes,
+                                   unsigned long long* peak_bytes, unsigned long long* calls) {
+  pthread_mutex_lock(&g_lock);
+  if (current_bytes) *current_bytes = g_asked_bytes;
+  if (peak_bytes) *peak_bytes = g_asked_peak_bytes;
+  if (calls) *calls = g_asked_calls;
   pthread_mutex_unlock(&g_lock);
 }
 
@@ -353,6 +369,12 @@ EXPORT cudaError_t cudaMalloc(void** ptr, size_t size) {
     at = arena_take(bytes, g_granularity_bytes, RANGE_MALLOC);
     if (!at) g_committed_bytes -= bytes;
   }
+  if (at) {
+    g_ranges[arena_find(at)].asked = size;
+    g_asked_bytes += size;
+    if (g_asked_bytes > g_asked_peak_bytes) g_asked_peak_bytes = g_asked_bytes;
+    ++g_asked_calls;
+  }
   pthread_mutex_unlock(&g_lock);
   if (g_trace) fprintf(stderr, "vcuda: cudaMalloc %zu -> %#lx\n", size, (unsigned long)at);
   if (!at) return fail(cudaErrorMemoryAllocation);
@@ -367,6 +389,7 @@ EXPORT cudaError_t cudaFree(void* ptr) {
   int ok = index >= 0 && g_ranges[index].kind == RANGE_MALLOC;
   if (ok) {
     g_committed_bytes -= g_ranges[index].size;
+    g_asked_bytes -= g_ranges[index].asked;
     arena_drop((size_t)index);
   }
   pthread_mutex_unlock(&g_lock);
