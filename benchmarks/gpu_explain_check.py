@@ -153,6 +153,8 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", choices=sorted(JOBS), default=sorted(JOBS))
     parser.add_argument("--json", type=Path, default=None, help="write the rows here")
     parser.add_argument("--dry-run", action="store_true", help="no GPU: check the script")
+    parser.add_argument("--cap-bytes", type=int, default=None,
+                        help="run the jobs under this cap instead of their own")  # fmt: skip
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--fraction", type=float, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--record", type=Path, default=None, help=argparse.SUPPRESS)
@@ -164,6 +166,9 @@ def main() -> None:
         assert all(_WORK[job] in recorder._WORK for job in JOBS)
         print(f"dry run: {len(JOBS)} jobs: {', '.join(JOBS)}")
         return
+    if args.cap_bytes is not None:
+        for name in args.only:
+            JOBS[name] = (JOBS[name][0], args.cap_bytes / H200_BYTES)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="hipmem-explain-check-") as folder:
         for name in args.only:

@@ -16,6 +16,7 @@ NAMES = (
     "train-expandable",
     "train-late",
     "infer-default",
+    "infer-full",
     "multistream",
     "oom",
     "multistream-oom",
@@ -25,6 +26,7 @@ NAMES = (
 COMPLETE = (
     "train-default",
     "train-expandable",
+    "infer-full",
     "multistream",
     "oom",
     "multistream-oom",

@@ -302,8 +302,8 @@ def test_the_gate_reads_the_variables_and_refuses_ones_that_disagree() -> None:
             "Error: --headroom is about the workspace of calls",
         ),
         (
-            ["recommend", "--from-snapshot", str(TRAIN), "--device", "MI210"],
-            "Error: --device 'MI210': not a device hipmem knows",
+            ["recommend", "--from-snapshot", str(TRAIN), "--device", "MI211"],
+            "Error: --device 'MI211': not a device hipmem knows; did you mean MI210",
         ),
         (
             ["recommend", "--from-snapshot", "samples/serve-first-2000.csv.gz"],

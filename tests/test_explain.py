@@ -102,6 +102,27 @@ def test_explain_names_settings_that_avoid_a_recorded_oom_and_each_serves_every_
     assert _replay(name, found.settings, cap).failure_count > 0
 
 
+def test_explain_gives_the_h200s_verdicts_on_the_inference_job_recorded_whole() -> None:
+    """The H200 ran this job again under each setting of the grid and a cap of 153,092,096
+    bytes (benchmarks/results/explain-h200-2026-11-24/explain-h200-4-*.json): the settings
+    with expandable segments ran to the end, every other one ran out of memory. Explain,
+    from the job's uncapped snapshot on a virtual H200 under the same cap, says the same."""
+    on_gpu = json.loads(
+        (REPO / "benchmarks/results/explain-h200-2026-11-24"
+         / "explain-h200-4-infer-full-153092096.json").read_text()
+    )  # fmt: skip
+    ran_to_the_end = {row["settings"]: row["gpu_num_ooms"] == 0 for row in on_gpu}
+    found = explain(SNAPSHOTS / "infer-full.pickle.gz", device=H200, cap_bytes=153_092_096,
+                    torch_version="2.11.0", torch_build="cuda", jobs=2)  # fmt: skip
+    assert found.refused is not None and not found.refused.recorded_failed
+    served = {c.settings: c.replayed for c in found.candidates if c.error is None}
+    # The grid's split sizes come from the snapshot's blocks: this uncapped one adds one
+    # (max_split_size_mb:32) that the GPU's capped recording did not give. Every setting the
+    # GPU ran is here, with its verdict.
+    assert {k: served[k] for k in ran_to_the_end} == ran_to_the_end
+    assert any(ran_to_the_end.values()) and not all(ran_to_the_end.values())
+
+
 def test_the_state_at_the_refusal_is_the_allocators_own_and_adds_up() -> None:
     found = explain(
         SNAPSHOTS / "train-default.pickle.gz", device=H200, cap_bytes=570_000_000, jobs=2
