@@ -56,8 +56,9 @@ any takes limit=BYTES):
 
 \b
 With no GPU, torch resources replay PyTorch's own allocator on a virtual GPU
-(--backend virtual; `hipmem torch fetch` gets the allocator once), and pool, arena,
-binning, fixed and cuda replay RMM's own code there (`hipmem rmm fetch` gets it once):
+(--backend virtual; `hipmem torch fetch` gets the allocator once), and pool,
+arena, binning, fixed and cuda replay RMM's own code there (`hipmem rmm fetch`
+gets it once):
   hipmem replay run.pickle -r torch:settings=recorded --device MI300X
   hipmem replay serve.csv.gz -r pool -r arena --device MI300X --rmm 24.12,25.4
   hipmem replay run.pickle -r torch:settings=recorded \\

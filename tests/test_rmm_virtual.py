@@ -292,3 +292,25 @@ def test_fleet_replays_rmm_on_the_virtual_gpu(rmm_releases):
     alone = _replay(hipmem.load_log(SERVE), "pool", rmm_version="24.12")
     assert record["peak_reserved_bytes"] == alone.peak_reserved_bytes
     assert record["settings"].endswith(",rmm=24.12")
+
+
+# -- the H200's own figures ----------------------------------------------------------------------
+H200_FIGURES = json.loads((REPO / "tests" / "data" / "rmm-h200.json").read_text())["rows"]
+
+
+def test_every_committed_log_through_every_resource_gives_the_h200s_figures(
+    rmm_releases: object,
+) -> None:
+    """Each committed RMM log and the sample, through each resource and both releases, on a
+    virtual GPU given the free memory the H200 had: the peak reserved bytes and the refused
+    allocations the H200 gave with the same RMM code (tests/data/rmm-h200.json)."""
+    logs = {row["log"]: hipmem.load_log(str(REPO / row["log"])) for row in H200_FIGURES}
+    differ = []
+    for row in H200_FIGURES:
+        rmm = ".".join(row["rmm"].split(".")[:2])
+        report = _replay(logs[row["log"]], row["resource"], rmm_version=rmm,
+                         device_memory_bytes=row["device_bytes"], time_calls=False)  # fmt: skip
+        got = (report.peak_reserved_bytes, report.failure_count)
+        if got != (row["peak_reserved_bytes"], row["refused"]):
+            differ.append((row["log"], row["rmm"], row["resource"], got))
+    assert len(H200_FIGURES) == 48 and not differ
