@@ -118,3 +118,26 @@ def both(*args: str, columns: int) -> list[Seen]:
 def whole_on_a_line(value: str, text: str) -> bool:
     """`value` appears inside one line of `text` (not folded or cut)."""
     return any(value in line for line in text.splitlines())
+
+
+# The 80-column rule (tests/test_fits_80_columns.py says why these may be wider).
+WIDTH = 80
+ONE_LINE_BY_RULE = ("Error: ", "Warning: ", "FAIL ", "ok ", "export ", "# ")
+
+
+def too_wide(text: str, width: int = WIDTH) -> list[str]:
+    """The lines of `text` wider than `width` that are not one unsplittable word alone."""
+    return [
+        line
+        for line in text.splitlines()
+        if len(line) > width and len(line.split()) > 1 and not line.startswith(ONE_LINE_BY_RULE)
+    ]
+
+
+def width_problems(seen: Seen | subprocess.CompletedProcess[str], where: str) -> list[str]:
+    """Lines past the rule, and anything cut with an ellipsis, in what a command printed."""
+    text = seen.stdout + seen.stderr
+    problems = [f"{where}: {len(line)} columns: {line}" for line in too_wide(text)]
+    if "…" in text:
+        problems.append(f"{where}: cut with '…'")
+    return problems

@@ -29,7 +29,7 @@ from tests.docs_examples import (
     numbers_in,
     page_examples,
 )
-from tests.terminal import Seen, command_on_terminal
+from tests.terminal import WIDTH, Seen, command_on_terminal, width_problems
 
 EXAMPLES = all_examples()
 RUNNABLE = [example for example in EXAMPLES if example.no_run_reason is None]
@@ -60,18 +60,22 @@ def _run_command(
     """What is wrong with one command's run: [] when it ran as the page says.
 
     A console block shows what a user sees on a terminal, so its commands write to one (a
-    pseudo-terminal as wide as `COLUMNS`); the commands of script blocks are piped."""
+    pseudo-terminal of 80 columns, where the output must fit); the commands of script blocks
+    are piped, `COLUMNS` wide."""
     argv = ["bash", "-c", "\n".join([*prelude, command.text])]
-    if on_terminal:
+    where = f"line {command.line}: {command.text}"
+    problems = []
+    if on_terminal:  # at 80 columns, held to the width rule (tests/test_fits_80_columns.py)
+        env = {**_env(), "COLUMNS": str(WIDTH)}
         done: Seen | subprocess.CompletedProcess[str] = command_on_terminal(
-            argv, columns=COLUMNS, env=_env(), cwd=workdir
+            argv, columns=WIDTH, env=env, cwd=workdir
         )
+        if "--json" not in command.text and "--format json" not in command.text:
+            problems += width_problems(done, f"{where} (terminal)")
     else:
         done = subprocess.run(
             argv, capture_output=True, text=True, cwd=workdir, env=_env(), timeout=300
         )
-    where = f"line {command.line}: {command.text}"
-    problems = []
     if done.returncode != command.expected_exit:
         problems.append(
             f"{where}\n  exit {done.returncode}, the page says {command.expected_exit}\n"
