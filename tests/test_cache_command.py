@@ -12,6 +12,7 @@ from pathlib import Path
 
 from hipmem._core import answer_cache
 from tests.conftest import cli_env
+from tests.test_fetch_on_demand import sizes
 from tests.test_rocm_fetch import _mirror_cache
 
 REPO = Path(__file__).resolve().parents[1]
@@ -58,7 +59,12 @@ def test_an_arch_removed_is_fetched_again_by_the_next_query(rocm72: Path, tmp_pa
     assert not [path for path in manifest["files"] if path.endswith("_gfx90a.dat")]
     sized = hipmem("size", "--rocm", "7.2", "-d", "MI210", "--json", GEMM, **env)
     assert sized.returncode == 0, sized.stderr
-    assert "the cached ROCm 7.2 has no gemm data for gfx90a: downloading" in sized.stderr
+    (line,) = sized.stderr.splitlines()
+    assert line.startswith("the cached ROCm 7.2 has no gemm data for gfx90a: downloading ")
+    assert "(ROCm 7.2: 1 Debian package; gemm data for gfx90a" in line
+    assert sizes(sized.stdout) == sizes(
+        hipmem("size", "--rocm", "7.2", "-d", "MI210", "--json", GEMM).stdout
+    )  # as the full cache answers
     manifest = json.loads((cache / "rocm/7.2/manifest.json").read_text())
     assert "gfx90a" in manifest["archs"] and manifest["fetched_by"] == "fetched on first use"
     # Where the libraries came from, said truthfully.
