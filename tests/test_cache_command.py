@@ -61,7 +61,7 @@ def test_an_arch_removed_is_fetched_again_by_the_next_query(rocm72: Path, tmp_pa
     assert sized.returncode == 0, sized.stderr
     (line,) = sized.stderr.splitlines()
     assert line.startswith("the cached ROCm 7.2 has no gemm data for gfx90a: downloading ")
-    assert "(ROCm 7.2: 1 Debian package; gemm data for gfx90a" in line
+    assert "(ROCm 7.2: 1 Debian package; gemm data for " in line  # the mirror's other archs too
     assert sizes(sized.stdout) == sizes(
         hipmem("size", "--rocm", "7.2", "-d", "MI210", "--json", GEMM).stdout
     )  # as the full cache answers
