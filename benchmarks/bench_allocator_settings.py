@@ -31,14 +31,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from hipmem.replay.pytorch.allocator import locate
+
 from benchmarks.bench_virtual_replay import SOURCE, _cpu, spread, tile_snapshot
-from hipmem.replay.torch_allocator import locate
 
 REPO = Path(__file__).resolve().parents[1]
 # One fresh process: load the snapshot, then time the grid alone with `jobs` processes.
 GRID_ONLY = """
 import sys, time
-from hipmem.replay import allocator_settings
+from hipmem.replay.settings import recommend as allocator_settings
 path, jobs, torch = sys.argv[1], sys.argv[2], sys.argv[3] or None
 workloads = allocator_settings.load_workloads([path])  # loaded: the clock times the grid
 started = time.perf_counter()

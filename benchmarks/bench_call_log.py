@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hipmem.sizing.call_logs import read_call_log
+from hipmem.sizing.calls.logs import read_call_log
 
 _TRANS = ("N", "T")
 

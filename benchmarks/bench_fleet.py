@@ -36,11 +36,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hipmem.replay import native
-from hipmem.replay.engine import ReplayOptions
-from hipmem.replay.fleet import FleetRequest, run_fleet
-from hipmem.replay.fleet_cluster import fleet_client, plan_local_cluster
-from hipmem.replay.resources import parse_spec
+from hipmem.replay.engine import native
+from hipmem.replay.engine.resources import parse_spec
+from hipmem.replay.engine.run import ReplayOptions
+from hipmem.replay.fleet.cluster import fleet_client, plan_local_cluster
+from hipmem.replay.fleet.run import FleetRequest, run_fleet
+
 from tests.fleet_logs import HEADER, REAL, read_rows, shifted, tiled, window
 
 GPU_SPECS = ("pool:initial=16GiB", "binning:initial=16GiB", "arena:size=16GiB", "async")

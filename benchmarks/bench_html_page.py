@@ -38,21 +38,21 @@ from benchmarks.bench_virtual_replay import SOURCE, tile_snapshot
 _PAGE_STEP = """
 import os, sys, time
 from pathlib import Path
-from hipmem.replay.analysis import analyze, live_trace
-from hipmem.replay.html_page import Page, write_page
-from hipmem.replay.log_loader import load_log
+from hipmem.replay.logs.analysis import analyze, live_trace
+from hipmem.replay.pictures.html_page import Page, write_page
+from hipmem.replay.logs.loader import load_log
 log = load_log([Path(sys.argv[1])])
 kind, page = sys.argv[2], Path(sys.argv[3])
 if kind == "replay":
-    from hipmem.replay.engine import ReplayOptions, replay
-    from hipmem.replay.html_timeline import replay_figure
-    from hipmem.replay.program import build_program
-    from hipmem.replay.resources import parse_spec
+    from hipmem.replay.engine.run import ReplayOptions, replay
+    from hipmem.replay.pictures.html_timeline import replay_figure
+    from hipmem.replay.engine.program import build_program
+    from hipmem.replay.engine.resources import parse_spec
     program = build_program(log)
     report = replay(log, parse_spec("host"), ReplayOptions(backend="host", plot_samples=10_000),
                     program=program)
 else:
-    from hipmem.replay.html_timeline import log_figure
+    from hipmem.replay.pictures.html_timeline import log_figure
     summary, trace = analyze(log), live_trace(log.events)
 wall0, cpu0 = time.perf_counter(), os.times()
 if kind == "replay":

@@ -81,7 +81,7 @@ def measure(kind: str, path: str) -> dict[str, float]:
         start = time.perf_counter()
         rows = pa_csv.read_csv(path).num_rows
     else:
-        from hipmem.replay.log_loader import load_log
+        from hipmem.replay.logs.loader import load_log
 
         start = time.perf_counter()
         rows = len(load_log([path]).events)
@@ -131,7 +131,7 @@ def report(best: dict[str, dict[str, float]]) -> None:
     machine += f", Python {platform.python_version()}"
     print(f"machine: {machine}")
     print(f"{'reader':<28}{'rows':>12}{'seconds':>10}{'M rows/s':>10}{'peak MB':>10}")
-    readers = (("pyarrow", "pyarrow.csv.read_csv alone"), ("loader", "hipmem.replay.log_loader"))
+    readers = (("pyarrow", "pyarrow.csv.read_csv alone"), ("loader", "hipmem.replay.logs.loader"))
     for kind, label in readers:
         r = best[kind]
         print(

@@ -262,10 +262,11 @@ def child(
     fresh resource (`later_replays`): a slow process whose later replays are fast was slow in
     its first stack, one whose later replays are slow too is slow as a process."""
     spawned_ns = int(os.environ.get(ENV_SPAWN_NS, "0")) or None
-    from hipmem.replay import engine, native
-    from hipmem.replay.log_loader import load_log
-    from hipmem.replay.program import build_program
-    from hipmem.replay.resources import parse_spec
+    from hipmem.replay.engine import native
+    from hipmem.replay.engine import run as engine
+    from hipmem.replay.engine.program import build_program
+    from hipmem.replay.engine.resources import parse_spec
+    from hipmem.replay.logs.loader import load_log
 
     log = load_log([csv])
     program = build_program(log)
@@ -444,8 +445,9 @@ def floor_source(shared_source: Path) -> str:
 
 def build_floor(shared_source: Path, work: Path) -> Path:
     """The floor, built in `work`, or the one an earlier run built there from the same source."""
+    from hipmem.replay.engine import native
+
     from benchmarks.bench_replay import build_floor as build
-    from hipmem.replay import native
 
     work.mkdir(parents=True, exist_ok=True)
     source, binary = work / "replay_floor.cu", work / "replay_floor"
@@ -554,7 +556,7 @@ def machine() -> dict[str, Any]:
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
-    from hipmem.replay import native
+    from hipmem.replay.engine import native
 
     specs = HOST_SPECS if args.backend == "host" else GPU_SPECS
     resources = [r for r in args.resources.split(",") if r] if args.resources else list(specs)

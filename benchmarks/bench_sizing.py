@@ -13,9 +13,9 @@ import subprocess
 import sys
 import time
 
-from hipmem.sizing.call_spec import Call, make_call
-from hipmem.sizing.catalog import load_catalog
-from hipmem.sizing.rocm_fetch import cached_releases
+from hipmem.sizing.calls.spec import Call, make_call
+from hipmem.sizing.rocm.catalog import load_catalog
+from hipmem.sizing.rocm.fetch import cached_releases
 from hipmem.sizing.session import SizingSession
 
 RUNS = 7
@@ -60,11 +60,11 @@ def session_of_distinct_calls_s(calls: list[Call], release: str) -> tuple[float,
 def hipblaslt_heuristic_ms(release: str) -> tuple[float, float]:
     """The first hipblasLtMatmulAlgoGetHeuristic of a worker (bf16, gfx90a), then the median of
     100 more distinct shapes, each timed alone through the worker protocol."""
-    from hipmem.sizing.hipblaslt_locator import hipblaslt_for
-    from hipmem.sizing.hipblaslt_matmul import parse_matmul
-    from hipmem.sizing.library_locator import locate
-    from hipmem.sizing.virtual_device import resolve
-    from hipmem.sizing.worker_process import WorkerProcess
+    from hipmem.sizing.hipblaslt.locator import hipblaslt_for
+    from hipmem.sizing.hipblaslt.matmul import parse_matmul
+    from hipmem.sizing.rocm.locator import locate
+    from hipmem.sizing.worker.process import WorkerProcess
+    from hipmem.sizing.worker.virtual_device import resolve
 
     build = hipblaslt_for(locate(rocm=release))
     worker = WorkerProcess(build.runs_with, resolve("MI210"))

@@ -9,7 +9,7 @@ the way PyTorch shares them; copies after the second repeat its bytes, times inc
 fresh child processes time, side by side:
 
 - `pickle.load` of the decompressed stream (what the old reader did before walking the tree);
-- `hipmem.replay.snapshot.read_snapshot` (the numpy columns the replay needs).
+- `hipmem.replay.snapshots.reader.read_snapshot` (the numpy columns the replay needs).
 
 Each child imports the same modules first, then reads the file once; it reports the wall
 time of the read alone and its peak resident memory (ru_maxrss) above what it held after the
@@ -45,7 +45,7 @@ _CHILD = """
 import gzip, json, pickle, resource, sys, time
 from pathlib import Path
 import numpy
-from hipmem.replay import snapshot
+from hipmem.replay.snapshots import reader as snapshot
 path, how, traced = Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "traced"
 if traced:
     import tracemalloc
@@ -169,7 +169,7 @@ def _inspect_peak_mib(path: Path) -> tuple[float, float]:
 
 
 def _entries(path: Path) -> int:
-    from hipmem.replay.snapshot import read_snapshot
+    from hipmem.replay.snapshots.reader import read_snapshot
 
     return sum(part.recording.trace_entries for part in read_snapshot(path))
 

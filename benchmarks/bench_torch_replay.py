@@ -28,11 +28,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hipmem.replay.engine import ReplayOptions, program_arrays, replay
-from hipmem.replay.events import AllocationLog
-from hipmem.replay.log_loader import load_log
-from hipmem.replay.program import build_program
-from hipmem.replay.resources import parse_spec
+from hipmem.replay.engine.program import build_program
+from hipmem.replay.engine.resources import parse_spec
+from hipmem.replay.engine.run import ReplayOptions, program_arrays, replay
+from hipmem.replay.logs.events import AllocationLog
+from hipmem.replay.logs.loader import load_log
 
 REPO = Path(__file__).resolve().parents[1]
 SNAPSHOTS = REPO / "tests" / "data" / "snapshots"
@@ -43,8 +43,7 @@ RMM_SPECS = ("pool:initial=16GiB", "binning:initial=16GiB", "arena:size=16GiB", 
 def _plain_child(source: str) -> None:
     """In a fresh process: the bare loop, best of N passes; prints ns."""
     import torch
-
-    from hipmem.replay.torch_worker import load_extension
+    from hipmem.replay.pytorch.worker import load_extension
 
     torch.cuda.set_device(0)  # initialises CUDA and the caching allocator, as the worker does
     extension = load_extension(torch)

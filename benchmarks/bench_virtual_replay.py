@@ -37,12 +37,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hipmem.replay.device_presets import find_preset
-from hipmem.replay.engine import program_arrays
-from hipmem.replay.log_loader import load_log
-from hipmem.replay.program import build_program
-from hipmem.replay.torch_allocator import locate
-from hipmem.replay.virtual_gpu import VirtualGpu
+from hipmem.replay.engine.program import build_program
+from hipmem.replay.engine.run import program_arrays
+from hipmem.replay.logs.loader import load_log
+from hipmem.replay.pytorch.allocator import locate
+from hipmem.replay.virtual.devices import find_preset
+from hipmem.replay.virtual.gpu import VirtualGpu
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCE = REPO / "tests" / "data" / "snapshots" / "train-default.pickle.gz"

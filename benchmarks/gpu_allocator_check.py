@@ -32,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 if importlib.util.find_spec("platformdirs") is None:  # the GPU machine's Python lacks it
     os.environ.setdefault("HIPMEM_CACHE_DIR", str(Path.home() / ".cache" / "hipmem"))
 
-from hipmem.replay.allocator_settings import Candidate, recommend_allocator_settings
-from hipmem.replay.device_presets import PRESETS
-from hipmem.replay.engine import ReplayOptions, replay
+from hipmem.replay.engine.run import ReplayOptions, replay
+from hipmem.replay.settings.recommend import Candidate, recommend_allocator_settings
+from hipmem.replay.virtual.devices import PRESETS
 
 SNAPSHOTS = Path(__file__).resolve().parents[1] / "tests" / "data" / "snapshots"
 

@@ -116,7 +116,7 @@ def _in_child(name: str, settings: str, fraction: float, record: Path | None) ->
 
 
 def check_job(name: str, folder: Path) -> list[dict[str, Any]]:
-    from hipmem.replay.explain import explain
+    from hipmem.replay.explain.explanation import explain
 
     settings, fraction = JOBS[name]
     snapshot = folder / f"{name}.pickle.gz"

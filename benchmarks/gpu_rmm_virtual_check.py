@@ -1,6 +1,6 @@
 """On a machine with an NVIDIA GPU: do RMM's resources on the virtual GPU answer as on the GPU?
 
-The same driver (replay/vcuda/rmm_replay.cpp), compiled here with g++ against the same RMM
+The same driver (replay/rmm/csrc/rmm_replay.cpp), compiled here with g++ against the same RMM
 release's headers (librmm-cu12 24.12.1 and 25.4.0 from PyPI), is linked twice: to hipmem's
 stand-in runtime (the virtual GPU) and to NVIDIA's real `libcudart.so.12` (from the
 `nvidia-cuda-runtime-cu12` wheel, 12.9; it runs on any driver of CUDA 12.9 or later). So both
@@ -45,12 +45,12 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from hipmem.replay.capacity import NoCapacityFound, _bisect, _sized, sized_option  # noqa: E402
-from hipmem.replay.log_loader import load_log  # noqa: E402
-from hipmem.replay.program import build_program  # noqa: E402
-from hipmem.replay.resources import ResourceSpec, parse_spec  # noqa: E402
-from hipmem.replay.virtual_gpu import ProgramFiles  # noqa: E402
-from hipmem.replay.virtual_rmm import driver_arguments  # noqa: E402
+from hipmem.replay.capacity.search import NoCapacityFound, _bisect, _sized, sized_option  # noqa: E402
+from hipmem.replay.engine.program import build_program  # noqa: E402
+from hipmem.replay.engine.resources import ResourceSpec, parse_spec  # noqa: E402
+from hipmem.replay.logs.loader import load_log  # noqa: E402
+from hipmem.replay.rmm.virtual import driver_arguments  # noqa: E402
+from hipmem.replay.virtual.gpu import ProgramFiles  # noqa: E402
 
 CARRIED = REPO / "build" / "rmm-gpu-check"
 RELEASES = ("24.12.1", "25.4.0")
@@ -60,7 +60,8 @@ MiB = 1 << 20
 
 def prepare() -> None:
     """Fetch both releases and build the virtual and the real-runtime driver of each."""
-    from hipmem.replay import rmm_build, rmm_fetch
+    from hipmem.replay.rmm import build as rmm_build
+    from hipmem.replay.rmm import fetch as rmm_fetch
 
     shutil.rmtree(CARRIED, ignore_errors=True)
     for version in RELEASES:
@@ -116,7 +117,7 @@ class Side:
 
 
 def capacity(side: Side, spec: ResourceSpec, device_bytes: int, peak: int) -> int | None:
-    """The smallest maximum/limit with no refusal, as hipmem.replay.capacity searches it
+    """The smallest maximum/limit with no refusal, as hipmem.replay.capacity.search searches it
     (None: none up to 64 x the peak, as fixed, which refuses what is larger than a block)."""
     option = sized_option(spec)
 
@@ -179,7 +180,7 @@ def check(logs: list[Path], with_capacity: bool, dry_run: bool) -> list[dict[str
 
 
 def _arrays(program: Any) -> dict[str, Any]:
-    from hipmem.replay.engine import program_arrays
+    from hipmem.replay.engine.run import program_arrays
 
     return program_arrays(program)
 

@@ -31,13 +31,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 if importlib.util.find_spec("platformdirs") is None:  # the GPU machine's Python lacks it
     os.environ.setdefault("HIPMEM_CACHE_DIR", str(Path.home() / ".cache" / "hipmem"))
 
-from hipmem.replay.capacity import find_capacity
-from hipmem.replay.device_presets import PRESETS
-from hipmem.replay.engine import ReplayOptions, replay
-from hipmem.replay.log_loader import load_log
-from hipmem.replay.program import build_program
-from hipmem.replay.resources import parse_spec
-from hipmem.replay.torch_allocator import locate
+from hipmem.replay.capacity.search import find_capacity
+from hipmem.replay.engine.program import build_program
+from hipmem.replay.engine.resources import parse_spec
+from hipmem.replay.engine.run import ReplayOptions, replay
+from hipmem.replay.logs.loader import load_log
+from hipmem.replay.pytorch.allocator import locate
+from hipmem.replay.virtual.devices import PRESETS
 
 MiB = 1 << 20
 SNAPSHOTS = Path(__file__).resolve().parents[1] / "tests" / "data" / "snapshots"

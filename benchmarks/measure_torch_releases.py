@@ -1,5 +1,5 @@
 """What changes between PyTorch releases: every committed snapshot replayed under the first
-round of the settings grid (replay/allocator_grid.py) with each fetched release's allocator on
+round of the settings grid (replay/settings/grid.py) with each fetched release's allocator on
 the virtual GPU (the default device). Figures, not speed: docs/pytorch-virtual-gpu.md
 ("Releases") carries its table.
 
@@ -17,12 +17,14 @@ import json
 import sys
 from pathlib import Path
 
-from hipmem.replay import allocator_grid, torch_allocator, torch_fetch
-from hipmem.replay.device_presets import DEFAULT, find_preset
-from hipmem.replay.engine import program_arrays
-from hipmem.replay.log_loader import load_log
-from hipmem.replay.program import OP_ALLOCATE, build_program
-from hipmem.replay.virtual_gpu import VirtualGpu
+from hipmem.replay.engine.program import OP_ALLOCATE, build_program
+from hipmem.replay.engine.run import program_arrays
+from hipmem.replay.logs.loader import load_log
+from hipmem.replay.pytorch import allocator as torch_allocator
+from hipmem.replay.pytorch import fetch as torch_fetch
+from hipmem.replay.settings import grid as allocator_grid
+from hipmem.replay.virtual.devices import DEFAULT, find_preset
+from hipmem.replay.virtual.gpu import VirtualGpu
 
 SNAPSHOTS = Path(__file__).resolve().parents[1] / "tests" / "data" / "snapshots"
 
@@ -49,7 +51,8 @@ def measure(
                                 len(program.streams), entry.settings, device,
                                 allocator) as gpu:  # fmt: skip
                     run = gpu.replay()
-                # The trace's recorded out-of-memory requests are refused again (replay/program.py):
+                # The trace's recorded out-of-memory requests are refused again
+                # (replay/engine/program.py):
                 # the peak is the allocator's either way; the refusals are kept beside it.
                 row[release] = run.peak_reserved_bytes
                 refusals[(name, entry.settings, release)] = run.failure_count

@@ -23,6 +23,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from hipmem.replay.engine import native
+from hipmem.replay.engine.program import ReplayProgram, build_program
+from hipmem.replay.logs.events import AllocationLog
+from hipmem.replay.logs.loader import load_log
+
 from benchmarks.bench_threaded_replay import (
     MODES,
     RESOURCES,
@@ -32,10 +37,6 @@ from benchmarks.bench_threaded_replay import (
     per_event_ns,
     sequence_handoff,
 )
-from hipmem.replay import native
-from hipmem.replay.events import AllocationLog
-from hipmem.replay.log_loader import load_log
-from hipmem.replay.program import ReplayProgram, build_program
 from tests.fleet_logs import read_rows, write_log
 
 THREADED = ("threads=logged streams=default", "threads=logged streams=logged")

@@ -24,8 +24,10 @@ from hipmem._core import build_cache
 from hipmem._core.cache_lock import cache_lock
 from hipmem._core.cache_root import cache_dir
 from hipmem._core.errors import UsageError
-from hipmem.replay import torch_fetch, torch_release
-from hipmem.sizing import hipblaslt_fetch, rocm_fetch
+from hipmem.replay.pytorch import fetch as torch_fetch
+from hipmem.replay.pytorch import release as torch_release
+from hipmem.sizing.hipblaslt import fetch as hipblaslt_fetch
+from hipmem.sizing.rocm import fetch as rocm_fetch
 
 BUILD_KINDS = ("vcuda", "shim", "replay-core", "code-objects", "rmm", "rmm-build")
 KINDS = ("rocm", "hipblaslt", "torch", "builds", "answers", "apt")

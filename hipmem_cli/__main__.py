@@ -24,7 +24,7 @@ signal.signal(signal.SIGINT, _interrupted_while_starting)
 
 
 def main() -> None:
-    from hipmem.cli.main import main as run
+    from .main import main as run
 
     run()
 

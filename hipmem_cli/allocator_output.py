@@ -1,14 +1,14 @@
 """What `recommend --from-snapshot` and `check --from-snapshot` print: PyTorch's allocator
 settings, replayed on the virtual GPU. Rendering only; the figures come from
-hipmem.replay.allocator_settings and hipmem.replay.allocator_check."""
+hipmem.replay.settings.recommend and hipmem.replay.settings.check."""
 
 from __future__ import annotations
 
-from hipmem.cli import output
-from hipmem.replay.allocator_check import AllocatorCheck, SnapshotVerdict
-from hipmem.replay.allocator_grid import FRACTION_KEY, cap_bytes
-from hipmem.replay.allocator_settings import AllocatorRecommendation, Candidate
-from hipmem.replay.device_presets import PRESETS, DevicePreset
+from ..replay.settings.check import AllocatorCheck, SnapshotVerdict
+from ..replay.settings.grid import FRACTION_KEY, cap_bytes
+from ..replay.settings.recommend import AllocatorRecommendation, Candidate
+from ..replay.virtual.devices import PRESETS, DevicePreset
+from . import output
 
 NUMBER_COLUMNS = (
     "reserved peak",

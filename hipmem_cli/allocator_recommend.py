@@ -1,7 +1,7 @@
 """`recommend --from-snapshot`: PyTorch's allocator settings beside the workspace variables.
 
 The options are read and checked here before any work; the grid runs in
-hipmem.replay.allocator_settings; what a terminal shows is hipmem_cli/allocator_output.py.
+hipmem.replay.settings.recommend; what a terminal shows is hipmem_cli/allocator_output.py.
 The variables join the workspace ones in one output (every `--format`), so one step emits
 everything a deployment sets: the CLI combines the two libraries, which know nothing of each
 other (sizing renders the formats, replay finds the settings).
@@ -21,13 +21,14 @@ import typer
 
 from hipmem._core.byte_sizes import parse_bytes
 from hipmem._core.skipped_input import SkippedInput
-from hipmem.cli import output
-from hipmem.cli.html_output import captured, check_html_option, write_html
-from hipmem.cli.options import check_plot_option
-from hipmem.replay.errors import ReplayUsageError
+
+from ..replay.errors import ReplayUsageError
+from . import output
+from .html_output import captured, check_html_option, write_html
+from .options import check_plot_option
 
 if TYPE_CHECKING:
-    from hipmem.replay.allocator_settings import AllocatorRecommendation
+    from ..replay.settings.recommend import AllocatorRecommendation
 
 # The replay library (pandas, numpy) is imported when a snapshot is replayed, not when
 # `hipmem recommend` starts for calls alone.
@@ -114,7 +115,7 @@ class Request:
             strict=strict,
         )
         # An unknown preset is said before any work (sizing included).
-        from hipmem.replay.engine import ReplayOptions
+        from ..replay.engine.run import ReplayOptions
 
         ReplayOptions(backend="virtual", device_name=request.device,
                       device_memory_bytes=memory).check()  # fmt: skip
@@ -123,8 +124,8 @@ class Request:
     def run(self, chosen_format: str | None) -> Emitted:
         """Replay the grid, show it (on a terminal, without --format), and what to emit.
         No setting fits: the table, one error line, exit 1 (nothing is emitted)."""
-        from hipmem.cli import allocator_output
-        from hipmem.replay import allocator_settings
+        from ..replay.settings import recommend as allocator_settings
+        from . import allocator_output
 
         with output.progress("allocator settings") as bar:
             advice = allocator_settings.recommend_allocator_settings(
@@ -156,7 +157,7 @@ class Request:
             output.error(allocator_output.render_no_fit(advice))
             raise typer.Exit(1)
         if self.plot is not None:
-            from hipmem.replay.allocator_plot import write_allocator_plot
+            from ..replay.settings.plot import write_allocator_plot
 
             write_allocator_plot(self.plot, advice)
             output.written("plot", self.plot)
@@ -167,8 +168,8 @@ class Request:
 def _write_page(path: Path, advice: AllocatorRecommendation, printed: output.Captured) -> None:
     """The driving snapshot's timeline under the defaults and the recommended setting (or,
     when none fits, its requested bytes alone), and the tables of the recommendation."""
-    from hipmem.replay.allocator_plot import sampled_replays
-    from hipmem.replay.html_timeline import frames_left_out, replay_figure, replay_headline
+    from ..replay.pictures.html_timeline import frames_left_out, replay_figure, replay_headline
+    from ..replay.settings.plot import sampled_replays
 
     if advice.recommended is not None:
         workload, shown = sampled_replays(advice)
@@ -273,8 +274,8 @@ class CheckRequest:
 
     def run(self, json_only: bool) -> bool:
         """Replay, say the verdict (or print the JSON), and whether every snapshot fits."""
-        from hipmem.cli import allocator_output
-        from hipmem.replay.allocator_check import check_allocator_settings
+        from ..replay.settings.check import check_allocator_settings
+        from . import allocator_output
 
         with output.progress("checking snapshots"):
             found = check_allocator_settings(
@@ -295,7 +296,7 @@ class CheckRequest:
 
 def explain_failure(gate: CheckRequest) -> None:
     """`check --explain`: the first refused snapshot, explained as `hipmem explain` does."""
-    from hipmem.cli.cmd_explain import explain_snapshot
+    from .cmd_explain import explain_snapshot
 
     refused = next((name for name in gate.failed_snapshots), None)
     if refused is None:

@@ -6,13 +6,15 @@ picks the virtual GPU for nothing is one line before the log is read.
 
 from __future__ import annotations
 
-from hipmem.replay import rmm_build, rmm_fetch, vcuda_build
-from hipmem.replay.backends import resolve_backend
-from hipmem.replay.engine import ReplayOptions
-from hipmem.replay.errors import ReplayUsageError
-from hipmem.replay.resources import ResourceSpec
-from hipmem.replay.torch_allocator import locate
-from hipmem.replay.virtual_gpu import check_settings
+from ..replay.engine.backends import resolve_backend
+from ..replay.engine.resources import ResourceSpec
+from ..replay.engine.run import ReplayOptions
+from ..replay.errors import ReplayUsageError
+from ..replay.pytorch.allocator import locate
+from ..replay.rmm import build as rmm_build
+from ..replay.rmm import fetch as rmm_fetch
+from ..replay.virtual import build as vcuda_build
+from ..replay.virtual.gpu import check_settings
 
 
 def check_backends(

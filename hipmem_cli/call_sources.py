@@ -16,14 +16,15 @@ from hipmem._core.skipped_input import (
     SkippedPlace,
     refuse_skipped,
 )
-from hipmem.cli import output
-from hipmem.sizing.call_logs import CallLog, read_call_log
-from hipmem.sizing.call_spec import Call, parse_call
-from hipmem.sizing.catalog import Catalog, load_catalog
-from hipmem.sizing.errors import CallLogError, UsageError
-from hipmem.sizing.sweep import SweptCall, plan_sweep
-from hipmem.sizing.sweep_range import DEFAULT_MAX_POINTS, BadSweep, parse_sweep
-from hipmem.sizing.workload_file import read_workload_entries
+
+from ..sizing.calls.logs import CallLog, read_call_log
+from ..sizing.calls.spec import Call, parse_call
+from ..sizing.calls.workload_file import read_workload_entries
+from ..sizing.errors import CallLogError, UsageError
+from ..sizing.rocm.catalog import Catalog, load_catalog
+from ..sizing.sweeps.range import DEFAULT_MAX_POINTS, BadSweep, parse_sweep
+from ..sizing.sweeps.sweep import SweptCall, plan_sweep
+from . import output
 
 _PROBLEMS_SHOWN = 5  # per log file; the rest are counted
 
@@ -39,7 +40,7 @@ class CallSources:
     accept_skipped: bool = True
     # Filled by gather_calls: what each call log held (for reports and --json).
     logs: list[CallLog] = field(default_factory=list)
-    # `--sweep ARG=RANGE`: every CALL argument is sized at every point (sizing/sweep.py).
+    # `--sweep ARG=RANGE`: every CALL argument is sized at every point (sizing/sweeps/sweep.py).
     sweeps: list[str] = field(default_factory=list)
     max_points: int = DEFAULT_MAX_POINTS
 

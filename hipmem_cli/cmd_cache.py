@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from hipmem.cli import output
-from hipmem.cli.options import JsonOption
+from . import output
+from .options import JsonOption
 
 _DOCS = "Docs: docs/cache.md"
 _BY = {"hipmem rocm fetch": "rocm-fetch", "fetched on first use": "first-use"}

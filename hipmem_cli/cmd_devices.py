@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import typer
 
-from hipmem.cli import output
-from hipmem.cli.options import JsonOption
-from hipmem.sizing.real_devices import real_devices
-from hipmem.sizing.rocm_fetch import cached_archs
-from hipmem.sizing.rocm_releases import RELEASES
-from hipmem.sizing.virtual_device import ARCHS, PRODUCTS
+from ..sizing.rocm.fetch import cached_archs
+from ..sizing.rocm.releases import RELEASES
+from ..sizing.worker.real_devices import real_devices
+from ..sizing.worker.virtual_device import ARCHS, PRODUCTS
+from . import output
+from .options import JsonOption
 
 
 def gemm_data() -> dict[str, dict[str, list[str] | None]]:

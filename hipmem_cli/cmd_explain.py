@@ -10,9 +10,11 @@ from typing import Annotated, Optional
 import typer
 
 from hipmem._core.byte_sizes import parse_bytes
-from hipmem.cli import output
-from hipmem.cli.html_output import captured, check_html_option, write_html
-from hipmem.cli.options import (
+
+from ..replay.explain.explanation import Explanation
+from . import output
+from .html_output import captured, check_html_option, write_html
+from .options import (
     DeviceMemoryOption,
     HtmlOption,
     JsonOption,
@@ -21,7 +23,6 @@ from hipmem.cli.options import (
     VirtualDeviceOption,
     check_plot_option,
 )
-from hipmem.replay.explain import Explanation
 
 EPILOG = """\b
 Examples:
@@ -99,7 +100,7 @@ def explain_command(
     if html is not None:
         _write_page(html, found, printed)
     if plot is not None and found.state is not None:
-        from hipmem.replay.explain_plot import write_state_plot
+        from ..replay.explain.plot import write_state_plot
 
         write_state_plot(plot, found)
         if not json:
@@ -107,7 +108,7 @@ def explain_command(
 
 
 def _write_page(path: Path, found: Explanation, printed: output.Captured) -> None:
-    from hipmem.replay.explain_html import state_figure
+    from ..replay.explain.html import state_figure
 
     title = f"hipmem explain: {Path(found.snapshot).name}"
     refused = found.refused
@@ -130,8 +131,8 @@ def explain_snapshot(
     json: bool,
 ) -> Explanation:
     """Explain, then print the JSON or the text (`check --explain` calls it too)."""
-    from hipmem.cli.explain_output import render_explanation
-    from hipmem.replay.explain import explain
+    from ..replay.explain.explanation import explain
+    from .explain_output import render_explanation
 
     memory = None if device_memory is None else parse_bytes(device_memory, name="--device-memory")
     cap_bytes = None if cap is None else parse_bytes(cap, name="--cap")

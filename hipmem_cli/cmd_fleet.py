@@ -8,22 +8,23 @@ from typing import Annotated, Any, Optional
 import typer
 
 from hipmem._core.byte_sizes import parse_bytes
-from hipmem.cli import output
-from hipmem.cli.backend_check import check_backends
-from hipmem.cli.options import (
+
+from ..replay.engine.backends import is_host_spec, resolve_backend
+from ..replay.engine.resources import parse_spec
+from ..replay.engine.run import ReplayOptions
+from ..replay.fleet.cluster import fleet_client, plan_local_cluster, require_dask
+from ..replay.fleet.results import STATUS_OK, ResultsFile
+from ..replay.fleet.run import DEFAULT_RETRIES, FleetRequest, FleetRun, find_fleet_logs, run_fleet
+from ..replay.fleet.summary import ResourceSummary, Spread, summarize
+from ..replay.logs.plot import check_plot_path
+from . import output
+from .backend_check import check_backends
+from .options import (
     DeviceMemoryOption,
     JsonOption,
     TorchVersionOption,
     VirtualDeviceOption,
 )
-from hipmem.replay.backends import is_host_spec, resolve_backend
-from hipmem.replay.engine import ReplayOptions
-from hipmem.replay.fleet import DEFAULT_RETRIES, FleetRequest, FleetRun, find_fleet_logs, run_fleet
-from hipmem.replay.fleet_cluster import fleet_client, plan_local_cluster, require_dask
-from hipmem.replay.fleet_results import STATUS_OK, ResultsFile
-from hipmem.replay.fleet_summary import ResourceSummary, Spread, summarize
-from hipmem.replay.log_plot import check_plot_path
-from hipmem.replay.resources import parse_spec
 
 _NAMES_SHOWN = 5  # logs named per line below the table; --json names all
 
@@ -153,7 +154,7 @@ def fleet_command(
     names = [spec.label for spec in specs]
     summaries = summarize(run.records, names)
     if plot is not None:
-        from hipmem.replay.fleet_plot import write_fleet_plot
+        from ..replay.fleet.plot import write_fleet_plot
 
         write_fleet_plot(plot, run.records, names)
     if json_out:

@@ -9,13 +9,14 @@ from typing import Annotated
 import typer
 
 from hipmem._core.skipped_input import SHOWN_PLACES, describe_skipped
-from hipmem.cli import output
-from hipmem.cli.html_output import captured, check_html_option, write_html
-from hipmem.cli.options import HtmlOption, JsonOption, PlotOption, check_plot_option
-from hipmem.replay.analysis import LogSummary, analyze, live_trace
-from hipmem.replay.errors import ReplayUsageError
-from hipmem.replay.events import AllocationLog
-from hipmem.replay.log_loader import load_log
+
+from ..replay.errors import ReplayUsageError
+from ..replay.logs.analysis import LogSummary, analyze, live_trace
+from ..replay.logs.events import AllocationLog
+from ..replay.logs.loader import load_log
+from . import output
+from .html_output import captured, check_html_option, write_html
+from .options import HtmlOption, JsonOption, PlotOption, check_plot_option
 
 log_app = typer.Typer(
     help="Read RMM/hipMM allocation logs (no GPU needed).",
@@ -70,7 +71,7 @@ def inspect(
         progress(0, None)
         summary = analyze(log)
     if plot is not None:
-        from hipmem.replay.log_plot import plot_timeline
+        from ..replay.logs.plot import plot_timeline
 
         with output.progress("plotting") as progress:
             progress(0, None)
@@ -91,7 +92,7 @@ def inspect(
 def _write_page(
     path: Path, log: AllocationLog, summary: LogSummary, printed: output.Captured
 ) -> None:
-    from hipmem.replay.html_timeline import bytes_text, frames_left_out, log_figure
+    from ..replay.pictures.html_timeline import bytes_text, frames_left_out, log_figure
 
     names = ", ".join(Path(s).name for s in log.sources[:3])
     names += " ..." if len(log.sources) > 3 else ""
@@ -304,7 +305,7 @@ def convert(
     A snapshot of several devices gives one file per device, named as rmm names them
     (`OUT.dev<N>.csv`).
     """
-    from hipmem.replay.log_writer import check_output, output_paths, write_rmm_csv
+    from ..replay.logs.writer import check_output, output_paths, write_rmm_csv
 
     check_output(out)  # before loading: a path that cannot be written costs nothing
     with output.progress("loading", transfer=True) as progress:

@@ -10,9 +10,25 @@ from typing import Annotated, Optional
 
 import typer
 
-from hipmem.cli import allocator_recommend, hipblaslt_calls, output
-from hipmem.cli.call_sources import CallSources, accepted_skipped_lines, gather_calls
-from hipmem.cli.options import (
+from ..sizing import env_formats
+from ..sizing.errors import UsageError
+from ..sizing.recommend import (
+    PYTORCH_VARIABLE,
+    PYTORCH_WHY,
+    BadSize,
+    Recommendation,
+    parse_alignment,
+    parse_headroom,
+    recommend,
+)
+from ..sizing.rocm.catalog import load_catalog
+from ..sizing.rocm.locator import Libraries
+from ..sizing.session import SessionResult, size_calls
+from ..sizing.sweeps.range import parse_max_points
+from ..sizing.workspace_check import VARIABLE, check, read_pytorch_config, read_setting
+from . import allocator_recommend, hipblaslt_calls, output
+from .call_sources import CallSources, accepted_skipped_lines, gather_calls
+from .options import (
     MAX_POINTS_DEFAULT_TEXT,
     AcceptSkippedOption,
     CusOption,
@@ -33,23 +49,7 @@ from hipmem.cli.options import (
     TorchVersionOption,
     WorkloadOption,
 )
-from hipmem.cli.rocm_choice import on_demand, one_release, release_line, several_cached_warning
-from hipmem.sizing import env_formats
-from hipmem.sizing.catalog import load_catalog
-from hipmem.sizing.errors import UsageError
-from hipmem.sizing.library_locator import Libraries
-from hipmem.sizing.recommend import (
-    PYTORCH_VARIABLE,
-    PYTORCH_WHY,
-    BadSize,
-    Recommendation,
-    parse_alignment,
-    parse_headroom,
-    recommend,
-)
-from hipmem.sizing.session import SessionResult, size_calls
-from hipmem.sizing.sweep_range import parse_max_points
-from hipmem.sizing.workspace_check import VARIABLE, check, read_pytorch_config, read_setting
+from .rocm_choice import on_demand, one_release, release_line, several_cached_warning
 
 
 class Format(str, Enum):

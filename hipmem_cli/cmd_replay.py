@@ -11,11 +11,25 @@ from typing import Annotated, Optional
 import typer
 
 from hipmem._core.byte_sizes import parse_bytes
-from hipmem.cli import output, virtual_capacity_output
-from hipmem.cli.backend_check import check_backends
-from hipmem.cli.cmd_log import skipped_rows_json, warn_skipped_rows
-from hipmem.cli.html_output import captured, check_html_option, write_html
-from hipmem.cli.options import (
+
+from ..replay.capacity.fits import Fit, fits
+from ..replay.capacity.search import CapacityResult, NoCapacityFound, find_capacity
+from ..replay.engine.backends import resolve_backend
+from ..replay.engine.program import ReplayProgram, build_program
+from ..replay.engine.report import LatencyStats, RecordedFigures, ReplayReport, recorded_figures
+from ..replay.engine.resources import STREAM_ORDERED_KINDS, ResourceSpec, parse_spec
+from ..replay.engine.run import ReplayOptions, replay
+from ..replay.errors import ReplayUsageError
+from ..replay.logs.events import AllocationLog
+from ..replay.logs.loader import load_log
+from ..replay.pictures.plot import write_plot
+from ..replay.rmm import fetch as rmm_fetch
+from ..replay.rmm.virtual import device_text
+from . import output, virtual_capacity_output
+from .backend_check import check_backends
+from .cmd_log import skipped_rows_json, warn_skipped_rows
+from .html_output import captured, check_html_option, write_html
+from .options import (
     DeviceMemoryOption,
     HtmlOption,
     JsonOption,
@@ -25,20 +39,7 @@ from hipmem.cli.options import (
     VirtualDeviceOption,
     check_plot_option,
 )
-from hipmem.cli.torch_releases import replay_spec, say_recording_release, split_releases
-from hipmem.replay import rmm_fetch
-from hipmem.replay.backends import resolve_backend
-from hipmem.replay.capacity import CapacityResult, NoCapacityFound, find_capacity
-from hipmem.replay.engine import ReplayOptions, replay
-from hipmem.replay.errors import ReplayUsageError
-from hipmem.replay.events import AllocationLog
-from hipmem.replay.log_loader import load_log
-from hipmem.replay.plot import write_plot
-from hipmem.replay.program import ReplayProgram, build_program
-from hipmem.replay.report import LatencyStats, RecordedFigures, ReplayReport, recorded_figures
-from hipmem.replay.resources import STREAM_ORDERED_KINDS, ResourceSpec, parse_spec
-from hipmem.replay.virtual_capacity import Fit, fits
-from hipmem.replay.virtual_rmm import device_text
+from .torch_releases import replay_spec, say_recording_release, split_releases
 
 EPILOG = """\b
 Resource specs (--resource, repeatable;
@@ -281,7 +282,7 @@ def _write_page(
     limits: dict[str, int | None],
     printed: output.Captured,
 ) -> None:
-    from hipmem.replay import html_timeline as page
+    from ..replay.pictures import html_timeline as page
 
     names = ", ".join(Path(s).name for s in log.sources[:3])
     names += " ..." if len(log.sources) > 3 else ""

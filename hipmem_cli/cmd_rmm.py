@@ -6,9 +6,9 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from hipmem.cli import output
-from hipmem.cli.options import JsonOption
-from hipmem.replay import rmm_fetch
+from ..replay.rmm import fetch as rmm_fetch
+from . import output
+from .options import JsonOption
 
 DOCS = "Docs: docs/rmm-virtual.md"
 rmm_app = typer.Typer(

@@ -6,19 +6,19 @@ from typing import Annotated, Any
 
 import typer
 
-from hipmem.cli import output
-from hipmem.cli.command_help import FETCH_EPILOG, ROCM_EPILOG, WHERE_EPILOG
-from hipmem.cli.options import JsonOption, RocmDirOption
-from hipmem.cli.rocm_choice import requested
-from hipmem.sizing import rocm_fetch
-from hipmem.sizing.errors import PinnedVersionGone, SizingError
-from hipmem.sizing.fetch_on_demand import download_line
-from hipmem.sizing.hipblaslt_fetch import fetch_hipblaslt
-from hipmem.sizing.hipblaslt_locator import hipblaslt_beside
-from hipmem.sizing.hipblaslt_releases import for_rocm
-from hipmem.sizing.library_locator import Libraries, available, is_cache_label, locate
-from hipmem.sizing.rocm_releases import NEWEST, RELEASES, find_release
-from hipmem.sizing.shim_build import build_shim
+from ..sizing.errors import PinnedVersionGone, SizingError
+from ..sizing.hipblaslt.fetch import fetch_hipblaslt
+from ..sizing.hipblaslt.locator import hipblaslt_beside
+from ..sizing.hipblaslt.releases import for_rocm
+from ..sizing.rocm import fetch as rocm_fetch
+from ..sizing.rocm.locator import Libraries, available, is_cache_label, locate
+from ..sizing.rocm.on_demand import download_line
+from ..sizing.rocm.releases import NEWEST, RELEASES, find_release
+from ..sizing.worker.shim_build import build_shim
+from . import output
+from .command_help import FETCH_EPILOG, ROCM_EPILOG, WHERE_EPILOG
+from .options import JsonOption, RocmDirOption
+from .rocm_choice import requested
 
 rocm_app = typer.Typer(
     help="Get rocBLAS/rocSOLVER for size queries, and show which are used.", epilog=ROCM_EPILOG

@@ -7,12 +7,12 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from hipmem.cli import output
-from hipmem.cli.options import JsonOption, RocmOption
-from hipmem.cli.rocm_choice import requested
-from hipmem.sizing.catalog import Catalog, Routine, catalog_releases, load_catalog
-from hipmem.sizing.defaults import rules_for
-from hipmem.sizing.errors import UsageError
+from ..sizing.defaults import rules_for
+from ..sizing.errors import UsageError
+from ..sizing.rocm.catalog import Catalog, Routine, catalog_releases, load_catalog
+from . import output
+from .options import JsonOption, RocmOption
+from .rocm_choice import requested
 
 
 def routines(
@@ -56,8 +56,8 @@ def _release(option: str | None) -> str | None:
             known = ", ".join(catalog_releases())
             raise UsageError(f"{asked_as} '{names[0]}': hipmem has catalogs of ROCm {known}")
         return names[0]
-    from hipmem.sizing.errors import SizingError
-    from hipmem.sizing.library_locator import locate
+    from ..sizing.errors import SizingError
+    from ..sizing.rocm.locator import locate
 
     try:
         return locate().rocm

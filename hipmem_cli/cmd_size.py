@@ -9,9 +9,19 @@ from typing import Annotated, Optional
 import typer
 
 from hipmem._core.plot_files import check_plot_path
-from hipmem.cli import hipblaslt_calls, output
-from hipmem.cli.call_sources import CallSources, gather_calls
-from hipmem.cli.options import (
+
+from ..sizing.calls.result import CallResult
+from ..sizing.calls.spec import Call
+from ..sizing.errors import UsageError
+from ..sizing.rocm.catalog import load_catalog
+from ..sizing.rocm.locator import Libraries
+from ..sizing.rocm.releases import NEWEST
+from ..sizing.session import SessionResult, size_calls
+from ..sizing.sweeps.range import parse_max_points
+from ..sizing.sweeps.sweep import SweptCall
+from . import hipblaslt_calls, output
+from .call_sources import CallSources, gather_calls
+from .options import (
     MAX_POINTS_DEFAULT_TEXT,
     CusOption,
     DeviceOption,
@@ -24,17 +34,8 @@ from hipmem.cli.options import (
     SweepOption,
     WorkloadOption,
 )
-from hipmem.cli.rocm_choice import in_release, on_demand, releases
-from hipmem.cli.sweep_output import render_sweeps
-from hipmem.sizing.call_result import CallResult
-from hipmem.sizing.call_spec import Call
-from hipmem.sizing.catalog import load_catalog
-from hipmem.sizing.errors import UsageError
-from hipmem.sizing.library_locator import Libraries
-from hipmem.sizing.rocm_releases import NEWEST
-from hipmem.sizing.session import SessionResult, size_calls
-from hipmem.sizing.sweep import SweptCall
-from hipmem.sizing.sweep_range import parse_max_points
+from .rocm_choice import in_release, on_demand, releases
+from .sweep_output import render_sweeps
 
 
 def size(
@@ -197,7 +198,7 @@ def _size_sweeps(
         render(result, top)
         render_sweeps(result.sweeps)
     if plot is not None:
-        from hipmem.sizing.sweep_plot import write_sweep_plot  # matplotlib: only when asked for
+        from ..sizing.sweeps.plot import write_sweep_plot  # matplotlib: only when asked for
 
         write_sweep_plot(plot, result.sweeps, f"Workspace on {_device_line(result)}")
         if not json:

@@ -7,10 +7,12 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from hipmem.cli import output
-from hipmem.cli.options import JsonOption
-from hipmem.replay import torch_allocator, torch_fetch, torch_release
-from hipmem.replay.errors import ReplayUsageError
+from ..replay.errors import ReplayUsageError
+from ..replay.pytorch import allocator as torch_allocator
+from ..replay.pytorch import fetch as torch_fetch
+from ..replay.pytorch import release as torch_release
+from . import output
+from .options import JsonOption
 
 DOCS = "Docs: docs/pytorch-virtual-gpu.md"
 torch_app = typer.Typer(
@@ -141,7 +143,7 @@ def where(
 @torch_app.command("devices", epilog=DEVICES_EPILOG)
 def devices(json: JsonOption = False) -> None:
     """List the GPUs the virtual GPU can stand for (--device), with where each figure is from."""
-    from hipmem.replay.device_presets import DEFAULT, PRESETS
+    from ..replay.virtual.devices import DEFAULT, PRESETS
 
     if json:
         output.print_json({"default": DEFAULT, "devices": [p.as_dict() for p in PRESETS.values()]})

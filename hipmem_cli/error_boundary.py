@@ -25,7 +25,7 @@ def report(err: BaseException) -> int:
 
     `hipmem` or `hipmem log` alone print the help on stderr with exit 2, as click does.
     """
-    from hipmem.cli import output
+    from . import output
 
     if isinstance(err, click_exceptions.NoArgsIsHelpError):
         output.block(err.format_message(), err=True)

@@ -1,12 +1,12 @@
 """What `hipmem explain` (and `check --explain`) prints. Rendering only; the figures come from
-hipmem.replay.explain."""
+hipmem.replay.explain.explanation."""
 
 from __future__ import annotations
 
-from hipmem.cli import output
-from hipmem.cli.allocator_output import bytes_text, device_text, settings_text
-from hipmem.replay.allocator_settings import Candidate
-from hipmem.replay.explain import Explanation
+from ..replay.explain.explanation import Explanation
+from ..replay.settings.recommend import Candidate
+from . import output
+from .allocator_output import bytes_text, device_text, settings_text
 
 SETTING_COLUMNS = ("reserved peak", "segment allocations", "refused")
 

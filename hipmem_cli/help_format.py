@@ -44,7 +44,7 @@ def _route_help_pages() -> None:
     """The help option prints with its module's `echo`: point that at output.block."""
     import importlib
 
-    from hipmem.cli import output
+    from . import output
 
     try:
         decorators = importlib.import_module("typer._click.decorators")

@@ -7,9 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hipmem.cli import output
-from hipmem.sizing.fetch_on_demand import OnDemand
-from hipmem.sizing.hipblaslt_matmul import (
+from ..sizing.hipblaslt.matmul import (
     MatmulCall,
     MatmulReport,
     MatmulResult,
@@ -17,8 +15,10 @@ from hipmem.sizing.hipblaslt_matmul import (
     parse_matmul,
     size_matmuls,
 )
-from hipmem.sizing.library_locator import Libraries
-from hipmem.sizing.session import _choose_device
+from ..sizing.rocm.locator import Libraries
+from ..sizing.rocm.on_demand import OnDemand
+from ..sizing.session import _choose_device
+from . import output
 
 
 def split_specs(specs: list[str]) -> tuple[list[str], list[str]]:
@@ -29,7 +29,7 @@ def split_specs(specs: list[str]) -> tuple[list[str], list[str]]:
 
 def split_logs(paths: list[Path]) -> tuple[list[Path], list[Path]]:
     """(rocBLAS/rocSOLVER logs, hipBLASLt bench logs)."""
-    from hipmem.sizing.hipblaslt_log import is_hipblaslt_log
+    from ..sizing.hipblaslt.log import is_hipblaslt_log
 
     ours = [path for path in paths if is_hipblaslt_log(path)]
     return [path for path in paths if path not in ours], ours
@@ -42,8 +42,9 @@ def read_logs(
     with their numbers (the first one is an error with --strict; any is one for a gate that
     does not accept them: `accept_skipped` False). No line readable: nothing to answer."""
     from hipmem._core.skipped_input import NothingToAnswer, SkippedPlace, refuse_skipped
-    from hipmem.sizing.errors import CallLogError
-    from hipmem.sizing.hipblaslt_log import read_hipblaslt_log
+
+    from ..sizing.errors import CallLogError
+    from ..sizing.hipblaslt.log import read_hipblaslt_log
 
     counts: dict[MatmulCall, int] = {}
     for path in paths:
@@ -180,7 +181,7 @@ def recommend_variable(
     fetch: OnDemand | None = None,
 ) -> tuple[str, str]:
     """(HIPBLASLT_WORKSPACE_SIZE, KiB): the smallest cap keeping every first choice."""
-    from hipmem.sizing.hipblaslt_matmul import recommended_kib
+    from ..sizing.hipblaslt.matmul import recommended_kib
 
     (report,) = size_specs(found.specs, [libraries], device, cus, found.logged, fetch)
     if report_failures([report]):
@@ -201,8 +202,8 @@ def read_kib(value: str | None) -> tuple[int | None, str]:
     CUBLASLT_WORKSPACE_SIZE, else HIPBLASLT_WORKSPACE_SIZE (KiB); None: PyTorch's default."""
     import os
 
-    from hipmem.sizing.call_spec import _DECIMAL
-    from hipmem.sizing.errors import BadArgument
+    from ..sizing.calls.spec import _DECIMAL
+    from ..sizing.errors import BadArgument
 
     source = "--hipblaslt-value"
     if value is None:
@@ -228,7 +229,7 @@ def check_specs(
 ) -> bool:
     """Re-ask each call's heuristic with the value as its cap; False (and one line per call)
     when a first choice changes."""
-    from hipmem.sizing.hipblaslt_matmul import (
+    from ..sizing.hipblaslt.matmul import (
         PYTORCH_DEFAULT_CAP_BYTES,
         changed_by_cap,
         size_matmuls,
@@ -263,7 +264,7 @@ def check_specs(
 
 def read_workloads(paths: list[Path]) -> tuple[dict[MatmulCall, int], int]:
     """The hipBLASLt calls of workload files (with counts), and how many other calls they hold."""
-    from hipmem.sizing.workload_file import read_workload_matmuls
+    from ..sizing.calls.workload_file import read_workload_matmuls
 
     found: dict[MatmulCall, int] = {}
     others = 0

@@ -2,7 +2,7 @@
 
 A command that offers `--html` checks the path first (`check_html_option`), runs inside
 `captured()` so that its tables and lines are kept as it prints them, then calls
-`write_html` with its figure (replay/html_timeline.py). A new command (`explain`) gets a
+`write_html` with its figure (replay/pictures/html_timeline.py). A new command (`explain`) gets a
 page the same way: nothing here knows which command it serves.
 """
 
@@ -13,8 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from hipmem.cli import output
-from hipmem.replay.html_page import Page, PageTable, write_page
+from ..replay.pictures.html_page import Page, PageTable, write_page
+from . import output
 
 
 def check_html_option(path: Path | None) -> None:

@@ -17,7 +17,7 @@ import signal
 import sys
 from typing import Any
 
-from hipmem.cli import output
+from . import output
 
 # Accepted anywhere on the command line (before a `--`), not only before the subcommand.
 GLOBAL_FLAGS = ("--debug", "--version")
@@ -52,8 +52,8 @@ def split_global_flags(argv: list[str]) -> tuple[set[str], list[str]]:
 def build_app(argv: list[str]) -> Any:
     import typer
 
-    from hipmem.cli import commands
-    from hipmem.cli.help_format import plain_argument_names
+    from . import commands
+    from .help_format import plain_argument_names
 
     plain_argument_names()
 
@@ -139,7 +139,7 @@ def _answer_again(argv: list[str]) -> int | None:
         return None
     kept = answer_cache.lookup(root, key)
     if kept is not None:
-        from hipmem.cli import output
+        from . import output
 
         output.replay_answer(kept[0], kept[1])
         return kept[2]
@@ -167,7 +167,7 @@ def _answer(argv: list[str]) -> int:
 
 
 def _report(err: Exception) -> int:
-    from hipmem.cli.error_boundary import report
+    from .error_boundary import report
 
     return report(err)
 

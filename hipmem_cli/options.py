@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from hipmem.sizing.rocm_releases import NEWEST, release_names
+from ..sizing.rocm.releases import NEWEST, release_names
 
 DeviceOption = Annotated[
     Optional[str],  # noqa: UP045 - typer reads the annotation at runtime on Python 3.10
@@ -120,7 +120,7 @@ AcceptSkippedOption = Annotated[
     ),
 ]
 
-# Sweeps (`size`, `recommend`, `check`; see sizing/sweep.py).
+# Sweeps (`size`, `recommend`, `check`; see sizing/sweeps/sweep.py).
 SweepOption = Annotated[
     Optional[list[str]],  # noqa: UP045
     typer.Option(
@@ -146,7 +146,7 @@ MinimumOption = Annotated[
     ),
 ]
 
-# The virtual GPU (`replay` and `fleet` with --backend virtual; see replay/device_presets.py).
+# The virtual GPU (`replay` and `fleet` with --backend virtual; see replay/virtual/devices.py).
 VirtualDeviceOption = Annotated[
     Optional[str],  # noqa: UP045
     typer.Option(
@@ -201,7 +201,7 @@ TorchVersionsOption = Annotated[
 ]
 
 # PyTorch's allocator settings from memory snapshots (`recommend` and `check`; see
-# replay/allocator_settings.py).
+# replay/settings/recommend.py).
 FromSnapshotOption = Annotated[
     Optional[list[Path]],  # noqa: UP045
     typer.Option(

@@ -12,14 +12,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from hipmem.cli import output
-from hipmem.sizing.call_spec import Call, make_call
-from hipmem.sizing.catalog import load_catalog
-from hipmem.sizing.errors import UsageError
-from hipmem.sizing.fetch_on_demand import OnDemand, offline_reason
-from hipmem.sizing.library_locator import Libraries, locate
-from hipmem.sizing.rocm_releases import normalise, sort_key
-from hipmem.sizing.sweep import SweptCall, plan_sweep
+from ..sizing.calls.spec import Call, make_call
+from ..sizing.errors import UsageError
+from ..sizing.rocm.catalog import load_catalog
+from ..sizing.rocm.locator import Libraries, locate
+from ..sizing.rocm.on_demand import OnDemand, offline_reason
+from ..sizing.rocm.releases import normalise, sort_key
+from ..sizing.sweeps.sweep import SweptCall, plan_sweep
+from . import output
 
 ROCM_ENV = "HIPMEM_ROCM"
 
@@ -59,7 +59,7 @@ def on_demand(offline: bool, device: str | None, cus: int | None) -> OnDemand:
     """How this command fetches what the cache lacks: for the device's arch (resolved now,
     so that an unknown device or a missing GPU is said before any download), announced on
     stderr, with a bar on a terminal; or, offline, not at all."""
-    from hipmem.sizing.session import _choose_device
+    from ..sizing.session import _choose_device
 
     offline_by = offline_reason(offline)
     arch = _choose_device(device, cus).arch.name

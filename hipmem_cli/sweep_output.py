@@ -3,8 +3,8 @@ where it occurs, and a compact table of where the need changes."""
 
 from __future__ import annotations
 
-from hipmem.cli import output
-from hipmem.sizing.sweep import Step, SweepResult
+from ..sizing.sweeps.sweep import Step, SweepResult
+from . import output
 
 STEP_ROWS = 30  # more steps than this: the first and last ones, and those around the maximum
 _HEAD_ROWS, _TAIL_ROWS, _MAX_RUNS_SHOWN = 12, 5, 5

@@ -6,15 +6,15 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from hipmem.cli import output
-from hipmem.replay.engine import ReplayOptions, replay
-from hipmem.replay.errors import ReplayUsageError
-from hipmem.replay.events import AllocationLog
-from hipmem.replay.program import ReplayProgram
-from hipmem.replay.report import ReplayReport
-from hipmem.replay.resources import ResourceSpec
-from hipmem.replay.torch_allocator import TORCH_ENV
-from hipmem.replay.torch_fetch import fetched_versions
+from ..replay.engine.program import ReplayProgram
+from ..replay.engine.report import ReplayReport
+from ..replay.engine.resources import ResourceSpec
+from ..replay.engine.run import ReplayOptions, replay
+from ..replay.errors import ReplayUsageError
+from ..replay.logs.events import AllocationLog
+from ..replay.pytorch.allocator import TORCH_ENV
+from ..replay.pytorch.fetch import fetched_versions
+from . import output
 
 
 def split_releases(torch: str | None, capacity: bool) -> list[str | None]:

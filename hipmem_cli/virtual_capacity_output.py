@@ -2,22 +2,22 @@
 
 Per torch resource: the smallest device memory, the smallest memory fraction of the chosen
 device, then a "fits" table of every preset. Rendering only; the figures come from
-hipmem.replay.virtual_capacity.
+hipmem.replay.capacity.fits.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hipmem.cli import output
-from hipmem.replay.capacity_result import CapacityResult, NoCapacityFound
-from hipmem.replay.device_presets import PRESETS
-from hipmem.replay.engine import ReplayOptions
-from hipmem.replay.events import AllocationLog
-from hipmem.replay.program import ReplayProgram
-from hipmem.replay.resources import ResourceSpec
-from hipmem.replay.torch_allocator import locate
-from hipmem.replay.virtual_capacity import Fit, find_virtual_capacity, fits
+from ..replay.capacity.fits import Fit, find_virtual_capacity, fits
+from ..replay.capacity.result import CapacityResult, NoCapacityFound
+from ..replay.engine.program import ReplayProgram
+from ..replay.engine.resources import ResourceSpec
+from ..replay.engine.run import ReplayOptions
+from ..replay.logs.events import AllocationLog
+from ..replay.pytorch.allocator import locate
+from ..replay.virtual.devices import PRESETS
+from . import output
 
 CAPS_NOTE = (
     "device memory: a GPU with that much memory, which refuses what exceeds it (PyTorch then "

@@ -1,13 +1,25 @@
-"""RMM/hipMM allocation logs: loading, analysis and replay through real memory resources.
+"""RMM/hipMM allocation logs and PyTorch memory snapshots: reading them, and replaying them
+through real memory resources, on a GPU or on the virtual GPU.
 
 Usable from Python alone; never imports typer or rich. The supported entry points are named
-in `hipmem` (`hipmem.load_log`, `hipmem.replay`, ...); `__all__` lists the public modules,
-each named after its one concept. `native` (the C++ replay core's bindings) is internal.
+in `hipmem` (`hipmem.load_log`, `hipmem.replay`, ...). One folder per concept:
+
+    logs/        allocation logs: reading, the events, analysis, writing, plots
+    snapshots/   PyTorch memory snapshots: the restricted, streaming pickle reader
+    engine/      the replay: resources (`-r`), backends, the native core, the report
+    virtual/     the virtual GPU: the stand-in CUDA runtime and its builds
+    pytorch/     PyTorch's caching allocator (`-r torch`): releases, fetching, its worker
+    rmm/         RMM's own resources on the virtual GPU: releases, fetching, builds
+    capacity/    the smallest capacity that fits (`--find-capacity`), the fits table
+    settings/    PyTorch allocator settings: recommend and check them by replay
+    explain/     why an allocation ran out of memory, and what would have avoided it
+    fleet/       many logs through many resources on a Dask cluster
+    pictures/    plots and interactive pages
 
 `hipmem.replay` is both this package and the API's `replay()` function, which it has been
-since before the package was installed under `hipmem`: Python binds a subpackage's name on its
-parent once the subpackage is imported, so the two cannot be separate objects. This package is
-therefore callable, and calling it is `hipmem.replay.engine.replay`.
+since before the package was installed under `hipmem`: Python binds a subpackage's name on
+its parent once the subpackage is imported, so the two cannot be separate objects. This
+package is therefore callable, and calling it is `hipmem.replay.engine.run.replay`.
 """
 
 from __future__ import annotations
@@ -17,44 +29,13 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from hipmem.replay.report import ReplayReport
-
-__all__ = [
-    "allocator_check",
-    "allocator_grid",
-    "allocator_plot",
-    "allocator_settings",
-    "analysis",
-    "backends",
-    "capacity",
-    "capacity_result",
-    "device_presets",
-    "engine",
-    "errors",
-    "events",
-    "fleet",
-    "fleet_cluster",
-    "fleet_pair",
-    "fleet_plot",
-    "fleet_results",
-    "fleet_summary",
-    "log_loader",
-    "log_plot",
-    "plot",
-    "program",
-    "report",
-    "resources",
-    "torch_allocator",
-    "torch_fetch",
-    "virtual_capacity",
-    "virtual_gpu",
-]
+    from .engine.report import ReplayReport
 
 
 class _CallablePackage(types.ModuleType):
     def __call__(self, *args: Any, **kwargs: Any) -> ReplayReport:
-        """`hipmem.replay(log, spec, options)`: see `hipmem.replay.engine.replay`."""
-        from hipmem.replay.engine import replay
+        """`hipmem.replay(log, spec, options)`: see `hipmem.replay.engine.run.replay`."""
+        from .engine.run import replay
 
         return replay(*args, **kwargs)
 

@@ -1,28 +1,15 @@
-"""Workspace sizing against the real rocBLAS/rocSOLVER, on a real or a virtual AMD GPU.
+"""Workspace sizing against the real rocBLAS/rocSOLVER and hipBLASLt, on a real or a virtual
+AMD GPU.
 
 Usable from Python alone; never imports typer or rich. The supported entry points are named
-in `hipmem` (`hipmem.SizingSession`, `hipmem.recommend`, ...); `__all__` lists the public
-modules, each named after its one concept. The worker modules (`worker`, `worker_process`,
-`shim_build`) are internal: they load the vendor libraries in a crash-isolated process.
-"""
+in `hipmem` (`hipmem.SizingSession`, `hipmem.recommend`, ...). Here: the session
+(`session.py`), recommendations (`recommend.py`, `minimum.py`, `env_formats.py`,
+`defaults.py`) and the gate (`workspace_check.py`); one folder per further concept:
 
-__all__ = [
-    "call_log_recorder",
-    "call_logs",
-    "call_spec",
-    "catalog",
-    "catalog_build",
-    "defaults",
-    "env_formats",
-    "errors",
-    "executed_routines",
-    "library_locator",
-    "minimum",
-    "real_devices",
-    "recommend",
-    "rocm_fetch",
-    "session",
-    "virtual_device",
-    "workload_file",
-    "workspace_check",
-]
+    calls/       call specs, results, call logs and workload files: what is sized
+    rocm/        ROCm releases: fetching, locating the libraries, the routine catalog
+    hipblaslt/   hipBLASLt: releases, fetching, matmul heuristics, its logs
+    sweeps/      a call's workspace over a range of sizes
+    worker/      the crash-isolated process that loads the vendor libraries, and the
+                 virtual device it can run on
+"""

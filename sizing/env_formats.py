@@ -31,10 +31,11 @@ from typing import Any
 import yaml
 
 from hipmem._core.alloc_conf import is_alloc_conf
-from hipmem.sizing.errors import SizingError, UsageError
+
+from .errors import SizingError, UsageError
 
 FORMATS = ("shell", "dotenv", "json", "yaml", "github")
-# The variables PyTorch reads its allocator settings from (replay/allocator_settings.py says
+# The variables PyTorch reads its allocator settings from (replay/settings/recommend.py says
 # which build reads which): values are setting strings, quoted where a shell would misread them.
 ALLOC_CONF_NAMES = ("PYTORCH_HIP_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
 NAMES = (

@@ -3,7 +3,7 @@
 rocBLAS's size query returns what a call wants, which for some routines is the optimal size:
 given less, trsm returns `perf_degraded` and runs a slower algorithm, and f16/bf16 `gemm_ex`
 with f32 compute quietly picks a kernel that needs no workspace. So for the routines in
-`sizing/executed_routines.py`, hipmem executes the call on the virtual device (kernels launch
+`sizing/calls/executed_routines.py`, hipmem executes the call on the virtual device (kernels launch
 as no-ops and are recorded by name) with a user workspace of S bytes and bisects S:
 
 - `minimum_bytes`: the least S with status success or perf_degraded;
@@ -26,13 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from hipmem._core.byte_sizes import MiB
-from hipmem.sizing.call_spec import Call
-from hipmem.sizing.catalog import Catalog
-from hipmem.sizing.code_objects import TENSILE_PATH_VARIABLE, placeholder_library
-from hipmem.sizing.executed_routines import buffers, execution_reason
-from hipmem.sizing.library_locator import Libraries
-from hipmem.sizing.virtual_device import Device
-from hipmem.sizing.worker_process import Crash, WorkerProcess
+
+from .calls.executed_routines import buffers, execution_reason
+from .calls.spec import Call
+from .rocm.catalog import Catalog
+from .rocm.code_objects import TENSILE_PATH_VARIABLE, placeholder_library
+from .rocm.locator import Libraries
+from .worker.process import Crash, WorkerProcess
+from .worker.virtual_device import Device
 
 STATUS_SUCCESS = 0
 STATUS_MEMORY_ERROR = 5
@@ -89,7 +90,7 @@ class MinimumFinder:
         tensile_library: Path | None = None,
     ) -> None:
         """`tensile_library`: the folder rocBLAS loads gemm kernels from; by default the
-        fetched `.dat` files with placeholder code objects (sizing/code_objects.py)."""
+        fetched `.dat` files with placeholder code objects (sizing/rocm/code_objects.py)."""
         self.libraries = libraries
         self.tensile_library = tensile_library
         self.device = device

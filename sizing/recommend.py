@@ -22,12 +22,13 @@ from fractions import Fraction
 from typing import Any
 
 from hipmem._core.byte_sizes import BadSize, KiB, MiB, parse_bytes
-from hipmem.sizing.call_result import CallResult
-from hipmem.sizing.call_spec import Call
-from hipmem.sizing.errors import SizingError
-from hipmem.sizing.rocm_releases import rocm_of_rocblas
-from hipmem.sizing.session import SessionResult
-from hipmem.sizing.virtual_device import Arch
+
+from .calls.result import CallResult
+from .calls.spec import Call
+from .errors import SizingError
+from .rocm.releases import rocm_of_rocblas
+from .session import SessionResult
+from .worker.virtual_device import Arch
 
 DEFAULT_HANDLE_BYTES = 32 * MiB
 LARGE_DEFAULT_HANDLE_BYTES = 128 * MiB  # gfx94x (MI300) and gfx950 (MI350)

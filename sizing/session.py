@@ -1,6 +1,6 @@
 """Size-query sessions: the public Python API of hipmem's sizing.
 
-    from hipmem.sizing.session import SizingSession
+    from .session import SizingSession
 
     with SizingSession(device="MI210") as session:
         session.size("rocsolver_dgetrf:m=1024,n=1024")
@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hipmem._core.progress import ProgressCallback
-from hipmem.sizing.call_result import SIZE_STATUSES, WRAPPED_BYTES, CallResult
-from hipmem.sizing.call_spec import Call, Value, make_call, parse_call
-from hipmem.sizing.catalog import Catalog, load_catalog
-from hipmem.sizing.errors import (
+
+from .calls.result import SIZE_STATUSES, WRAPPED_BYTES, CallResult
+from .calls.spec import Call, Value, make_call, parse_call
+from .errors import (
     ImplausibleSize,
     MissingSymbol,
     NoGpu,
@@ -33,15 +33,16 @@ from hipmem.sizing.errors import (
     WorkerCrashed,
     WorkerTimedOut,
 )
-from hipmem.sizing.library_locator import Libraries, MixedReleases, locate
-from hipmem.sizing.minimum import MinimumFinder
-from hipmem.sizing.rocm_releases import RELEASES, rocm_of_rocblas, rocm_of_rocsolver
-from hipmem.sizing.sweep_range import DEFAULT_MAX_POINTS, Sweep
-from hipmem.sizing.virtual_device import Device, resolve
-from hipmem.sizing.worker_process import Crash, WorkerInfo, WorkerProcess
+from .minimum import MinimumFinder
+from .rocm.catalog import Catalog, load_catalog
+from .rocm.locator import Libraries, MixedReleases, locate
+from .rocm.releases import RELEASES, rocm_of_rocblas, rocm_of_rocsolver
+from .sweeps.range import DEFAULT_MAX_POINTS, Sweep
+from .worker.process import Crash, WorkerInfo, WorkerProcess
+from .worker.virtual_device import Device, resolve
 
 if TYPE_CHECKING:
-    from hipmem.sizing.sweep import SweepResult, SweptCall
+    from .sweeps.sweep import SweepResult, SweptCall
 
 MAX_COUNT = 2**63 - 1  # how often one call may be counted (an int64, as JSON readers hold it)
 Counted = tuple[Call | str, int]
@@ -267,7 +268,7 @@ class SizingSession:
         `ARG=RANGE` (`1..64`, `1..4096:64`, `1..65536*2`, `1,8,20,64`); several form a grid
         of at most `max_points` points. The point of the largest need joins the session's
         calls (so `result()`, `recommend` and `check` cover it)."""
-        from hipmem.sizing.sweep import plan_sweep
+        from .sweeps.sweep import plan_sweep
 
         plan = plan_sweep(
             call, sweeps, self.catalog, given=args, count=count, max_points=max_points
@@ -275,8 +276,8 @@ class SizingSession:
         return self.size_sweep(plan, progress)
 
     def size_sweep(self, plan: SweptCall, progress: ProgressCallback | None = None) -> SweepResult:
-        """Size an already checked sweep (`hipmem.sizing.sweep.plan_sweep`)."""
-        from hipmem.sizing.sweep import run_sweep
+        """Size an already checked sweep (`hipmem.sizing.sweeps.sweep.plan_sweep`)."""
+        from .sweeps.sweep import run_sweep
 
         swept = run_sweep(self, plan, progress)
         for joined in (swept.max_result(), swept.first_failure()):
@@ -356,7 +357,7 @@ def size_calls(
     """Open a session, size every call (and every point of each SweptCall), and return the
     result (`rocm="7.2"`: that release). `minimum=True` also measures each call's minimum
     and optimal workspace (of a sweep, at its largest point)."""
-    from hipmem.sizing.sweep import SweptCall
+    from .sweeps.sweep import SweptCall
 
     libraries = libraries or locate(rocm_dir, rocm)
     catalog = load_catalog(libraries.rocm)
@@ -422,7 +423,7 @@ def _choose_device(device: str | Device | None, compute_units: int | None) -> De
         return device
     if device is not None:
         return resolve(device, compute_units)
-    from hipmem.sizing.real_devices import real_devices
+    from .worker.real_devices import real_devices
 
     found, reason = real_devices()
     if not found:

@@ -16,13 +16,13 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from hipmem.sizing.call_result import CallResult
-from hipmem.sizing.errors import SizingError, UsageError
-from hipmem.sizing.recommend import degraded_calls, query_kind
-from hipmem.sizing.session import SessionResult
+from .calls.result import CallResult
+from .errors import SizingError, UsageError
+from .recommend import degraded_calls, query_kind
+from .session import SessionResult
 
 if TYPE_CHECKING:
-    from hipmem.sizing.sweep import SweepResult
+    from .sweeps.sweep import SweepResult
 
 VARIABLE = "ROCBLAS_DEVICE_MEMORY_SIZE"
 ULONG_MAX = 2**64 - 1  # unsigned long on the 64-bit Linux targets ROCm supports

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hipmem.sizing.call_log_recorder import record_call_logs
-from hipmem.sizing.call_spec import parse_call
-from hipmem.sizing.catalog import load_catalog
+from hipmem.sizing.calls.log_recorder import record_call_logs
+from hipmem.sizing.calls.spec import parse_call
+from hipmem.sizing.rocm.catalog import load_catalog
 
 FIXTURES = Path(__file__).parent / "data" / "call_logs"
 

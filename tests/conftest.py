@@ -24,9 +24,9 @@ _UNAVAILABLE: dict[str, str] = {}  # release -> why it could not be fetched
 
 def _releases() -> dict[str, Path]:
     """Every release's root, fetched on first use (once per test session)."""
-    from hipmem.sizing import rocm_fetch
     from hipmem.sizing.errors import LibraryNotFound, PinnedVersionGone
-    from hipmem.sizing.rocm_releases import RELEASES
+    from hipmem.sizing.rocm import fetch as rocm_fetch
+    from hipmem.sizing.rocm.releases import RELEASES
 
     roots: dict[str, Path] = {}
     for release in RELEASES:
@@ -80,8 +80,8 @@ def rocm72(rocm_roots: dict[str, Path]) -> Path:
 @pytest.fixture(scope="session")
 def hipblaslt(rocm_roots: dict[str, Path]) -> dict[str, Path]:
     """Every hipBLASLt build in the cache (fetched with gfx90a and gfx1100 data if not)."""
-    from hipmem.sizing.hipblaslt_fetch import fetch_hipblaslt
-    from hipmem.sizing.hipblaslt_releases import HIPBLASLT_RELEASES
+    from hipmem.sizing.hipblaslt.fetch import fetch_hipblaslt
+    from hipmem.sizing.hipblaslt.releases import HIPBLASLT_RELEASES
 
     return {
         r.version: fetch_hipblaslt(r.version, ["gfx90a", "gfx1100"]).root
@@ -135,7 +135,9 @@ def torch_allocators() -> dict[str, object]:
     """PyTorch's allocators the tests use, fetched on first use (once per test session, the
     same `hipmem torch fetch` path users take; a check of the cache when it is there), by
     public version (2.11.0), plus "oldest" and "newest"."""
-    from hipmem.replay import torch_allocator, torch_fetch, torch_release
+    from hipmem.replay.pytorch import allocator as torch_allocator
+    from hipmem.replay.pytorch import fetch as torch_fetch
+    from hipmem.replay.pytorch import release as torch_release
 
     found: dict[str, object] = {}
     for asked in TORCH_RELEASES:
@@ -168,7 +170,8 @@ def rmm_releases() -> dict[str, object]:
     """RMM's releases the virtual-GPU tests replay, fetched on first use (once per test session,
     the same `hipmem rmm fetch` path users take: a check of the cache when it is there) and
     compiled (once per release and cache), by version."""
-    from hipmem.replay import rmm_build, rmm_fetch
+    from hipmem.replay.rmm import build as rmm_build
+    from hipmem.replay.rmm import fetch as rmm_fetch
 
     found: dict[str, object] = {}
     for version in RMM_RELEASES:

@@ -12,11 +12,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hipmem.sizing.hipblaslt_locator import hipblaslt_for
-from hipmem.sizing.hipblaslt_matmul import parse_matmul
-from hipmem.sizing.library_locator import locate
-from hipmem.sizing.virtual_device import resolve
-from hipmem.sizing.worker_process import WorkerProcess
+from hipmem.sizing.hipblaslt.locator import hipblaslt_for
+from hipmem.sizing.hipblaslt.matmul import parse_matmul
+from hipmem.sizing.rocm.locator import locate
+from hipmem.sizing.worker.process import WorkerProcess
+from hipmem.sizing.worker.virtual_device import resolve
 
 TARGET = Path(__file__).parent / "data" / "hipblaslt" / "decode-mi210.log"
 # An LLM decode step (batch 16, hidden 4096, MLP 14336): q/k/v/o, gate/up, down; the gate/up

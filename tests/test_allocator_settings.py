@@ -1,4 +1,4 @@
-"""PyTorch's allocator settings recommended from snapshots (replay/allocator_settings.py), with
+"""PyTorch's allocator settings recommended from snapshots (replay/settings/recommend.py), with
 PyTorch's real allocator on the virtual GPU (fetched once by the `torch_allocators` fixture).
 
 The expected figures come from separate replays (`hipmem.replay` of each setting, a fresh
@@ -16,18 +16,18 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hipmem.replay.engine.program import build_program, logged_allocation_sizes
+from hipmem.replay.engine.resources import parse_spec
+from hipmem.replay.engine.run import ReplayOptions, program_arrays
+from hipmem.replay.errors import ReplayUsageError
+from hipmem.replay.pytorch.allocator import TorchAllocator
+from hipmem.replay.settings import grid as allocator_grid
+from hipmem.replay.settings.recommend import AllocatorRecommendation, load_workloads
+from hipmem.replay.virtual.devices import find_preset
+from hipmem.replay.virtual.gpu import VirtualGpu
 
 import hipmem
 from hipmem._core.alloc_conf import BadAllocConf, check_alloc_conf, settings_pairs
-from hipmem.replay import allocator_grid
-from hipmem.replay.allocator_settings import AllocatorRecommendation, load_workloads
-from hipmem.replay.device_presets import find_preset
-from hipmem.replay.engine import ReplayOptions, program_arrays
-from hipmem.replay.errors import ReplayUsageError
-from hipmem.replay.program import build_program, logged_allocation_sizes
-from hipmem.replay.resources import parse_spec
-from hipmem.replay.torch_allocator import TorchAllocator
-from hipmem.replay.virtual_gpu import VirtualGpu
 from tests.snapshot_reference import COMPLETE, SNAPSHOTS, figures, load
 
 MiB = 1 << 20

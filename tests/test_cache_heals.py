@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from hipmem.sizing.rocm import fetch as rocm_fetch
+from hipmem.sizing.worker.shim_build import build_shim
 
 from hipmem._core import build_cache
-from hipmem.sizing import rocm_fetch
-from hipmem.sizing.shim_build import build_shim
 from tests.conftest import cli_env
 from tests.test_rocm_fetch import _mirror_cache
 
@@ -81,7 +81,7 @@ def test_a_damaged_hip_stand_in_is_rebuilt_and_a_planted_link_never_loaded(
 def test_a_truncated_virtual_gpu_is_rebuilt_and_the_gate_still_answers(
     torch211: object, tmp_path: Path
 ) -> None:
-    from hipmem.replay import torch_fetch
+    from hipmem.replay.pytorch import fetch as torch_fetch
 
     cache = tmp_path / "cache"
     shutil.copytree(torch_fetch.torch_dir() / "2.11.0", cache / "torch" / "2.11.0")

@@ -10,9 +10,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
-from hipmem.sizing.call_log_recorder import record_call_logs as record
-from hipmem.sizing.call_logs import (
+from hipmem.sizing.calls.log_recorder import record_call_logs as record
+from hipmem.sizing.calls.logs import (
     BAD_ARGUMENT,
     BENCH_COMMANDS,
     NEWER_LIBRARY,
@@ -25,10 +24,11 @@ from hipmem.sizing.call_logs import (
     UNKNOWN_FUNCTION,
     read_call_log,
 )
-from hipmem.sizing.call_spec import Call, make_call, parse_call
-from hipmem.sizing.catalog import load_catalog
+from hipmem.sizing.calls.spec import Call, make_call, parse_call
 from hipmem.sizing.defaults import rules_for
 from hipmem.sizing.errors import CallLogError
+from hipmem.sizing.rocm.catalog import load_catalog
+
 from tests.call_log_recorder import FIXTURE_CALLS, FIXTURES
 
 REPO = Path(__file__).parents[1]

@@ -11,11 +11,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
-from hipmem.sizing.call_result import SIZE_STATUSES, CallResult
-from hipmem.sizing.call_spec import Call, make_call
-from hipmem.sizing.catalog import Routine, load_catalog
+from hipmem.sizing.calls.result import SIZE_STATUSES, CallResult
+from hipmem.sizing.calls.spec import Call, make_call
 from hipmem.sizing.defaults import rules_for
+from hipmem.sizing.rocm.catalog import Routine, load_catalog
 from hipmem.sizing.session import SizingSession
 
 REPO = Path(__file__).parents[1]
@@ -122,13 +121,13 @@ def test_a_missing_dimension_is_a_usage_error() -> None:
 def test_catalog_is_what_the_headers_give() -> None:
     if importlib.util.find_spec("clang") is None:
         pytest.skip("libclang (the `clang` Python package) is not installed")
-    from hipmem.sizing.catalog import catalog_releases
-    from hipmem.sizing.rocm_fetch import cached_releases
+    from hipmem.sizing.rocm.catalog import catalog_releases
+    from hipmem.sizing.rocm.fetch import cached_releases
 
     if not cached_releases():
         pytest.skip("no fetched ROCm headers: run `hipmem rocm fetch`")
     run = subprocess.run(
-        [sys.executable, "-m", "hipmem.sizing.catalog_build", "--check"],
+        [sys.executable, "-m", "hipmem.sizing.rocm.catalog_build", "--check"],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from hipmem.sizing.session import SessionResult, SizingSession
 
 CALLS = ["rocsolver_dgetrf:m=1024,n=1024", "rocsolver_dgetrs:n=1024,nrhs=1"]
@@ -38,7 +37,7 @@ def hipmem(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
 
 
 def _release() -> str:
-    from hipmem.sizing.library_locator import locate
+    from hipmem.sizing.rocm.locator import locate
 
     return locate().rocm or ""
 

@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hipmem.sizing.catalog import load_catalog
 from hipmem.sizing.defaults import rules_for
+from hipmem.sizing.rocm.catalog import load_catalog
 
 REPO = Path(__file__).parents[1]
 

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from hipmem.sizing.session import size_calls
+
 from tests.conftest import cli_env
 
 
@@ -148,8 +148,8 @@ def test_devices_lists_products_and_archs() -> None:
 
 def test_devices_reads_real_devices_through_hip_python(rocm: Path) -> None:
     # The stand-in runtime plays a real one: hip-python finds it on the loader path.
-    from hipmem.sizing.library_locator import locate
-    from hipmem.sizing.shim_build import build_shim
+    from hipmem.sizing.rocm.locator import locate
+    from hipmem.sizing.worker.shim_build import build_shim
 
     include_dir = locate().include_dir
     assert include_dir is not None

@@ -174,7 +174,7 @@ def test_the_examples_are_found() -> None:
 
 def test_the_workload_files_shown_are_valid(tmp_path: Path) -> None:
     """A YAML block that is a workload file (`version:` and `calls:`) reads as one."""
-    from hipmem.sizing.workload_file import read_workload_entries
+    from hipmem.sizing.calls.workload_file import read_workload_entries
 
     shown = [
         block

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import yaml
 from dotenv import dotenv_values
-
 from hipmem.sizing.env_formats import (
     GithubFileError,
     UnknownFormat,

@@ -8,9 +8,8 @@ import ctypes
 from pathlib import Path
 
 import pytest
-
-from hipmem.sizing.library_locator import locate
-from hipmem.sizing.shim_build import build_shim
+from hipmem.sizing.rocm.locator import locate
+from hipmem.sizing.worker.shim_build import build_shim
 
 
 @pytest.fixture(scope="module")

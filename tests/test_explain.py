@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hipmem.replay.engine.report import ReplayReport
+from hipmem.replay.engine.resources import parse_spec
+from hipmem.replay.engine.run import ReplayOptions, replay
+from hipmem.replay.explain.explanation import explain
+from hipmem.replay.explain.variables import variable_advice
 
 import hipmem
-from hipmem.replay.engine import ReplayOptions, replay
-from hipmem.replay.explain import explain
-from hipmem.replay.explain_variables import variable_advice
-from hipmem.replay.report import ReplayReport
-from hipmem.replay.resources import parse_spec
 from tests.snapshot_reference import SNAPSHOTS
 
 REPO = Path(__file__).resolve().parents[1]

@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from hipmem.sizing.rocm import fetch as rocm_fetch
+from hipmem.sizing.rocm.releases import find_release
 
-from hipmem.sizing import rocm_fetch
-from hipmem.sizing.rocm_releases import find_release
 from tests.conftest import cli_env
 from tests.terminal import stderr_on_terminal
 from tests.test_rocm_fetch import _mirror_cache
@@ -196,7 +196,7 @@ def test_an_empty_cache_gets_the_release_with_the_devices_gemm_data_only(
 
 
 def test_the_download_line_names_a_few_archs_and_counts_many(tmp_path: Path) -> None:
-    from hipmem.sizing.fetch_on_demand import download_line
+    from hipmem.sizing.rocm.on_demand import download_line
 
     deb = rocm_fetch.PackageFile("librocblas5", "http://x/a.deb", "a.deb", 3 << 20, "00")
     few = rocm_fetch.FetchPlan("ROCm 7.2", [deb, deb], ["gfx90a", "gfx942"], tmp_path)

@@ -21,15 +21,16 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from hipmem.replay.capacity import find_capacity
-from hipmem.replay.engine import ReplayOptions, replay
-from hipmem.replay.fleet import FleetRequest, find_fleet_logs, run_fleet
-from hipmem.replay.fleet_cluster import ClusterPlan, fleet_client, plan_local_cluster
-from hipmem.replay.fleet_results import ResultsFile
-from hipmem.replay.fleet_summary import summarize
-from hipmem.replay.log_loader import load_log
-from hipmem.replay.program import build_program
-from hipmem.replay.resources import parse_spec
+from hipmem.replay.capacity.search import find_capacity
+from hipmem.replay.engine.program import build_program
+from hipmem.replay.engine.resources import parse_spec
+from hipmem.replay.engine.run import ReplayOptions, replay
+from hipmem.replay.fleet.cluster import ClusterPlan, fleet_client, plan_local_cluster
+from hipmem.replay.fleet.results import ResultsFile
+from hipmem.replay.fleet.run import FleetRequest, find_fleet_logs, run_fleet
+from hipmem.replay.fleet.summary import summarize
+from hipmem.replay.logs.loader import load_log
+
 from tests.fleet_logs import REAL, SNAPSHOTS, read_rows, real_fleet, tiled, write_log
 
 REPO = Path(__file__).resolve().parents[1]
@@ -327,7 +328,7 @@ def test_a_crash_leaves_only_whole_lines(tmp_path):
 
 
 def test_a_foreign_results_file_is_refused_naming_its_line(tmp_path):
-    from hipmem.replay.fleet_results import ResultsFileError
+    from hipmem.replay.fleet.results import ResultsFileError
 
     path = tmp_path / "r.jsonl"
     path.write_text('{"version":1,"log_sha256":"a","spec":"host","task":"replay","settings":"s",'

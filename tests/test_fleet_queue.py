@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hipmem.replay.fleet_queue import WorkQueue
+from hipmem.replay.fleet.queue import WorkQueue
 
 
 def pairs(logs: int, specs: int) -> list[tuple[int, int]]:

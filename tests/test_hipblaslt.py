@@ -11,8 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from hipmem.sizing.hipblaslt_matmul import (
+from hipmem.sizing.hipblaslt.matmul import (
     PYTORCH_DEFAULT_CAP_BYTES,
     changed_by_cap,
     parse_matmul,
@@ -20,8 +19,9 @@ from hipmem.sizing.hipblaslt_matmul import (
     size_matmuls,
     with_cap,
 )
-from hipmem.sizing.library_locator import locate
-from hipmem.sizing.virtual_device import resolve
+from hipmem.sizing.rocm.locator import locate
+from hipmem.sizing.worker.virtual_device import resolve
+
 from tests.conftest import cli_env
 
 DECODE = "hipblaslt_matmul:m=8192,n=16,k=8192,transA=T,a_type=bf16_r"

@@ -14,9 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from hipmem.sizing.hipblaslt_locator import read_version
-from hipmem.sizing.library_locator import CACHE_LABEL
+from hipmem.sizing.hipblaslt.locator import read_version
+from hipmem.sizing.rocm.locator import CACHE_LABEL
 
 LIB = "usr/lib/x86_64-linux-gnu"
 GEMV = "hipblaslt_matmul:m=4096,n=1,k=14336,transA=T,a_type=bf16_r"

@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hipmem.replay.logs.loader import MAX_LINE_BYTES, load_log
 
-from hipmem.replay.log_loader import MAX_LINE_BYTES, load_log
 from tests.bounded import hipmem_bounded
 
 REPO = Path(__file__).resolve().parents[1]

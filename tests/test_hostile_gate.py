@@ -299,7 +299,7 @@ def test_github_env_that_is_a_directory_is_refused_before_the_replays(
 
 
 def test_fleet_totals_are_exact_past_2_63() -> None:
-    from hipmem.replay.fleet_summary import Spread
+    from hipmem.replay.fleet.summary import Spread
 
     peaks = [2**62 - 1, 2**62 - 3, 2**62 - 5]
     spread = Spread.of(peaks)

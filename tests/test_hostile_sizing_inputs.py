@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
-
-from hipmem.sizing.call_logs import BAD_ARGUMENT, TOO_LONG, read_call_log, split_trace_fields
-from hipmem.sizing.call_spec import parse_call
+from hipmem.sizing.calls.logs import BAD_ARGUMENT, TOO_LONG, read_call_log, split_trace_fields
+from hipmem.sizing.calls.spec import parse_call
+from hipmem.sizing.calls.workload_file import read_workload
 from hipmem.sizing.errors import BadArgument, CallLogError, WorkloadError
-from hipmem.sizing.workload_file import read_workload
+
 from tests.bounded import hipmem_bounded, python_bounded
 
 GEMM = "./rocblas-bench -f gemm -r f32_r --transposeA N --transposeB N -m 64 -n 64 -k 64"
@@ -190,7 +190,7 @@ def test_distinct_calls_are_capped(tmp_path: Path) -> None:
 
 
 def test_lines_met_again_in_a_later_batch_are_counted_once(tmp_path: Path) -> None:
-    import hipmem.sizing.call_logs as call_logs
+    import hipmem.sizing.calls.logs as call_logs
 
     log = tmp_path / "repeat.log"
     log.write_text(
@@ -324,8 +324,8 @@ def test_a_cache_dir_that_is_a_file_is_one_line(tmp_path: Path) -> None:
 
 
 def test_a_repeated_resource_option_is_refused() -> None:
+    from hipmem.replay.engine.resources import parse_spec
     from hipmem.replay.errors import ReplayUsageError
-    from hipmem.replay.resources import parse_spec
 
     with pytest.raises(
         ReplayUsageError,

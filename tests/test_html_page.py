@@ -15,14 +15,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hipmem.replay.engine.program import build_program
+from hipmem.replay.engine.resources import parse_spec
+from hipmem.replay.engine.run import ReplayOptions, replay
+from hipmem.replay.logs.analysis import analyze, live_trace
+from hipmem.replay.logs.loader import load_log
+from hipmem.replay.pictures.html_timeline import bytes_text, log_figure, replay_figure
 
 from hipmem._core.plot_files import byte_unit
-from hipmem.replay.analysis import analyze, live_trace
-from hipmem.replay.engine import ReplayOptions, replay
-from hipmem.replay.html_timeline import bytes_text, log_figure, replay_figure
-from hipmem.replay.log_loader import load_log
-from hipmem.replay.program import build_program
-from hipmem.replay.resources import parse_spec
 from tests.conftest import cli_env
 from tests.spike_data import SPIKE_BYTES, spike_csv, spike_snapshot
 
@@ -167,8 +167,8 @@ def test_explain_html_draws_the_segments_at_the_refusal(tmp_path: Path, torch211
     assert "largest free block, large pool" in text  # the allocator-state table
     assert "refused request: 78,643,200 bytes" in text  # the figure's hover
     # Every block of every segment drawn: the figure's bars add up to the reserved bytes.
-    from hipmem.replay.explain import explain
-    from hipmem.replay.explain_html import state_figure
+    from hipmem.replay.explain.explanation import explain
+    from hipmem.replay.explain.html import state_figure
 
     found = explain(snapshot, device="H200", cap_bytes=750_549_401, torch_version="2.11.0")
     figure = state_figure(found)

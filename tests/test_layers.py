@@ -6,16 +6,43 @@ imports inside functions count, since they run too.
     hipmem              the Python API: names the entry points, imports lazily
     hipmem.sizing  |  hipmem.replay     the two libraries, independent of each other
     hipmem._core        errors, byte sizes, cache root, atomic writes, progress, plot files
+
+grimp reads files under their installed names: it runs in a child process over the package
+as it installs (tests/installed_view.py), since this process has imported the checkout's
+`hipmem` already and the repository holds no links.
 """
 
 from __future__ import annotations
 
+import ast
 import graphlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import grimp
 import pytest
 
+from tests.installed_view import build_view
+
 RANKS = {"hipmem._core": 0, "hipmem.sizing": 1, "hipmem.replay": 1, "hipmem": 2, "hipmem.cli": 3}
+
+_CHILD = """
+import json, sys, grimp
+out = {}
+for key, type_checking in (("all", False), ("run", True)):
+    g = grimp.build_graph("hipmem", exclude_type_checking_imports=type_checking, cache_dir=None)
+    out[key] = {
+        "modules": sorted(g.modules),
+        "imports": [
+            [m, i, [d["line_number"] for d in g.get_import_details(importer=m, imported=i)]]
+            for m in sorted(g.modules) for i in sorted(g.find_modules_directly_imported_by(m))
+        ],
+    }
+json.dump(out, sys.stdout)
+"""
 
 
 def part(module: str) -> str:
@@ -28,13 +55,41 @@ def part(module: str) -> str:
     raise AssertionError(f"{module} is in no layer")
 
 
+def _graph(facts: dict) -> grimp.ImportGraph:
+    graph = grimp.ImportGraph()
+    for module in facts["modules"]:
+        graph.add_module(module)
+    for importer, imported, lines in facts["imports"]:
+        for line in lines:
+            graph.add_import(
+                importer=importer, imported=imported, line_number=line, line_contents=""
+            )
+    return graph
+
+
 @pytest.fixture(scope="module")
-def graph() -> grimp.ImportGraph:
-    return grimp.build_graph("hipmem", cache_dir=None)
+def graphs(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    view = build_view(tmp_path_factory.mktemp("view"))
+    env = {**os.environ, "PYTHONPATH": str(view)}
+    child = subprocess.run(
+        [sys.executable, "-c", _CHILD],
+        env=env,
+        cwd=view,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert child.returncode == 0, child.stderr
+    return json.loads(child.stdout)
+
+
+@pytest.fixture(scope="module")
+def graph(graphs: dict) -> grimp.ImportGraph:
+    return _graph(graphs["all"])
 
 
 def test_every_part_is_in_the_graph(graph: grimp.ImportGraph) -> None:
-    # The symbolic links hipmem/sizing etc. are followed: a graph without them checks nothing.
+    # The parts are found through the installed view: a graph without them checks nothing.
     for name in RANKS:
         assert name in graph.modules
     assert "hipmem.sizing.session" in graph.modules and "hipmem.cli.main" in graph.modules
@@ -76,11 +131,9 @@ def test_imports_point_down(graph: grimp.ImportGraph) -> None:
     assert not upward, "imports against the layers:\n" + "\n".join(upward)
 
 
-def test_no_import_cycle() -> None:
+def test_no_import_cycle(graphs: dict) -> None:
     # Imports for type checkers only never run, so they cannot make a cycle.
-    cycle = import_cycle(
-        grimp.build_graph("hipmem", exclude_type_checking_imports=True, cache_dir=None)
-    )
+    cycle = import_cycle(_graph(graphs["run"]))
     assert not cycle, "import cycle: " + " -> ".join(cycle)
 
 
@@ -117,3 +170,34 @@ def test_the_checks_catch_what_they_look_for() -> None:
         "hipmem.replay.c (line 6) imports hipmem.sizing.b",
     ]
     assert set(import_cycle(planted)) == {"hipmem.sizing.a", "hipmem.sizing.b"}
+
+
+def test_every_import_is_an_arrow(graph: grimp.ImportGraph) -> None:
+    """Each module that imports one of hipmem's has an arrow to it in the graph: relative
+    imports resolve, and the parts' folders are read under their installed names."""
+    missing = []
+    for module in sorted(graph.modules):
+        spec_file = _file_of(module)
+        if spec_file is None:
+            continue
+        tree = ast.parse(spec_file.read_text())
+        ours = any(
+            isinstance(node, ast.ImportFrom)
+            and (node.level > 0 or (node.module or "").startswith("hipmem"))
+            or isinstance(node, ast.Import)
+            and any(alias.name.startswith("hipmem") for alias in node.names)
+            for node in ast.walk(tree)
+        )
+        if ours and not graph.find_modules_directly_imported_by(module):
+            missing.append(module)
+    assert not missing, "imports grimp did not draw: " + ", ".join(missing)
+    assert graph.direct_import_exists(
+        importer="hipmem.cli.cmd_replay", imported="hipmem.replay.engine.run"
+    ), "a relative import between parts (..replay) is an arrow"
+
+
+def _file_of(module: str) -> Path | None:
+    import importlib.util
+
+    spec = importlib.util.find_spec(module)
+    return Path(spec.origin) if spec and spec.origin and spec.origin.endswith(".py") else None

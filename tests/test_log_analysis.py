@@ -5,9 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hipmem.replay.logs.analysis import (
+    ALLOCATE,
+    FREE,
+    Effect,
+    LiveAllocations,
+    analyze,
+    size_histogram,
+)
+from hipmem.replay.logs.loader import load_log
 
-from hipmem.replay.analysis import ALLOCATE, FREE, Effect, LiveAllocations, analyze, size_histogram
-from hipmem.replay.log_loader import load_log
 from tests.log_reference import DATA_LOGS, REAL_LOGS, figures, read_rows
 
 ALL_LOGS = REAL_LOGS + sorted(DATA_LOGS.glob("*.csv"))
@@ -111,7 +118,7 @@ def test_vectorised_rules_equal_the_one_event_rules(path: Path) -> None:
     ):
         live.apply(int(action), int(pointer), int(size))
         walked.append(live.live_bytes)
-    from hipmem.replay.analysis import live_trace
+    from hipmem.replay.logs.analysis import live_trace
 
     assert live_trace(log.events).live_bytes.tolist() == walked
 

@@ -10,10 +10,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-
 from hipmem.replay.errors import LogFormatError, ReplayUsageError
-from hipmem.replay.events import ACTION_NAMES, COLUMNS
-from hipmem.replay.log_loader import (
+from hipmem.replay.logs.events import ACTION_NAMES, COLUMNS
+from hipmem.replay.logs.loader import (
     HEADER_WITH_THREAD,
     device_of,
     find_log_files,
@@ -21,6 +20,7 @@ from hipmem.replay.log_loader import (
     parse_address,
     unwrap_midnight,
 )
+
 from tests.log_reference import DATA_LOGS, REAL_LOGS, read_rows
 
 ERA_LOGS = sorted(p for p in DATA_LOGS.glob("*.csv*") if p.name != "bad_rows.csv")

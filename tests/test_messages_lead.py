@@ -8,10 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from hipmem._core.close_names import closest, did_you_mean
 from hipmem.cli import output
 from hipmem.cli.main import _run
+
+from hipmem._core.close_names import closest, did_you_mean
 
 SNAPSHOT = "tests/data/snapshots/train-default.pickle.gz"
 LOG = "samples/serve-first-2000.csv.gz"
@@ -93,7 +93,7 @@ def test_a_mistyped_setting_key_is_a_usage_error_with_the_nearest_key(
 ) -> None:
     """2.11's headers declare its keys: refused before any replay. The newest (2.14 on) declare
     the shared ones in a .cpp: PyTorch's own refusal becomes the same usage error."""
-    from hipmem.replay.torch_allocator import TorchAllocator
+    from hipmem.replay.pytorch.allocator import TorchAllocator
 
     allocator = torch_allocators[release]
     assert isinstance(allocator, TorchAllocator)
@@ -108,8 +108,8 @@ def test_a_mistyped_setting_key_is_a_usage_error_with_the_nearest_key(
 
 
 def test_the_setting_keys_are_the_builds_own(torch_allocators: dict[str, object]) -> None:
-    from hipmem.replay.torch_allocator import TorchAllocator
-    from hipmem.replay.torch_setting_keys import accepted_keys
+    from hipmem.replay.pytorch.allocator import TorchAllocator
+    from hipmem.replay.pytorch.setting_keys import accepted_keys
 
     newest = torch_allocators["2.11.0"]
     assert isinstance(newest, TorchAllocator)

@@ -7,9 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from hipmem.sizing.call_spec import parse_call
-from hipmem.sizing.executed_routines import buffers, execution_reason
+from hipmem.sizing.calls.executed_routines import buffers, execution_reason
+from hipmem.sizing.calls.spec import parse_call
 from hipmem.sizing.minimum import MinimumFinder
 from hipmem.sizing.session import SizingSession
 

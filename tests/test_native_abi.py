@@ -6,8 +6,7 @@ from __future__ import annotations
 import ctypes
 
 import pytest
-
-from hipmem.replay import native
+from hipmem.replay.engine import native
 
 
 def _host_core() -> ctypes.CDLL:

@@ -9,9 +9,8 @@ import re
 from pathlib import Path
 
 import pytest
-from rich.console import Console
-
 from hipmem.cli import output
+from rich.console import Console
 
 CLI = Path(__file__).resolve().parents[1] / "hipmem_cli"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -91,10 +91,10 @@ def test_the_wheel_installs_one_top_level_package(wheel: Path) -> None:
         listed = archive.read(top_level).decode().split()
     tops = {name.split("/")[0] for name in names if ".dist-info/" not in name}
     assert tops == {"hipmem"} and listed == ["hipmem"]
-    for data in ("hipmem/sizing/data/catalog-7.2.json", "hipmem/sizing/shim/virtual_hip.c",
-                 "hipmem/replay/csrc/replay_core.cu", "hipmem/replay/csrc/torch_replay.cpp",
-                 "hipmem/replay/vcuda/virtual_cuda.c", "hipmem/replay/vcuda/vcuda_replay.cpp",
-                 "hipmem/replay/vcuda/libcudart.so.13.map",
+    for data in ("sizing/rocm/data/catalog-7.2.json", "sizing/worker/shim/virtual_hip.c",
+                 "replay/engine/csrc/replay_core.cu", "replay/pytorch/csrc/torch_replay.cpp",
+                 "replay/virtual/vcuda/virtual_cuda.c", "replay/virtual/vcuda/vcuda_replay.cpp",
+                 "replay/virtual/vcuda/libcudart.so.13.map",
                  "hipmem/py.typed"):  # fmt: skip
         assert data in names
 

@@ -10,15 +10,18 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hipmem.replay.engine.program import build_program
+from hipmem.replay.engine.resources import parse_spec
+from hipmem.replay.engine.run import ReplayOptions, replay
+from hipmem.replay.fleet import plot as fleet_plot
+from hipmem.replay.logs import plot as log_plot
+from hipmem.replay.logs.analysis import analyze, live_trace
+from hipmem.replay.logs.loader import load_log
+from hipmem.replay.pictures import plot
+from hipmem.replay.settings import plot as allocator_plot
 
 from hipmem._core.decimate import MAX_COLUMNS, envelope, peak_rows
 from hipmem._core.plot_files import byte_unit
-from hipmem.replay import allocator_plot, fleet_plot, log_plot, plot
-from hipmem.replay.analysis import analyze, live_trace
-from hipmem.replay.engine import ReplayOptions, replay
-from hipmem.replay.log_loader import load_log
-from hipmem.replay.program import build_program
-from hipmem.replay.resources import parse_spec
 from tests.spike_data import SPIKE_BYTES, spike_csv, spike_snapshot
 
 
@@ -134,7 +137,7 @@ def test_log_plot_draws_a_snapshot_s_recorded_reserved_peak(
 def test_recommend_plot_draws_the_snapshot_s_spike(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, torch211: object
 ) -> None:
-    from hipmem.replay.allocator_settings import recommend_allocator_settings
+    from hipmem.replay.settings.recommend import recommend_allocator_settings
 
     figures = _capture(monkeypatch, allocator_plot)
     path = spike_snapshot(tmp_path / "spike.pickle.gz")
@@ -179,8 +182,9 @@ def test_fleet_plot_draws_the_largest_log(monkeypatch: pytest.MonkeyPatch, tmp_p
 def test_sweep_plot_draws_the_largest_need(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, rocm72: Path
 ) -> None:
-    from hipmem.sizing import sweep_plot
     from hipmem.sizing.session import SizingSession
+    from hipmem.sizing.sweeps import plot as sweep_plot
+
     from tests.test_sweeps import GEMM, PEAK_BYTES
 
     figures = _capture(monkeypatch, sweep_plot)

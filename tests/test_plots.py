@@ -6,14 +6,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hipmem.replay.engine.program import build_program
+from hipmem.replay.engine.resources import parse_spec
+from hipmem.replay.engine.run import ReplayOptions, replay
+from hipmem.replay.logs import plot as log_plot
+from hipmem.replay.logs.analysis import analyze, live_trace
+from hipmem.replay.logs.loader import load_log
+from hipmem.replay.pictures import plot
 
 from hipmem._core.plot_files import byte_unit
-from hipmem.replay import log_plot, plot
-from hipmem.replay.analysis import analyze, live_trace
-from hipmem.replay.engine import ReplayOptions, replay
-from hipmem.replay.log_loader import load_log
-from hipmem.replay.program import build_program
-from hipmem.replay.resources import parse_spec
 
 SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "serve-first-2000.csv.gz"
 

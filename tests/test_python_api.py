@@ -9,14 +9,14 @@ import stat
 from pathlib import Path
 
 import pytest
+from hipmem.replay.engine import native
+from hipmem.replay.errors import ReplayError, ReplayUsageError
+from hipmem.sizing.errors import SizingError
+from hipmem.sizing.errors import UsageError as SizingUsageError
 
 import hipmem
 from hipmem._core.atomic_write import write_text_atomically
 from hipmem._core.cache_root import CacheUnusable, cache_dir
-from hipmem.replay import native
-from hipmem.replay.errors import ReplayError, ReplayUsageError
-from hipmem.sizing.errors import SizingError
-from hipmem.sizing.errors import UsageError as SizingUsageError
 from tests.log_reference import DATA_LOGS, REAL_LOGS_DIR
 
 REPO = Path(__file__).resolve().parents[1]

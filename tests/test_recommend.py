@@ -7,9 +7,7 @@ import math
 from fractions import Fraction
 
 import pytest
-
-from hipmem._core.byte_sizes import MAX_BYTES, parse_bytes
-from hipmem.sizing.call_spec import parse_call
+from hipmem.sizing.calls.spec import parse_call
 from hipmem.sizing.recommend import (
     BadSize,
     Headroom,
@@ -21,7 +19,9 @@ from hipmem.sizing.recommend import (
     recommend,
 )
 from hipmem.sizing.session import SessionResult, SizingSession
-from hipmem.sizing.virtual_device import resolve
+from hipmem.sizing.worker.virtual_device import resolve
+
+from hipmem._core.byte_sizes import MAX_BYTES, parse_bytes
 
 CALLS = ["rocsolver_dgetrf:m=1024,n=1024", "rocsolver_dgetrs:n=1024,nrhs=1"]
 HPA_GEMM = (

@@ -13,14 +13,15 @@ import time
 
 import numpy as np
 import pytest
-
-from hipmem.replay import analysis, native
-from hipmem.replay.capacity import find_capacity
-from hipmem.replay.engine import ReplayOptions, replay
+from hipmem.replay.capacity.search import find_capacity
+from hipmem.replay.engine import native
+from hipmem.replay.engine.program import OP_ALLOCATE, OP_FREE, build_program
+from hipmem.replay.engine.resources import parse_spec
+from hipmem.replay.engine.run import ReplayOptions, replay
 from hipmem.replay.errors import ReplayUsageError
-from hipmem.replay.log_loader import load_log
-from hipmem.replay.program import OP_ALLOCATE, OP_FREE, build_program
-from hipmem.replay.resources import parse_spec
+from hipmem.replay.logs import analysis
+from hipmem.replay.logs.loader import load_log
+
 from tests.log_reference import REAL_LOGS_DIR
 from tests.replay_reference import (
     log_from_rows,
@@ -247,9 +248,9 @@ def test_ctrl_c_stops_the_native_replay_quickly():
 
 @pytest.mark.skipif(not _has_compiler(), reason="no C++ compiler")
 def test_a_cancelled_native_call_returns_every_byte():
-    from hipmem.replay.backends import Backend
-    from hipmem.replay.engine import ReplayOptions as Options
-    from hipmem.replay.engine import native_config, program_arrays
+    from hipmem.replay.engine.backends import Backend
+    from hipmem.replay.engine.run import ReplayOptions as Options
+    from hipmem.replay.engine.run import native_config, program_arrays
 
     log = load_log([LOGS / "gpt.csv.gz"])
     program = build_program(log)
@@ -313,7 +314,7 @@ def test_capacity_search_goes_on_when_a_size_fails_on_a_later_try(monkeypatch):
         fails = size < edge or (size == edge and tries[size] > 1)
         return dataclasses.replace(report, failure_count=1 if fails else 0)
 
-    monkeypatch.setattr("hipmem.replay.capacity.replay", flaky)
+    monkeypatch.setattr("hipmem.replay.capacity.search.replay", flaky)
     found = find_capacity(log, parse_spec("host"), program=program, confirm_runs=2)
     assert found.capacity_bytes == edge + mib
     assert tries[edge] >= 2 and tries[edge + mib] >= 3  # found once, then confirmed twice

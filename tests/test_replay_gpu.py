@@ -12,14 +12,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hipmem.replay.capacity.search import find_capacity
+from hipmem.replay.engine import native
+from hipmem.replay.engine.backends import cuda_device_count
+from hipmem.replay.engine.program import build_program
+from hipmem.replay.engine.resources import parse_spec
+from hipmem.replay.engine.run import ReplayOptions, replay
+from hipmem.replay.logs.loader import load_log
 
-from hipmem.replay import native
-from hipmem.replay.backends import cuda_device_count
-from hipmem.replay.capacity import find_capacity
-from hipmem.replay.engine import ReplayOptions, replay
-from hipmem.replay.log_loader import load_log
-from hipmem.replay.program import build_program
-from hipmem.replay.resources import parse_spec
 from tests.log_reference import REAL_LOGS_DIR
 from tests.replay_reference import reference_first_failure, reference_peak_bytes
 

@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from hipmem.replay.logs.loader import load_log
+from hipmem.sizing.rocm.locator import locate
+from hipmem.sizing.worker.shim_build import build_shim
 
-from hipmem.replay.log_loader import load_log
-from hipmem.sizing.library_locator import locate
-from hipmem.sizing.shim_build import build_shim
 from tests.conftest import REPO, cli_env
 from tests.replay_reference import reference_failures, reference_peak_bytes
 

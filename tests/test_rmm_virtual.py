@@ -26,12 +26,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hipmem.replay.engine.program import OP_ALLOCATE, build_program
+from hipmem.replay.engine.report import ReplayReport
+from hipmem.replay.engine.run import ReplayOptions
+from hipmem.replay.logs.events import AllocationLog
 
 import hipmem
-from hipmem.replay.engine import ReplayOptions
-from hipmem.replay.events import AllocationLog
-from hipmem.replay.program import OP_ALLOCATE, build_program
-from hipmem.replay.report import ReplayReport
 
 MiB = 1 << 20
 REPO = Path(__file__).resolve().parent.parent
@@ -251,7 +251,7 @@ def test_device_too_small_for_the_first_allocation_is_one_line(rmm_releases):
 
 @pytest.mark.parametrize("spec", ["pool", "arena"])
 def test_fits_are_each_devices_own_replay(logs, spec):
-    from hipmem.replay.device_presets import PRESETS, custom_device
+    from hipmem.replay.virtual.devices import PRESETS, custom_device
 
     log = logs[REAL_LOGS[-1].name]
     devices = [PRESETS["MI300X"], PRESETS["H100"], custom_device(600 * MiB), custom_device(4 * MiB)]

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 import typer
-
-from hipmem.sizing import rocm_fetch
 from hipmem.sizing.errors import FetchError, PinnedVersionGone
-from hipmem.sizing.library_locator import locate
-from hipmem.sizing.rocm_releases import RELEASES, Release, find_release
+from hipmem.sizing.rocm import fetch as rocm_fetch
+from hipmem.sizing.rocm.locator import locate
+from hipmem.sizing.rocm.releases import RELEASES, Release, find_release
+
 from tests.conftest import cli_env
 
 
@@ -261,7 +261,7 @@ def test_a_second_fetch_waits_for_the_first_with_a_message(rocm72: Path, tmp_pat
 
 
 def test_every_release_names_a_stand_in_for_its_hip_runtime() -> None:
-    from hipmem.sizing.shim_build import supported_sonames
+    from hipmem.sizing.worker.shim_build import supported_sonames
 
     assert {release.hip_soname for release in RELEASES} <= set(supported_sonames())
 
@@ -277,9 +277,8 @@ def _gone_64(name: str, parameter: str = "rocm") -> Release:
 def test_of_several_releases_one_the_archive_no_longer_offers_is_skipped(
     rocm64: Path, rocm72: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from typer.testing import CliRunner
-
     from hipmem.cli import cmd_rocm
+    from typer.testing import CliRunner
 
     monkeypatch.setattr(rocm_fetch, "find_release", _gone_64)
     app = typer.Typer()

@@ -10,12 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from hipmem.sizing.catalog import load_catalog
 from hipmem.sizing.errors import UnknownRoutine, UsageError
-from hipmem.sizing.library_locator import MixedReleases, locate
 from hipmem.sizing.recommend import version_warnings
+from hipmem.sizing.rocm.catalog import load_catalog
+from hipmem.sizing.rocm.locator import MixedReleases, locate
 from hipmem.sizing.session import SizingSession, size_calls
+
 from tests.conftest import cli_env, rocm_release
 
 GEMM_F16_HPA = (
@@ -304,7 +304,7 @@ def test_each_release_has_its_own_catalog() -> None:
 def test_a_routine_one_release_lacks_names_the_releases_that_have_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hipmem.sizing import catalog as catalog_module
+    from hipmem.sizing.rocm import catalog as catalog_module
 
     # An older release without dgetrs: its catalog is 6.4's minus that routine.
     data = json.loads((catalog_module.DATA_DIR / "catalog-6.4.json").read_text())

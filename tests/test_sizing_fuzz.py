@@ -8,14 +8,13 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from hipmem.sizing.calls.logs import read_call_log
+from hipmem.sizing.calls.spec import parse_call
+from hipmem.sizing.calls.workload_file import MAX_COUNT, read_workload
+from hipmem.sizing.errors import CallLogError, SizingError, UsageError, WorkloadError
+from hipmem.sizing.rocm.catalog import load_catalog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from hipmem.sizing.call_logs import read_call_log
-from hipmem.sizing.call_spec import parse_call
-from hipmem.sizing.catalog import load_catalog
-from hipmem.sizing.errors import CallLogError, SizingError, UsageError, WorkloadError
-from hipmem.sizing.workload_file import MAX_COUNT, read_workload
 
 REPO = Path(__file__).resolve().parents[1]
 CALL_LOGS = REPO / "tests" / "data" / "call_logs"

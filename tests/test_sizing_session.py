@@ -6,9 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from hipmem.sizing.call_spec import make_call, parse_call
-from hipmem.sizing.catalog import Catalog, Param, Routine, load_catalog
+from hipmem.sizing.calls.spec import make_call, parse_call
+from hipmem.sizing.rocm.catalog import Catalog, Param, Routine, load_catalog
 from hipmem.sizing.session import SizingSession, size_calls
 
 # Known answers, keyed by the versions the libraries report (rocBLAS, rocSOLVER).

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hipmem.replay.logs.events import ACTION_NAMES
+from hipmem.replay.logs.writer import write_rmm_csv
+from hipmem.replay.snapshots import reader as snapshot
 
 import hipmem
-from hipmem.replay import snapshot
-from hipmem.replay.events import ACTION_NAMES
-from hipmem.replay.log_writer import write_rmm_csv
 from tests.snapshot_reference import NAMES, SNAPSHOTS, figures
 
 REPO = Path(__file__).resolve().parents[1]

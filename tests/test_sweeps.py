@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from hipmem.sizing.session import SizingSession
-from hipmem.sizing.sweep_range import BadSweep, check_grid, parse_max_points, parse_sweep
+from hipmem.sizing.sweeps.range import BadSweep, check_grid, parse_max_points, parse_sweep
+
 from tests.conftest import cli_env
 
 # The HPA gemm (f16 in, f32 compute) picks its kernel, and so its workspace, from the tuned
@@ -284,9 +284,8 @@ def test_rule_closures_compute_what_simpleeval_computes() -> None:
     """Every default rule of every family, on sample arguments: the sweep's fast closures
     and simpleeval (which make_call uses) agree, or the closure is not used (None)."""
     import simpleeval
-
     from hipmem.sizing.defaults import COMMON, FAMILY, FUNCTIONS
-    from hipmem.sizing.rule_closures import closure_of
+    from hipmem.sizing.rocm.rule_closures import closure_of
 
     samples = [
         {"m": 7, "n": 300, "k": 12, "nrhs": 3, "nb": 4, "nblocks": 5, "batch_count": 9},

@@ -17,11 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hipmem.replay.engine.resources import parse_spec
+from hipmem.replay.engine.run import ReplayOptions
+from hipmem.replay.pytorch import allocator as torch_allocator
+from hipmem.replay.pytorch import fetch as torch_fetch
+from hipmem.replay.pytorch import release as torch_release
+from hipmem.replay.virtual import build as vcuda_build
 
 import hipmem
-from hipmem.replay import torch_allocator, torch_fetch, torch_release, vcuda_build
-from hipmem.replay.engine import ReplayOptions
-from hipmem.replay.resources import parse_spec
 from tests.snapshot_reference import COMPLETE, NAMES, SNAPSHOTS
 
 REPO = Path(__file__).resolve().parents[1]

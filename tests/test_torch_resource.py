@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from hipmem.replay.engine.resources import parse_spec
+from hipmem.replay.pytorch import resource as torch_resource
 
 import hipmem
-from hipmem.replay import torch_resource
-from hipmem.replay.resources import parse_spec
 from tests.snapshot_reference import COMPLETE, NAMES, SNAPSHOTS
 
 REPO = Path(__file__).resolve().parents[1]

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from hipmem.sizing.errors import UnknownDevice
-from hipmem.sizing.virtual_device import GiB, resolve
+from hipmem.sizing.worker.virtual_device import GiB, resolve
 
 
 @pytest.mark.parametrize(

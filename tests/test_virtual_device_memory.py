@@ -8,8 +8,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-from hipmem.sizing.library_locator import locate
-from hipmem.sizing.shim_build import build_shim
+from hipmem.sizing.rocm.locator import locate
+from hipmem.sizing.worker.shim_build import build_shim
+
 from tests.conftest import cli_env
 
 PROGRAM = textwrap.dedent(

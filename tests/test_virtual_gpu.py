@@ -17,14 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hipmem.replay.engine.program import build_program
+from hipmem.replay.engine.resources import parse_spec
+from hipmem.replay.engine.run import ReplayOptions, program_arrays
+from hipmem.replay.pytorch import allocator as torch_allocator
+from hipmem.replay.pytorch import fetch as torch_fetch
+from hipmem.replay.settings import grid as allocator_grid
+from hipmem.replay.virtual import build as vcuda_build
+from hipmem.replay.virtual.devices import PRESETS, custom_device, find_preset
+from hipmem.replay.virtual.gpu import VirtualGpu
 
 import hipmem
-from hipmem.replay import allocator_grid, torch_allocator, torch_fetch, vcuda_build
-from hipmem.replay.device_presets import PRESETS, custom_device, find_preset
-from hipmem.replay.engine import ReplayOptions, program_arrays
-from hipmem.replay.program import build_program
-from hipmem.replay.resources import parse_spec
-from hipmem.replay.virtual_gpu import VirtualGpu
 from tests.snapshot_reference import COMPLETE, SNAPSHOTS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -243,7 +246,7 @@ def test_a_replay_does_not_depend_on_the_replays_before_it(
     program = build_program(log)
     requested = _stats(name)["requested_bytes_peak"] // MiB * MiB
     # Sizes that refuse, at the edge and roomy: in one process, expandable segments answered
-    # the third differently after the second (see replay/virtual_gpu.py).
+    # the third differently after the second (see replay/virtual/gpu.py).
     sizes = [2 * GiB, requested // 2, requested + 64 * MiB, 8 * GiB, requested + 2 * MiB]
     with VirtualGpu(program_arrays(program), program.slot_count, len(program.streams), conf,
                     find_preset("H100"), torch211) as gpu:  # fmt: skip

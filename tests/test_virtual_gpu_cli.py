@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hipmem.replay.virtual.devices import PRESETS
 
-from hipmem.replay.device_presets import PRESETS
 from tests.snapshot_reference import SNAPSHOTS
 
 REPO = Path(__file__).resolve().parents[1]

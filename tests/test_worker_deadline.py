@@ -10,10 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
-
 from hipmem.sizing.errors import UsageError, WorkerTimedOut
 from hipmem.sizing.session import SizingSession
-from hipmem.sizing.worker_process import (
+from hipmem.sizing.worker.process import (
     DEADLINE_ENV,
     DEFAULT_CALL_DEADLINE_S,
     deadline_from_environment,

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from hipmem.sizing.call_spec import make_call, parse_call
+from hipmem.sizing.calls.spec import make_call, parse_call
+from hipmem.sizing.calls.workload_file import read_workload
 from hipmem.sizing.errors import WorkloadError
-from hipmem.sizing.workload_file import read_workload
 
 REPO = Path(__file__).parents[1]
 SAMPLE = REPO / "samples" / "workload.yaml"

@@ -10,10 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from hipmem.sizing.library_locator import locate
+from hipmem.sizing.rocm.locator import locate
 from hipmem.sizing.session import SessionResult, SizingSession
 from hipmem.sizing.workspace_check import (
     ULONG_MAX,
@@ -24,6 +21,8 @@ from hipmem.sizing.workspace_check import (
     read_setting,
     strtoul,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 CALLS = ["rocsolver_dgetrf:m=1024,n=1024", "rocsolver_dgetrs:n=1024,nrhs=1"]
 

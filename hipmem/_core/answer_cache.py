@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import json
 import os
 import sys
@@ -40,7 +41,8 @@ _ENV_PREFIXES = ("HIPMEM_", "ROCM", "ROCBLAS", "ROCSOLVER", "HIPBLASLT", "HIP_",
 # Never answered from here: their answer reads a snapshot through PyTorch's allocator, or
 # they write files besides printing.
 _NEVER = ("--from-snapshot", "--plot", "github", "-h", "--help", "--debug")
-_SOURCE_DIRS = ("_core", "cli", "sizing", "sizing/shim", "sizing/data")
+# The packages whose files decide a sizing answer (their folders, subfolders included).
+_SOURCE_PACKAGES = ("hipmem._core", "hipmem.cli", "hipmem.sizing")
 _MAX_INPUT_BYTES = 64 << 20  # a named file larger than this is not hashed: not kept
 
 
@@ -115,21 +117,27 @@ def _add(digest: hashlib._Hash, *parts: str) -> None:
 
 
 def _add_sources(digest: hashlib._Hash) -> bool:
-    package = Path(__file__).resolve().parent.parent  # hipmem/
     try:
         from importlib.metadata import version
 
         _add(digest, "version", version("hipmem"))
     except Exception:  # run from a source tree never installed: the files still say it
         _add(digest, "version", "unknown")
-    for sub in _SOURCE_DIRS:
+    for package in _SOURCE_PACKAGES:
+        # Where the import system finds the package: the folders differ between a checkout
+        # (sizing/) and an install (hipmem/sizing/), the files do not.
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            return False
+        folder = Path(next(iter(spec.submodule_search_locations)))
         try:
-            with os.scandir(package / sub) as entries:
-                for entry in sorted(entries, key=lambda e: e.name):
-                    if not entry.is_file() or entry.name.endswith(".pyc"):
-                        continue  # __pycache__ changes whenever Python writes bytecode
-                    info = entry.stat()
-                    _add(digest, sub, entry.name, str(info.st_size), str(info.st_mtime_ns))
+            for parent, dirs, names in os.walk(folder):
+                dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+                for name in sorted(n for n in names if not n.endswith(".pyc")):
+                    path = Path(parent, name)
+                    info = path.stat()
+                    where = str(path.relative_to(folder))
+                    _add(digest, package, where, str(info.st_size), str(info.st_mtime_ns))
         except OSError:
             return False
     return True

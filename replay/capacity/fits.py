@@ -1,0 +1,279 @@
+"""Capacity on the virtual GPU: the smallest device, the smallest memory fraction, and "fits".
+
+Two caps, which PyTorch's allocator meets differently (measured on the H200, see
+docs/pytorch-virtual-gpu.md), so each figure says which it is:
+
+- device memory (`cap="device"`): a GPU with less memory. cudaMalloc (or cuMemCreate) is
+  refused past it; the allocator then frees its cached blocks and retries, so a job can fit
+  well below its uncapped reserved peak.
+- memory fraction (`cap="fraction"`): `torch.cuda.set_per_process_memory_fraction` on a given
+  device, what `-r torch:limit=` sets. The allocator checks it itself, before asking the
+  driver; with expandable segments it was seen to map 2 MiB past it, which a smaller device
+  would not allow.
+
+Neither counts the memory a real device keeps for the CUDA/HIP context and the libraries of a
+running program (several hundred MiB): add it, or read the headroom of `fits` with it in mind.
+
+Each probe is a replay in a fresh process (replay/virtual/gpu.py). The search bisects
+between the peak requested bytes (below it nothing fits) and the uncapped reserved peak (at
+it nothing is ever refused) to `resolution_bytes`, then confirms: the size found replays with
+no refusal (`confirm_runs` times), `resolution_bytes` less does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from hipmem._core.byte_sizes import MiB
+from hipmem._core.progress import ProgressCallback
+
+from ..engine.program import OP_ALLOCATE, ReplayProgram, build_program
+from ..engine.resources import ResourceSpec
+from ..engine.run import ReplayOptions, program_arrays
+from ..errors import ReplayError, ReplayUsageError
+from ..logs.events import AllocationLog
+from ..pytorch import allocator as torch_allocator
+from ..pytorch import resource as torch_resource
+from ..virtual.devices import PRESETS, DevicePreset
+from ..virtual.gpu import ProbeResult, VirtualGpu
+from .result import CapacityResult, NoCapacityFound, Probe
+
+CAPS = ("device", "fraction")
+SIZED_DEVICE = "device memory"
+GROWTH_LIMIT = 64  # give up when a device of this many times the reserved peak is refused
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Whether a log replays on one device with no refused allocation, and the room left."""
+
+    device: DevicePreset
+    fits: bool
+    peak_reserved_bytes: int
+    refused_count: int
+
+    @property
+    def headroom_bytes(self) -> int:
+        """Device memory left at the reserved peak (negative: what it lacks)."""
+        return self.device.memory_bytes - self.peak_reserved_bytes
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "device": self.device.name,
+            "memory_bytes": self.device.memory_bytes,
+            "fits": self.fits,
+            "peak_reserved_bytes": self.peak_reserved_bytes,
+            "headroom_bytes": self.headroom_bytes,
+            "refused_allocations": self.refused_count,
+        }
+
+
+class _Session:
+    """The program, settings and allocator of one search; starts driver processes."""
+
+    def __init__(
+        self,
+        log: AllocationLog,
+        spec: ResourceSpec,
+        options: ReplayOptions,
+        program: ReplayProgram,
+    ) -> None:
+        if spec.kind != "torch":
+            raise ReplayUsageError(
+                f"{spec.label!r}: the virtual GPU runs PyTorch's allocator (-r torch[:...])"
+            )
+        self.spec, self.program = spec, program
+        self.device = options.virtual_device()
+        self.allocator = torch_allocator.locate(options.torch_version)
+        self.conf = torch_resource.alloc_conf(spec, log)
+        self.arrays = program_arrays(program)
+
+    def start(self) -> VirtualGpu:
+        return VirtualGpu(self.arrays, self.program.slot_count, len(self.program.streams),
+                          self.conf, self.device, self.allocator)  # fmt: skip
+
+
+def find_virtual_capacity(
+    log: AllocationLog,
+    spec: ResourceSpec,
+    options: ReplayOptions | None = None,
+    *,
+    cap: str = "device",
+    program: ReplayProgram | None = None,
+    resolution_bytes: int = 2 * MiB,
+    confirm_runs: int = 1,
+    progress: ProgressCallback | None = None,
+) -> CapacityResult:
+    """The smallest device memory (`cap="device"`) or per-process memory cap on the options'
+    device (`cap="fraction"`), a multiple of `resolution_bytes`, with no refused allocation."""
+    if cap not in CAPS:
+        raise ReplayUsageError(f"not one of {', '.join(CAPS)}", parameter="cap", value=cap)
+    if resolution_bytes <= 0 or resolution_bytes % MiB:
+        raise ReplayUsageError(
+            "must be a positive number of whole MiB",
+            parameter="resolution_bytes",
+            value=resolution_bytes,
+        )
+    program = program if program is not None else build_program(log)
+    session = _Session(log, spec, options or ReplayOptions(backend="virtual"), program)
+    device = session.device
+    sized = SIZED_DEVICE if cap == "device" else f"memory fraction of {device.name}"
+    result = CapacityResult(spec.label, sized, 0, program.peak_requested_bytes, resolution_bytes)
+
+    def probe(gpu: VirtualGpu, size: int) -> ProbeResult:
+        if cap == "device":
+            return gpu.replay(device_bytes=size, stop_on_failure=True)
+        return gpu.replay(device_bytes=device.memory_bytes, limit_bytes=size, stop_on_failure=True)
+
+    with session.start() as gpu:
+
+        def replays(size: int) -> bool:
+            ok = probe(gpu, size).replayed
+            result.probes.append(Probe(size, ok))
+            if progress:
+                progress(len(result.probes), None, spec.label)
+            return ok
+
+        passing = _first_passing(gpu, cap, device, resolution_bytes, replays, sized, spec)
+        failing = max(0, (program.peak_requested_bytes - 1) // resolution_bytes) * resolution_bytes
+        passing = _bisect(replays, failing, passing, resolution_bytes)
+        _confirm(gpu, probe, passing, resolution_bytes, confirm_runs, spec.label)
+    result.capacity_bytes = passing
+    result.confirm_runs = confirm_runs
+    if cap == "device":
+        result.sized_spec = f"{spec.label} on a GPU of {passing:,} bytes"
+    else:
+        result.sized_spec = spec.with_limit(passing).label
+    return result
+
+
+def _first_passing(
+    gpu: VirtualGpu,
+    cap: str,
+    device: DevicePreset,
+    resolution_bytes: int,
+    replays: Callable[[int], bool],
+    sized: str,
+    spec: ResourceSpec,
+) -> int:
+    """A size that replays: the uncapped reserved peak, found on a device large enough."""
+    size = device.memory_bytes
+    first = gpu.replay(device_bytes=size, stop_on_failure=True)
+    while not first.replayed:  # the log does not fit the device itself
+        if cap == "fraction":
+            raise NoCapacityFound(
+                f"{spec.label}: does not replay on a {device.name} even with all of its memory "
+                f"({device.memory_bytes:,} bytes): no {sized} does"
+            )
+        size *= 2
+        if size > GROWTH_LIMIT * device.memory_bytes:
+            raise NoCapacityFound(f"{spec.label}: no device up to {size // 2:,} bytes replays it")
+        first = gpu.replay(device_bytes=size, stop_on_failure=True)
+    # Uncapped, the allocator never asked for more than its reserved peak, so a device of
+    # that size refuses nothing. A fraction is PyTorch's own check, which with expandable
+    # segments can refuse at that peak (it counts a whole mapping before it is made): grow.
+    top = device.memory_bytes if cap == "fraction" else size
+    upper = min(max(-(-first.peak_reserved_bytes // resolution_bytes) * resolution_bytes,
+                    resolution_bytes), top)  # fmt: skip
+    while not replays(upper):
+        if upper >= top:
+            raise NoCapacityFound(f"{spec.label}: no {sized} up to {top:,} bytes replays it")
+        upper = min(upper * 2, top)
+    return upper
+
+
+def _bisect(replays: Callable[[int], bool], failing: int, passing: int, step: int) -> int:
+    while passing - failing > step:
+        # A multiple of `step` strictly between the two: `passing` may be the device's whole
+        # memory, which need not be one (an H100's is not), and rounding the middle down
+        # could then land on `failing` again and again.
+        middle = max((failing + passing) // 2 // step * step, failing + step)
+        if replays(middle):
+            passing = middle
+        else:
+            failing = middle
+    return passing
+
+
+def _confirm(
+    gpu: VirtualGpu,
+    probe: Callable[[VirtualGpu, int], ProbeResult],
+    passing: int,
+    resolution_bytes: int,
+    confirm_runs: int,
+    label: str,
+) -> None:
+    """`passing` replays again (`confirm_runs` times), one step less still does not."""
+    for _ in range(confirm_runs):
+        if not probe(gpu, passing).replayed:
+            raise ReplayError(
+                f"{label}: {passing:,} bytes replayed once and then not; please report this "
+                "with the log"
+            )
+    below = passing - resolution_bytes
+    if confirm_runs and below > 0 and probe(gpu, below).replayed:
+        raise ReplayError(
+            f"{label}: {below:,} bytes was refused once and then replayed; please report this "
+            "with the log"
+        )
+
+
+def fits(
+    log: AllocationLog,
+    spec: ResourceSpec,
+    options: ReplayOptions | None = None,
+    *,
+    devices: list[DevicePreset] | None = None,
+    program: ReplayProgram | None = None,
+) -> list[Fit]:
+    """For each device (every preset by default): does the log replay there, with what room.
+    PyTorch's allocator, or RMM's resource (replay/rmm/virtual.py) on the virtual GPU."""
+    program = program if program is not None else build_program(log)
+    chosen = devices if devices is not None else list(PRESETS.values())
+    if spec.kind != "torch":
+        return _rmm_fits(log, spec, options or ReplayOptions(backend="virtual"), chosen, program)
+    session = _Session(log, spec, options or ReplayOptions(backend="virtual"), program)
+    found: list[Fit] = []
+    with session.start() as gpu:
+        for device in chosen:
+            run = gpu.replay(device=device, limit_bytes=session.spec.limit_bytes)
+            found.append(Fit(device, run.replayed, run.peak_reserved_bytes, run.failure_count))
+    return found
+
+
+def _rmm_fits(
+    log: AllocationLog,
+    spec: ResourceSpec,
+    options: ReplayOptions,
+    devices: list[DevicePreset],
+    program: ReplayProgram,
+) -> list[Fit]:
+    """RMM's resource on each device. Only arena asks the device its size (its default size is
+    half the free memory); the others meet it only when it refuses a cudaMalloc. So for them
+    one replay on the largest device stands for every device whose memory it never came near
+    (its peak, in the device's pages, fits); the others are replayed. A device too small for
+    what the resource takes at its making does not fit, every allocation refused."""
+    from ..engine.run import program_arrays
+    from ..rmm import fetch as rmm_fetch
+    from ..rmm.virtual import RmmProbe, VirtualRmm
+    from ..virtual.gpu import ProgramFiles
+
+    rmm = rmm_fetch.locate(options.rmm_version)
+    allocations = int((program.op == OP_ALLOCATE).sum())
+    found: list[Fit] = []
+    with (
+        ProgramFiles(program_arrays(program)) as files,
+        VirtualRmm(files, program.slot_count, len(program.streams), spec, rmm) as gpu,
+    ):
+        largest = max(devices, key=lambda d: d.memory_bytes)
+        base: RmmProbe | None = None if spec.kind == "arena" else gpu.replay(largest)
+        for device in devices:
+            run = base
+            if run is None or run.device_refusals or run.device_peak_bytes > device.memory_bytes:
+                run = gpu.replay(device)
+            if run.setup_refused is not None and run.device_refusals:
+                found.append(Fit(device, False, 0, allocations))
+                continue
+            found.append(Fit(device, run.replayed, run.peak_reserved_bytes, run.failure_count))
+    return found

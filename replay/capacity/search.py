@@ -1,0 +1,132 @@
+"""`--find-capacity`: the smallest pool or limit through which a log replays with no failure.
+
+A pool (`pool`, or the pool under `binning`) is sized by its `maximum`; every other resource by
+a `limit=` on top of it. Candidates are multiples of `resolution_bytes` (1 MiB by default,
+itself a multiple of RMM's 256-byte alignment). The search starts at the log's peak requested
+bytes (no resource can do with less), doubles until a replay succeeds, then bisects. Pools
+can fragment in ways that are not monotonic in their size; bisection then finds one boundary,
+which is why every probe is reported.
+
+A replay need not behave the same twice: with several replay threads or streams, and with
+stream-ordered pools (async), what a free makes reusable can depend on timing. So the size
+found is replayed `confirm_runs` more times; if any of those fails, the search goes on above
+it. The answer is a size that replayed without failure every time it was tried at the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from hipmem._core.progress import ProgressCallback
+
+from ..engine.program import ReplayProgram, build_program
+from ..engine.resources import ResourceSpec
+from ..engine.run import ReplayOptions, replay
+from ..errors import ReplayUsageError
+from ..logs.events import AllocationLog
+from .result import CapacityResult, NoCapacityFound, Probe
+
+MIB = 1 << 20
+GROWTH_LIMIT = 64  # give up when even this many times the peak requested bytes fails
+
+__all__ = ["CapacityResult", "NoCapacityFound", "Probe", "find_capacity", "sized_option"]
+
+
+def sized_option(spec: ResourceSpec) -> str:
+    """Which knob the search turns for this resource."""
+    pooled = spec.kind == "pool" or (
+        spec.kind == "binning" and spec.options.get("upstream") == "pool"
+    )
+    return "maximum" if pooled and spec.limit_bytes is None else "limit"
+
+
+def _sized(spec: ResourceSpec, option: str, size_bytes: int) -> ResourceSpec:
+    if option == "limit":
+        return spec.with_limit(size_bytes)
+    sized = spec.with_option("maximum", size_bytes)
+    if (spec.option_bytes("initial") or 0) > size_bytes:
+        sized = sized.with_option("initial", size_bytes)
+    return sized
+
+
+def find_capacity(
+    log: AllocationLog,
+    spec: ResourceSpec,
+    options: ReplayOptions | None = None,
+    *,
+    program: ReplayProgram | None = None,
+    resolution_bytes: int = MIB,
+    confirm_runs: int = 2,
+    progress: ProgressCallback | None = None,
+    cap: str = "device",
+) -> CapacityResult:
+    """Bisect the smallest `maximum`/`limit` (a multiple of `resolution_bytes`) with no failure.
+
+    PyTorch's allocator on the virtual GPU (backend "virtual", or "auto" with no GPU) is sized
+    by the device instead: `cap="device"` finds the smallest device memory, `cap="fraction"`
+    the smallest per-process memory cap of the options' device (replay.virtual_capacity),
+    to 2 MiB unless another `resolution_bytes` is given."""
+    if spec.kind == "torch":
+        from ..engine.backends import resolve_backend
+
+        base_options = options or ReplayOptions()
+        if resolve_backend(base_options.backend, spec, base_options.device).name == "virtual":
+            from .fits import find_virtual_capacity
+
+            return find_virtual_capacity(
+                log, spec, base_options, cap=cap, program=program,
+                resolution_bytes=2 * MIB if resolution_bytes == MIB else resolution_bytes,
+                confirm_runs=confirm_runs, progress=progress,
+            )  # fmt: skip
+    if spec.kind == "null":
+        raise ReplayUsageError(
+            "the null resource reserves nothing: it has no capacity",
+            parameter="spec",
+            value=spec.label,
+        )
+    program = program if program is not None else build_program(log)
+    base = options or ReplayOptions()
+    # Probes only need to know whether a failure happens: stop at the first, time nothing.
+    probe_options = replace(base, on_failure="stop", time_calls=False, repeats=1, plot_samples=0)
+    option = sized_option(spec)
+    result = CapacityResult(spec.label, option, 0, program.peak_requested_bytes, resolution_bytes)
+
+    def replays(size_bytes: int) -> bool:
+        report = replay(log, _sized(spec, option, size_bytes), probe_options, program=program)
+        ok = report.failure_count == 0 and report.outcome == "completed"
+        result.probes.append(Probe(size_bytes, ok))
+        if progress:
+            progress(len(result.probes), None, spec.label)
+        return ok
+
+    peak = max(program.peak_requested_bytes, 1)
+    failing = (peak - 1) // resolution_bytes * resolution_bytes  # below the peak: must fail
+    while True:
+        passing = _bisect(replays, failing, peak, resolution_bytes, f"{spec.label}: no {option}")
+        if all(replays(passing) for _ in range(confirm_runs)):
+            break
+        failing = passing  # it failed on a later try: search above it
+    result.capacity_bytes = passing
+    result.confirm_runs = confirm_runs
+    result.sized_spec = _sized(spec, option, passing).label
+    return result
+
+
+def _bisect(
+    replays: Callable[[int], bool], failing: int, peak: int, resolution_bytes: int, what: str
+) -> int:
+    """The smallest passing size above `failing` (known to fail): double, then bisect."""
+    passing = failing + resolution_bytes
+    while not replays(passing):
+        failing = passing
+        passing *= 2  # passing >= resolution_bytes, so this grows by a step at least
+        if passing > GROWTH_LIMIT * peak:
+            raise NoCapacityFound(f"{what} up to {failing} bytes replays the log without failure")
+    while passing - failing > resolution_bytes:
+        middle = (failing + passing) // 2 // resolution_bytes * resolution_bytes
+        if replays(middle):
+            passing = middle
+        else:
+            failing = middle
+    return passing

@@ -1,0 +1,1 @@
+"""The replay engine: resources (`-r`), backends, the native core and the report."""

@@ -1,0 +1,256 @@
+"""Turn an allocation log into a replay program: the exact allocator calls to make, in order.
+
+Each allocate gets a slot (its own number); each free names the slot of the allocate it
+undoes. The replay loop then needs no pointer map: a slot index is an array index, in Python
+or in the native core. The log's anomalies follow the live-bytes rules of `replay.analysis`
+(applied through its `live_trace`, so the report and the replay cannot disagree):
+
+- free of a pointer that is not live: reported, skipped;
+- allocate at a pointer that is still live (its free is missing from the log): reported, and
+  the earlier block is freed right before the new allocate, which replaces it. RMM logs
+  zero-byte requests with a null pointer that is never freed, so each one "replaces" the
+  one before; those are counted apart (`live_pointer_zero_size`) and cost nothing;
+- zero-byte allocations: replayed (allocators accept 0 bytes and production made the call);
+- `allocate failure` rows of an allocation log (RMM's): not replayed (production got no
+  memory, so nothing later depends on them), counted;
+- `oom` entries of a PyTorch snapshot (an `allocate failure` row of a source the snapshot
+  reader recorded): replayed as the request it was, an allocate of its size and, right after,
+  a free of the same slot ("recorded-failed"). Under the recorded conditions the allocator
+  refuses it again (a failure of the replay, which the report marks as recorded); under a
+  setting that avoids it the allocator serves it, and since the recorded run never held it,
+  it is returned at once and no later event depends on it. Its bytes are not in `live_bytes`
+  (the log's view: production never held them). PyTorch records the size it searched for,
+  already rounded (`params.size()` in `c10/cuda/CUDACachingAllocator.cpp`), which rounds to
+  itself again;
+- allocations the log never frees: returned at the end of the replay, counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..explain.requests import recorded_failed_rows
+from ..logs.analysis import live_trace
+from ..logs.events import ALLOCATE, ALLOCATE_FAILURE, FREE, AllocationLog, LineRef
+
+OP_ALLOCATE = 0
+OP_FREE = 1
+_EXAMPLES = 5  # anomalies kept in full per kind; the rest are counted
+
+
+@dataclass(frozen=True)
+class AnomalyExample:
+    """One place where the log does not replay literally."""
+
+    anomaly: str  # the name `log inspect` uses (free_unknown_pointer, allocate_live_pointer)
+    where: LineRef
+    pointer: int
+
+    def __str__(self) -> str:
+        return f"{self.where}: {_EXAMPLE_TEXT[self.anomaly]} ({self.pointer:#x})"
+
+
+_EXAMPLE_TEXT = {
+    "free_unknown_pointer": "free of a pointer that is not live",
+    "allocate_live_pointer": "allocate of a pointer that is already live",
+}
+
+
+@dataclass
+class Anomalies:
+    """What in the log does not replay literally, with the first few places each happened.
+
+    Names and counting rules are `log inspect`'s (replay.analysis): "live at end" counts the
+    allocations never freed that hold bytes; zero-byte ones are counted apart.
+    """
+
+    zero_byte_allocations: int = 0
+    free_unknown_pointer: int = 0
+    allocate_live_pointer: int = 0
+    allocate_live_pointer_zero_size: int = 0
+    allocate_failure: int = 0
+    recorded_failed: int = 0  # snapshot `oom` requests, replayed (this module's docstring)
+    live_at_end_count: int = 0
+    live_at_end_bytes: int = 0
+    zero_byte_live_at_end: int = 0
+    examples: list[AnomalyExample] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "zero_byte_allocations": self.zero_byte_allocations,
+            "free_unknown_pointer": self.free_unknown_pointer,
+            "allocate_live_pointer": self.allocate_live_pointer,
+            "allocate_live_pointer_zero_size": self.allocate_live_pointer_zero_size,
+            "allocate_failure": self.allocate_failure,
+            "recorded_failed": self.recorded_failed,
+            "live_at_end": {"count": self.live_at_end_count, "bytes": self.live_at_end_bytes},
+            "zero_byte_live_at_end": self.zero_byte_live_at_end,
+            "examples": [
+                {"anomaly": e.anomaly, **e.where.as_dict(), "pointer": e.pointer}
+                for e in self.examples
+            ],
+        }
+
+
+@dataclass(frozen=True)
+class ReplayProgram:
+    """Typed arrays, one entry per allocator call to make (`ops`)."""
+
+    op: np.ndarray  # int8: OP_ALLOCATE or OP_FREE
+    slot: np.ndarray  # int32: allocate's own slot, or the slot a free returns
+    size_bytes: np.ndarray  # int64
+    stream_index: np.ndarray  # int32, into `streams`
+    thread_index: np.ndarray  # int32, into `threads`
+    event_index: np.ndarray  # int64: the log row (position in log.events) the op comes from
+    streams: np.ndarray  # uint64: logged stream ids (0 = default stream)
+    threads: np.ndarray  # int64: logged thread ids
+    slot_count: int
+    live_bytes: np.ndarray  # int64: bytes the log holds after each op (requested, not reserved)
+    log_events: int  # rows in the log, the unit of events/s (as in the C++ floor)
+    anomalies: Anomalies
+
+    @property
+    def op_count(self) -> int:
+        return len(self.op)
+
+    @property
+    def peak_requested_bytes(self) -> int:
+        return int(self.live_bytes.max()) if len(self.live_bytes) else 0
+
+    @property
+    def peak_op(self) -> int:
+        """The op after which the requested bytes peak (-1 for an empty program)."""
+        return int(self.live_bytes.argmax()) if len(self.live_bytes) else -1
+
+
+def build_program(log: AllocationLog) -> ReplayProgram:
+    """Build the program of `log` by the rules in this module's docstring (vectorised)."""
+    events = log.events
+    action = events["action"].to_numpy(dtype=np.int8)
+    pointer = events["pointer"].to_numpy(dtype=np.uint64)
+    size = events["size_bytes"].to_numpy(dtype=np.int64)
+    n = len(action)
+    is_alloc = action == ALLOCATE
+    # Snapshot `oom` requests: an allocate and a free of a slot of their own.
+    is_probe = recorded_failed_rows(log)
+    has_slot = is_alloc | is_probe
+
+    # The allocate each event meets at its pointer (analysis' rules), or -1.
+    previous = live_trace(events).prev_alloc
+    has_live_previous = previous >= 0
+    matched_free = (action == FREE) & has_live_previous
+    unknown_free = (action == FREE) & ~has_live_previous
+    replacing = is_alloc & has_live_previous
+    replacing_zero = replacing & ((size == 0) | (size[np.maximum(previous, 0)] == 0))
+
+    slot_of_event = np.cumsum(has_slot, dtype=np.int64) - 1
+    emits = is_alloc.astype(np.int64) + replacing + matched_free + 2 * is_probe
+    first_op = np.cumsum(emits) - emits
+    total = int(emits.sum())
+
+    op = np.empty(total, dtype=np.int8)
+    slot = np.empty(total, dtype=np.int32)
+    op_size = np.empty(total, dtype=np.int64)
+    op_event = np.empty(total, dtype=np.int64)
+    held = np.ones(total, dtype=bool)  # the op changes the bytes the log holds
+
+    # Implicit frees of replaced blocks come first, then the allocate itself.
+    rep = np.flatnonzero(replacing)
+    at = first_op[rep]
+    op[at], slot[at], op_size[at], op_event[at] = (
+        OP_FREE,
+        slot_of_event[previous[rep]],
+        size[previous[rep]],
+        rep,
+    )
+    alloc = np.flatnonzero(is_alloc)
+    at = first_op[alloc] + replacing[alloc]
+    op[at], slot[at], op_size[at], op_event[at] = (
+        OP_ALLOCATE,
+        slot_of_event[alloc],
+        size[alloc],
+        alloc,
+    )
+    free = np.flatnonzero(matched_free)
+    at = first_op[free]
+    partner = previous[free]
+    op[at], slot[at], op_size[at], op_event[at] = (
+        OP_FREE,
+        slot_of_event[partner],
+        size[partner],
+        free,
+    )
+    probe = np.flatnonzero(is_probe)
+    for offset, kind in ((0, OP_ALLOCATE), (1, OP_FREE)):
+        at = first_op[probe] + offset
+        op[at], slot[at], op_size[at], op_event[at] = kind, slot_of_event[probe], size[probe], probe
+        held[at] = False
+
+    streams, stream_index = np.unique(
+        events["stream"].to_numpy(dtype=np.uint64), return_inverse=True
+    )
+    threads, thread_index = np.unique(
+        events["thread"].to_numpy(dtype=np.int64), return_inverse=True
+    )
+    delta = np.where(op == OP_ALLOCATE, op_size, -op_size)
+    live_bytes = np.cumsum(np.where(held, delta, 0), dtype=np.int64)
+
+    freed_slots = np.zeros(int(has_slot.sum()), dtype=bool)
+    freed_slots[slot[op == OP_FREE]] = True
+    never_freed_sizes = size[has_slot][~freed_slots]
+    anomalies = Anomalies(
+        zero_byte_allocations=int((is_alloc & (size == 0)).sum()),
+        free_unknown_pointer=int(unknown_free.sum()),
+        allocate_live_pointer=int((replacing & ~replacing_zero).sum()),
+        allocate_live_pointer_zero_size=int(replacing_zero.sum()),
+        allocate_failure=int((action == ALLOCATE_FAILURE).sum()),
+        recorded_failed=int(is_probe.sum()),
+        live_at_end_count=int((never_freed_sizes > 0).sum()),
+        live_at_end_bytes=int(never_freed_sizes.sum()),
+        zero_byte_live_at_end=int((never_freed_sizes == 0).sum()),
+        examples=_examples(log, unknown_free, replacing & ~replacing_zero, pointer),
+    )
+    return ReplayProgram(
+        op=op,
+        slot=slot,
+        size_bytes=op_size,
+        stream_index=stream_index[op_event].astype(np.int32),
+        thread_index=thread_index[op_event].astype(np.int32),
+        event_index=op_event,
+        streams=streams.astype(np.uint64),
+        threads=threads.astype(np.int64),
+        slot_count=int(has_slot.sum()),
+        live_bytes=live_bytes,
+        log_events=n,
+        anomalies=anomalies,
+    )
+
+
+def _examples(
+    log: AllocationLog, unknown_free: np.ndarray, replacing: np.ndarray, pointer: np.ndarray
+) -> list[AnomalyExample]:
+    found = []
+    for mask, anomaly in (
+        (unknown_free, "free_unknown_pointer"),
+        (replacing, "allocate_live_pointer"),
+    ):
+        for i in np.flatnonzero(mask)[:_EXAMPLES]:
+            found.append(AnomalyExample(anomaly, log.line_ref(int(i)), int(pointer[i])))
+    return found
+
+
+def logged_allocation_sizes(program: ReplayProgram) -> np.ndarray:
+    """The sizes of the allocations the log made and was granted: every allocate op but the
+    replayed out-of-memory requests (an allocate whose very next op frees its slot for the
+    same log row: this module's docstring). The grid of allocator settings is derived from
+    these, as before such requests were replayed."""
+    op, slot, event = program.op, program.slot, program.event_index
+    alloc = op == OP_ALLOCATE
+    probe = np.zeros(len(op), dtype=bool)
+    probe[:-1] = (
+        alloc[:-1] & (op[1:] == OP_FREE) & (slot[1:] == slot[:-1]) & (event[1:] == event[:-1])
+    )
+    sizes: np.ndarray = program.size_bytes[alloc & ~probe]
+    return sizes

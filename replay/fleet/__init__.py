@@ -1,0 +1,1 @@
+"""`fleet`: replays of many logs through many resources on a Dask cluster."""

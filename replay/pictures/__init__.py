@@ -1,0 +1,1 @@
+"""Pictures: matplotlib plots and interactive HTML pages of a replay."""

@@ -1,0 +1,1 @@
+"""PyTorch's caching allocator (`-r torch`): releases, fetching, the replay worker."""

@@ -1,0 +1,1 @@
+"""RMM's own memory resources (pool, arena, binning, ...) on the virtual GPU."""

@@ -1,0 +1,415 @@
+// hipmem's replay of a program through RAPIDS RMM's own memory resources (pool, arena,
+// binning, fixed-size, limiting adaptor, the plain cuda resource), header-only releases from
+// PyPI (librmm-cu12 24.12 and 25.4), on the virtual GPU of virtual_cuda.c. Built on first use
+// by replay/rmm/build.py with g++ against the fetched RMM headers, linked to the
+// stand-in runtime; built against the real libcudart.so.12 the same source runs on a GPU
+// (benchmarks/gpu_rmm_virtual_check.py).
+//
+//   rmm_replay DIR N_SLOTS N_STREAMS KIND UPSTREAM INITIAL MAXIMUM ARENA BLOCK PREALLOC MIN MAX
+//
+// KIND is cuda, pool, arena, binning or fixed; UPSTREAM of binning is pool or cuda; sizes
+// are bytes, -1 for RMM's default. DIR holds the program as vcuda_replay.cpp reads it
+// (replay/engine/program.py), and the lines on stdin are its probe lines, answered the same way:
+//
+//   DEVICE_BYTES LIMIT_BYTES STOP_ON_FAILURE TIME_CALLS REPEATS [SAMPLE_EVERY]
+//
+// LIMIT_BYTES >= 0 puts RMM's limiting_resource_adaptor on top (`limit=`). Reserved bytes are
+// what the resource took from upstream: the bytes cudaMalloc was asked for, counted exactly
+// by the stand-in (hipmem_vcuda_requested), and checked against the count kept here around
+// RMM's cuda resource; on a real runtime only the latter exists (the same figure: nothing else
+// calls cudaMalloc). A refusal (rmm::out_of_memory, rmm::bad_alloc) is recorded with its op and
+// the live bytes. Each logged stream is a stream of its own (RMM's pool, fixed and binning keep
+// free lists per stream); the calls run on one thread in the log's order (no resource here
+// keys anything by thread on non-default streams, and arena's per-thread arenas serve only
+// the per-thread default stream, which no log names). A resource that cannot be made (an
+// arena or a pool's initial size past the device) answers {"setup_refused": "..."}.
+#include <rmm/cuda_stream_view.hpp>
+#include <rmm/error.hpp>
+#include <rmm/mr/device/arena_memory_resource.hpp>
+#include <rmm/mr/device/binning_memory_resource.hpp>
+#include <rmm/mr/device/cuda_memory_resource.hpp>
+#include <rmm/mr/device/device_memory_resource.hpp>
+#include <rmm/mr/device/fixed_size_memory_resource.hpp>
+#include <rmm/mr/device/limiting_resource_adaptor.hpp>
+#include <rmm/mr/device/pool_memory_resource.hpp>
+
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using rmm::mr::device_memory_resource;
+constexpr int64_t kFailuresKept = 1000;
+
+// The stand-in's own count of what cudaMalloc was asked for; absent from a real runtime, whose
+// replays count it in `Upstream` below instead.
+using RequestedFn = void (*)(unsigned long long*, unsigned long long*, unsigned long long*);
+using ConfigureFn = int (*)(unsigned long long, unsigned long long);
+struct VcudaState {  // virtual_cuda.c's HipmemVcudaState
+  unsigned long long total_bytes, granularity_bytes, committed_bytes, committed_peak_bytes,
+      refusals, ranges, arena_bytes;
+};
+using StateFn = void (*)(VcudaState*);
+
+template <typename F>
+F standin(char const* name) {  // the stand-in's own entry point; null on a real runtime
+  return reinterpret_cast<F>(dlsym(RTLD_DEFAULT, name));
+}
+
+std::string json_text(std::string text) {
+  std::string out;
+  for (char c : text.substr(0, text.find('\n'))) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c >= 0x20 ? c : ' ';
+  }
+  return out;
+}
+
+int64_t ns_between(Clock::time_point start, Clock::time_point end) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count();
+}
+
+template <typename T>
+std::vector<T> read_array(std::string const& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  auto const bytes = static_cast<size_t>(in.tellg());
+  std::vector<T> values(bytes / sizeof(T));
+  in.seekg(0);
+  in.read(reinterpret_cast<char*>(values.data()), static_cast<std::streamsize>(bytes));
+  return values;
+}
+
+// RMM's cuda resource (cudaMalloc/cudaFree), counting what it hands out: the bytes and calls
+// of the resource's upstream, current and peak. (cuda_memory_resource is final: wrapped.)
+class Upstream final : public device_memory_resource {
+ public:
+  int64_t current_bytes = 0, peak_bytes = 0, calls = 0;
+
+ private:
+  rmm::mr::cuda_memory_resource cuda_;
+
+  void* do_allocate(std::size_t bytes, rmm::cuda_stream_view stream) override {
+    void* ptr = cuda_.allocate(bytes, stream);
+    current_bytes += static_cast<int64_t>(bytes);
+    peak_bytes = current_bytes > peak_bytes ? current_bytes : peak_bytes;
+    if (bytes != 0) ++calls;  // cudaMalloc(0) takes nothing: a null pointer, as on a GPU
+    return ptr;
+  }
+  void do_deallocate(void* ptr, std::size_t bytes, rmm::cuda_stream_view stream) override {
+    cuda_.deallocate(ptr, bytes, stream);
+    current_bytes -= static_cast<int64_t>(bytes);
+  }
+};
+
+struct Config {
+  std::string kind, upstream;
+  long long initial = -1, maximum = -1, arena = -1, block = -1, prealloc = -1, min_exp = 18,
+            max_exp = 22;
+};
+
+std::optional<std::size_t> optional_bytes(long long value) {
+  return value < 0 ? std::nullopt : std::optional<std::size_t>(static_cast<std::size_t>(value));
+}
+
+// The resource stack of one probe: built on a fresh device, torn down (every byte back
+// upstream) before the next.
+struct Stack {
+  Upstream device;
+  std::unique_ptr<device_memory_resource> pool, core, limit;
+  device_memory_resource* top = nullptr;
+
+  Stack(Config const& c, long long limit_bytes) {
+    if (c.kind == "cuda") {
+      top = &device;
+    } else if (c.kind == "pool") {
+      core = std::make_unique<rmm::mr::pool_memory_resource<device_memory_resource>>(
+          &device, static_cast<std::size_t>(c.initial < 0 ? 0 : c.initial),
+          optional_bytes(c.maximum));
+    } else if (c.kind == "arena") {
+      core = std::make_unique<rmm::mr::arena_memory_resource<device_memory_resource>>(
+          &device, optional_bytes(c.arena));
+    } else if (c.kind == "fixed") {
+      core = std::make_unique<rmm::mr::fixed_size_memory_resource<device_memory_resource>>(
+          &device, static_cast<std::size_t>(c.block), static_cast<std::size_t>(c.prealloc));
+    } else if (c.kind == "binning") {
+      device_memory_resource* below = &device;
+      if (c.upstream == "pool") {  // bins and large allocations from a pool over the device
+        pool = std::make_unique<rmm::mr::pool_memory_resource<device_memory_resource>>(
+            &device, static_cast<std::size_t>(c.initial < 0 ? 0 : c.initial),
+            optional_bytes(c.maximum));
+        below = pool.get();
+      }
+      core = std::make_unique<rmm::mr::binning_memory_resource<device_memory_resource>>(
+          below, static_cast<int8_t>(c.min_exp), static_cast<int8_t>(c.max_exp));
+    } else {
+      throw std::invalid_argument("not an RMM resource kind: " + c.kind);
+    }
+    if (core) top = core.get();
+    if (limit_bytes >= 0) {
+      limit = std::make_unique<rmm::mr::limiting_resource_adaptor<device_memory_resource>>(
+          top, static_cast<std::size_t>(limit_bytes));
+      top = limit.get();
+    }
+  }
+  ~Stack() {  // top down: each resource returns its memory to the one below
+    limit.reset();
+    core.reset();
+    pool.reset();
+  }
+};
+
+struct Program {
+  std::vector<int8_t> op;
+  std::vector<int32_t> slot;
+  std::vector<int64_t> size;
+  std::vector<int32_t> stream;
+  std::vector<rmm::cuda_stream_view> streams;  // one per logged stream; 0 is the default one
+  int64_t n_slots = 0;
+};
+
+struct Pass {
+  int64_t wall_ns = 0, ops_done = 0, failures = 0, held_at_end_bytes = 0, peak_live_bytes = 0;
+  std::vector<int64_t> failure_op, failure_live_bytes, failure_reserved_bytes;
+};
+
+// Reserved bytes over a pass, for a plot: the highest point of each window of `every` ops.
+struct Sampler {
+  int64_t every = 0;
+  std::vector<int64_t> triples;  // op, live bytes, reserved bytes
+  int64_t best_op = -1, best_live = 0, best_reserved = -1;
+
+  void after(int64_t op, int64_t live_bytes, int64_t reserved) {
+    if (reserved > best_reserved) best_op = op, best_live = live_bytes, best_reserved = reserved;
+    if ((op + 1) % every == 0) flush();
+  }
+  void flush() {
+    if (best_op >= 0) triples.insert(triples.end(), {best_op, best_live, best_reserved});
+    best_op = -1, best_reserved = -1;
+  }
+};
+
+bool is_refusal(std::exception const& err) {
+  return dynamic_cast<rmm::bad_alloc const*>(&err) != nullptr;  // out_of_memory is one too
+}
+
+Pass run_pass(Program const& p, Stack& stack, bool stop_on_failure, int64_t* latency,
+              Sampler* sampler) {
+  std::vector<void*> pointers(static_cast<size_t>(p.n_slots), nullptr);
+  std::vector<int64_t> slot_bytes(static_cast<size_t>(p.n_slots), 0);
+  std::vector<int32_t> slot_stream(static_cast<size_t>(p.n_slots), 0);
+  int64_t live_bytes = 0;
+  Pass pass;
+  auto const n_ops = static_cast<int64_t>(p.op.size());
+  auto const start = Clock::now();
+  int64_t i = 0;
+  for (; i < n_ops; ++i) {
+    auto const s = static_cast<size_t>(p.slot[i]);
+    if (p.op[i] == 0) {
+      auto const t0 = latency ? Clock::now() : Clock::time_point{};
+      try {
+        pointers[s] = stack.top->allocate(static_cast<std::size_t>(p.size[i]),
+                                          p.streams[static_cast<size_t>(p.stream[i])]);
+      } catch (std::exception const& err) {
+        if (!is_refusal(err)) throw;
+        if (pass.failures < kFailuresKept) {
+          pass.failure_op.push_back(i);
+          pass.failure_live_bytes.push_back(live_bytes);
+          pass.failure_reserved_bytes.push_back(stack.device.current_bytes);
+        }
+        ++pass.failures;
+        if (stop_on_failure) break;
+        if (sampler) sampler->after(i, live_bytes, stack.device.current_bytes);
+        continue;
+      }
+      if (latency) latency[i] = ns_between(t0, Clock::now());
+      slot_bytes[s] = p.size[i];
+      slot_stream[s] = p.stream[i];
+      live_bytes += p.size[i];
+      pass.peak_live_bytes = live_bytes > pass.peak_live_bytes ? live_bytes : pass.peak_live_bytes;
+    } else if (pointers[s] != nullptr) {
+      auto const t0 = latency ? Clock::now() : Clock::time_point{};
+      // A free goes to the stream its own log row names, as on a GPU.
+      stack.top->deallocate(pointers[s], static_cast<std::size_t>(slot_bytes[s]),
+                            p.streams[static_cast<size_t>(p.stream[i])]);
+      if (latency) latency[i] = ns_between(t0, Clock::now());
+      pointers[s] = nullptr;
+      live_bytes -= slot_bytes[s];
+    }
+    if (sampler) sampler->after(i, live_bytes, stack.device.current_bytes);
+  }
+  pass.wall_ns = ns_between(start, Clock::now());
+  if (sampler) sampler->flush();
+  pass.ops_done = i;
+  for (size_t s = 0; s < pointers.size(); ++s) {  // what the log never freed goes back
+    if (pointers[s] != nullptr) {
+      stack.top->deallocate(pointers[s], static_cast<std::size_t>(slot_bytes[s]),
+                            p.streams[static_cast<size_t>(slot_stream[s])]);
+      pass.held_at_end_bytes += slot_bytes[s];
+    }
+  }
+  return pass;
+}
+
+void write_list(std::ostringstream& out, char const* name, std::vector<int64_t> const& values) {
+  out << ",\"" << name << "\":[";
+  for (size_t i = 0; i < values.size(); ++i) out << (i ? "," : "") << values[i];
+  out << "]";
+}
+
+template <typename T>
+void write_array(std::string const& path, std::vector<T> const& values) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<char const*>(values.data()),
+            static_cast<std::streamsize>(values.size() * sizeof(T)));
+}
+
+std::string probe(Program const& p, Config const& config, std::string const& dir,
+                  long long device_bytes, long long limit_bytes, bool stop_on_failure,
+                  bool time_calls, int repeats, long long sample_every) {
+  // On the stand-in, the device takes its probe's size; a real runtime has its own.
+  auto configure = standin<ConfigureFn>("hipmem_vcuda_configure");
+  if (configure && configure(static_cast<unsigned long long>(device_bytes), 0) != 0) {
+    throw std::runtime_error("the virtual GPU still holds memory from the last replay");
+  }
+  std::size_t free_bytes = 0, total_bytes = 0;
+  cudaMemGetInfo(&free_bytes, &total_bytes);
+  std::vector<int64_t> latency(time_calls ? p.op.size() : 0, -1);
+  Sampler sampler;
+  sampler.every = sample_every;
+  Pass last;
+  int64_t best = INT64_MAX, peak_reserved = 0, upstream_calls = 0;
+  {
+    std::unique_ptr<Stack> stack;
+    try {
+      stack = std::make_unique<Stack>(config, limit_bytes);
+    } catch (std::exception const& err) {  // made before any op: refused at its making
+      // Refused memory (a pool's maximum below what binning's bins preallocate, an arena past
+      // the device) is an answer; anything else an error.
+      long long device_refusals = -1;
+      if (auto state_of = standin<StateFn>("hipmem_vcuda_state")) {
+        VcudaState state{};
+        state_of(&state);
+        device_refusals = static_cast<long long>(state.refusals);
+      }
+      return std::string("{\"") + (is_refusal(err) ? "setup_refused" : "error") + "\":\"" +
+             json_text(err.what()) + "\",\"device_refusals\":" +
+             std::to_string(device_refusals) + ",\"free_bytes\":" + std::to_string(free_bytes) +
+             "}";
+    }
+    for (int r = 0; r < repeats; ++r) {
+      last = run_pass(p, *stack, stop_on_failure, time_calls && r == 0 ? latency.data() : nullptr,
+                      sample_every > 0 && r == 0 ? &sampler : nullptr);
+      best = last.wall_ns < best ? last.wall_ns : best;
+    }
+    peak_reserved = stack->device.peak_bytes;
+    upstream_calls = stack->device.calls;
+  }
+  // The stand-in's own count of the bytes cudaMalloc was asked for must agree with ours.
+  long long device_refusals = -1, device_peak = peak_reserved;
+  if (auto requested = standin<RequestedFn>("hipmem_vcuda_requested")) {
+    unsigned long long current = 0, peak = 0, calls = 0;
+    requested(&current, &peak, &calls);
+    if (current != 0) throw std::runtime_error("the resource did not return every byte");
+    if (static_cast<int64_t>(peak) != peak_reserved ||
+        static_cast<int64_t>(calls) != upstream_calls) {
+      throw std::runtime_error("the stand-in counted " + std::to_string(peak) + " bytes in " +
+                               std::to_string(calls) + " cudaMalloc calls, the resource " +
+                               std::to_string(peak_reserved) + " in " +
+                               std::to_string(upstream_calls));
+    }
+    VcudaState state{};
+    standin<StateFn>("hipmem_vcuda_state")(&state);
+    device_refusals = static_cast<long long>(state.refusals);
+    device_peak = static_cast<long long>(state.committed_peak_bytes);  // in whole pages
+  }
+  if (time_calls) write_array(dir + "/latency.bin", latency);
+  if (sample_every > 0) write_array(dir + "/samples.bin", sampler.triples);
+  std::ostringstream out;
+  out << "{\"wall_ns\":" << best << ",\"ops_done\":" << last.ops_done
+      << ",\"failures\":" << last.failures << ",\"held_at_end_bytes\":" << last.held_at_end_bytes
+      << ",\"peak_reserved_bytes\":" << peak_reserved
+      << ",\"peak_requested_bytes\":" << last.peak_live_bytes
+      << ",\"peak_allocated_bytes\":" << last.peak_live_bytes << ",\"reserved_at_end_bytes\":0"
+      << ",\"segment_allocations\":" << upstream_calls << ",\"num_ooms\":" << last.failures
+      << ",\"num_alloc_retries\":0,\"device_bytes\":" << device_bytes
+      << ",\"device_peak_bytes\":" << device_peak << ",\"device_refusals\":" << device_refusals
+      << ",\"free_bytes\":" << free_bytes;
+  write_list(out, "failure_op", last.failure_op);
+  write_list(out, "failure_live_bytes", last.failure_live_bytes);
+  write_list(out, "failure_reserved_bytes", last.failure_reserved_bytes);
+  out << "}";
+  return out.str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 13) {
+    std::cerr << "usage: rmm_replay DIR N_SLOTS N_STREAMS KIND UPSTREAM INITIAL MAXIMUM ARENA "
+                 "BLOCK PREALLOC MIN_EXP MAX_EXP\n";
+    return 2;
+  }
+  std::string const dir = argv[1];
+  try {
+    Program p;
+    p.op = read_array<int8_t>(dir + "/op.bin");
+    p.slot = read_array<int32_t>(dir + "/slot.bin");
+    p.size = read_array<int64_t>(dir + "/size.bin");
+    p.stream = read_array<int32_t>(dir + "/stream.bin");
+    p.n_slots = std::stoll(argv[2]);
+    auto const n_streams = std::stoll(argv[3]);
+    Config config;
+    config.kind = argv[4];
+    config.upstream = argv[5];
+    config.initial = std::stoll(argv[6]);
+    config.maximum = std::stoll(argv[7]);
+    config.arena = std::stoll(argv[8]);
+    config.block = std::stoll(argv[9]);
+    config.prealloc = std::stoll(argv[10]);
+    config.min_exp = std::stoll(argv[11]);
+    config.max_exp = std::stoll(argv[12]);
+    p.streams.emplace_back(rmm::cuda_stream_view{});
+    for (long long s = 1; s < n_streams; ++s) {
+      cudaStream_t stream = nullptr;
+      if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
+        throw std::runtime_error("cudaStreamCreateWithFlags failed");
+      }
+      p.streams.emplace_back(stream);
+    }
+    std::string line;
+    while (std::getline(std::cin, line)) {
+      std::istringstream fields(line);
+      long long device_bytes = 0, limit_bytes = -1, sample_every = 0;
+      int stop = 0, time_calls = 0, repeats = 1;
+      if (!(fields >> device_bytes >> limit_bytes >> stop >> time_calls >> repeats)) break;
+      if (!(fields >> sample_every) || sample_every < 0) sample_every = 0;
+      std::cout << probe(p, config, dir, device_bytes, limit_bytes, stop != 0, time_calls != 0,
+                         repeats > 0 ? repeats : 1, sample_every)
+                << std::endl;
+    }
+  } catch (std::exception const& err) {
+    std::string first(err.what());
+    first = first.substr(0, first.find('\n'));
+    std::cout << "{\"error\":\"";
+    for (char c : first) {
+      if (c == '"' || c == '\\') std::cout << '\\';
+      std::cout << (c >= 0x20 ? c : ' ');
+    }
+    std::cout << "\"}" << std::endl;
+    return 3;
+  }
+  return 0;
+}

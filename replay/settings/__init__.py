@@ -1,0 +1,1 @@
+"""PyTorch allocator settings: recommend and check them by replaying a snapshot."""

@@ -1,0 +1,121 @@
+"""The CI gate of PyTorch's allocator settings: do these snapshots replay, with this setting
+string, on this device, with no refused allocation? (`hipmem check --from-snapshot`.)
+
+Each snapshot is replayed through PyTorch's allocator on the virtual GPU (the same replay as
+`hipmem replay -r torch:settings=...`), stopping at the first allocation it refuses; that one
+is named with its snapshot line and, when PyTorch recorded stacks, the line of the program
+that asked for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hipmem._core.alloc_conf import check_alloc_conf
+from hipmem._core.skipped_input import SkippedInput
+
+from ..engine.report import AllocationFailure
+from ..engine.resources import parse_spec
+from ..engine.run import ReplayOptions, replay
+from ..pytorch import allocator as torch_allocator
+from ..snapshots.reader import Frame, entry_frames, user_frame
+from ..virtual.devices import DevicePreset
+from .recommend import Snapshots, load_snapshots
+
+
+@dataclass(frozen=True)
+class SnapshotVerdict:
+    """One snapshot under the setting: its reserved peak, or the first allocation refused."""
+
+    snapshot: str
+    peak_requested_bytes: int
+    peak_reserved_bytes: int | None  # up to the first refusal when there is one
+    first_refused: AllocationFailure | None
+    frame: Frame | None  # where the program asked for it (None: no stacks recorded)
+
+    @property
+    def fits(self) -> bool:
+        return self.first_refused is None
+
+    def as_dict(self) -> dict[str, object]:
+        refused = self.first_refused
+        return {
+            "snapshot": self.snapshot,
+            "fits": self.fits,
+            "peak_requested_bytes": self.peak_requested_bytes,
+            "peak_reserved_bytes": self.peak_reserved_bytes,
+            "first_refused": None
+            if refused is None
+            else {
+                **refused.where.as_dict(),
+                "size_bytes": refused.size_bytes,
+                "live_bytes": refused.live_bytes,
+                "frame": None if self.frame is None else str(self.frame),
+            },
+        }
+
+
+@dataclass(frozen=True)
+class AllocatorCheck:
+    """The verdict for every snapshot."""
+
+    settings: str
+    device: DevicePreset
+    torch_version: str
+    allocator_source: str
+    verdicts: list[SnapshotVerdict]
+    skipped: SkippedInput = field(default_factory=SkippedInput)  # accepted (accept_skipped)
+
+    @property
+    def fits(self) -> bool:
+        return all(verdict.fits for verdict in self.verdicts)
+
+    @property
+    def first_failure(self) -> SnapshotVerdict | None:
+        return next((verdict for verdict in self.verdicts if not verdict.fits), None)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "fits": self.fits,
+            "settings": self.settings,
+            "device": self.device.as_dict(),
+            "torch": self.torch_version,
+            "allocator": self.allocator_source,
+            "snapshots": [verdict.as_dict() for verdict in self.verdicts],
+            "skipped_entries": self.skipped.as_dict(),
+        }
+
+
+def check_allocator_settings(
+    snapshots: Snapshots,
+    settings: str,
+    *,
+    device: str | None = None,
+    device_memory_bytes: int | None = None,
+    torch_version: str | None = None,
+    accept_skipped: bool = False,
+    strict: bool = False,
+) -> AllocatorCheck:
+    """Replay every snapshot with `settings` (PyTorch's setting string, "" for its defaults)
+    on the virtual `device` (a preset, default MI300X, or `device_memory_bytes`).
+
+    A snapshot entry that cannot be read could change the verdict, so it stops the check
+    (`SkippedInputError`, exit 1) unless `accept_skipped`; the verdict then carries how many
+    entries it did without. `strict`: the first entry that cannot be read is the error."""
+    check_alloc_conf(settings, parameter="settings")
+    options = ReplayOptions(backend="virtual", device_name=device,
+                            device_memory_bytes=device_memory_bytes, torch_version=torch_version,
+                            on_failure="stop", time_calls=False)  # fmt: skip
+    options.check()
+    allocator = torch_allocator.locate(torch_version)
+    spec = parse_spec(f"torch:settings={settings}" if settings else "torch")
+    verdicts = []
+    workloads, skipped = load_snapshots(snapshots, accept_skipped=accept_skipped, strict=strict)
+    for workload in workloads:
+        report = replay(workload.log, spec, options, program=workload.program)
+        refused = report.failures[0] if report.failures else None
+        frame = user_frame(entry_frames(refused.where)) if refused is not None else None
+        verdicts.append(SnapshotVerdict(workload.name, report.peak_requested_bytes,
+                                        report.peak_reserved_bytes, refused, frame))  # fmt: skip
+    return AllocatorCheck(settings, options.virtual_device(), allocator.version,
+                          allocator.describe(), verdicts, skipped)  # fmt: skip

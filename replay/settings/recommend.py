@@ -1,0 +1,530 @@
+"""Which PyTorch allocator settings, for this job, on this GPU: every setting of the grid
+(replay/settings/grid.py) replayed through PyTorch's own allocator on the virtual GPU, from
+the job's memory snapshots.
+
+The recommendation is the setting string with the lowest reserved peak that refuses no
+allocation on any snapshot (several snapshots: the lowest of each setting's largest peak over
+them), ties going to fewer segment allocations (cudaMalloc/hipMalloc calls, summed over the
+snapshots), then to the simpler string (fewer settings, then shorter). With it comes the
+device memory it needs (the smallest device on which every snapshot replays, bisected as
+`replay --find-capacity` does, cap="device") and the headroom it leaves on the device (its
+memory minus the reserved peak, as `fits` says it).
+
+Settings that cap the process (the garbage-collection rows: a per_process_memory_fraction at
+the peak their base setting reached) are replayed and shown, but recommended only when
+`allow_cap=True`: a cap set at the recorded peak turns a run that needs a little more than
+the recording into an out-of-memory, and the fraction means another cap on another GPU. Their
+"device memory" is not searched (a smaller GPU shrinks the cap with it): their cap is.
+
+Each replay is a driver process of its own (replay/virtual/gpu.py); they run `jobs` at a time
+(default: one per core), the program of each snapshot written once and shared. A capacity
+search is a bisection of a dozen or more replays; every setting gets one by default (a 1M-event
+snapshot takes about 31 s on two cores, docs/benchmarks.md), and `capacity="recommended"`
+searches for the recommended setting and the defaults only (about 10 s).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from hipmem._core.progress import ProgressCallback, no_progress
+from hipmem._core.skipped_input import SkippedInput, refuse_skipped
+
+from ..capacity.fits import find_virtual_capacity
+from ..capacity.result import NoCapacityFound
+from ..engine.program import ReplayProgram, build_program, logged_allocation_sizes
+from ..engine.resources import ResourceSpec, parse_spec
+from ..engine.run import ReplayOptions, program_arrays
+from ..errors import ReplayUsageError
+from ..explain.variables import expandable_takes_effect, has_expandable
+from ..logs.events import AllocationLog, LineRef
+from ..logs.loader import load_log
+from ..pytorch import allocator as torch_allocator
+from ..snapshots.reader import is_snapshot
+from ..virtual import build as vcuda_build
+from ..virtual.devices import DevicePreset
+from ..virtual.gpu import ProgramFiles, VirtualGpu, VirtualGpuFailed
+from . import grid as allocator_grid
+from .grid import GridEntry
+
+# Which variable a PyTorch build reads (docs/allocator-settings.md has the source): ROCm
+# builds read PYTORCH_HIP_ALLOC_CONF when PYTORCH_CUDA_ALLOC_CONF is unset, CUDA builds
+# PYTORCH_CUDA_ALLOC_CONF. "both" sets both to the same string, which any build reads alike.
+VARIABLES = {
+    "rocm": ("PYTORCH_HIP_ALLOC_CONF",),
+    "cuda": ("PYTORCH_CUDA_ALLOC_CONF",),
+    "both": ("PYTORCH_HIP_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"),
+}
+TARGETS = tuple(VARIABLES)
+CAPACITIES = ("recommended", "all")
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One device of one snapshot: what a setting is replayed on."""
+
+    name: str  # the snapshot's source, `run.pickle#dev0`
+    log: AllocationLog
+    program: ReplayProgram
+
+
+Snapshots = Sequence["str | os.PathLike[str] | Workload"]
+
+
+def load_workloads(
+    paths: Snapshots, *, accept_skipped: bool = False, strict: bool = False
+) -> list[Workload]:
+    """Every device of every snapshot, each a workload of its own (a rank, a day); workloads
+    already loaded are taken as they are (to replay one snapshot under several options).
+    An entry that cannot be read is an error (`SkippedInputError`) unless `accept_skipped`
+    (`strict`: the first one is, whatever `accept_skipped` says)."""
+    return load_snapshots(paths, accept_skipped=accept_skipped, strict=strict)[0]
+
+
+def load_snapshots(
+    paths: Snapshots, *, accept_skipped: bool = False, strict: bool = False
+) -> tuple[list[Workload], SkippedInput]:
+    """The workloads of `load_workloads`, and what was skipped reading them: a gate answers
+    about the whole input or not at all, so skipped entries raise `SkippedInputError` unless
+    `accept_skipped` (the answer then says how many it did without)."""
+    if not paths:
+        raise ReplayUsageError("give at least one snapshot", parameter="snapshots")
+    found = []
+    skipped = SkippedInput()
+    for given in paths:
+        if isinstance(given, Workload):
+            found.append(given)
+            continue
+        path = Path(given)
+        if path.is_file() and not is_snapshot(path):
+            raise ReplayUsageError(
+                "not a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot writes one); "
+                "`hipmem replay LOG -r torch:...` replays other logs through PyTorch's allocator",
+                parameter="snapshots",
+                value=str(path),
+            )
+        log = load_log(path, strict=strict)
+        skipped += SkippedInput(log.skipped_count, tuple(log.skipped_places()))
+        for index, source in enumerate(log.sources):
+            events = log.events[log.events["file_index"] == index].reset_index(drop=True)
+            recordings = [r for r in log.recordings if r.source == source]
+            part = AllocationLog(events, log.sources, recordings=recordings)
+            found.append(Workload(source, part, build_program(part)))
+    refuse_skipped(skipped.count, skipped.first, accept=accept_skipped)
+    return found, skipped
+
+
+@dataclass(frozen=True)
+class SnapshotRun:
+    """One setting replayed on one snapshot."""
+
+    snapshot: str
+    peak_requested_bytes: int
+    peak_reserved_bytes: int
+    segment_allocations: int  # cudaMalloc'd segments (0 with expandable segments, which map)
+    alloc_retries: int  # the allocator freed its cache and retried a refused call
+    refused_count: int
+    first_refused: LineRef | None
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "snapshot": self.snapshot,
+            "peak_requested_bytes": self.peak_requested_bytes,
+            "peak_reserved_bytes": self.peak_reserved_bytes,
+            "segment_allocations": self.segment_allocations,
+            "alloc_retries": self.alloc_retries,
+            "refused_allocations": self.refused_count,
+            "first_refused": None if self.first_refused is None else self.first_refused.as_dict(),
+        }
+
+
+@dataclass
+class Candidate:
+    """One setting string of the grid and what it did on every snapshot."""
+
+    entry: GridEntry
+    runs: list[SnapshotRun] = field(default_factory=list)
+    error: str | None = None  # PyTorch refused the setting itself (its words)
+    capacity_bytes: int | None = None  # the smallest device, over the snapshots (if searched)
+    capacity_snapshot: str | None = None  # the snapshot that needs it
+
+    @property
+    def settings(self) -> str:
+        return self.entry.settings
+
+    @property
+    def spec(self) -> ResourceSpec:
+        """The `-r torch:...` spec that replays this setting (`hipmem replay`, the GPU)."""
+        return parse_spec(f"torch:settings={self.settings}" if self.settings else "torch")
+
+    @property
+    def capped(self) -> bool:
+        """The setting caps the process (a per_process_memory_fraction)."""
+        return self.entry.cap_bytes is not None
+
+    @property
+    def replayed(self) -> bool:
+        """PyTorch took the setting and refused no allocation on any snapshot."""
+        return self.error is None and all(run.refused_count == 0 for run in self.runs)
+
+    @property
+    def driving(self) -> SnapshotRun | None:
+        """The snapshot with the largest reserved peak under this setting."""
+        return max(self.runs, key=lambda run: run.peak_reserved_bytes, default=None)
+
+    @property
+    def peak_reserved_bytes(self) -> int | None:
+        return None if self.driving is None else self.driving.peak_reserved_bytes
+
+    @property
+    def fragmentation(self) -> float | None:
+        """Reserved over requested at peak, on the snapshot that drives the setting."""
+        run = self.driving
+        if run is None or run.peak_requested_bytes <= 0:
+            return None
+        return run.peak_reserved_bytes / run.peak_requested_bytes
+
+    @property
+    def segment_allocations(self) -> int:
+        return sum(run.segment_allocations for run in self.runs)
+
+    @property
+    def refused_count(self) -> int:
+        return sum(run.refused_count for run in self.runs)
+
+    def rank(self) -> tuple[int, int, tuple[int, int]]:
+        """The order of the recommendation: reserved peak, segment allocations, simplicity."""
+        return (self.peak_reserved_bytes or 0, self.segment_allocations, self.entry.simplicity)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "settings": self.settings,
+            "rule": self.entry.rule,
+            "cap_bytes": self.entry.cap_bytes,
+            "error": self.error,
+            "replayed": self.replayed,
+            "peak_reserved_bytes": self.peak_reserved_bytes,
+            "fragmentation": self.fragmentation,
+            "segment_allocations": self.segment_allocations,
+            "refused_allocations": self.refused_count,
+            "capacity_bytes": self.capacity_bytes,
+            "capacity_snapshot": self.capacity_snapshot,
+            "driving_snapshot": None if self.driving is None else self.driving.snapshot,
+            "snapshots": [run.as_dict() for run in self.runs],
+        }
+
+
+@dataclass
+class AllocatorRecommendation:
+    """Every setting of the grid, replayed, and the one recommended (None: none fits)."""
+
+    device: DevicePreset
+    torch_version: str
+    allocator_source: str
+    snapshots: list[str]
+    candidates: list[Candidate]
+    recommended: Candidate | None
+    default: Candidate
+    capacity: str  # "recommended" (it and the defaults were searched) or "all"
+    notes: list[str] = field(default_factory=list)
+    skipped: SkippedInput = field(default_factory=SkippedInput)  # accepted (accept_skipped)
+    # What was replayed, for a plot or a replay of one setting (not in --json).
+    workloads: list[Workload] = field(default_factory=list, repr=False)
+    options: ReplayOptions = field(default_factory=ReplayOptions, repr=False)
+
+    @property
+    def settings(self) -> str | None:
+        return None if self.recommended is None else self.recommended.settings
+
+    @property
+    def headroom_bytes(self) -> int | None:
+        """The device's memory left at the recommended setting's reserved peak."""
+        peak = None if self.recommended is None else self.recommended.peak_reserved_bytes
+        return None if peak is None else self.device.memory_bytes - peak
+
+    def variables(self, target: str = "both") -> list[tuple[str, str]]:
+        """(name, value) pairs to set, for ROCm builds of PyTorch, CUDA builds or both."""
+        if target not in VARIABLES:
+            raise ReplayUsageError(f"not one of {', '.join(TARGETS)}", parameter="target",
+                                   value=target)  # fmt: skip
+        if self.recommended is None:
+            return []
+        return [(name, self.recommended.settings) for name in VARIABLES[target]]
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "device": self.device.as_dict(),
+            "torch": self.torch_version,
+            "allocator": self.allocator_source,
+            "snapshots": self.snapshots,
+            "recommended": None if self.recommended is None else self.recommended.settings,
+            "driving_snapshot": None
+            if self.recommended is None or self.recommended.driving is None
+            else self.recommended.driving.snapshot,
+            "peak_reserved_bytes": None
+            if self.recommended is None
+            else self.recommended.peak_reserved_bytes,
+            "capacity_bytes": None if self.recommended is None else self.recommended.capacity_bytes,
+            "headroom_bytes": self.headroom_bytes,
+            "capacity_searched_for": self.capacity,
+            "notes": self.notes,
+            "skipped_entries": self.skipped.as_dict(),
+            "candidates": [candidate.as_dict() for candidate in self.candidates],
+        }
+
+
+def recommend_allocator_settings(
+    snapshots: Snapshots,
+    *,
+    device: str | None = None,
+    device_memory_bytes: int | None = None,
+    torch_version: str | None = None,
+    capacity: str = "all",
+    allow_cap: bool = False,
+    accept_skipped: bool = False,
+    strict: bool = False,
+    jobs: int | None = None,
+    progress: ProgressCallback | None = None,
+    rocm: bool = False,
+) -> AllocatorRecommendation:
+    """Replay every setting of the grid on every snapshot on the virtual `device` (a preset,
+    default MI300X, or `device_memory_bytes`) with PyTorch `torch_version`'s allocator (the
+    search order of replay/pytorch/allocator.py) and recommend one, as this module says
+    (`allow_cap`: settings that cap the process may be recommended too; `rocm`: the setting
+    is for a ROCm build of PyTorch too, so none that does nothing there is recommended:
+    replay/explain/variables.py). A snapshot entry that cannot be read stops it
+    (`SkippedInputError`) unless `accept_skipped` (`strict`: the first one does, naming it, as
+    in every command)."""
+    if capacity not in CAPACITIES:
+        raise ReplayUsageError(
+            f"not one of {', '.join(CAPACITIES)}", parameter="capacity", value=capacity
+        )
+    options = ReplayOptions(
+        backend="virtual",
+        device_name=device,
+        device_memory_bytes=device_memory_bytes,
+        torch_version=torch_version,
+    )
+    options.check()
+    allocator = torch_allocator.locate(torch_version)
+    workloads, skipped = load_snapshots(snapshots, accept_skipped=accept_skipped, strict=strict)
+    vcuda_build.build(allocator)  # once, before the replays start side by side
+    notes = _partial_trace_notes(workloads)
+    with _Replayer(workloads, options.virtual_device(), allocator, jobs, progress) as replayer:
+        candidates = _replay_grid(replayer, notes)
+        eligible = [c for c in candidates if c.replayed and (allow_cap or not c.capped)]
+        if rocm and not expandable_takes_effect(allocator.version, "rocm"):
+            eligible = [c for c in eligible if not has_expandable(c.settings)]
+            notes.append(
+                f"expandable_segments does nothing on a ROCm build of PyTorch {allocator.version} "
+                "(it takes effect from 2.11 with ROCm 7.0): no setting with it is recommended"
+            )
+        best = min(eligible, key=Candidate.rank, default=None)
+        default = candidates[0]
+        searched = candidates if capacity == "all" else [default, *([best] if best else [])]
+        # The defaults may be the best; a capped setting's device is its cap (see above).
+        unique = {id(c): c for c in searched if c.replayed and not c.capped}
+        _find_capacities(replayer, list(unique.values()), options)
+    return AllocatorRecommendation(
+        device=replayer.device,
+        torch_version=allocator.version,
+        allocator_source=allocator.describe(),
+        snapshots=[w.name for w in workloads],
+        candidates=candidates,
+        recommended=best,
+        default=default,
+        capacity=capacity,
+        notes=notes + _capped_note(candidates, best, allow_cap),
+        skipped=skipped,
+        workloads=workloads,
+        options=options,
+    )
+
+
+def replay_entries(
+    workloads: list[Workload],
+    entries: list[GridEntry],
+    device: DevicePreset,
+    allocator: torch_allocator.TorchAllocator,
+    *,
+    limit_bytes: int | None = None,
+    jobs: int | None = None,
+    progress: ProgressCallback | None = None,
+    what: str = "grid",
+) -> list[Candidate]:
+    """Replay each entry on every workload, whole, on `device` (under a per-process cap of
+    `limit_bytes` when given), as `recommend_allocator_settings` replays its grid."""
+    vcuda_build.build(allocator)  # once, before the replays start side by side
+    with _Replayer(workloads, device, allocator, jobs, progress, limit_bytes) as replayer:
+        return replayer.run(entries, what)
+
+
+def _replay_grid(replayer: _Replayer, notes: list[str]) -> list[Candidate]:
+    """Both rounds of the grid (replay/settings/grid.py), each setting on every snapshot;
+    `notes` gets what the grid had to leave out, and why."""
+    sizes = [logged_allocation_sizes(w.program) for w in replayer.workloads]
+    large = allocator_grid.large_request_sizes(sizes)
+    if not allocator_grid.split_sizes_mib(large):
+        notes.append(
+            "no request is larger than 20 MiB, so max_split_size_mb would change nothing: "
+            "the grid has none"
+        )
+    first = allocator_grid.first_round(large)
+    candidates = replayer.run(first, "grid")
+    if not allocator_grid.takes_memory_fraction(replayer.allocator):
+        notes.append(
+            f"PyTorch {replayer.allocator.version} has no per_process_memory_fraction setting, "
+            "and garbage_collection_threshold acts only under a memory fraction: the grid has "
+            "no garbage collection (PyTorch 2.11 has both)"
+        )
+        return candidates
+    peaks = {c.settings: c.peak_reserved_bytes for c in candidates if c.replayed}
+    second = allocator_grid.second_round(peaks, replayer.device.memory_bytes, first)
+    return candidates + replayer.run(second, "caps")
+
+
+def _capped_note(candidates: list[Candidate], best: Candidate | None, allow_cap: bool) -> list[str]:
+    """Say so when a setting that caps the process reserves less than the recommendation."""
+    if allow_cap or best is None or best.peak_reserved_bytes is None:
+        return []
+    lower = [c for c in candidates if c.capped and c.replayed
+             and (c.peak_reserved_bytes or 0) < best.peak_reserved_bytes]  # fmt: skip
+    if not lower:
+        return []
+    lowest = min(lower, key=Candidate.rank)
+    return [
+        f"{lowest.settings} reserves less ({lowest.peak_reserved_bytes:,} bytes) but caps the "
+        f"process at {lowest.entry.cap_bytes:,} bytes, the peak the recording reached without "
+        "it: a run that needs more is refused, so it is not recommended unless asked for "
+        "(allow_cap, --allow-cap)"
+    ]
+
+
+def _partial_trace_notes(workloads: list[Workload]) -> list[str]:
+    notes = []
+    for workload in workloads:
+        early = sum(r.pre_recording_allocations for r in workload.log.recordings)
+        if early:
+            notes.append(
+                f"{workload.name}: {early:,} allocations were made before recording began; "
+                "they are replayed at its start, and what was freed before it is not seen"
+            )
+    return notes
+
+
+class _Replayer:
+    """Replays grid entries on every workload, `jobs` driver processes at a time."""
+
+    def __init__(
+        self,
+        workloads: list[Workload],
+        device: DevicePreset,
+        allocator: torch_allocator.TorchAllocator,
+        jobs: int | None,
+        progress: ProgressCallback | None,
+        limit_bytes: int | None = None,
+    ) -> None:
+        if jobs is not None and jobs < 1:
+            raise ReplayUsageError("must be at least 1", parameter="jobs", value=jobs)
+        self.workloads, self.device, self.allocator = workloads, device, allocator
+        self.limit_bytes = limit_bytes  # a per-process cap on the device (hipmem explain's)
+        self.jobs = jobs or os.cpu_count() or 1
+        self.progress = progress or no_progress
+        self._stack = ExitStack()
+        self.files: list[ProgramFiles] = []
+
+    def __enter__(self) -> _Replayer:
+        for workload in self.workloads:
+            self.files.append(self._stack.enter_context(
+                ProgramFiles(program_arrays(workload.program))))  # fmt: skip
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def run(self, entries: list[GridEntry], what: str) -> list[Candidate]:
+        candidates = [Candidate(entry) for entry in entries]
+        tasks = [(c, i) for c in candidates for i in range(len(self.workloads))]
+        runs = self.map(lambda task: self._replay(*task), tasks, what)
+        for (candidate, _), run in zip(tasks, runs, strict=True):
+            if isinstance(run, SnapshotRun):
+                candidate.runs.append(run)
+            else:
+                candidate.error = candidate.error or str(run)
+        return candidates
+
+    def _replay(self, candidate: Candidate, index: int) -> SnapshotRun | str:
+        workload, program = self.workloads[index], self.workloads[index].program
+        try:
+            with VirtualGpu(self.files[index], program.slot_count, len(program.streams),
+                            candidate.settings, self.device, self.allocator) as gpu:  # fmt: skip
+                probe = gpu.replay(limit_bytes=self.limit_bytes)
+        except VirtualGpuFailed as err:  # PyTorch refused the setting: said in the table
+            return str(err)
+        first = None
+        if probe.failure_count:
+            first = workload.log.line_ref(int(program.event_index[int(probe.failure_op[0])]))
+        return SnapshotRun(workload.name, program.peak_requested_bytes,
+                           probe.peak_reserved_bytes, probe.segment_allocations,
+                           probe.alloc_retries, probe.failure_count, first)  # fmt: skip
+
+    def map(self, work: Callable[[_T], object], tasks: list[_T], what: str) -> list[object]:
+        """`work` over `tasks`, `jobs` at a time, results in the tasks' order."""
+        done = [0]
+        lock = threading.Lock()
+
+        def counted(task: _T) -> object:
+            result = work(task)
+            with lock:
+                done[0] += 1
+                self.progress(done[0], len(tasks), what)
+            return result
+
+        self.progress(0, len(tasks), what)
+        with _pool(self.jobs) as pool:
+            futures: list[Future[object]] = [pool.submit(counted, task) for task in tasks]
+            return [future.result() for future in futures]
+
+
+@contextmanager
+def _pool(jobs: int) -> Iterator[ThreadPoolExecutor]:
+    # Threads only wait on driver processes; on an error or Ctrl-C the queued work is dropped
+    # (the running drivers end with the caller: same process group).
+    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="hipmem-grid")
+    try:
+        yield pool
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _find_capacities(
+    replayer: _Replayer, candidates: list[Candidate], options: ReplayOptions
+) -> None:
+    """The smallest device of each candidate: the largest over the snapshots."""
+    tasks = [(c, w) for c in candidates for w in replayer.workloads]
+
+    def search(task: tuple[Candidate, Workload]) -> int | None:
+        candidate, workload = task
+        try:
+            found = find_virtual_capacity(workload.log, candidate.spec, options, cap="device",
+                                          program=workload.program)  # fmt: skip
+        except NoCapacityFound:
+            return None
+        return found.capacity_bytes
+
+    sizes = replayer.map(search, tasks, "capacity")
+    unknown = {id(c) for (c, _), size in zip(tasks, sizes, strict=True) if size is None}
+    for (candidate, workload), size in zip(tasks, sizes, strict=True):
+        if id(candidate) in unknown or not isinstance(size, int):
+            continue
+        if size > (candidate.capacity_bytes or 0):
+            candidate.capacity_bytes, candidate.capacity_snapshot = size, workload.name

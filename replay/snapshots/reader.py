@@ -1,0 +1,534 @@
+"""PyTorch memory snapshots (`torch.cuda.memory._dump_snapshot`) read as allocation logs.
+
+Each device's `device_traces[N]` becomes one source of an `AllocationLog`, named
+`<file>#dev<N>`, with these rules:
+
+- `alloc` is an allocate and `free_completed` a free. Not `free_requested`: that is when Python
+  let the tensor go; the block is reusable only once the stream's pending work is done, at
+  `free_completed`, which is what the allocator (and so a replay through another one) sees.
+- `oom` is a logged allocate failure (its `device_free` is kept in the `Recording`).
+- An allocation made before recording began (a `free_completed` of an address with no `alloc`
+  before it, or a block still active in `segments` at dump time with no `alloc` in the trace)
+  is placed at the start of the log with line 0, and counted, so a partial trace (recording
+  started late, or `max_entries` was reached) shows as such.
+- `segment_alloc`/`segment_map` minus `segment_free`/`segment_unmap` is what PyTorch's
+  allocator reserved; working back from the segments held at dump time gives its level at the
+  start. There are no thread ids (thread 0); streams keep their ids. `line` is the 1-based
+  entry number in `device_traces[N]`.
+- Fields PyTorch writes as ints are read only as ints (`addr`, `size`, `stream`, `time_us`:
+  0 <= value < 2**63, and `time_us` within 292 years of the first entry's day, so every time
+  in nanoseconds fits int64); an entry with a value of another type is skipped, counted and
+  named, never read as a different size. Sums are Python integers, checked against 2**63.
+
+A pickle can run any code while it loads, and snapshots come from other machines: the reader
+(`snapshot_pickle.py`) runs the pickle machine itself, admits only the plain data a snapshot
+holds, and turns each trace entry into column values as soon as it is complete (no object
+tree of the whole file); see docs/hostile-input.md for the bounds.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+from array import array
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hipmem._core.byte_sizes import GiB, parse_bytes
+
+from ..logs.events import (
+    ALLOCATE,
+    ALLOCATE_FAILURE,
+    FREE,
+    LineRef,
+    OomEvent,
+    Recording,
+    SkippedRow,
+)
+from .pickle_machine import (
+    DROPPED,
+    MAX_BYTES_ENV,
+    BigInt,
+    RestrictedPickle,
+    SnapshotError,
+    SnapshotRefused,
+    excerpt,
+)
+
+__all__ = ["DevicePart", "Frame", "SnapshotError", "SnapshotRefused", "read_snapshot"]
+
+DEFAULT_MAX_BYTES = 2 * GiB  # decompressed pickle; 10 M entries with frames are ~0.6 GB
+MAX_TRACE_ENTRIES = 20_000_000  # per device: 100x PyTorch's default max_entries (sys.maxsize
+# is its default, but users set 100,000 to a few million)
+MAX_TOTAL_TRACE_ENTRIES = 50_000_000  # all devices, a shared list once per device using it
+MAX_HELD_OBJECTS = 16_000_000  # objects held at once besides the trace: segments, blocks, frames
+MAX_KEPT_SKIPS = 100
+MAX_FRAMES = 10_000  # frames kept for the one entry `entry_frames` asks about
+DAY_US = 86_400 * 10**6
+_INT64_END = 1 << 63
+# Bounds that keep every sum and time in int64 (docs/hostile-input.md).
+MAX_RESERVED_BYTES = 1 << 62
+MAX_TIME_US = (2**63 - 1) // 1000  # so any time_ns, and any difference of two, fits int64
+_GZIP_MAGIC = b"\x1f\x8b"
+_PICKLE_PROTO = 0x80  # protocol 2+ pickles (PyTorch writes 4) start with PROTO
+_READ_BYTES = 1 << 13
+
+_TRACKED = {"alloc": 0, "free_completed": 1, "oom": 2, "segment_alloc": 3, "segment_map": 3,
+            "segment_free": 4, "segment_unmap": 4}  # fmt: skip
+_ACTIONS = {0: ALLOCATE, 1: FREE, 2: ALLOCATE_FAILURE}
+
+
+def is_snapshot(path: Path) -> bool:
+    """True when the file (plain or gzip) starts like a pickle rather than a CSV."""
+    with path.open("rb") as file:
+        head = file.read(2)
+    if head == _GZIP_MAGIC:
+        try:
+            with gzip.open(path, "rb") as file:
+                head = file.read(1)
+        except (OSError, EOFError):
+            return False
+    return bool(head) and head[0] == _PICKLE_PROTO
+
+
+def max_bytes_from_env() -> int:
+    """The decompressed-size cap: HIPMEM_SNAPSHOT_MAX_BYTES (byte grammar), else 2 GiB."""
+    text = os.environ.get(MAX_BYTES_ENV)
+    return DEFAULT_MAX_BYTES if not text else parse_bytes(text, name=MAX_BYTES_ENV)
+
+
+class _CappedReader(io.RawIOBase):
+    """Reads from `raw`, refusing to hand out more than `limit_bytes` in total: gzip inflates
+    as it is read, so a bomb stops at the cap, never past it."""
+
+    def __init__(self, raw: Any, limit_bytes: int, name: str) -> None:
+        self._raw, self._left, self._limit, self._name = raw, limit_bytes, limit_bytes, name
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        data = self._raw.read(min(len(view), self._left + 1))
+        if len(data) > self._left:
+            raise SnapshotError(
+                f"{self._name}: more than {self._limit:,} bytes once decompressed "
+                f"(raise {MAX_BYTES_ENV} if this snapshot is genuine)"
+            )
+        self._left -= len(data)
+        view[: len(data)] = data
+        return len(data)
+
+
+@dataclass
+class DevicePart:
+    """One device's events (numpy columns, without `file_index`) and what was skipped."""
+
+    columns: dict[str, np.ndarray]
+    skipped: list[SkippedRow]
+    skipped_count: int
+    recording: Recording
+
+
+class _Shared:
+    """What every trace list of one file shares: the first entry's day, the caps."""
+
+    def __init__(self, want_lines: frozenset[int]) -> None:
+        self.first_us: int | None = None
+        self.day_start_us = 0
+        self.max_entries = MAX_TRACE_ENTRIES  # read at call time: tests lower it
+        self.want_lines = want_lines  # entries whose frames are kept (entries_frames)
+
+
+class _TraceList:
+    """One list's trace entries as they stream past: rows (line, time_us, action, address,
+    size, stream, interleaved int64), reserved-bytes changes, and what was skipped."""
+
+    def __init__(self, target: list[Any], shared: _Shared) -> None:
+        self.target = target  # kept alive, so its id names no other list while read
+        self.shared = shared
+        self.count = len(target)  # items appended before the first entry stay in the list
+        self.rows = array("q")
+        self.reserved = array("q")  # time_us, delta (interleaved)
+        self.pre: list[tuple[int, int, int]] = []  # (pointer, size, stream) before recording
+        self.live: dict[int, int] = {}
+        self.ooms: list[tuple[int, int, int | None]] = []  # line, size, device_free
+        self.skipped: list[tuple[int, str]] = []
+        self.skipped_count = 0
+        self.frames: dict[int, list[Frame]] = {}
+
+    def _next_line(self) -> int:
+        self.count += 1
+        if self.count > self.shared.max_entries:
+            raise SnapshotError(f"a device has more than {self.shared.max_entries:,} trace entries")
+        return self.count
+
+    def skip(self, line: int, reason: str) -> None:
+        self.skipped_count += 1
+        if len(self.skipped) < MAX_KEPT_SKIPS:
+            self.skipped.append((line, reason))
+
+    def other(self, item: Any) -> None:
+        self.skip(self._next_line(), _not_an_entry(item))
+
+    def _skip_field(self, line: int, action: str, values: tuple[Any, ...]) -> None:
+        for key, value in zip(("addr", "size", "stream", "time_us"), values, strict=True):
+            if type(value) is not int or not 0 <= value < _INT64_END:
+                big = (type(value) is int and value > 0) or type(value) is BigInt
+                why = "is past 2**63 - 1" if big else "is not a non-negative integer"
+                reason = f"{action} entry: {key} {excerpt(value)} {why}"
+                self.skip(line, reason)
+                return
+
+    def entry(self, item: dict[Any, Any]) -> None:
+        shared = self.shared
+        self.count = line = self.count + 1
+        if line > shared.max_entries:
+            raise SnapshotError(f"a device has more than {shared.max_entries:,} trace entries")
+        if shared.want_lines and line in shared.want_lines:
+            frames = _frames_of(item.get("frames"))
+            if frames:
+                self.frames[line] = frames
+        action = item["action"]
+        if type(action) is not str:
+            self.skip(line, "entry has no action")
+            return
+        time_us: Any = item.get("time_us")
+        if shared.first_us is None and type(time_us) is int and 0 <= time_us <= MAX_TIME_US:
+            shared.first_us = time_us
+            shared.day_start_us = time_us - time_us % DAY_US
+        kind = _TRACKED.get(action)
+        if kind is None:
+            return
+        # Any: each is checked to be an int just below, once, in the loop.
+        address: Any = item.get("addr", 0)
+        size: Any = item.get("size")
+        stream: Any = item.get("stream")
+        if not (
+            type(address) is int
+            and type(size) is int
+            and type(stream) is int
+            and type(time_us) is int
+            and 0 <= address < _INT64_END
+            and 0 <= size < _INT64_END
+            and 0 <= stream < _INT64_END
+            and 0 <= time_us < _INT64_END
+        ):
+            self._skip_field(line, action, (address, size, stream, time_us))
+            return
+        if time_us > MAX_TIME_US:
+            past = f"time_us {time_us} is past year 2262 (int64 nanoseconds)"
+            self.skip(line, f"{action} entry: {past}")
+            return
+        span_us = time_us - shared.day_start_us  # may be negative: a time before the first's day
+        if kind == 0:
+            self.live[address] = size
+        elif kind == 1:
+            if self.live.pop(address, None) is None:
+                self.pre.append((address, size, stream))
+        elif kind == 2:
+            address = 0
+            free: Any = item.get("device_free")
+            free_ok = type(free) is int and 0 <= free < _INT64_END
+            self.ooms.append((line, size, free if free_ok else None))
+        else:
+            self.reserved.extend((span_us, size if kind == 3 else -size))
+            return
+        self.rows.extend((line, span_us, _ACTIONS[kind], address, size, stream))
+
+
+def _not_an_entry(item: Any) -> str:
+    if item is DROPPED or (type(item) is dict and DROPPED in item):
+        return "entry is the same object as an earlier entry (a snapshot never shares one)"
+    if type(item) is dict:
+        return "entry has no action"
+    return f"entry is a {type(item).__name__}, not a dict"
+
+
+def _frames_of(frames: Any) -> list[Frame]:
+    found = []
+    for frame in frames[:MAX_FRAMES] if type(frames) is list else []:
+        if type(frame) is not dict:
+            continue
+        filename, line, name = frame.get("filename"), frame.get("line"), frame.get("name")
+        number = _count(line)
+        if type(filename) is str and number is not None and type(name) is str:
+            found.append(Frame(filename, number, name))
+    return found
+
+
+def _load(
+    path: Path, max_bytes: int | None, want_lines: frozenset[int] = frozenset()
+) -> tuple[dict[str, Any], RestrictedPickle, _Shared]:
+    """The snapshot's top-level dict, its trace entries handed to `_TraceList`s as read."""
+    name = str(path)
+    limit = max_bytes_from_env() if max_bytes is None else max_bytes
+    with path.open("rb") as probe:
+        gzipped = probe.read(2) == _GZIP_MAGIC
+    shared = _Shared(want_lines)
+    try:
+        with gzip.open(path, "rb") if gzipped else path.open("rb") as raw:
+            reader = io.BufferedReader(_CappedReader(raw, limit, name), _READ_BYTES)
+            machine = RestrictedPickle(
+                reader.read,
+                name,
+                max_bytes=limit,
+                # entry_frames keeps every frames list (one may be shared with the entry
+                # asked about); the file was read once already within the usual cap.
+                max_cells=MAX_HELD_OBJECTS * (4 if want_lines else 1),
+                new_sink=lambda target: _TraceList(target, shared),
+                keep_frames=bool(want_lines),
+            )
+            data = machine.load()
+    except SnapshotError as err:
+        if str(err).startswith(name):
+            raise
+        raise SnapshotError(f"{name}: {err}") from None
+    except (EOFError, OSError, ValueError) as err:  # a damaged gzip stream
+        raise SnapshotError(f"{name}: not a readable snapshot ({err})") from None
+    if type(data) is not dict or type(data.get("device_traces")) is not list:
+        raise SnapshotError(f"{name}: a pickle, but not a memory snapshot (no device_traces)")
+    return data, machine, shared
+
+
+def read_snapshot(path: Path, *, max_bytes: int | None = None) -> list[DevicePart]:
+    """Every device of the snapshot that holds a trace or segments, in device order."""
+    data, machine, shared = _load(path, max_bytes)
+    traces: list[Any] = data["device_traces"]
+    settings = _plain_settings(data.get("allocator_settings"))
+    segments = _segments_by_device(path, data.get("segments"), len(traces))
+    total_entries = 0
+    parts = []
+    for device, trace in enumerate(traces):
+        if type(trace) is not list:
+            continue
+        device_segments = segments.get(device, [])
+        entries = machine.sinks.get(id(trace))
+        # A list shared between devices is read once but made into columns per device.
+        total_entries += entries.count if isinstance(entries, _TraceList) else len(trace)
+        if total_entries > MAX_TOTAL_TRACE_ENTRIES:
+            raise SnapshotError(
+                f"{path}: the devices hold more than {MAX_TOTAL_TRACE_ENTRIES:,} trace entries "
+                "in all, counting a list shared by several devices once for each"
+            )
+        if not (trace or device_segments or entries):
+            continue
+        reader = _DeviceTrace(f"{path}#dev{device}", device, shared)
+        parts.append(reader.read(trace, entries, device_segments, settings))
+    if not parts:
+        raise SnapshotError(f"{path}: the snapshot holds no trace (was _record_memory_history on?)")
+    return parts
+
+
+class _DeviceTrace:
+    """One device's streamed entries, the items kept before them, and its segments, made
+    into event columns and a `Recording`."""
+
+    def __init__(self, source: str, device: int, shared: _Shared) -> None:
+        self.source, self.device, self.shared = source, device, shared
+
+    def read(
+        self,
+        trace: list[Any],
+        entries: Any,
+        segments: list[dict[str, Any]],
+        settings: dict[str, Any],
+    ) -> DevicePart:
+        stream = entries if isinstance(entries, _TraceList) else _TraceList([], self.shared)
+        # Items appended before the first entry (lines 1..len(trace)) are not entries.
+        skipped = [(line, _not_an_entry(item)) for line, item in enumerate(trace, start=1)]
+        skipped_count = len(skipped) + stream.skipped_count
+        kept = (skipped[:MAX_KEPT_SKIPS] + stream.skipped)[:MAX_KEPT_SKIPS]
+        pre = list(stream.pre)
+        pre += _blocks_active_at_dump(segments, stream.live)
+        table = np.frombuffer(stream.rows, dtype=np.int64).reshape(-1, 6)
+        first_ns = int(table[0, 1]) * 1000 if len(table) else 0
+        pre_table = np.array(
+            [(0, 0, ALLOCATE, ptr, size, strm) for ptr, size, strm in pre], dtype=np.int64
+        ).reshape(-1, 6)
+
+        # Column by column, so that at most one column is held twice at a time.
+        def column(k: int) -> np.ndarray:
+            return np.concatenate([pre_table[:, k], table[:, k]])
+
+        time_ns = column(1)
+        time_ns *= 1000
+        time_ns[: len(pre_table)] = first_ns
+        rows_count = len(time_ns)
+        columns = {
+            "line": column(0),
+            "thread": np.zeros(rows_count, dtype=np.int64),
+            "time_ns": time_ns,
+            "action": column(2).astype(np.int8),
+            "pointer": column(3).view(np.uint64),  # every value is in [0, 2**63)
+            "size_bytes": column(4),
+            "stream": column(5).view(np.uint64),
+        }
+        recording = self._recording(stream, len(trace) + stream.count - len(stream.target),
+                                    len(pre), segments, settings)  # fmt: skip
+        rows = [SkippedRow(self.source, line, reason) for line, reason in kept]
+        return DevicePart(columns, rows, skipped_count, recording)
+
+    def _recording(
+        self,
+        stream: _TraceList,
+        trace_entries: int,
+        pre_count: int,
+        segments: list[dict[str, Any]],
+        settings: dict[str, Any],
+    ) -> Recording:
+        end_bytes = sum(s["total_size"] for s in segments if _is_count(s.get("total_size")))
+        pairs = np.frombuffer(stream.reserved, dtype=np.int64).reshape(-1, 2)
+        times, deltas = pairs[:, 0] * 1000, pairs[:, 1]
+        # Each delta is below 2**63, so 32-bit halves of the growth sum exactly in int64.
+        growth = deltas[deltas > 0]
+        grown_bytes = (int((growth >> 32).sum()) << 32) + int((growth & 0xFFFFFFFF).sum())
+        net_bytes = (int((deltas >> 32).sum()) << 32) + int((deltas & 0xFFFFFFFF).sum())
+        start_bytes = max(0, end_bytes - net_bytes)
+        # Every level lies in [end - grown, start + grown]: below 2**62, no int64 sum wraps.
+        if max(end_bytes, start_bytes) + grown_bytes >= MAX_RESERVED_BYTES:
+            raise SnapshotError(
+                f"{self.source}: the segments add up to more than 2**62 bytes; not a snapshot "
+                "of a real device"
+            )
+        levels = start_bytes + np.cumsum(deltas, dtype=np.int64)
+        peak_at = int(np.argmax(levels)) if len(levels) else -1
+        peak_bytes = max(start_bytes, int(levels[peak_at]) if peak_at >= 0 else 0)
+        conf = settings.get("PYTORCH_CUDA_ALLOC_CONF")
+        where = self.source
+        return Recording(
+            source=self.source,
+            device=self.device,
+            alloc_conf=conf if isinstance(conf, str) else "",
+            allocator_settings=dict(settings),
+            trace_entries=trace_entries,
+            pre_recording_allocations=pre_count,
+            start_reserved_bytes=start_bytes,
+            peak_reserved_bytes=peak_bytes,
+            peak_reserved_time_ns=(
+                int(times[peak_at]) if peak_at >= 0 and peak_bytes > start_bytes else None
+            ),
+            reserved_time_ns=times,
+            reserved_bytes=levels,
+            ooms=[OomEvent(LineRef(where, line), size, free) for line, size, free in stream.ooms],
+        )
+
+
+def _blocks_active_at_dump(
+    segments: list[dict[str, Any]], live: dict[int, int]
+) -> list[tuple[int, int, int]]:
+    found = []
+    for segment in segments:
+        stream = segment.get("stream")
+        blocks = segment.get("blocks")
+        for block in blocks if type(blocks) is list else []:
+            if type(block) is not dict:
+                continue
+            state = block.get("state")
+            if type(state) is not str or not state.startswith("active"):
+                continue
+            address, size = _count(block.get("address")), _count(block.get("requested_size"))
+            if address is None or size is None or address in live:
+                continue
+            found.append((address, size, _count(stream) or 0))
+    return found
+
+
+def _segments_by_device(path: Path, segments: Any, devices: int) -> dict[int, list[dict[str, Any]]]:
+    """Segments per device. Walking them visits every block of every segment, shared ones
+    once per reference, so the visits are counted against the held-objects cap."""
+    found: dict[int, list[dict[str, Any]]] = {}
+    visits = 0
+    for segment in segments if type(segments) is list else []:
+        if type(segment) is not dict:
+            continue
+        device = segment.get("device")
+        if type(device) is not int or not 0 <= device < devices:
+            continue
+        blocks = segment.get("blocks")
+        visits += 1 + (len(blocks) if type(blocks) is list else 0)
+        if visits > MAX_HELD_OBJECTS:
+            raise SnapshotError(
+                f"{path}: the segments hold more than {MAX_HELD_OBJECTS:,} blocks, counting "
+                "each shared one every time it is referenced"
+            )
+        found.setdefault(device, []).append(segment)
+    return found
+
+
+def _plain_settings(settings: Any) -> dict[str, Any]:
+    """The allocator settings PyTorch writes (str keys; numbers, strings, bools and a dict of
+    them): anything else is left out, so the JSON of a recording is always writable. One
+    level deep only: nothing here recurses, whatever the pickle nests."""
+    if type(settings) is not dict:
+        return {}
+    scalar = (str, int, float, bool, type(None))
+    return {
+        key: value
+        for key, value in settings.items()
+        if type(key) is str
+        and (
+            type(value) in scalar
+            or (type(value) is dict and all(type(k) is str and type(v) in scalar
+                                            for k, v in value.items()))
+        )
+    }  # fmt: skip
+
+
+def _is_count(value: Any) -> bool:
+    return type(value) is int and 0 <= value < _INT64_END
+
+
+def _count(value: Any) -> int | None:
+    """`value` when it is a non-negative int64 (not a bool), else None."""
+    return value if type(value) is int and 0 <= value < _INT64_END else None
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One stack frame PyTorch recorded with a trace entry (`context` and `stacks` on)."""
+
+    filename: str
+    line: int
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.line} in {self.name}"
+
+
+def entry_frames(where: LineRef, *, max_bytes: int | None = None) -> list[Frame]:
+    """The frames recorded with the trace entry at `where` (a snapshot source `FILE#devN` and
+    its 1-based entry number), innermost first; [] when none were recorded or `where` is not
+    a snapshot's entry. Read again from the file, within the same caps as the log."""
+    return entries_frames(where.source, [where.line], max_bytes=max_bytes).get(where.line, [])
+
+
+def entries_frames(
+    source: str, lines: Iterable[int], *, max_bytes: int | None = None
+) -> dict[int, list[Frame]]:
+    """The frames of several trace entries of one snapshot source (`FILE#devN`), by 1-based
+    entry number, the file read once; entries with no frames are left out."""
+    path_text, sep, device_text = source.rpartition("#dev")
+    wanted = frozenset(line for line in lines if line >= 1)
+    if not sep or not device_text.isdigit() or not wanted:
+        return {}
+    data, machine, _ = _load(Path(path_text), max_bytes, wanted)
+    traces = data["device_traces"]
+    device = int(device_text)
+    trace = traces[device] if device < len(traces) else None
+    entries = machine.sinks.get(id(trace)) if type(trace) is list else None
+    return dict(entries.frames) if isinstance(entries, _TraceList) else {}
+
+
+def user_frame(frames: list[Frame]) -> Frame | None:
+    """The innermost frame outside PyTorch's own Python (`.../torch/...`): the line of the
+    program that asked; the innermost frame when all are PyTorch's."""
+    for frame in frames:
+        if "/torch/" not in frame.filename.replace("\\", "/"):
+            return frame
+    return frames[0] if frames else None

@@ -1,0 +1,1 @@
+"""hipBLASLt: releases, fetching, locating, matmul heuristics and its logs."""

@@ -1,0 +1,1 @@
+"""ROCm releases: fetching Debian's rocBLAS/rocSOLVER, locating libraries, the routine catalog."""

@@ -1,0 +1,1 @@
+"""Sweeps: a call's workspace over a range of sizes."""

@@ -1,0 +1,2 @@
+"""The sizing worker: the crash-isolated process that loads the vendor libraries, and its virtual
+device."""
