@@ -418,7 +418,7 @@ def test_without_dask_the_command_says_which_extra_to_install(fleet):
         "import sys\n"
         "sys.modules.update(dask=None, distributed=None, dask_cuda=None)  # not installed\n"
         "sys.argv = ['hipmem', *sys.argv[1:]]\n"
-        "from hipmem_cli.main import main\n"
+        "from hipmem.cli.main import main\n"
         "main()\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}

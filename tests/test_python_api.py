@@ -94,7 +94,7 @@ SHARED = {
 def test_no_shared_concept_is_written_twice() -> None:
     folders = ("hipmem", "hipmem_cli", "sizing", "replay")
     found = (p for d in folders for p in (REPO / d).rglob("*.py"))
-    # Once each: hipmem/sizing and friends are links to the folders beside it.
+    # Each file has one path (the repository holds no links); resolve() keeps it so.
     sources = sorted({p.resolve() for p in found})
     for path in sources:
         tree = ast.parse(path.read_text())
