@@ -22,7 +22,7 @@ def test_processes_sharing_a_cache_build_the_core_once(tmp_path):
     compiler.chmod(0o755)
     env = {**os.environ, "PYTHONPATH": str(REPO), "HIPMEM_CACHE_DIR": str(tmp_path / "cache"),
            "CXX": str(compiler)}  # fmt: skip
-    probe = "from replay import native; print(native.load('host')._name)"
+    probe = "from hipmem.replay.engine import native; print(native.load('host')._name)"
     runs = [
         subprocess.Popen([sys.executable, "-c", probe], env=env, stdout=subprocess.PIPE, text=True)
         for _ in range(3)

@@ -23,16 +23,16 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import subprocess
 import tempfile
 import zipfile
 from pathlib import Path
 
 from hipmem._core.build_cache import built_folder
 from hipmem._core.cache_root import cache_dir
+from hipmem._core.native_build import compile_step, find_compiler
 
 from ..virtual.build import SOURCES as VCUDA_SOURCES
-from ..virtual.build import VirtualGpuBuildError, first_error
+from ..virtual.build import VirtualGpuBuildError
 from .fetch import FetchedRmm
 
 # The stand-in runtime is the virtual GPU's (one runtime for PyTorch and RMM); the driver is
@@ -45,21 +45,13 @@ RUNTIMES = ("virtual", "cuda")
 _BUILT: dict[tuple[Path, str], Path] = {}
 
 
-def _compiler(variable: str, *names: str) -> str:
-    """$CC/$CXX when set (a name or a path), else the first of `names` on PATH."""
-    import os
-
-    given = os.environ.get(variable)
-    chosen = shutil.which(given) if given else next(filter(None, map(shutil.which, names)), None)
-    if not chosen:
-        what = (
-            f"${variable} ({given}) is not one" if given else f"none of {', '.join(names)} is here"
-        )
-        raise VirtualGpuBuildError(
-            f"RMM's resources are compiled on first use and need a C compiler and a C++ "
-            f"compiler: {what}; apt install g++"
-        )
-    return chosen
+def _compiler(variable: str) -> str:
+    return find_compiler(
+        variable,
+        needed_by="RMM's resources are compiled on first use and need a C compiler and a C++ "
+        "compiler",
+        error=VirtualGpuBuildError,
+    )
 
 
 def build_dir_for(rmm: FetchedRmm, runtime: str = "virtual") -> Path:
@@ -102,7 +94,7 @@ def _make(rmm: FetchedRmm, tree: Path, work: Path, runtime: str) -> None:
     for_release = f"for RMM {rmm.version}"
     if runtime == "virtual":
         _compile(
-            [_compiler("CC", "cc", "gcc"), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
+            [_compiler("CC"), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
              *cuda, f"-Wl,--version-script={VCUDA_SOURCES / f'{SONAME}.map'}",
              f"-Wl,-soname,{SONAME}", "-o", str(work / SONAME),
              str(VCUDA_SOURCES / "virtual_cuda.c"), "-lpthread"],
@@ -122,7 +114,7 @@ def _make(rmm: FetchedRmm, tree: Path, work: Path, runtime: str) -> None:
     else:  # 24.12: spdlog and fmt, header-only, inside the wheel
         flags += ["-DSPDLOG_FMT_EXTERNAL", "-DFMT_HEADER_ONLY=1"]
     _compile(
-        [_compiler("CXX", "g++", "c++"), *flags, "-o", str(work / DRIVER),
+        [_compiler("CXX"), *flags, "-o", str(work / DRIVER),
          str(DRIVER_SOURCE), *libraries, "-Wl,--disable-new-dtags",
          "-Wl,-rpath,$ORIGIN"],
         f"the RMM replay driver {for_release}",
@@ -130,9 +122,4 @@ def _make(rmm: FetchedRmm, tree: Path, work: Path, runtime: str) -> None:
 
 
 def _compile(command: list[str], what: str) -> None:
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-    except OSError as err:
-        raise VirtualGpuBuildError(f"compiling {what} could not start: {err}") from None
-    if done.returncode != 0:
-        raise VirtualGpuBuildError(f"compiling {what} failed: {first_error(done.stderr)}")
+    compile_step(command, what=what, error=VirtualGpuBuildError)

@@ -16,8 +16,8 @@ then to
 The C++ standard is the oldest of C++17 and C++20 under which the allocator's headers compile (a
 syntax-only probe): PyTorch up to 2.13 is written for C++17, 2.14's headers need C++20
 (`std::strong_ordering` in c10/util/intrusive_ptr.h). A failed compile or link names the
-release it was building for and its first real error: the compiler's first `error:` line, or
-the symbols ld reports undefined (not collect2's summary).
+release it was building for and its first real error (`hipmem._core.native_build`, the one
+place that finds compilers and runs them).
 
 The output folder is keyed by a hash of the sources, the allocator's version and its two
 libraries: an edit, or another PyTorch, builds anew. It is built in a temporary folder and
@@ -28,9 +28,6 @@ hashes recorded then, and a damaged build is said and built again (`hipmem._core
 from __future__ import annotations
 
 import hashlib
-import os
-import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -40,6 +37,7 @@ from elftools.elf.sections import SymbolTableSection
 
 from hipmem._core.build_cache import built_folder
 from hipmem._core.cache_root import cache_dir
+from hipmem._core.native_build import compile_step, find_compiler
 
 from ..errors import ReplayError
 from ..pytorch.allocator import TorchAllocator
@@ -89,7 +87,7 @@ def build(allocator: TorchAllocator) -> Path:
     def make(work: Path) -> None:
         includes = [f"-I{d}" for d in allocator.include_dirs]
         for_release = f"for PyTorch {allocator.version}"
-        runtime = [_tool("CC", "cc", "gcc"), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
+        runtime = [_tool("CC"), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
                    *includes, f"-Wl,--version-script={script}",
                    f"-Wl,-soname,{allocator.soname}", "-o", str(work / allocator.soname),
                    "-lpthread"]  # fmt: skip
@@ -107,19 +105,19 @@ def build(allocator: TorchAllocator) -> Path:
                              + "".join(f"NOT_SUPPORTED({name})\n" for name in missing))  # fmt: skip
             _compile([*runtime, str(stubs)], what)
         _compile(
-            [_tool("CC", "cc", "gcc"), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
+            [_tool("CC"), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
              *includes, f"-Wl,-soname,{LIBCUDA}", "-o", str(work / LIBCUDA),
              str(SOURCES / "virtual_libcuda.c"), str(work / allocator.soname)],
             f"the stand-in CUDA driver {for_release}",
         )  # fmt: skip
         _compile(
-            [_tool("CC", "cc", "gcc"), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
+            [_tool("CC"), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
              f"-Wl,-soname,{NVML}", "-o", str(work / NVML), str(SOURCES / "virtual_nvml.c")],
             "the stand-in NVML",
         )  # fmt: skip
         standard = cxx_standard(includes)
         _compile(
-            [_tool("CXX", "g++", "c++"), f"-std={standard}", "-O2", *includes,
+            [_tool("CXX"), f"-std={standard}", "-O2", *includes,
              "-o", str(work / DRIVER), str(SOURCES / "vcuda_replay.cpp"),
              "-Wl,--no-as-needed", str(work / allocator.soname), str(work / LIBCUDA),
              str(work / NVML),
@@ -155,7 +153,7 @@ def cuda_imports(libc10_cuda: Path) -> set[str]:
 def cxx_standard(includes: list[str]) -> str:
     """The oldest of CXX_STANDARDS under which the allocator's headers compile (the last one
     when none does: the driver's compile then reports the headers' first error)."""
-    compiler = _tool("CXX", "g++", "c++")
+    compiler = _tool("CXX")
     for standard in CXX_STANDARDS[:-1]:
         try:
             done = subprocess.run(
@@ -170,43 +168,16 @@ def cxx_standard(includes: list[str]) -> str:
 
 
 def _compile(command: list[str], what: str) -> None:
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-    except OSError as err:
-        raise VirtualGpuBuildError(f"compiling {what} could not start: {err}") from None
-    if done.returncode != 0:
-        raise VirtualGpuBuildError(f"compiling {what} failed: {first_error(done.stderr)}")
+    compile_step(command, what=what, error=VirtualGpuBuildError)
 
 
-_UNDEFINED = re.compile(r"undefined reference to [`'‘](.+?)['’]\s*$")
-_ERROR = re.compile(r":\s*(?:fatal )?error:")
-
-
-def first_error(stderr: str) -> str:
-    """The first real error of a compiler's output: the undefined symbols of a failed link
-    (how many more), else the first `error:` line; never collect2's "ld returned 1"."""
-    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
-    undefined: list[str] = []
-    for line in lines:
-        found = _UNDEFINED.search(line)
-        if found and found.group(1) not in undefined:
-            undefined.append(found.group(1))
-    if undefined:
-        more = f" (and {len(undefined) - 1} more)" if len(undefined) > 1 else ""
-        return f"undefined reference to {undefined[0]}{more}"
-    meaningful = [ln for ln in lines if "collect2" not in ln]
-    first = next((ln for ln in meaningful if _ERROR.search(ln)), None)
-    first = first or next((ln for ln in meaningful if "error" in ln.lower()), None)
-    return (first or (lines[0] if lines else "no output"))[:400]
-
-
-def _tool(variable: str, *names: str) -> str:
-    chosen = os.environ.get(variable) or next(filter(None, map(shutil.which, names)), None)
-    if not chosen:
-        raise VirtualGpuBuildError(
-            f"the virtual GPU is compiled on first use and needs {names[0]} (apt install g++)"
-        )
-    return chosen
+def _tool(variable: str) -> str:
+    return find_compiler(
+        variable,
+        needed_by="the virtual GPU is compiled on first use and needs a C compiler and a C++ "
+        "compiler",
+        error=VirtualGpuBuildError,
+    )
 
 
 def _file_digest(path: Path) -> str:
