@@ -94,7 +94,7 @@ def test_the_wheel_installs_one_top_level_package(wheel: Path) -> None:
     for data in ("sizing/rocm/data/catalog-7.2.json", "sizing/worker/shim/virtual_hip.c",
                  "replay/engine/csrc/replay_core.cu", "replay/pytorch/csrc/torch_replay.cpp",
                  "replay/virtual/vcuda/virtual_cuda.c", "replay/virtual/vcuda/vcuda_replay.cpp",
-                 "replay/virtual/vcuda/libcudart.so.13.map",
+                 "replay/virtual/vcuda/libcudart.so.13.map", "replay/virtual/vcuda/replay_loop.hpp",
                  "hipmem/py.typed"):  # fmt: skip
         assert data in names
 

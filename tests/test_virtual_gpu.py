@@ -358,7 +358,7 @@ def test_a_288_gib_device_replays_in_a_few_mb_of_resident_memory(
 
 def _locate_in_subprocess(tmp_path: Path, torch_version: str, **env: str) -> str:
     code = (  # an installed PyTorch (a GPU machine's) is hidden unless the test brings one
-        "import sys; from hipmem.replay import torch_allocator as t\n"
+        "import sys; from hipmem.replay.pytorch import allocator as t\n"
         "if 'PYTHONPATH' not in __import__('os').environ: t.installed_torch = lambda: None\n"
         f"try: print(t.locate({torch_version!r} or None).describe())\n"
         "except Exception as err: print('error:', err)"

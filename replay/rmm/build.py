@@ -5,7 +5,8 @@ Two parts, compiled with the system compilers (cc, g++) against a fetched RMM re
 
 - the stand-in CUDA runtime (replay/virtual/vcuda/virtual_cuda.c, the same one PyTorch's allocator
   runs on), as `libcudart.so.12` with that soname's version script;
-- the replay driver (replay/rmm/csrc/rmm_replay.cpp), every RMM resource it replays instantiated
+- the replay driver (replay/rmm/csrc/rmm_replay.cpp, its loop the virtual GPU's driver's:
+  replay/virtual/vcuda/replay_loop.hpp), every RMM resource it replays instantiated
   from RMM's headers, linked to the stand-in (and to `librapids_logger.so` for 25.x, copied
   beside it) with an RPATH of `$ORIGIN`: the folder is whole in itself.
 
@@ -31,8 +32,8 @@ from hipmem._core.build_cache import built_folder
 from hipmem._core.cache_root import cache_dir
 from hipmem._core.native_build import compile_step, find_compiler
 
+from ..virtual.build import LOOP_HEADER, VirtualGpuBuildError
 from ..virtual.build import SOURCES as VCUDA_SOURCES
-from ..virtual.build import VirtualGpuBuildError
 from .fetch import FetchedRmm
 
 # The stand-in runtime is the virtual GPU's (one runtime for PyTorch and RMM); the driver is
@@ -58,7 +59,8 @@ def build_dir_for(rmm: FetchedRmm, runtime: str = "virtual") -> Path:
     """The cache folder of this release's build (it may not exist yet): named by the sources
     and the fetched tree, as the PyTorch virtual GPU's (a build made once needs no compiler)."""
     digest = hashlib.sha256(f"{rmm.version}\0{runtime}\0".encode())
-    sources = (VCUDA_SOURCES / "virtual_cuda.c", DRIVER_SOURCE, VCUDA_SOURCES / f"{SONAME}.map")
+    sources = (VCUDA_SOURCES / "virtual_cuda.c", DRIVER_SOURCE, VCUDA_SOURCES / LOOP_HEADER,
+               VCUDA_SOURCES / f"{SONAME}.map")  # fmt: skip
     for source in sources:
         digest.update(source.name.encode() + source.read_bytes())
     digest.update((rmm.root / "build.json").read_bytes())  # the tree's SHA256, among others
@@ -104,6 +106,7 @@ def _make(rmm: FetchedRmm, tree: Path, work: Path, runtime: str) -> None:
         shutil.copyfile(tree / "cuda" / "lib" / SONAME, work / SONAME)
     include = tree / "rmm" / "include"
     flags = ["-std=c++17", "-O2", "-DLIBCUDACXX_ENABLE_EXPERIMENTAL_MEMORY_RESOURCE",
+             f"-I{VCUDA_SOURCES}",  # replay_loop.hpp: the replay loop, the virtual GPU's too
              f"-I{include}", f"-I{include / 'rapids' / 'libcudacxx'}", f"-I{include / 'rapids'}",
              *cuda]  # fmt: skip
     libraries = [str(work / SONAME)]

@@ -6,8 +6,8 @@ Three parts, compiled with the system compilers (cc, g++) against that PyTorch's
   libc10_cuda.so links (`libcudart.so.13`, or `.so.12`), with that soname's version script;
 - a stand-in NVML (replay/virtual/vcuda/virtual_nvml.c, `libnvidia-ml.so.1`), so that an
   out-of-memory message on a GPU host does not ask the real NVML about the virtual GPU;
-- the replay driver (replay/virtual/vcuda/vcuda_replay.cpp), linked to the stand-ins first and
-then to
+- the replay driver (replay/virtual/vcuda/vcuda_replay.cpp, its loop in replay_loop.hpp beside
+  it, which RMM's driver includes too), linked to the stand-ins first and then to
   libc10.so and libc10_cuda.so, with an RPATH (not a RUNPATH: it also governs the libraries'
   own dependencies) that names the stand-in's folder first. A machine with a CUDA toolkit
   has a real libcudart.so.N on its loader path; the stand-in, loaded first, is the one that
@@ -44,6 +44,8 @@ from ..pytorch.allocator import TorchAllocator
 
 SOURCES = Path(__file__).parent / "vcuda"
 DRIVER = "vcuda_replay"
+# The replay loop, written once for this driver and RMM's (replay/rmm/csrc/rmm_replay.cpp).
+LOOP_HEADER = "replay_loop.hpp"
 # Loaded by the driver at start, so that PyTorch's dlopen of NVML finds it, not a GPU host's
 # real one, which does not know the virtual GPU (replay/virtual/vcuda/virtual_nvml.c says why).
 NVML = "libnvidia-ml.so.1"
@@ -117,7 +119,7 @@ def build(allocator: TorchAllocator) -> Path:
         )  # fmt: skip
         standard = cxx_standard(includes)
         _compile(
-            [_tool("CXX"), f"-std={standard}", "-O2", *includes,
+            [_tool("CXX"), f"-std={standard}", "-O2", *includes, f"-I{SOURCES}",
              "-o", str(work / DRIVER), str(SOURCES / "vcuda_replay.cpp"),
              "-Wl,--no-as-needed", str(work / allocator.soname), str(work / LIBCUDA),
              str(work / NVML),
