@@ -30,9 +30,8 @@ from pathlib import Path
 
 from hipmem._core.build_cache import built_folder
 from hipmem._core.cache_root import cache_dir
-from hipmem._core.native_build import compile_step, find_compiler
 
-from ..virtual.build import LOOP_HEADER, VirtualGpuBuildError
+from ..virtual.build import LOOP_HEADER, VirtualGpuBuildError, compile_part, tool
 from ..virtual.build import SOURCES as VCUDA_SOURCES
 from .fetch import FetchedRmm
 
@@ -44,15 +43,7 @@ SONAME = "libcudart.so.12"
 LOGGER = "librapids_logger.so"
 RUNTIMES = ("virtual", "cuda")
 _BUILT: dict[tuple[Path, str], Path] = {}
-
-
-def _compiler(variable: str) -> str:
-    return find_compiler(
-        variable,
-        needed_by="RMM's resources are compiled on first use and need a C compiler and a C++ "
-        "compiler",
-        error=VirtualGpuBuildError,
-    )
+NEEDED_BY = "RMM's resources are compiled on first use and need a C compiler and a C++ compiler"
 
 
 def build_dir_for(rmm: FetchedRmm, runtime: str = "virtual") -> Path:
@@ -95,8 +86,8 @@ def _make(rmm: FetchedRmm, tree: Path, work: Path, runtime: str) -> None:
     cuda = [f"-I{tree / 'cuda' / 'include'}"]
     for_release = f"for RMM {rmm.version}"
     if runtime == "virtual":
-        _compile(
-            [_compiler("CC"), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
+        compile_part(
+            [tool("CC", NEEDED_BY), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
              *cuda, f"-Wl,--version-script={VCUDA_SOURCES / f'{SONAME}.map'}",
              f"-Wl,-soname,{SONAME}", "-o", str(work / SONAME),
              str(VCUDA_SOURCES / "virtual_cuda.c"), "-lpthread"],
@@ -116,13 +107,9 @@ def _make(rmm: FetchedRmm, tree: Path, work: Path, runtime: str) -> None:
         libraries.append(str(work / LOGGER))
     else:  # 24.12: spdlog and fmt, header-only, inside the wheel
         flags += ["-DSPDLOG_FMT_EXTERNAL", "-DFMT_HEADER_ONLY=1"]
-    _compile(
-        [_compiler("CXX"), *flags, "-o", str(work / DRIVER),
+    compile_part(
+        [tool("CXX", NEEDED_BY), *flags, "-o", str(work / DRIVER),
          str(DRIVER_SOURCE), *libraries, "-Wl,--disable-new-dtags",
          "-Wl,-rpath,$ORIGIN"],
         f"the RMM replay driver {for_release}",
     )  # fmt: skip
-
-
-def _compile(command: list[str], what: str) -> None:
-    compile_step(command, what=what, error=VirtualGpuBuildError)

@@ -52,6 +52,7 @@ NVML = "libnvidia-ml.so.1"
 # Linked by the driver, so that PyTorch up to 2.7, which opens the CUDA driver itself for
 # expandable segments, finds the stand-in (replay/virtual/vcuda/virtual_libcuda.c).
 LIBCUDA = "libcuda.so.1"
+NEEDED_BY = "the virtual GPU is compiled on first use and needs a C compiler and a C++ compiler"
 # Tried in this order; the first under which the headers compile is used.
 CXX_STANDARDS = ("c++17", "c++20")
 _PROBE = "#include <c10/cuda/CUDACachingAllocator.h>\n#include <c10/cuda/CUDAStream.h>\n"
@@ -89,12 +90,12 @@ def build(allocator: TorchAllocator) -> Path:
     def make(work: Path) -> None:
         includes = [f"-I{d}" for d in allocator.include_dirs]
         for_release = f"for PyTorch {allocator.version}"
-        runtime = [_tool("CC"), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
+        runtime = [tool("CC"), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
                    *includes, f"-Wl,--version-script={script}",
                    f"-Wl,-soname,{allocator.soname}", "-o", str(work / allocator.soname),
                    "-lpthread"]  # fmt: skip
         what = f"the stand-in CUDA runtime {for_release}"
-        _compile([*runtime, str(SOURCES / "virtual_cuda.c")], what)
+        compile_part([*runtime, str(SOURCES / "virtual_cuda.c")], what)
         # Runtime calls this release imports that the stand-in lacks (new in a release, and
         # never made by a replay): present and refused, as the stand-in's own stubs are.
         missing = sorted(
@@ -105,21 +106,21 @@ def build(allocator: TorchAllocator) -> Path:
             stubs = work / "virtual_cuda_release.c"
             stubs.write_text(f'#include "{SOURCES / "virtual_cuda.c"}"\n'
                              + "".join(f"NOT_SUPPORTED({name})\n" for name in missing))  # fmt: skip
-            _compile([*runtime, str(stubs)], what)
-        _compile(
-            [_tool("CC"), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
+            compile_part([*runtime, str(stubs)], what)
+        compile_part(
+            [tool("CC"), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
              *includes, f"-Wl,-soname,{LIBCUDA}", "-o", str(work / LIBCUDA),
              str(SOURCES / "virtual_libcuda.c"), str(work / allocator.soname)],
             f"the stand-in CUDA driver {for_release}",
         )  # fmt: skip
-        _compile(
-            [_tool("CC"), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
+        compile_part(
+            [tool("CC"), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
              f"-Wl,-soname,{NVML}", "-o", str(work / NVML), str(SOURCES / "virtual_nvml.c")],
             "the stand-in NVML",
         )  # fmt: skip
         standard = cxx_standard(includes)
-        _compile(
-            [_tool("CXX"), f"-std={standard}", "-O2", *includes, f"-I{SOURCES}",
+        compile_part(
+            [tool("CXX"), f"-std={standard}", "-O2", *includes, f"-I{SOURCES}",
              "-o", str(work / DRIVER), str(SOURCES / "vcuda_replay.cpp"),
              "-Wl,--no-as-needed", str(work / allocator.soname), str(work / LIBCUDA),
              str(work / NVML),
@@ -155,7 +156,7 @@ def cuda_imports(libc10_cuda: Path) -> set[str]:
 def cxx_standard(includes: list[str]) -> str:
     """The oldest of CXX_STANDARDS under which the allocator's headers compile (the last one
     when none does: the driver's compile then reports the headers' first error)."""
-    compiler = _tool("CXX")
+    compiler = tool("CXX")
     for standard in CXX_STANDARDS[:-1]:
         try:
             done = subprocess.run(
@@ -169,17 +170,15 @@ def cxx_standard(includes: list[str]) -> str:
     return CXX_STANDARDS[-1]
 
 
-def _compile(command: list[str], what: str) -> None:
+def compile_part(command: list[str], what: str) -> None:
+    """One compile of a build on the virtual GPU (this one or RMM's): a failure is a
+    VirtualGpuBuildError naming `what` and the compiler's first error."""
     compile_step(command, what=what, error=VirtualGpuBuildError)
 
 
-def _tool(variable: str) -> str:
-    return find_compiler(
-        variable,
-        needed_by="the virtual GPU is compiled on first use and needs a C compiler and a C++ "
-        "compiler",
-        error=VirtualGpuBuildError,
-    )
+def tool(variable: str, needed_by: str = NEEDED_BY) -> str:
+    """$CC or $CXX (`variable`) for a build on the virtual GPU; none: a VirtualGpuBuildError."""
+    return find_compiler(variable, needed_by=needed_by, error=VirtualGpuBuildError)
 
 
 def _file_digest(path: Path) -> str:
