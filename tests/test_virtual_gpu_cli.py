@@ -105,7 +105,7 @@ def test_find_capacity_table_names_each_cap() -> None:
         (["-r", "host", "--device", "H100"], 2,
          "Error: --device picks the virtual GPU, and no resource here replays on it"),
         (["-r", "torch", "--device", "H100", "--device-memory", "8GiB"], 2,
-         "Error: --device-memory 8589934592: give a device preset or a memory size, not both"),
+         "Error: --device-memory 8589934592: give a device or a memory size, not both"),
         (["-r", "torch:backend=cudaMallocAsync", "--backend", "virtual"], 2,
          "Error: the virtual GPU runs PyTorch's native caching allocator"),
         (["-r", "torch", "--torch", "1.13"], 2,
