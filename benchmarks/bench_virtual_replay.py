@@ -41,7 +41,7 @@ from hipmem.replay.engine.program import build_program
 from hipmem.replay.engine.run import program_arrays
 from hipmem.replay.logs.loader import load_log
 from hipmem.replay.pytorch.allocator import locate
-from hipmem.replay.virtual.devices import find_preset
+from hipmem.replay.virtual.devices import find_device
 from hipmem.replay.virtual.gpu import VirtualGpu
 
 REPO = Path(__file__).resolve().parents[1]
@@ -94,9 +94,9 @@ def main() -> None:
         for conf in ("", "expandable_segments:True"):
             replay_rates, plain_rates = [], []
             with (
-                VirtualGpu(arrays, program.slot_count, streams, conf, find_preset("H100"),
+                VirtualGpu(arrays, program.slot_count, streams, conf, find_device("H100"),
                            allocator) as gpu,
-                VirtualGpu(arrays, program.slot_count, streams, conf, find_preset("H100"),
+                VirtualGpu(arrays, program.slot_count, streams, conf, find_device("H100"),
                            allocator, plain=True) as plain,
             ):  # fmt: skip
                 for _ in range(args.processes):
@@ -139,14 +139,14 @@ def main() -> None:
             print(f"largest process of hipmem replay --find-capacity on a virtual {name}, MB: "
                   f"{spread(largest)} (target < 300)")  # fmt: skip
             rss = []
-            with VirtualGpu(arrays, program.slot_count, streams, "", find_preset(name),
+            with VirtualGpu(arrays, program.slot_count, streams, "", find_device(name),
                             allocator) as gpu:  # fmt: skip
                 for _ in range(args.processes):
                     gpu.peak_rss = None
                     gpu.replay()
                     rss.append((gpu.peak_rss or 0) / 1e6)
             print(f"peak RSS of the driver on a virtual {name} "
-                  f"({find_preset(name).memory_bytes / 2**30:.0f} GiB), MB: {spread(rss)} "
+                  f"({find_device(name).memory_bytes / 2**30:.0f} GiB), MB: {spread(rss)} "
                   "(target < 300)")  # fmt: skip
 
 

@@ -34,7 +34,7 @@ if importlib.util.find_spec("platformdirs") is None:  # the GPU machine's Python
 
 from hipmem.replay.engine.run import ReplayOptions, replay
 from hipmem.replay.settings.recommend import Candidate, recommend_allocator_settings
-from hipmem.replay.virtual.devices import PRESETS
+from hipmem.replay.virtual.devices import find_device
 
 SNAPSHOTS = Path(__file__).resolve().parents[1] / "tests" / "data" / "snapshots"
 
@@ -54,7 +54,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.dry_run:
-        total, gpu_name, gpu_backend = PRESETS["H200"].memory_bytes, "none (dry run)", "virtual"
+        total, gpu_name, gpu_backend = find_device("H200").memory_bytes, "none (dry run)", "virtual"
     else:
         import torch
 

@@ -37,7 +37,7 @@ from hipmem.replay.engine.resources import parse_spec
 from hipmem.replay.engine.run import ReplayOptions, replay
 from hipmem.replay.logs.loader import load_log
 from hipmem.replay.pytorch.allocator import locate
-from hipmem.replay.virtual.devices import PRESETS
+from hipmem.replay.virtual.devices import find_device
 
 MiB = 1 << 20
 SNAPSHOTS = Path(__file__).resolve().parents[1] / "tests" / "data" / "snapshots"
@@ -71,7 +71,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.dry_run:
-        total, gpu_name, gpu_backend = PRESETS["H200"].memory_bytes, "none (dry run)", "virtual"
+        total, gpu_name, gpu_backend = find_device("H200").memory_bytes, "none (dry run)", "virtual"
     else:
         import torch
 

@@ -23,7 +23,7 @@ from hipmem.replay.logs.loader import load_log
 from hipmem.replay.pytorch import allocator as torch_allocator
 from hipmem.replay.pytorch import fetch as torch_fetch
 from hipmem.replay.settings import grid as allocator_grid
-from hipmem.replay.virtual.devices import DEFAULT, find_preset
+from hipmem.replay.virtual.devices import DEFAULT_DEVICE, find_device
 from hipmem.replay.virtual.gpu import VirtualGpu
 
 SNAPSHOTS = Path(__file__).resolve().parents[1] / "tests" / "data" / "snapshots"
@@ -34,7 +34,7 @@ def measure(
 ) -> dict[str, dict[str, dict[str, int]]]:
     """snapshot -> setting -> release -> reserved peak; `refusals` gets each replay's refused
     allocations."""
-    device = find_preset(DEFAULT)
+    device = find_device(DEFAULT_DEVICE)
     allocators = {r: torch_allocator.locate(r) for r in releases}
     figures: dict[str, dict[str, dict[str, int]]] = {}
     for path in sorted(SNAPSHOTS.glob("*.pickle.gz")):

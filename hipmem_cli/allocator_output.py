@@ -4,10 +4,12 @@ hipmem.replay.settings.recommend and hipmem.replay.settings.check."""
 
 from __future__ import annotations
 
+from hipmem._core.devices import DEVICES
+
 from ..replay.settings.check import AllocatorCheck, SnapshotVerdict
 from ..replay.settings.grid import FRACTION_KEY, cap_bytes
 from ..replay.settings.recommend import AllocatorRecommendation, Candidate
-from ..replay.virtual.devices import PRESETS, DevicePreset
+from ..replay.virtual.devices import DevicePreset
 from . import output
 
 NUMBER_COLUMNS = (
@@ -41,7 +43,7 @@ def settings_text(settings: str) -> str:
 
 def device_text(device: DevicePreset) -> str:
     """`a virtual MI300X (206,158,430,208 bytes)`, or `a virtual GPU of 80.0 GiB (...)`."""
-    if device.name in PRESETS:
+    if device.name in DEVICES:
         return f"a virtual {device.name} ({device.memory_bytes:,} bytes)"
     return f"a virtual GPU of {bytes_text(device.memory_bytes)}"
 

@@ -1,8 +1,10 @@
-"""`hipmem devices`: the devices a size query can be answered for."""
+"""`hipmem devices`: hipmem's one table of devices, and the real AMD GPUs here."""
 
 from __future__ import annotations
 
 import typer
+
+from hipmem._core.devices import AMD, DEVICES
 
 from ..sizing.rocm.fetch import cached_archs
 from ..sizing.rocm.releases import RELEASES
@@ -29,15 +31,25 @@ def _gemm_mark(arch: str, data: dict[str, list[str] | None]) -> str:
 
 
 def devices(json: JsonOption = False) -> None:
-    """List real AMD GPUs here (through hip-python) and the virtual devices hipmem knows."""
+    """List real AMD GPUs here (through hip-python) and the devices a virtual GPU can play."""
     real, reason = real_devices()
     virtual = list(PRODUCTS.values())
+    replay_only = [device for device in DEVICES.values() if device.vendor != AMD]
     if json:
         output.print_json(
             {
                 "real": [device.as_dict() for device in real],
                 "real_unavailable_reason": reason or None,
                 "virtual": [device.as_dict() for device in virtual],
+                "replay_only": [
+                    {
+                        **d.as_dict(),
+                        "vendor": d.vendor,
+                        "arch": d.arch,
+                        "compute_units": d.compute_units,
+                    }
+                    for d in replay_only
+                ],
                 "archs": sorted(ARCHS),
                 "gemm_data": gemm_data(),
             }
@@ -58,12 +70,20 @@ def devices(json: JsonOption = False) -> None:
             "virtual" if device.virtual else "real",
             *(_gemm_mark(device.arch.name, per_release) for per_release in data.values()),
         )
+    for other in replay_only:  # the virtual GPU of a replay plays them; rocBLAS does not
+        table.add_row(other.name, other.arch, str(other.compute_units),
+                      output.human_bytes(other.memory_bytes), "replay",
+                      *("none" for _ in data))  # fmt: skip
     output.print_table(table)
     output.line(
         "gemm data: whether the ROCm release has tuned gemm data for the arch (needed to size "
         "f16/bf16 gemm_ex) and whether `hipmem rocm fetch --rocm R --arch A` fetched it"
     )
     output.line(f"archs: {', '.join(sorted(ARCHS))} (with --cus to set the CU count)")
+    output.line(
+        "kind replay: NVIDIA devices (CUs: their SMs), which a replay's virtual GPU plays; "
+        "sizing answers for AMD devices and archs"
+    )
     if not real:
         output.note(f"no real AMD GPU: {reason}")
 

@@ -23,7 +23,7 @@ from hipmem.replay.errors import ReplayUsageError
 from hipmem.replay.pytorch.allocator import TorchAllocator
 from hipmem.replay.settings import grid as allocator_grid
 from hipmem.replay.settings.recommend import AllocatorRecommendation, load_workloads
-from hipmem.replay.virtual.devices import find_preset
+from hipmem.replay.virtual.devices import find_device
 from hipmem.replay.virtual.gpu import VirtualGpu
 
 import hipmem
@@ -142,7 +142,7 @@ def test_the_recommended_capacity_replays_and_2_mib_less_does_not(
     )
     assert hipmem.replay(log, chosen.spec, at).failure_count == 0
     assert hipmem.replay(log, chosen.spec, below).failure_count > 0
-    headroom = find_preset(DEVICE).memory_bytes - (chosen.peak_reserved_bytes or 0)
+    headroom = find_device(DEVICE).memory_bytes - (chosen.peak_reserved_bytes or 0)
     assert advice[name].headroom_bytes == headroom
 
 
@@ -263,7 +263,7 @@ def test_the_grid_has_every_family_and_valid_strings() -> None:
 
 
 def test_a_fraction_is_rounded_up_so_its_cap_holds_the_peak() -> None:
-    device = find_preset(DEVICE).memory_bytes
+    device = find_device(DEVICE).memory_bytes
     for peak in (943_718_400, 176_160_768, 1_476_395_008, 3 * MiB, device - 2 * MiB):
         text = allocator_grid.fraction_text(peak, device)
         assert "e" not in text and len(text.rstrip("0").replace("0.", "").lstrip("0")) <= 6
@@ -311,7 +311,7 @@ def test_a_fraction_in_the_settings_is_the_per_process_cap_of_a_limit(
     # per_process_memory_fraction:F (PyTorch 2.11) replays as torch.cuda.
     # set_per_process_memory_fraction(F) does: the same figures as `limit=` that many bytes.
     log = hipmem.load_log(SNAPSHOTS / "multistream.pickle.gz")
-    device = find_preset(DEVICE).memory_bytes
+    device = find_device(DEVICE).memory_bytes
     fraction = allocator_grid.fraction_text(150 * MiB, device)
     cap = allocator_grid.cap_bytes(fraction, device)
     in_settings = hipmem.replay(
@@ -424,7 +424,7 @@ def test_the_order_pytorch_reads_its_variables_in(
                 program.slot_count,
                 1,
                 conf,
-                find_preset(DEVICE),
+                find_device(DEVICE),
                 torch_allocators[version],
                 variable=variable,
             ) as gpu:

@@ -65,7 +65,7 @@ def test_a_damaged_hip_stand_in_is_rebuilt_and_a_planted_link_never_loaded(
     assert library.read_bytes() == whole
     said = capsys.readouterr().err.strip().splitlines()
     assert said == [
-        f"Warning: the virtual device (libamdhip64.so.7) in {built} is damaged "
+        f"Warning: the virtual GPU (libamdhip64.so.7) in {built} is damaged "
         "(libamdhip64.so.7 truncated); building it again"
     ]
     # A link planted where the library was, even to the same bytes elsewhere, is rebuilt.

@@ -251,10 +251,15 @@ def test_device_too_small_for_the_first_allocation_is_one_line(rmm_releases):
 
 @pytest.mark.parametrize("spec", ["pool", "arena"])
 def test_fits_are_each_devices_own_replay(logs, spec):
-    from hipmem.replay.virtual.devices import PRESETS, custom_device
+    from hipmem.replay.virtual.devices import custom_device, find_device
 
     log = logs[REAL_LOGS[-1].name]
-    devices = [PRESETS["MI300X"], PRESETS["H100"], custom_device(600 * MiB), custom_device(4 * MiB)]
+    devices = [
+        find_device("MI300X"),
+        find_device("H100"),
+        custom_device(600 * MiB),
+        custom_device(4 * MiB),
+    ]
     fits = hipmem.fits(log, hipmem.parse_spec(spec), ReplayOptions(backend="virtual"),
                        devices=devices)  # fmt: skip
     for fit, device in zip(fits[:3], devices, strict=False):

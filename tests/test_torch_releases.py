@@ -25,6 +25,7 @@ from hipmem.replay.pytorch import release as torch_release
 from hipmem.replay.virtual import build as vcuda_build
 
 import hipmem
+from hipmem._core.native_build import first_error
 from tests.snapshot_reference import COMPLETE, NAMES, SNAPSHOTS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -130,7 +131,7 @@ def test_a_compile_failure_shows_the_first_error_line() -> None:
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert done.returncode != 0
-    assert vcuda_build.first_error(done.stderr) == (
+    assert first_error(done.stderr) == (
         "<stdin>:1:10: fatal error: hipmem_no_such_header.h: No such file or directory"
     )
 

@@ -24,7 +24,7 @@ from hipmem.replay.pytorch import allocator as torch_allocator
 from hipmem.replay.pytorch import fetch as torch_fetch
 from hipmem.replay.settings import grid as allocator_grid
 from hipmem.replay.virtual import build as vcuda_build
-from hipmem.replay.virtual.devices import PRESETS, custom_device, find_preset
+from hipmem.replay.virtual.devices import custom_device, find_device
 from hipmem.replay.virtual.gpu import VirtualGpu
 
 import hipmem
@@ -179,7 +179,7 @@ def test_recorded_settings_give_the_recorded_peaks_byte_for_byte(
     log = hipmem.load_log(SNAPSHOTS / f"{name}.pickle.gz")
     spec = RECORDED
     if "memory_fraction" in stats:  # recorded under a cap: the same cap, on the same H200
-        assert stats["device_total_bytes"] == PRESETS["H200"].memory_bytes
+        assert stats["device_total_bytes"] == find_device("H200").memory_bytes
         cap = int(stats["memory_fraction"] * stats["device_total_bytes"])
         spec = parse_spec(f"torch:settings=recorded,limit={cap}")
     report = hipmem.replay(log, spec, _virtual(device_name="H200"))
@@ -249,7 +249,7 @@ def test_a_replay_does_not_depend_on_the_replays_before_it(
     # the third differently after the second (see replay/virtual/gpu.py).
     sizes = [2 * GiB, requested // 2, requested + 64 * MiB, 8 * GiB, requested + 2 * MiB]
     with VirtualGpu(program_arrays(program), program.slot_count, len(program.streams), conf,
-                    find_preset("H100"), torch211) as gpu:  # fmt: skip
+                    find_device("H100"), torch211) as gpu:  # fmt: skip
         forward = _answers(gpu, sizes)
         backward = _answers(gpu, sizes[::-1])
     assert forward == backward
@@ -305,7 +305,7 @@ def test_a_search_ends_on_a_device_whose_memory_is_no_multiple_of_2_mib() -> Non
     device) once made the bisection round down onto the same failing size forever. In a
     process with a deadline: a loop is a failure, not a hung suite."""
     log = hipmem.load_log(SNAPSHOTS / "oom.pickle.gz")
-    h100 = find_preset("H100").memory_bytes
+    h100 = find_device("H100").memory_bytes
     assert h100 % (2 * MiB)
     peak = hipmem.replay(log, parse_spec("torch"), _virtual(device_name="H100"))
     fraction = allocator_grid.fraction_text(peak.peak_reserved_bytes or 0, h100)
@@ -326,14 +326,14 @@ def test_fits_says_which_presets_hold_the_log_and_the_headroom(
     torch211: torch_allocator.TorchAllocator,
 ) -> None:
     log = hipmem.load_log(SNAPSHOTS / "train-default.pickle.gz")
-    tiny = [find_preset("H100"), custom_device(256 * MiB)]
+    tiny = [find_device("H100"), custom_device(256 * MiB)]
     found = hipmem.fits(log, RECORDED, _virtual(), devices=tiny)
     assert [fit.device.name for fit in found] == ["H100", tiny[1].name]
     roomy, small = found
     assert (
         roomy.fits and roomy.peak_reserved_bytes == _stats("train-default")["reserved_bytes_peak"]
     )
-    assert roomy.headroom_bytes == PRESETS["H100"].memory_bytes - roomy.peak_reserved_bytes
+    assert roomy.headroom_bytes == find_device("H100").memory_bytes - roomy.peak_reserved_bytes
     assert not small.fits and small.refused_count > 0
 
 
@@ -346,7 +346,7 @@ def test_a_288_gib_device_replays_in_a_few_mb_of_resident_memory(
     log = hipmem.load_log(SNAPSHOTS / "train-default.pickle.gz")
     program = build_program(log)
     with VirtualGpu(program_arrays(program), program.slot_count, len(program.streams), "",
-                    find_preset("MI355X"), torch211) as gpu:  # fmt: skip
+                    find_device("MI355X"), torch211) as gpu:  # fmt: skip
         run = gpu.replay()
         rss = gpu.peak_rss
     assert run.peak_reserved_bytes > 800 * MiB  # it held ~1 GB of "device" memory
@@ -358,7 +358,7 @@ def test_a_288_gib_device_replays_in_a_few_mb_of_resident_memory(
 
 def _locate_in_subprocess(tmp_path: Path, torch_version: str, **env: str) -> str:
     code = (  # an installed PyTorch (a GPU machine's) is hidden unless the test brings one
-        "import sys; from hipmem.replay import torch_allocator as t\n"
+        "import sys; from hipmem.replay.pytorch import allocator as t\n"
         "if 'PYTHONPATH' not in __import__('os').environ: t.installed_torch = lambda: None\n"
         f"try: print(t.locate({torch_version!r} or None).describe())\n"
         "except Exception as err: print('error:', err)"

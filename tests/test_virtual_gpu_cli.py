@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hipmem.replay.virtual.devices import PRESETS
+from hipmem.replay.virtual.devices import FITS_DEVICES
 
 from tests.snapshot_reference import SNAPSHOTS
 
@@ -58,7 +58,7 @@ def test_replay_table_says_plainly_which_allocator_on_which_device() -> None:
                    "--torch", "2.11")  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "virtual / torch 2.11.0+cu130" in done.stdout
-    memory = f"{PRESETS['MI300X'].memory_bytes:,}"
+    memory = f"{FITS_DEVICES['MI300X'].memory_bytes:,}"
     assert f"PyTorch 2.11.0+cu130's allocator on a virtual MI300X ({memory} bytes)" in done.stdout
     assert f"{_stats(TRAIN)['reserved_bytes_peak']:,}" in done.stdout
 
@@ -80,7 +80,7 @@ def test_find_capacity_gives_both_caps_and_a_fits_row_per_preset() -> None:
         assert fraction["sized_option"] == "memory fraction of MI300X"
         for found in (device, fraction):
             assert requested <= found["capacity_bytes"] and found["capacity_bytes"] % (2 << 20) == 0
-        assert [fit["device"] for fit in entry["fits"]] == list(PRESETS)
+        assert [fit["device"] for fit in entry["fits"]] == list(FITS_DEVICES)
         assert all(fit["fits"] for fit in entry["fits"])  # a 0.5 GB job fits everywhere
         for fit in entry["fits"]:
             assert fit["headroom_bytes"] == fit["memory_bytes"] - fit["peak_reserved_bytes"]
@@ -105,7 +105,7 @@ def test_find_capacity_table_names_each_cap() -> None:
         (["-r", "host", "--device", "H100"], 2,
          "Error: --device picks the virtual GPU, and no resource here replays on it"),
         (["-r", "torch", "--device", "H100", "--device-memory", "8GiB"], 2,
-         "Error: --device-memory 8589934592: give a device preset or a memory size, not both"),
+         "Error: --device-memory 8589934592: give a device or a memory size, not both"),
         (["-r", "torch:backend=cudaMallocAsync", "--backend", "virtual"], 2,
          "Error: the virtual GPU runs PyTorch's native caching allocator"),
         (["-r", "torch", "--torch", "1.13"], 2,
@@ -134,7 +134,7 @@ def test_torch_where_and_devices(tmp_path: Path) -> None:
     allocator = json.loads(where.stdout)["allocator"]
     assert allocator["version"] == "2.9.1+cu128" and allocator["cuda_runtime"] == "libcudart.so.12"
     devices = json.loads(_hipmem("torch", "devices", "--json").stdout)
-    assert [d["name"] for d in devices["devices"]] == list(PRESETS)
+    assert [d["name"] for d in devices["devices"]] == list(FITS_DEVICES)
     empty = _hipmem("torch", "where", HIPMEM_CACHE_DIR=str(tmp_path))
     assert empty.returncode == 1
     assert empty.stderr.strip().endswith("none was fetched; run `hipmem torch fetch`")

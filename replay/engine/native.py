@@ -19,7 +19,6 @@ import hashlib
 import importlib.util
 import os
 import shutil
-import subprocess
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -28,6 +27,7 @@ import numpy as np
 
 from hipmem._core.build_cache import built_folder
 from hipmem._core.cache_root import cache_dir
+from hipmem._core.native_build import compile_step, find_compiler
 
 from ..errors import ReplayError
 
@@ -226,9 +226,12 @@ def rmm_toolchain() -> Toolchain:
 
 def host_toolchain() -> Toolchain:
     """The plain C++ build (host memory only)."""
-    compiler = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
-    if compiler is None:
-        raise NativeCoreUnavailable("no C++ compiler (c++/g++) to build the replay core")
+    compiler = find_compiler(
+        "CXX",
+        names=("c++", "g++"),
+        needed_by="the replay core is compiled on first use and needs a C++ compiler",
+        error=NativeCoreUnavailable,
+    )
     command = (
         compiler,
         "-std=c++20",
@@ -257,14 +260,8 @@ def _build(toolchain: Toolchain) -> Path:
 
 
 def _compile(toolchain: Toolchain, target: Path) -> None:
-    done = subprocess.run(
-        [*toolchain.command, "-o", str(target)], capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        first = next((ln for ln in done.stderr.splitlines() if "error" in ln), done.stderr[-300:])
-        raise NativeCoreUnavailable(
-            f"building the {toolchain.flavour} replay core failed: {first.strip()}"
-        )
+    what = f"the {toolchain.flavour} replay core"
+    compile_step([*toolchain.command, "-o", str(target)], what=what, error=NativeCoreUnavailable)
 
 
 # replay_core.cu's HM_ABI_VERSION: bump both together whenever a struct or enum changes.

@@ -117,7 +117,7 @@ class ReplayOptions:
             raise ReplayUsageError("must be at least 1", parameter="repeats", value=self.repeats)
         if self.device_name is not None and self.device_memory_bytes is not None:
             raise ReplayUsageError(
-                "give a device preset or a memory size, not both",
+                "give a device or a memory size, not both",
                 parameter="device_memory_bytes",
                 value=self.device_memory_bytes,
             )

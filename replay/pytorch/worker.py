@@ -42,7 +42,7 @@ def load_extension(torch: Any) -> Any:
             verbose=False,
         )
     except RuntimeError as err:  # the compiler's first error, not ninja's last word
-        from ..virtual.build import first_error
+        from hipmem._core.native_build import first_error
 
         raise SystemExit(
             f"building the PyTorch replay extension for PyTorch {torch.__version__} failed: "

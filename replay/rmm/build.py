@@ -5,7 +5,8 @@ Two parts, compiled with the system compilers (cc, g++) against a fetched RMM re
 
 - the stand-in CUDA runtime (replay/virtual/vcuda/virtual_cuda.c, the same one PyTorch's allocator
   runs on), as `libcudart.so.12` with that soname's version script;
-- the replay driver (replay/rmm/csrc/rmm_replay.cpp), every RMM resource it replays instantiated
+- the replay driver (replay/rmm/csrc/rmm_replay.cpp, its loop the virtual GPU's driver's:
+  replay/virtual/vcuda/replay_loop.hpp), every RMM resource it replays instantiated
   from RMM's headers, linked to the stand-in (and to `librapids_logger.so` for 25.x, copied
   beside it) with an RPATH of `$ORIGIN`: the folder is whole in itself.
 
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import subprocess
 import tempfile
 import zipfile
 from pathlib import Path
@@ -31,8 +31,8 @@ from pathlib import Path
 from hipmem._core.build_cache import built_folder
 from hipmem._core.cache_root import cache_dir
 
+from ..virtual.build import LOOP_HEADER, VirtualGpuBuildError, compile_part, tool
 from ..virtual.build import SOURCES as VCUDA_SOURCES
-from ..virtual.build import VirtualGpuBuildError, first_error
 from .fetch import FetchedRmm
 
 # The stand-in runtime is the virtual GPU's (one runtime for PyTorch and RMM); the driver is
@@ -43,30 +43,15 @@ SONAME = "libcudart.so.12"
 LOGGER = "librapids_logger.so"
 RUNTIMES = ("virtual", "cuda")
 _BUILT: dict[tuple[Path, str], Path] = {}
-
-
-def _compiler(variable: str, *names: str) -> str:
-    """$CC/$CXX when set (a name or a path), else the first of `names` on PATH."""
-    import os
-
-    given = os.environ.get(variable)
-    chosen = shutil.which(given) if given else next(filter(None, map(shutil.which, names)), None)
-    if not chosen:
-        what = (
-            f"${variable} ({given}) is not one" if given else f"none of {', '.join(names)} is here"
-        )
-        raise VirtualGpuBuildError(
-            f"RMM's resources are compiled on first use and need a C compiler and a C++ "
-            f"compiler: {what}; apt install g++"
-        )
-    return chosen
+NEEDED_BY = "RMM's resources are compiled on first use and need a C compiler and a C++ compiler"
 
 
 def build_dir_for(rmm: FetchedRmm, runtime: str = "virtual") -> Path:
     """The cache folder of this release's build (it may not exist yet): named by the sources
     and the fetched tree, as the PyTorch virtual GPU's (a build made once needs no compiler)."""
     digest = hashlib.sha256(f"{rmm.version}\0{runtime}\0".encode())
-    sources = (VCUDA_SOURCES / "virtual_cuda.c", DRIVER_SOURCE, VCUDA_SOURCES / f"{SONAME}.map")
+    sources = (VCUDA_SOURCES / "virtual_cuda.c", DRIVER_SOURCE, VCUDA_SOURCES / LOOP_HEADER,
+               VCUDA_SOURCES / f"{SONAME}.map")  # fmt: skip
     for source in sources:
         digest.update(source.name.encode() + source.read_bytes())
     digest.update((rmm.root / "build.json").read_bytes())  # the tree's SHA256, among others
@@ -101,8 +86,8 @@ def _make(rmm: FetchedRmm, tree: Path, work: Path, runtime: str) -> None:
     cuda = [f"-I{tree / 'cuda' / 'include'}"]
     for_release = f"for RMM {rmm.version}"
     if runtime == "virtual":
-        _compile(
-            [_compiler("CC", "cc", "gcc"), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
+        compile_part(
+            [tool("CC", NEEDED_BY), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
              *cuda, f"-Wl,--version-script={VCUDA_SOURCES / f'{SONAME}.map'}",
              f"-Wl,-soname,{SONAME}", "-o", str(work / SONAME),
              str(VCUDA_SOURCES / "virtual_cuda.c"), "-lpthread"],
@@ -112,6 +97,7 @@ def _make(rmm: FetchedRmm, tree: Path, work: Path, runtime: str) -> None:
         shutil.copyfile(tree / "cuda" / "lib" / SONAME, work / SONAME)
     include = tree / "rmm" / "include"
     flags = ["-std=c++17", "-O2", "-DLIBCUDACXX_ENABLE_EXPERIMENTAL_MEMORY_RESOURCE",
+             f"-I{VCUDA_SOURCES}",  # replay_loop.hpp: the replay loop, the virtual GPU's too
              f"-I{include}", f"-I{include / 'rapids' / 'libcudacxx'}", f"-I{include / 'rapids'}",
              *cuda]  # fmt: skip
     libraries = [str(work / SONAME)]
@@ -121,18 +107,9 @@ def _make(rmm: FetchedRmm, tree: Path, work: Path, runtime: str) -> None:
         libraries.append(str(work / LOGGER))
     else:  # 24.12: spdlog and fmt, header-only, inside the wheel
         flags += ["-DSPDLOG_FMT_EXTERNAL", "-DFMT_HEADER_ONLY=1"]
-    _compile(
-        [_compiler("CXX", "g++", "c++"), *flags, "-o", str(work / DRIVER),
+    compile_part(
+        [tool("CXX", NEEDED_BY), *flags, "-o", str(work / DRIVER),
          str(DRIVER_SOURCE), *libraries, "-Wl,--disable-new-dtags",
          "-Wl,-rpath,$ORIGIN"],
         f"the RMM replay driver {for_release}",
     )  # fmt: skip
-
-
-def _compile(command: list[str], what: str) -> None:
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-    except OSError as err:
-        raise VirtualGpuBuildError(f"compiling {what} could not start: {err}") from None
-    if done.returncode != 0:
-        raise VirtualGpuBuildError(f"compiling {what} failed: {first_error(done.stderr)}")

@@ -28,10 +28,12 @@ from typing import Any
 
 import numpy as np
 
+from hipmem._core.devices import Device
+
 from ..engine.report import ReservedSamples
 from ..engine.resources import ResourceSpec
 from ..errors import ReplayError, ReplayUsageError
-from ..virtual.devices import DevicePreset
+from ..virtual.devices import environment
 from ..virtual.gpu import ProgramFiles
 from . import build as rmm_build
 from . import fetch as rmm_fetch
@@ -143,7 +145,7 @@ class VirtualRmm:
 
     def replay(
         self,
-        device: DevicePreset,
+        device: Device,
         *,
         device_bytes: int | None = None,
         stop_on_failure: bool = False,
@@ -184,9 +186,9 @@ class VirtualRmm:
             samples=samples,
         )
 
-    def _ask(self, line: str, device: DevicePreset, size: int) -> dict[str, Any]:
+    def _ask(self, line: str, device: Device, size: int) -> dict[str, Any]:
         command = [str(self._build_dir / rmm_build.DRIVER), str(self._folder), *self._arguments]
-        env = {**os.environ, **device.environment(), "HIPMEM_VCUDA_MEMORY_BYTES": str(size)}
+        env = {**os.environ, **environment(device), "HIPMEM_VCUDA_MEMORY_BYTES": str(size)}
         try:  # in its own folder: RMM 24.12 writes rmm_log.txt into the working directory
             done = subprocess.run(command, input=line, capture_output=True, text=True, env=env,
                                   cwd=self._folder, check=False)  # fmt: skip
@@ -214,7 +216,7 @@ class VirtualRmm:
         self.close()
 
 
-def device_text(rmm: rmm_fetch.FetchedRmm, device: DevicePreset) -> str:
+def device_text(rmm: rmm_fetch.FetchedRmm, device: Device) -> str:
     """What the report says of where it ran, plainly."""
     return (
         f"RMM {rmm.version}'s resources on a virtual {device.name} ({device.memory_bytes:,} bytes)"

@@ -6,8 +6,8 @@ Three parts, compiled with the system compilers (cc, g++) against that PyTorch's
   libc10_cuda.so links (`libcudart.so.13`, or `.so.12`), with that soname's version script;
 - a stand-in NVML (replay/virtual/vcuda/virtual_nvml.c, `libnvidia-ml.so.1`), so that an
   out-of-memory message on a GPU host does not ask the real NVML about the virtual GPU;
-- the replay driver (replay/virtual/vcuda/vcuda_replay.cpp), linked to the stand-ins first and
-then to
+- the replay driver (replay/virtual/vcuda/vcuda_replay.cpp, its loop in replay_loop.hpp beside
+  it, which RMM's driver includes too), linked to the stand-ins first and then to
   libc10.so and libc10_cuda.so, with an RPATH (not a RUNPATH: it also governs the libraries'
   own dependencies) that names the stand-in's folder first. A machine with a CUDA toolkit
   has a real libcudart.so.N on its loader path; the stand-in, loaded first, is the one that
@@ -16,8 +16,8 @@ then to
 The C++ standard is the oldest of C++17 and C++20 under which the allocator's headers compile (a
 syntax-only probe): PyTorch up to 2.13 is written for C++17, 2.14's headers need C++20
 (`std::strong_ordering` in c10/util/intrusive_ptr.h). A failed compile or link names the
-release it was building for and its first real error: the compiler's first `error:` line, or
-the symbols ld reports undefined (not collect2's summary).
+release it was building for and its first real error (`hipmem._core.native_build`, the one
+place that finds compilers and runs them).
 
 The output folder is keyed by a hash of the sources, the allocator's version and its two
 libraries: an edit, or another PyTorch, builds anew. It is built in a temporary folder and
@@ -28,9 +28,6 @@ hashes recorded then, and a damaged build is said and built again (`hipmem._core
 from __future__ import annotations
 
 import hashlib
-import os
-import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -40,18 +37,22 @@ from elftools.elf.sections import SymbolTableSection
 
 from hipmem._core.build_cache import built_folder
 from hipmem._core.cache_root import cache_dir
+from hipmem._core.native_build import compile_step, find_compiler
 
 from ..errors import ReplayError
 from ..pytorch.allocator import TorchAllocator
 
 SOURCES = Path(__file__).parent / "vcuda"
 DRIVER = "vcuda_replay"
+# The replay loop, written once for this driver and RMM's (replay/rmm/csrc/rmm_replay.cpp).
+LOOP_HEADER = "replay_loop.hpp"
 # Loaded by the driver at start, so that PyTorch's dlopen of NVML finds it, not a GPU host's
 # real one, which does not know the virtual GPU (replay/virtual/vcuda/virtual_nvml.c says why).
 NVML = "libnvidia-ml.so.1"
 # Linked by the driver, so that PyTorch up to 2.7, which opens the CUDA driver itself for
 # expandable segments, finds the stand-in (replay/virtual/vcuda/virtual_libcuda.c).
 LIBCUDA = "libcuda.so.1"
+NEEDED_BY = "the virtual GPU is compiled on first use and needs a C compiler and a C++ compiler"
 # Tried in this order; the first under which the headers compile is used.
 CXX_STANDARDS = ("c++17", "c++20")
 _PROBE = "#include <c10/cuda/CUDACachingAllocator.h>\n#include <c10/cuda/CUDAStream.h>\n"
@@ -89,12 +90,12 @@ def build(allocator: TorchAllocator) -> Path:
     def make(work: Path) -> None:
         includes = [f"-I{d}" for d in allocator.include_dirs]
         for_release = f"for PyTorch {allocator.version}"
-        runtime = [_tool("CC", "cc", "gcc"), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
+        runtime = [tool("CC"), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
                    *includes, f"-Wl,--version-script={script}",
                    f"-Wl,-soname,{allocator.soname}", "-o", str(work / allocator.soname),
                    "-lpthread"]  # fmt: skip
         what = f"the stand-in CUDA runtime {for_release}"
-        _compile([*runtime, str(SOURCES / "virtual_cuda.c")], what)
+        compile_part([*runtime, str(SOURCES / "virtual_cuda.c")], what)
         # Runtime calls this release imports that the stand-in lacks (new in a release, and
         # never made by a replay): present and refused, as the stand-in's own stubs are.
         missing = sorted(
@@ -105,21 +106,21 @@ def build(allocator: TorchAllocator) -> Path:
             stubs = work / "virtual_cuda_release.c"
             stubs.write_text(f'#include "{SOURCES / "virtual_cuda.c"}"\n'
                              + "".join(f"NOT_SUPPORTED({name})\n" for name in missing))  # fmt: skip
-            _compile([*runtime, str(stubs)], what)
-        _compile(
-            [_tool("CC", "cc", "gcc"), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
+            compile_part([*runtime, str(stubs)], what)
+        compile_part(
+            [tool("CC"), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
              *includes, f"-Wl,-soname,{LIBCUDA}", "-o", str(work / LIBCUDA),
              str(SOURCES / "virtual_libcuda.c"), str(work / allocator.soname)],
             f"the stand-in CUDA driver {for_release}",
         )  # fmt: skip
-        _compile(
-            [_tool("CC", "cc", "gcc"), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
+        compile_part(
+            [tool("CC"), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",
              f"-Wl,-soname,{NVML}", "-o", str(work / NVML), str(SOURCES / "virtual_nvml.c")],
             "the stand-in NVML",
         )  # fmt: skip
         standard = cxx_standard(includes)
-        _compile(
-            [_tool("CXX", "g++", "c++"), f"-std={standard}", "-O2", *includes,
+        compile_part(
+            [tool("CXX"), f"-std={standard}", "-O2", *includes, f"-I{SOURCES}",
              "-o", str(work / DRIVER), str(SOURCES / "vcuda_replay.cpp"),
              "-Wl,--no-as-needed", str(work / allocator.soname), str(work / LIBCUDA),
              str(work / NVML),
@@ -155,7 +156,7 @@ def cuda_imports(libc10_cuda: Path) -> set[str]:
 def cxx_standard(includes: list[str]) -> str:
     """The oldest of CXX_STANDARDS under which the allocator's headers compile (the last one
     when none does: the driver's compile then reports the headers' first error)."""
-    compiler = _tool("CXX", "g++", "c++")
+    compiler = tool("CXX")
     for standard in CXX_STANDARDS[:-1]:
         try:
             done = subprocess.run(
@@ -169,44 +170,15 @@ def cxx_standard(includes: list[str]) -> str:
     return CXX_STANDARDS[-1]
 
 
-def _compile(command: list[str], what: str) -> None:
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-    except OSError as err:
-        raise VirtualGpuBuildError(f"compiling {what} could not start: {err}") from None
-    if done.returncode != 0:
-        raise VirtualGpuBuildError(f"compiling {what} failed: {first_error(done.stderr)}")
+def compile_part(command: list[str], what: str) -> None:
+    """One compile of a build on the virtual GPU (this one or RMM's): a failure is a
+    VirtualGpuBuildError naming `what` and the compiler's first error."""
+    compile_step(command, what=what, error=VirtualGpuBuildError)
 
 
-_UNDEFINED = re.compile(r"undefined reference to [`'‘](.+?)['’]\s*$")
-_ERROR = re.compile(r":\s*(?:fatal )?error:")
-
-
-def first_error(stderr: str) -> str:
-    """The first real error of a compiler's output: the undefined symbols of a failed link
-    (how many more), else the first `error:` line; never collect2's "ld returned 1"."""
-    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
-    undefined: list[str] = []
-    for line in lines:
-        found = _UNDEFINED.search(line)
-        if found and found.group(1) not in undefined:
-            undefined.append(found.group(1))
-    if undefined:
-        more = f" (and {len(undefined) - 1} more)" if len(undefined) > 1 else ""
-        return f"undefined reference to {undefined[0]}{more}"
-    meaningful = [ln for ln in lines if "collect2" not in ln]
-    first = next((ln for ln in meaningful if _ERROR.search(ln)), None)
-    first = first or next((ln for ln in meaningful if "error" in ln.lower()), None)
-    return (first or (lines[0] if lines else "no output"))[:400]
-
-
-def _tool(variable: str, *names: str) -> str:
-    chosen = os.environ.get(variable) or next(filter(None, map(shutil.which, names)), None)
-    if not chosen:
-        raise VirtualGpuBuildError(
-            f"the virtual GPU is compiled on first use and needs {names[0]} (apt install g++)"
-        )
-    return chosen
+def tool(variable: str, needed_by: str = NEEDED_BY) -> str:
+    """$CC or $CXX (`variable`) for a build on the virtual GPU; none: a VirtualGpuBuildError."""
+    return find_compiler(variable, needed_by=needed_by, error=VirtualGpuBuildError)
 
 
 def _file_digest(path: Path) -> str:

@@ -29,12 +29,14 @@ from typing import IO, Any
 
 import numpy as np
 
+from hipmem._core.devices import Device
+
 from ..engine.report import ReservedSamples
 from ..errors import ReplayError, ReplayUsageError
 from ..pytorch import allocator as torch_allocator
 from ..pytorch.setting_keys import check_setting_keys, refused_key
 from . import build as vcuda_build
-from .devices import DevicePreset
+from .devices import environment
 
 ALLOC_CONF = "PYTORCH_CUDA_ALLOC_CONF"
 _ARRAYS = (("op", np.int8), ("slot", np.int32), ("size", np.int64), ("stream", np.int32))
@@ -119,7 +121,7 @@ class VirtualGpu:
         n_slots: int,
         n_streams: int,
         conf: str,
-        device: DevicePreset,
+        device: Device,
         allocator: torch_allocator.TorchAllocator,
         *,
         plain: bool = False,
@@ -151,13 +153,13 @@ class VirtualGpu:
             self.close()
             raise
 
-    def _start(self, device: DevicePreset, memory_bytes: int) -> subprocess.Popen[str]:
+    def _start(self, device: Device, memory_bytes: int) -> subprocess.Popen[str]:
         self._stop()
         self._stderr = (self._folder / "stderr.txt").open("w+")
         # The device has its probe's size from the start, as a smaller GPU would: PyTorch
         # reads the memory when it starts (a per_process_memory_fraction in the settings is
         # a share of it).
-        sized = {**device.environment(), "HIPMEM_VCUDA_MEMORY_BYTES": str(memory_bytes)}
+        sized = {**environment(device), "HIPMEM_VCUDA_MEMORY_BYTES": str(memory_bytes)}
         env = {**os.environ, **sized, self.variable: self.conf}
         command = [str(self._build_dir / vcuda_build.DRIVER), str(self._folder), *self._arguments]
         self._process = subprocess.Popen(
@@ -174,7 +176,7 @@ class VirtualGpu:
         stop_on_failure: bool = False,
         time_calls: bool = False,
         repeats: int = 1,
-        device: DevicePreset | None = None,
+        device: Device | None = None,
         sample_every: int = 0,
     ) -> ProbeResult:
         """Replay the program once (`repeats` passes on one allocator, its cache warm after

@@ -11,13 +11,11 @@ damage (every use checks the build's recorded sizes and hashes).
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 from hipmem._core.build_cache import built_folder
 from hipmem._core.cache_root import cache_dir
+from hipmem._core.native_build import compile_step, find_compiler
 
 from ..errors import ShimBuildError
 
@@ -40,18 +38,21 @@ def build_shim(hip_include_dir: Path, soname: str = DEFAULT_SONAME) -> Path:
     version_script = SHIM_SOURCES / f"{soname}.map"
     if not version_script.is_file():
         raise ShimBuildError(
-            f"these libraries link {soname}; the virtual device stands in for "
+            f"these libraries link {soname}; the virtual GPU of sizing stands in for "
             f"{', '.join(supported_sonames())} only"
         )
     digest = hashlib.sha256(soname.encode())
     for path in (source, version_script, *_headers(hip_include_dir)):
         digest.update(path.read_bytes())
     out_dir = cache_dir() / "shim" / digest.hexdigest()[:16]
-    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
 
     def make(build_dir: Path) -> None:
-        if not compiler:
-            raise ShimBuildError("building the virtual device needs a C compiler (apt install gcc)")
+        compiler = find_compiler(
+            "CC",
+            needed_by="the virtual GPU of sizing (a stand-in HIP runtime) is compiled on first "
+            "use and needs a C compiler",
+            error=ShimBuildError,
+        )
         command = [
             compiler,
             "-shared",
@@ -67,15 +68,12 @@ def build_shim(hip_include_dir: Path, soname: str = DEFAULT_SONAME) -> Path:
             str(source),
             "-lpthread",
         ]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            first = (done.stderr.strip().splitlines() or ["no output"])[0]
-            raise ShimBuildError(f"compiling the virtual device failed: {first}")
+        compile_step(command, what=f"the stand-in HIP runtime ({soname})", error=ShimBuildError)
         (build_dir / "libamdhip64.so").symlink_to(soname)  # the name hip-python dlopens
 
     # Built in a temporary folder and renamed (concurrent builds never see half a library),
     # checked on every use and rebuilt when damaged: hipmem._core.build_cache.
-    return built_folder(out_dir, make, what=f"the virtual device ({soname})")
+    return built_folder(out_dir, make, what=f"the virtual GPU ({soname})")
 
 
 def _headers(hip_include_dir: Path) -> list[Path]:

@@ -1,4 +1,4 @@
-"""The device a size query is answered for: a known AMD product or arch, virtual or real.
+"""The device a size query is answered for: an AMD device of the table, an arch, or a real GPU.
 
 rocBLAS reads the device's properties at handle creation; of those, only the arch name
 (`gcnArchName`) and the compute-unit count change a workspace answer (they select the tuned
@@ -8,10 +8,10 @@ here, through the `HIPMEM_VDEV_*` variables that `environment()` returns.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 
 from hipmem._core.close_names import closest, suggestion
+from hipmem._core.devices import AMD, DEVICES, find_device, name_key
 
 from ..errors import UnknownDevice
 
@@ -91,33 +91,12 @@ ARCHS: dict[str, Arch] = {
     )
 }
 
-# Products: (name, arch, compute units, memory GiB) as one HIP device sees them. Multi-die
-# boards (MI250/MI250X) appear to HIP as one device per die, so those figures are per die.
-_PRODUCTS = (
-    ("MI50", "gfx906", 60, 32),
-    ("MI60", "gfx906", 64, 32),
-    ("MI100", "gfx908", 120, 32),
-    ("MI210", "gfx90a", 104, 64),
-    ("MI250", "gfx90a", 104, 64),
-    ("MI250X", "gfx90a", 110, 64),
-    ("MI300A", "gfx942", 228, 128),
-    ("MI300X", "gfx942", 304, 192),
-    ("MI325X", "gfx942", 304, 256),
-    ("MI350X", "gfx950", 256, 288),
-    ("MI355X", "gfx950", 256, 288),
-    ("Radeon VII", "gfx906", 60, 16),
-    ("Radeon RX 6800 XT", "gfx1030", 72, 16),
-    ("Radeon RX 6900 XT", "gfx1030", 80, 16),
-    ("Radeon PRO W6800", "gfx1030", 60, 32),
-    ("Radeon RX 7600", "gfx1102", 32, 8),
-    ("Radeon RX 7800 XT", "gfx1101", 60, 16),
-    ("Radeon RX 7900 XT", "gfx1100", 84, 20),
-    ("Radeon RX 7900 XTX", "gfx1100", 96, 24),
-    ("Radeon PRO W7900", "gfx1100", 96, 48),
-    ("Radeon RX 9070 XT", "gfx1201", 64, 16),
-)
+# The products are the AMD devices of hipmem's one table (hipmem/_core/devices.py), as one
+# HIP device sees them; its NVIDIA devices are for replay only (no rocBLAS answers for them).
 PRODUCTS: dict[str, Device] = {
-    name: Device(name, ARCHS[arch], cus, gib * GiB) for name, arch, cus, gib in _PRODUCTS
+    d.name: Device(d.name, ARCHS[d.arch], d.compute_units, d.memory_bytes)
+    for d in DEVICES.values()
+    if d.vendor == AMD
 }
 
 # An arch given alone is sized as its first product above, or with these defaults.
@@ -125,29 +104,22 @@ _ARCH_DEFAULT_CUS = 60
 _ARCH_DEFAULT_MEMORY = 16 * GiB
 
 
-def _key(text: str) -> str:
-    """'Radeon RX 7900 XTX', 'rx7900xtx', 'mi-300x' -> comparable keys."""
-    return re.sub(r"[^a-z0-9]", "", text.lower()).removeprefix("amd").removeprefix("instinct")
-
-
-def _product_keys() -> dict[str, Device]:
-    keys = {}
-    for name, device in PRODUCTS.items():
-        keys[_key(name)] = device
-        keys[_key(name.removeprefix("Radeon "))] = device
-    return keys
-
-
 def resolve(name: str, compute_units: int | None = None) -> Device:
     """A device from an arch (`gfx90a`) or product name (`MI210`); `compute_units` overrides."""
-    key = _key(name)
-    products = _product_keys()
-    if key in products:
-        device = products[key]
+    entry = find_device(name)
+    key = name_key(name)
+    if entry is not None and entry.name in PRODUCTS:
+        device = PRODUCTS[entry.name]
     elif key in ARCHS:
         device = _device_for_arch(ARCHS[key])
+    elif entry is not None:  # a device of the table that is not AMD's
+        raise UnknownDevice(
+            f"{entry.name} is an {entry.vendor} GPU: sizing answers for AMD devices and archs "
+            "only (rocBLAS and rocSOLVER on a virtual HIP GPU); replay runs on any device "
+            "(`hipmem devices` lists them)"
+        )
     else:
-        raise UnknownDevice(_unknown_message(name, products))
+        raise UnknownDevice(_unknown_message(name))
     if compute_units is not None:
         if compute_units <= 0:
             raise UnknownDevice(
@@ -166,9 +138,10 @@ def _device_for_arch(arch: Arch) -> Device:
     return Device(arch.name, arch, _ARCH_DEFAULT_CUS, _ARCH_DEFAULT_MEMORY)
 
 
-def _unknown_message(name: str, products: dict[str, Device]) -> str:
+def _unknown_message(name: str) -> str:
     candidates = [*ARCHS, *PRODUCTS]
     close = closest(name, candidates, n=4, cutoff=0.5)
-    close += [d.name for k, d in products.items() if _key(name) in k and d.name not in close]
+    key = name_key(name)
+    close += [p for p in PRODUCTS if key in name_key(p) and p not in close]
     hint = suggestion(close[:4])
     return f"unknown device '{name}'{hint} (`hipmem devices` lists them)"

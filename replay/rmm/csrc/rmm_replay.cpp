@@ -9,7 +9,8 @@
 //
 // KIND is cuda, pool, arena, binning or fixed; UPSTREAM of binning is pool or cuda; sizes
 // are bytes, -1 for RMM's default. DIR holds the program as vcuda_replay.cpp reads it
-// (replay/engine/program.py), and the lines on stdin are its probe lines, answered the same way:
+// (replay/engine/program.py), the lines on stdin are its probe lines, answered the same way,
+// and the loop is the same one (replay/virtual/vcuda/replay_loop.hpp, with RMM's calls):
 //
 //   DEVICE_BYTES LIMIT_BYTES STOP_ON_FAILURE TIME_CALLS REPEATS [SAMPLE_EVERY]
 //
@@ -36,10 +37,8 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
-#include <chrono>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -47,11 +46,15 @@
 #include <string>
 #include <vector>
 
+#include "replay_loop.hpp"  // replay/virtual/vcuda: the loop, written once
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using hipmem::Pass;
+using hipmem::Sampler;
+using hipmem::write_array;
+using hipmem::write_list;
 using rmm::mr::device_memory_resource;
-constexpr int64_t kFailuresKept = 1000;
 
 // The stand-in's own count of what cudaMalloc was asked for; absent from a real runtime, whose
 // replays count it in `Upstream` below instead.
@@ -75,21 +78,6 @@ std::string json_text(std::string text) {
     out += c >= 0x20 ? c : ' ';
   }
   return out;
-}
-
-int64_t ns_between(Clock::time_point start, Clock::time_point end) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count();
-}
-
-template <typename T>
-std::vector<T> read_array(std::string const& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw std::runtime_error("cannot read " + path);
-  auto const bytes = static_cast<size_t>(in.tellg());
-  std::vector<T> values(bytes / sizeof(T));
-  in.seekg(0);
-  in.read(reinterpret_cast<char*>(values.data()), static_cast<std::streamsize>(bytes));
-  return values;
 }
 
 // RMM's cuda resource (cudaMalloc/cudaFree), counting what it hands out: the bytes and calls
@@ -171,109 +159,33 @@ struct Stack {
   }
 };
 
-struct Program {
-  std::vector<int8_t> op;
-  std::vector<int32_t> slot;
-  std::vector<int64_t> size;
-  std::vector<int32_t> stream;
+struct Program : hipmem::ProgramArrays {
   std::vector<rmm::cuda_stream_view> streams;  // one per logged stream; 0 is the default one
-  int64_t n_slots = 0;
-};
-
-struct Pass {
-  int64_t wall_ns = 0, ops_done = 0, failures = 0, held_at_end_bytes = 0, peak_live_bytes = 0;
-  std::vector<int64_t> failure_op, failure_live_bytes, failure_reserved_bytes;
-};
-
-// Reserved bytes over a pass, for a plot: the highest point of each window of `every` ops.
-struct Sampler {
-  int64_t every = 0;
-  std::vector<int64_t> triples;  // op, live bytes, reserved bytes
-  int64_t best_op = -1, best_live = 0, best_reserved = -1;
-
-  void after(int64_t op, int64_t live_bytes, int64_t reserved) {
-    if (reserved > best_reserved) best_op = op, best_live = live_bytes, best_reserved = reserved;
-    if ((op + 1) % every == 0) flush();
-  }
-  void flush() {
-    if (best_op >= 0) triples.insert(triples.end(), {best_op, best_live, best_reserved});
-    best_op = -1, best_reserved = -1;
-  }
 };
 
 bool is_refusal(std::exception const& err) {
   return dynamic_cast<rmm::bad_alloc const*>(&err) != nullptr;  // out_of_memory is one too
 }
 
+// RMM's resource stack, as replay_loop.hpp calls it.
+struct RmmCalls {
+  Stack& stack;
+  std::vector<rmm::cuda_stream_view> const& streams;
+
+  void* allocate(std::size_t bytes, int32_t stream) {
+    return stack.top->allocate(bytes, streams[static_cast<size_t>(stream)]);
+  }
+  static bool refused(std::exception const& err) { return is_refusal(err); }
+  void deallocate(void* ptr, std::size_t bytes, int32_t stream) {
+    stack.top->deallocate(ptr, bytes, streams[static_cast<size_t>(stream)]);
+  }
+  int64_t reserved_bytes() const { return stack.device.current_bytes; }
+};
+
 Pass run_pass(Program const& p, Stack& stack, bool stop_on_failure, int64_t* latency,
               Sampler* sampler) {
-  std::vector<void*> pointers(static_cast<size_t>(p.n_slots), nullptr);
-  std::vector<int64_t> slot_bytes(static_cast<size_t>(p.n_slots), 0);
-  std::vector<int32_t> slot_stream(static_cast<size_t>(p.n_slots), 0);
-  int64_t live_bytes = 0;
-  Pass pass;
-  auto const n_ops = static_cast<int64_t>(p.op.size());
-  auto const start = Clock::now();
-  int64_t i = 0;
-  for (; i < n_ops; ++i) {
-    auto const s = static_cast<size_t>(p.slot[i]);
-    if (p.op[i] == 0) {
-      auto const t0 = latency ? Clock::now() : Clock::time_point{};
-      try {
-        pointers[s] = stack.top->allocate(static_cast<std::size_t>(p.size[i]),
-                                          p.streams[static_cast<size_t>(p.stream[i])]);
-      } catch (std::exception const& err) {
-        if (!is_refusal(err)) throw;
-        if (pass.failures < kFailuresKept) {
-          pass.failure_op.push_back(i);
-          pass.failure_live_bytes.push_back(live_bytes);
-          pass.failure_reserved_bytes.push_back(stack.device.current_bytes);
-        }
-        ++pass.failures;
-        if (stop_on_failure) break;
-        if (sampler) sampler->after(i, live_bytes, stack.device.current_bytes);
-        continue;
-      }
-      if (latency) latency[i] = ns_between(t0, Clock::now());
-      slot_bytes[s] = p.size[i];
-      slot_stream[s] = p.stream[i];
-      live_bytes += p.size[i];
-      pass.peak_live_bytes = live_bytes > pass.peak_live_bytes ? live_bytes : pass.peak_live_bytes;
-    } else if (pointers[s] != nullptr) {
-      auto const t0 = latency ? Clock::now() : Clock::time_point{};
-      // A free goes to the stream its own log row names, as on a GPU.
-      stack.top->deallocate(pointers[s], static_cast<std::size_t>(slot_bytes[s]),
-                            p.streams[static_cast<size_t>(p.stream[i])]);
-      if (latency) latency[i] = ns_between(t0, Clock::now());
-      pointers[s] = nullptr;
-      live_bytes -= slot_bytes[s];
-    }
-    if (sampler) sampler->after(i, live_bytes, stack.device.current_bytes);
-  }
-  pass.wall_ns = ns_between(start, Clock::now());
-  if (sampler) sampler->flush();
-  pass.ops_done = i;
-  for (size_t s = 0; s < pointers.size(); ++s) {  // what the log never freed goes back
-    if (pointers[s] != nullptr) {
-      stack.top->deallocate(pointers[s], static_cast<std::size_t>(slot_bytes[s]),
-                            p.streams[static_cast<size_t>(slot_stream[s])]);
-      pass.held_at_end_bytes += slot_bytes[s];
-    }
-  }
-  return pass;
-}
-
-void write_list(std::ostringstream& out, char const* name, std::vector<int64_t> const& values) {
-  out << ",\"" << name << "\":[";
-  for (size_t i = 0; i < values.size(); ++i) out << (i ? "," : "") << values[i];
-  out << "]";
-}
-
-template <typename T>
-void write_array(std::string const& path, std::vector<T> const& values) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<char const*>(values.data()),
-            static_cast<std::streamsize>(values.size() * sizeof(T)));
+  RmmCalls calls{stack, p.streams};
+  return hipmem::run_pass(p, calls, stop_on_failure, latency, sampler);
 }
 
 std::string probe(Program const& p, Config const& config, std::string const& dir,
@@ -365,11 +277,7 @@ int main(int argc, char** argv) {
   std::string const dir = argv[1];
   try {
     Program p;
-    p.op = read_array<int8_t>(dir + "/op.bin");
-    p.slot = read_array<int32_t>(dir + "/slot.bin");
-    p.size = read_array<int64_t>(dir + "/size.bin");
-    p.stream = read_array<int32_t>(dir + "/stream.bin");
-    p.n_slots = std::stoll(argv[2]);
+    static_cast<hipmem::ProgramArrays&>(p) = hipmem::read_program(dir, std::stoll(argv[2]));
     auto const n_streams = std::stoll(argv[3]);
     Config config;
     config.kind = argv[4];
@@ -391,25 +299,14 @@ int main(int argc, char** argv) {
     }
     std::string line;
     while (std::getline(std::cin, line)) {
-      std::istringstream fields(line);
-      long long device_bytes = 0, limit_bytes = -1, sample_every = 0;
-      int stop = 0, time_calls = 0, repeats = 1;
-      if (!(fields >> device_bytes >> limit_bytes >> stop >> time_calls >> repeats)) break;
-      if (!(fields >> sample_every) || sample_every < 0) sample_every = 0;
-      std::cout << probe(p, config, dir, device_bytes, limit_bytes, stop != 0, time_calls != 0,
-                         repeats > 0 ? repeats : 1, sample_every)
+      hipmem::ProbeLine asked;
+      if (!hipmem::parse_probe_line(line, asked)) break;
+      std::cout << probe(p, config, dir, asked.device_bytes, asked.limit_bytes, asked.stop != 0,
+                         asked.time_calls != 0, asked.repeats, asked.sample_every)
                 << std::endl;
     }
   } catch (std::exception const& err) {
-    std::string first(err.what());
-    first = first.substr(0, first.find('\n'));
-    std::cout << "{\"error\":\"";
-    for (char c : first) {
-      if (c == '"' || c == '\\') std::cout << '\\';
-      std::cout << (c >= 0x20 ? c : ' ');
-    }
-    std::cout << "\"}" << std::endl;
-    return 3;
+    return hipmem::error_line(err);
   }
   return 0;
 }

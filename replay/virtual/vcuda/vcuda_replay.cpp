@@ -18,9 +18,10 @@
 // first pass, the op where the allocator's reserved bytes were highest, the bytes the replay
 // held then and those reserved bytes (int64 triples). Every op is looked at, so the reserved
 // peak is never missed between samples.
-// The loop is the one of torch_replay.cpp (the GPU path): allocate -> raw_alloc_with_stream,
-// free -> raw_delete, a refusal (c10::OutOfMemoryError, after the allocator freed its cache and
-// retried) is recorded with its op index and the live bytes, and leftovers are returned.
+// The loop is replay_loop.hpp's (rmm_replay.cpp runs the same one), here with PyTorch's calls:
+// allocate -> raw_alloc_with_stream, free -> raw_delete, a refusal (c10::OutOfMemoryError, after
+// the allocator freed its cache and retried) is recorded with its op index and the live bytes,
+// and leftovers are returned.
 //
 // A line `state DEVICE_BYTES LIMIT_BYTES` (replay/explain/state.py) replays the program up to
 // the first allocation the allocator refuses and writes DIR/state.json: the op refused, the
@@ -46,7 +47,6 @@
 
 #include <dlfcn.h>
 
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -55,6 +55,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "replay_loop.hpp"
 
 extern "C" {
 // The stand-in runtime's own entry points (virtual_cuda.c).
@@ -75,107 +77,34 @@ C10_CUDA_API void setHasPrimaryContext(bool (*has_primary_context)(c10::DeviceIn
 namespace {
 
 namespace alloc = c10::cuda::CUDACachingAllocator;
-using Clock = std::chrono::steady_clock;
-constexpr int64_t kFailuresKept = 1000;
+using hipmem::Clock;
+using hipmem::ns_between;
+using hipmem::Pass;
+using hipmem::Sampler;
+using hipmem::write_array;
+using hipmem::write_list;
 
-int64_t ns_between(Clock::time_point start, Clock::time_point end) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count();
-}
-
-template <typename T>
-std::vector<T> read_array(std::string const& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw std::runtime_error("cannot read " + path);
-  auto const bytes = static_cast<size_t>(in.tellg());
-  std::vector<T> values(bytes / sizeof(T));
-  in.seekg(0);
-  in.read(reinterpret_cast<char*>(values.data()), static_cast<std::streamsize>(bytes));
-  return values;
-}
-
-struct Program {
-  std::vector<int8_t> op;
-  std::vector<int32_t> slot;
-  std::vector<int64_t> size;
-  std::vector<int32_t> stream;
+struct Program : hipmem::ProgramArrays {
   std::vector<cudaStream_t> handles;  // one per logged stream; the default stream stays 0
-  int64_t n_slots = 0;
 };
 
-struct Pass {
-  int64_t wall_ns = 0;
-  int64_t ops_done = 0;
-  int64_t failures = 0;
-  int64_t held_at_end_bytes = 0;
-  std::vector<int64_t> failure_op, failure_live_bytes;
-};
+// PyTorch's caching allocator, as replay_loop.hpp calls it.
+struct TorchCalls {
+  std::vector<cudaStream_t> const& handles;
 
-// Reserved bytes over a pass, for a plot: the highest point of each window of `every` ops.
-struct Sampler {
-  int64_t every = 0;
-  std::vector<int64_t> triples;  // op, live bytes, reserved bytes
-  int64_t best_op = -1, best_live = 0, best_reserved = -1;
-
-  void after(int64_t op, int64_t live_bytes) {
-    auto const reserved = alloc::getDeviceStats(0).reserved_bytes[0].current;
-    if (reserved > best_reserved) {
-      best_op = op, best_live = live_bytes, best_reserved = reserved;
-    }
-    if ((op + 1) % every == 0) { flush(); }
+  void* allocate(std::size_t bytes, int32_t stream) {
+    return alloc::raw_alloc_with_stream(bytes, handles[static_cast<size_t>(stream)]);
   }
-  void flush() {
-    if (best_op >= 0) { triples.insert(triples.end(), {best_op, best_live, best_reserved}); }
-    best_op = -1, best_reserved = -1;
+  static bool refused(std::exception const& err) {
+    return dynamic_cast<c10::OutOfMemoryError const*>(&err) != nullptr;
   }
+  static void deallocate(void* ptr, std::size_t, int32_t) { alloc::raw_delete(ptr); }
+  static int64_t reserved_bytes() { return alloc::getDeviceStats(0).reserved_bytes[0].current; }
 };
 
 Pass run_pass(Program const& p, bool stop_on_failure, int64_t* latency, Sampler* sampler) {
-  std::vector<void*> pointers(static_cast<size_t>(p.n_slots), nullptr);
-  std::vector<int64_t> slot_bytes(static_cast<size_t>(p.n_slots), 0);
-  int64_t live_bytes = 0;
-  Pass pass;
-  auto const n_ops = static_cast<int64_t>(p.op.size());
-  auto const start = Clock::now();
-  int64_t i = 0;
-  for (; i < n_ops; ++i) {
-    auto const s = static_cast<size_t>(p.slot[i]);
-    if (p.op[i] == 0) {
-      auto const t0 = latency ? Clock::now() : Clock::time_point{};
-      try {
-        pointers[s] = alloc::raw_alloc_with_stream(static_cast<size_t>(p.size[i]),
-                                                   p.handles[p.stream[i]]);
-      } catch (c10::OutOfMemoryError const&) {
-        if (pass.failures < kFailuresKept) {
-          pass.failure_op.push_back(i);
-          pass.failure_live_bytes.push_back(live_bytes);
-        }
-        ++pass.failures;
-        if (stop_on_failure) { break; }
-        if (sampler) { sampler->after(i, live_bytes); }
-        continue;
-      }
-      if (latency) { latency[i] = ns_between(t0, Clock::now()); }
-      slot_bytes[s] = p.size[i];
-      live_bytes += p.size[i];
-    } else if (pointers[s] != nullptr) {
-      auto const t0 = latency ? Clock::now() : Clock::time_point{};
-      alloc::raw_delete(pointers[s]);
-      if (latency) { latency[i] = ns_between(t0, Clock::now()); }
-      pointers[s] = nullptr;
-      live_bytes -= slot_bytes[s];
-    }
-    if (sampler) { sampler->after(i, live_bytes); }
-  }
-  pass.wall_ns = ns_between(start, Clock::now());
-  if (sampler) { sampler->flush(); }
-  pass.ops_done = i;
-  for (size_t s = 0; s < pointers.size(); ++s) {  // what the log never freed goes back
-    if (pointers[s] != nullptr) {
-      alloc::raw_delete(pointers[s]);
-      pass.held_at_end_bytes += slot_bytes[s];
-    }
-  }
-  return pass;
+  TorchCalls calls{p.handles};
+  return hipmem::run_pass(p, calls, stop_on_failure, latency, sampler);
 }
 
 // The plain loop over the same calls and nothing else: the benchmark's yardstick.
@@ -217,19 +146,6 @@ void reset_allocator() {
   alloc::emptyCache();
   alloc::resetPeakStats(0);
   alloc::resetAccumulatedStats(0);
-}
-
-void write_list(std::ostringstream& out, char const* name, std::vector<int64_t> const& values) {
-  out << ",\"" << name << "\":[";
-  for (size_t i = 0; i < values.size(); ++i) { out << (i ? "," : "") << values[i]; }
-  out << "]";
-}
-
-template <typename T>
-void write_array(std::string const& path, std::vector<T> const& values) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<char const*>(values.data()),
-            static_cast<std::streamsize>(values.size() * sizeof(T)));
 }
 
 std::string probe(Program const& p, std::string const& dir, long long device_bytes,
@@ -352,11 +268,7 @@ int main(int argc, char** argv) {
   bool const plain = argc > 4 && std::strcmp(argv[4], "--plain") == 0;
   try {
     Program p;
-    p.op = read_array<int8_t>(dir + "/op.bin");
-    p.slot = read_array<int32_t>(dir + "/slot.bin");
-    p.size = read_array<int64_t>(dir + "/size.bin");
-    p.stream = read_array<int32_t>(dir + "/stream.bin");
-    p.n_slots = std::stoll(argv[2]);
+    static_cast<hipmem::ProgramArrays&>(p) = hipmem::read_program(dir, std::stoll(argv[2]));
     auto const n_streams = std::stoll(argv[3]);
     check_runtime();
     c10::cuda::_internal::setHasPrimaryContext([](c10::DeviceIndex) { return true; });
@@ -380,31 +292,20 @@ int main(int argc, char** argv) {
         std::cout << state_at_refusal(p, dir, device_bytes, limit_bytes) << std::endl;
         continue;
       }
-      std::istringstream fields(line);
-      long long device_bytes = 0, limit_bytes = -1, sample_every = 0;
-      int stop = 0, time_calls = 0, repeats = 1;
-      if (!(fields >> device_bytes >> limit_bytes >> stop >> time_calls >> repeats)) { break; }
-      if (!(fields >> sample_every) || sample_every < 0) { sample_every = 0; }
+      hipmem::ProbeLine asked;
+      if (!hipmem::parse_probe_line(line, asked)) { break; }
       if (plain) {
-        hipmem_vcuda_configure(static_cast<unsigned long long>(device_bytes), 0);
+        hipmem_vcuda_configure(static_cast<unsigned long long>(asked.device_bytes), 0);
         std::cout << "{\"wall_ns\":" << plain_loop(p) << "}" << std::endl;
         reset_allocator();
         continue;
       }
-      std::cout << probe(p, dir, device_bytes, limit_bytes, stop != 0, time_calls != 0,
-                         repeats > 0 ? repeats : 1, sample_every)
+      std::cout << probe(p, dir, asked.device_bytes, asked.limit_bytes, asked.stop != 0,
+                         asked.time_calls != 0, asked.repeats, asked.sample_every)
                 << std::endl;
     }
   } catch (std::exception const& err) {
-    std::string first(err.what());
-    first = first.substr(0, first.find('\n'));
-    std::cout << "{\"error\":\"";
-    for (char c : first) {
-      if (c == '"' || c == '\\') { std::cout << '\\'; }
-      std::cout << (c >= 0x20 ? c : ' ');
-    }
-    std::cout << "\"}" << std::endl;
-    return 3;
+    return hipmem::error_line(err);
   }
   return 0;
 }
