@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from hipmem._core.byte_sizes import MiB
 from hipmem._core.progress import ProgressCallback
 
-from ..engine.program import OP_ALLOCATE, ReplayProgram, build_program
+from ..engine.program import OP_ALLOCATE, ReplayProgram, build_program, program_arrays
 from ..engine.resources import ResourceSpec
-from ..engine.run import ReplayOptions, program_arrays
+from ..engine.run import ReplayOptions
 from ..errors import ReplayError, ReplayUsageError
 from ..logs.events import AllocationLog
 from ..pytorch import allocator as torch_allocator
@@ -254,7 +254,6 @@ def _rmm_fits(
     one replay on the largest device stands for every device whose memory it never came near
     (its peak, in the device's pages, fits); the others are replayed. A device too small for
     what the resource takes at its making does not fit, every allocation refused."""
-    from ..engine.run import program_arrays
     from ..rmm import fetch as rmm_fetch
     from ..rmm.virtual import RmmProbe, VirtualRmm
     from ..virtual.gpu import ProgramFiles
