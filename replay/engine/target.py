@@ -51,7 +51,11 @@ class ReplayTarget:
 def resolve_target(spec: ResourceSpec, options: ReplayOptions) -> ReplayTarget:
     """The target of `spec` under `options`; a missing GPU, release or compiler is one error
     here, before any work."""
-    backend = resolve_backend(options.backend, spec, options.device)
+    return target_on(resolve_backend(options.backend, spec, options.device), spec, options)
+
+
+def target_on(backend: Backend, spec: ResourceSpec, options: ReplayOptions) -> ReplayTarget:
+    """The target of `spec` on a backend already resolved for it (`resolve_backend`)."""
     if spec.kind == "torch":
         if backend.name != "virtual":
             return ReplayTarget(backend, TORCH_WORKER)
