@@ -308,8 +308,8 @@ def test_capacity_search_goes_on_when_a_size_fails_on_a_later_try(monkeypatch):
     tries: dict[int, int] = {}
     real_replay = replay
 
-    def flaky(log_, spec, options, program=None):
-        report = real_replay(log_, spec, options, program=program)
+    def flaky(log_, spec, options, program=None, target=None):
+        report = real_replay(log_, spec, options, program=program, target=target)
         size = spec.limit_bytes
         tries[size] = tries.get(size, 0) + 1
         fails = size < edge or (size == edge and tries[size] > 1)
