@@ -12,19 +12,18 @@ import numpy as np
 
 from ..errors import ReplayError
 from ..logs.events import AllocationLog
-from .backends import (
-    AllocationRefused,
-    Allocator,
-    Backend,
-    BackendUnavailable,
-    HipAllocator,
-    HostAllocator,
-    RmmPythonAllocator,
-)
+from .backends import Backend, BackendUnavailable
 from .cancellation import wait, wait_through_interrupts
 from .native_replay import sample_every
 from .outcome import COMPLETED, FAILURES_IN_FULL, STOPPED, LoopRun, ReplayCrashed, failure_at
 from .program import OP_ALLOCATE, ReplayProgram
+from .python_allocators import (
+    AllocationRefused,
+    Allocator,
+    HipAllocator,
+    HostAllocator,
+    RmmPythonAllocator,
+)
 from .report import ReservedSamples
 from .resources import RMM_KINDS, ResourceSpec
 
