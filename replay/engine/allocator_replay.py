@@ -42,12 +42,12 @@ def replay_torch_worker(
         repeats=options.repeats,
         device=target.backend.device,
     )
+    # The worker process has ended: the driver took back all it held (unreturned 0).
     return dataclasses.replace(
         _torch_run(log, program, run, options, run.latency_ns),
         backend=f"torch ({run.gpu})",
         engine=f"torch {run.torch_version}",
         passes=Passes(wall_ns=()),  # the worker reports its best pass only
-        unreturned_bytes=0,  # the worker process has ended: the driver took back all it held
     )
 
 
@@ -76,12 +76,12 @@ def replay_virtual_torch(
             repeats=options.repeats,
             sample_every=sample_every(program, options.plot_samples),
         )
+    # The virtual GPU holds no memory (unreturned 0): it is address space in a process.
     return dataclasses.replace(
         _torch_run(log, program, run, options, untimed(program, run.latency_ns)),
         backend="virtual",
         engine=f"torch {allocator.version}",
         samples=run.samples,
-        unreturned_bytes=0,  # the virtual GPU holds no memory: it is address space in a process
         device=virtual_device_text(allocator, device),
         allocator_source=allocator.describe(),
     )
@@ -94,7 +94,9 @@ def _torch_run(
     options: ReplayOptions,
     latency_ns: np.ndarray,
 ) -> LoopRun:
-    """What PyTorch's allocator says of a replay, on a GPU or on the virtual GPU alike."""
+    """What PyTorch's allocator says of a replay, on a GPU or on the virtual GPU alike (the
+    caller names where it ran: `backend`, `engine`); it ran in a process that has ended, so
+    no byte is left unreturned."""
     return LoopRun(
         backend="",
         engine="",

@@ -44,9 +44,9 @@ class Targets:
 
     def torch_allocator(self, options: ReplayOptions) -> TorchAllocator | None:
         """PyTorch's allocator the virtual GPU runs under `options`, when one was located."""
-        for spec in self.virtual_torch:
-            return self.of(spec, options).allocator
-        return None
+        if not self.virtual_torch:
+            return None
+        return self.of(self.virtual_torch[0], options).allocator
 
 
 def preflight(
