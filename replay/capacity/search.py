@@ -67,7 +67,7 @@ def find_capacity(
 
     PyTorch's allocator on the virtual GPU (backend "virtual", or "auto" with no GPU) is sized
     by the device instead: `cap="device"` finds the smallest device memory, `cap="fraction"`
-    the smallest per-process memory cap of the options' device (replay.virtual_capacity),
+    the smallest per-process memory cap of the options' device (replay/capacity/fits.py),
     to 2 MiB unless another `resolution_bytes` is given. `target`: the spec's, resolved
     earlier (replay/engine/target.py); every probe runs there."""
     base = options or ReplayOptions()
