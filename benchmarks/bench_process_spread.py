@@ -262,7 +262,7 @@ def child(
     fresh resource (`later_replays`): a slow process whose later replays are fast was slow in
     its first stack, one whose later replays are slow too is slow as a process."""
     spawned_ns = int(os.environ.get(ENV_SPAWN_NS, "0")) or None
-    from hipmem.replay.engine import native
+    from hipmem.replay.engine import native, native_replay
     from hipmem.replay.engine import run as engine
     from hipmem.replay.engine.program import build_program
     from hipmem.replay.engine.resources import parse_spec
@@ -303,7 +303,7 @@ def child(
 
     native.NativeCall.__call__ = observed_call  # type: ignore[method-assign]
     if condition == "main-thread":
-        engine._run_cancellable = lambda work, cancel: work()
+        native_replay.run_cancellable = lambda work, cancel: work()
     options = engine.ReplayOptions(
         backend=backend, threads="single", streams="default", repeats=repeats
     )

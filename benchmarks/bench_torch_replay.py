@@ -28,9 +28,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hipmem.replay.engine.program import build_program
+from hipmem.replay.engine.program import build_program, program_arrays
 from hipmem.replay.engine.resources import parse_spec
-from hipmem.replay.engine.run import ReplayOptions, program_arrays, replay
+from hipmem.replay.engine.run import ReplayOptions, replay
 from hipmem.replay.logs.events import AllocationLog
 from hipmem.replay.logs.loader import load_log
 

@@ -37,8 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hipmem.replay.engine.program import build_program
-from hipmem.replay.engine.run import program_arrays
+from hipmem.replay.engine.program import build_program, program_arrays
 from hipmem.replay.logs.loader import load_log
 from hipmem.replay.pytorch.allocator import locate
 from hipmem.replay.virtual.devices import find_device

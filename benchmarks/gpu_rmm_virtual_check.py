@@ -180,7 +180,7 @@ def check(logs: list[Path], with_capacity: bool, dry_run: bool) -> list[dict[str
 
 
 def _arrays(program: Any) -> dict[str, Any]:
-    from hipmem.replay.engine.run import program_arrays
+    from hipmem.replay.engine.program import program_arrays
 
     return program_arrays(program)
 

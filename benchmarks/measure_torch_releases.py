@@ -17,8 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from hipmem.replay.engine.program import OP_ALLOCATE, build_program
-from hipmem.replay.engine.run import program_arrays
+from hipmem.replay.engine.program import OP_ALLOCATE, build_program, program_arrays
 from hipmem.replay.logs.loader import load_log
 from hipmem.replay.pytorch import allocator as torch_allocator
 from hipmem.replay.pytorch import fetch as torch_fetch

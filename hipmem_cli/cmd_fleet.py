@@ -9,7 +9,8 @@ import typer
 
 from hipmem._core.byte_sizes import parse_bytes
 
-from ..replay.engine.backends import is_host_spec, resolve_backend
+from ..replay.engine.backends import is_host_spec
+from ..replay.engine.preflight import preflight
 from ..replay.engine.resources import parse_spec
 from ..replay.engine.run import ReplayOptions
 from ..replay.fleet.cluster import fleet_client, plan_local_cluster, require_dask
@@ -18,7 +19,6 @@ from ..replay.fleet.run import DEFAULT_RETRIES, FleetRequest, FleetRun, find_fle
 from ..replay.fleet.summary import ResourceSummary, Spread, summarize
 from ..replay.logs.plot import check_plot_path
 from . import output
-from .backend_check import check_backends
 from .options import (
     DeviceMemoryOption,
     JsonOption,
@@ -143,8 +143,8 @@ def fleet_command(
     if scheduler is None:
         # A missing GPU or library is said before any worker starts; the virtual GPU and
         # host memory need no GPU, so their workers are one per CPU core.
-        check_backends(specs, options, device, device_memory, torch, [rmm])
-        on_virtual = [resolve_backend(backend, s, options.device).name == "virtual" for s in specs]
+        targets = preflight(specs, options, rmm_releases=[rmm])
+        on_virtual = [targets.on_virtual_gpu(s, options) for s in specs]
         gpus = backend != "host" and not all(
             is_host_spec(spec) or virtual for spec, virtual in zip(specs, on_virtual, strict=True)
         )

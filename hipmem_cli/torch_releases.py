@@ -1,17 +1,12 @@
-"""`replay --torch 2.11,2.14`: the same resources replayed with several PyTorch releases' allocators
-on the virtual GPU, a column each; and the line that says a snapshot does not name its release."""
+"""`replay --torch 2.11,2.14`: the releases asked for (each one's column is replayed by
+hipmem.replay.engine.releases), and the line that says a snapshot does not name its release."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 
-from ..replay.engine.program import ReplayProgram
-from ..replay.engine.report import ReplayReport
 from ..replay.engine.resources import ResourceSpec
-from ..replay.engine.run import ReplayOptions, replay
 from ..replay.errors import ReplayUsageError
-from ..replay.logs.events import AllocationLog
 from ..replay.pytorch.allocator import TORCH_ENV
 from ..replay.pytorch.fetch import fetched_versions
 from . import output
@@ -23,26 +18,6 @@ def split_releases(torch: str | None, capacity: bool) -> list[str | None]:
     if len(releases) > 1 and capacity:
         raise ReplayUsageError("--find-capacity searches with one PyTorch: give one --torch")
     return releases or [None]
-
-
-def replay_spec(
-    log: AllocationLog,
-    spec: ResourceSpec,
-    options: ReplayOptions,
-    program: ReplayProgram,
-    releases: list[str | None],
-    virtual: list[ResourceSpec],
-) -> list[ReplayReport]:
-    """One report, or with several releases one per release, named by it."""
-    if len(releases) == 1 or spec not in virtual:
-        return [replay(log, spec, options, program=program)]
-    reports = []
-    for release in releases:
-        report = replay(log, spec, dataclasses.replace(options, torch_version=release),
-                        program=program)  # fmt: skip
-        name = report.engine.replace("torch ", "PyTorch ", 1)
-        reports.append(dataclasses.replace(report, resource=f"{spec.label} ({name})"))
-    return reports
 
 
 def say_recording_release(torch: str | None, virtual: list[ResourceSpec]) -> None:

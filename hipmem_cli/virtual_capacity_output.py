@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 from ..replay.capacity.fits import Fit, find_virtual_capacity, fits
 from ..replay.capacity.result import CapacityResult, NoCapacityFound
+from ..replay.engine.preflight import Targets
 from ..replay.engine.program import ReplayProgram
 from ..replay.engine.resources import ResourceSpec
 from ..replay.engine.run import ReplayOptions
 from ..replay.logs.events import AllocationLog
-from ..replay.pytorch.allocator import locate
 from ..replay.virtual.devices import PRESETS
 from . import output
 
@@ -61,29 +61,36 @@ def search(
     specs: list[ResourceSpec],
     options: ReplayOptions,
     confirm_runs: int,
+    targets: Targets,
 ) -> list[VirtualCapacity]:
-    """Run both searches and the fits for each resource, with a progress bar."""
+    """Run both searches and the fits for each resource, with a progress bar, each where the
+    preflight's `targets` say it replays."""
     found: list[VirtualCapacity] = []
     with output.progress("finding capacity on the virtual GPU") as bar:
         for spec in specs:
+            target = targets.of(spec, options)
             results: list[CapacityResult | NoCapacityFound] = []
             for cap in ("device", "fraction"):
                 try:
                     results.append(
                         find_virtual_capacity(log, spec, options, cap=cap, program=program,
-                                              confirm_runs=confirm_runs, progress=bar)
+                                              confirm_runs=confirm_runs, progress=bar,
+                                              target=target)
                     )  # fmt: skip
                 except NoCapacityFound as err:
                     results.append(err)
             bar(0, None, f"{spec.label}: fits")
-            presets = fits(log, spec, options, program=program)
+            presets = fits(log, spec, options, program=program, target=target)
             found.append(VirtualCapacity(spec, results[0], results[1], presets))
     return found
 
 
-def render(found: list[VirtualCapacity], options: ReplayOptions, program: ReplayProgram) -> None:
+def render(
+    found: list[VirtualCapacity], options: ReplayOptions, program: ReplayProgram, targets: Targets
+) -> None:
     device = options.virtual_device()
-    allocator = locate(options.torch_version)
+    allocator = targets.torch_allocator(options)
+    assert allocator is not None  # the preflight located it for the torch resources here
     output.line(
         f"PyTorch {allocator.version}'s allocator on a virtual GPU ({allocator.origin}: "
         f"{allocator.location})"

@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hipmem.replay.engine.program import build_program, logged_allocation_sizes
+from hipmem.replay.engine.program import build_program, logged_allocation_sizes, program_arrays
 from hipmem.replay.engine.resources import parse_spec
-from hipmem.replay.engine.run import ReplayOptions, program_arrays
+from hipmem.replay.engine.run import ReplayOptions
 from hipmem.replay.errors import ReplayUsageError
 from hipmem.replay.pytorch.allocator import TorchAllocator
 from hipmem.replay.settings import grid as allocator_grid

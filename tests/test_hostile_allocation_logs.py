@@ -10,7 +10,8 @@ import os
 from pathlib import Path
 
 import pytest
-from hipmem.replay.logs.loader import MAX_LINE_BYTES, load_log
+from hipmem.replay.logs.csv_reading import MAX_LINE_BYTES
+from hipmem.replay.logs.loader import load_log
 
 from tests.bounded import hipmem_bounded
 

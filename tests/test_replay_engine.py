@@ -249,8 +249,9 @@ def test_ctrl_c_stops_the_native_replay_quickly():
 @pytest.mark.skipif(not _has_compiler(), reason="no C++ compiler")
 def test_a_cancelled_native_call_returns_every_byte():
     from hipmem.replay.engine.backends import Backend
+    from hipmem.replay.engine.native_replay import native_config
+    from hipmem.replay.engine.program import program_arrays
     from hipmem.replay.engine.run import ReplayOptions as Options
-    from hipmem.replay.engine.run import native_config, program_arrays
 
     log = load_log([LOGS / "gpt.csv.gz"])
     program = build_program(log)
@@ -307,8 +308,8 @@ def test_capacity_search_goes_on_when_a_size_fails_on_a_later_try(monkeypatch):
     tries: dict[int, int] = {}
     real_replay = replay
 
-    def flaky(log_, spec, options, program=None):
-        report = real_replay(log_, spec, options, program=program)
+    def flaky(log_, spec, options, program=None, target=None):
+        report = real_replay(log_, spec, options, program=program, target=target)
         size = spec.limit_bytes
         tries[size] = tries.get(size, 0) + 1
         fails = size < edge or (size == edge and tries[size] > 1)

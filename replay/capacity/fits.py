@@ -28,12 +28,13 @@ from dataclasses import dataclass
 from hipmem._core.byte_sizes import MiB
 from hipmem._core.progress import ProgressCallback
 
-from ..engine.program import OP_ALLOCATE, ReplayProgram, build_program
+from ..engine.backends import Backend
+from ..engine.program import OP_ALLOCATE, ReplayProgram, build_program, program_arrays
 from ..engine.resources import ResourceSpec
-from ..engine.run import ReplayOptions, program_arrays
+from ..engine.run import ReplayOptions
+from ..engine.target import VIRTUAL_TORCH, ReplayTarget, target_on
 from ..errors import ReplayError, ReplayUsageError
 from ..logs.events import AllocationLog
-from ..pytorch import allocator as torch_allocator
 from ..pytorch import resource as torch_resource
 from ..virtual.devices import PRESETS, DevicePreset
 from ..virtual.gpu import ProbeResult, VirtualGpu
@@ -78,20 +79,23 @@ class _Session:
         spec: ResourceSpec,
         options: ReplayOptions,
         program: ReplayProgram,
+        target: ReplayTarget | None,
     ) -> None:
         if spec.kind != "torch":
             raise ReplayUsageError(
                 f"{spec.label!r}: the virtual GPU runs PyTorch's allocator (-r torch[:...])"
             )
         self.spec, self.program = spec, program
-        self.device = options.virtual_device()
-        self.allocator = torch_allocator.locate(options.torch_version)
+        if target is None or target.loop != VIRTUAL_TORCH:
+            target = target_on(Backend("virtual"), spec, options)
+        assert target.device is not None and target.allocator is not None
+        self.device, self.allocator, self.built = target.device, target.allocator, target.built
         self.conf = torch_resource.alloc_conf(spec, log)
         self.arrays = program_arrays(program)
 
     def start(self) -> VirtualGpu:
         return VirtualGpu(self.arrays, self.program.slot_count, len(self.program.streams),
-                          self.conf, self.device, self.allocator)  # fmt: skip
+                          self.conf, self.device, self.allocator, built=self.built)  # fmt: skip
 
 
 def find_virtual_capacity(
@@ -104,9 +108,11 @@ def find_virtual_capacity(
     resolution_bytes: int = 2 * MiB,
     confirm_runs: int = 1,
     progress: ProgressCallback | None = None,
+    target: ReplayTarget | None = None,
 ) -> CapacityResult:
     """The smallest device memory (`cap="device"`) or per-process memory cap on the options'
-    device (`cap="fraction"`), a multiple of `resolution_bytes`, with no refused allocation."""
+    device (`cap="fraction"`), a multiple of `resolution_bytes`, with no refused allocation.
+    `target`: the spec's on the virtual GPU, resolved earlier (replay/engine/target.py)."""
     if cap not in CAPS:
         raise ReplayUsageError(f"not one of {', '.join(CAPS)}", parameter="cap", value=cap)
     if resolution_bytes <= 0 or resolution_bytes % MiB:
@@ -116,7 +122,7 @@ def find_virtual_capacity(
             value=resolution_bytes,
         )
     program = program if program is not None else build_program(log)
-    session = _Session(log, spec, options or ReplayOptions(backend="virtual"), program)
+    session = _Session(log, spec, options or ReplayOptions(backend="virtual"), program, target)
     device = session.device
     sized = SIZED_DEVICE if cap == "device" else f"memory fraction of {device.name}"
     result = CapacityResult(spec.label, sized, 0, program.peak_requested_bytes, resolution_bytes)
@@ -226,14 +232,19 @@ def fits(
     *,
     devices: list[DevicePreset] | None = None,
     program: ReplayProgram | None = None,
+    target: ReplayTarget | None = None,
 ) -> list[Fit]:
     """For each device (every preset by default): does the log replay there, with what room.
-    PyTorch's allocator, or RMM's resource (replay/rmm/virtual.py) on the virtual GPU."""
+    PyTorch's allocator, or RMM's resource (replay/rmm/virtual.py) on the virtual GPU.
+    `target`: the spec's on the virtual GPU, resolved earlier (replay/engine/target.py)."""
     program = program if program is not None else build_program(log)
     chosen = devices if devices is not None else list(PRESETS.values())
+    options = options or ReplayOptions(backend="virtual")
     if spec.kind != "torch":
-        return _rmm_fits(log, spec, options or ReplayOptions(backend="virtual"), chosen, program)
-    session = _Session(log, spec, options or ReplayOptions(backend="virtual"), program)
+        if target is None or target.rmm is None:
+            target = target_on(Backend("virtual"), spec, options)
+        return _rmm_fits(log, spec, target, chosen, program)
+    session = _Session(log, spec, options, program, target)
     found: list[Fit] = []
     with session.start() as gpu:
         for device in chosen:
@@ -245,7 +256,7 @@ def fits(
 def _rmm_fits(
     log: AllocationLog,
     spec: ResourceSpec,
-    options: ReplayOptions,
+    target: ReplayTarget,
     devices: list[DevicePreset],
     program: ReplayProgram,
 ) -> list[Fit]:
@@ -254,12 +265,11 @@ def _rmm_fits(
     one replay on the largest device stands for every device whose memory it never came near
     (its peak, in the device's pages, fits); the others are replayed. A device too small for
     what the resource takes at its making does not fit, every allocation refused."""
-    from ..engine.run import program_arrays
-    from ..rmm import fetch as rmm_fetch
     from ..rmm.virtual import RmmProbe, VirtualRmm
     from ..virtual.gpu import ProgramFiles
 
-    rmm = rmm_fetch.locate(options.rmm_version)
+    rmm = target.rmm
+    assert rmm is not None  # a target of RMM's resource on the virtual GPU
     allocations = int((program.op == OP_ALLOCATE).sum())
     found: list[Fit] = []
     with (

@@ -23,6 +23,7 @@ from hipmem._core.progress import ProgressCallback
 from ..engine.program import ReplayProgram, build_program
 from ..engine.resources import ResourceSpec
 from ..engine.run import ReplayOptions, replay
+from ..engine.target import VIRTUAL_TORCH, ReplayTarget, resolve_target
 from ..errors import ReplayUsageError
 from ..logs.events import AllocationLog
 from .result import CapacityResult, NoCapacityFound, Probe
@@ -60,40 +61,40 @@ def find_capacity(
     confirm_runs: int = 2,
     progress: ProgressCallback | None = None,
     cap: str = "device",
+    target: ReplayTarget | None = None,
 ) -> CapacityResult:
     """Bisect the smallest `maximum`/`limit` (a multiple of `resolution_bytes`) with no failure.
 
     PyTorch's allocator on the virtual GPU (backend "virtual", or "auto" with no GPU) is sized
     by the device instead: `cap="device"` finds the smallest device memory, `cap="fraction"`
-    the smallest per-process memory cap of the options' device (replay.virtual_capacity),
-    to 2 MiB unless another `resolution_bytes` is given."""
-    if spec.kind == "torch":
-        from ..engine.backends import resolve_backend
-
-        base_options = options or ReplayOptions()
-        if resolve_backend(base_options.backend, spec, base_options.device).name == "virtual":
-            from .fits import find_virtual_capacity
-
-            return find_virtual_capacity(
-                log, spec, base_options, cap=cap, program=program,
-                resolution_bytes=2 * MIB if resolution_bytes == MIB else resolution_bytes,
-                confirm_runs=confirm_runs, progress=progress,
-            )  # fmt: skip
+    the smallest per-process memory cap of the options' device (replay/capacity/fits.py),
+    to 2 MiB unless another `resolution_bytes` is given. `target`: the spec's, resolved
+    earlier (replay/engine/target.py); every probe runs there."""
+    base = options or ReplayOptions()
     if spec.kind == "null":
         raise ReplayUsageError(
             "the null resource reserves nothing: it has no capacity",
             parameter="spec",
             value=spec.label,
         )
+    target = target if target is not None else resolve_target(spec, base)
+    if target.loop == VIRTUAL_TORCH:
+        from .fits import find_virtual_capacity
+
+        return find_virtual_capacity(
+            log, spec, base, cap=cap, program=program,
+            resolution_bytes=2 * MIB if resolution_bytes == MIB else resolution_bytes,
+            confirm_runs=confirm_runs, progress=progress, target=target,
+        )  # fmt: skip
     program = program if program is not None else build_program(log)
-    base = options or ReplayOptions()
     # Probes only need to know whether a failure happens: stop at the first, time nothing.
     probe_options = replace(base, on_failure="stop", time_calls=False, repeats=1, plot_samples=0)
     option = sized_option(spec)
     result = CapacityResult(spec.label, option, 0, program.peak_requested_bytes, resolution_bytes)
 
     def replays(size_bytes: int) -> bool:
-        report = replay(log, _sized(spec, option, size_bytes), probe_options, program=program)
+        sized = _sized(spec, option, size_bytes)
+        report = replay(log, sized, probe_options, program=program, target=target)
         ok = report.failure_count == 0 and report.outcome == "completed"
         result.probes.append(Probe(size_bytes, ok))
         if progress:

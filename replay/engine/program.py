@@ -27,6 +27,7 @@ or in the native core. The log's anomalies follow the live-bytes rules of `repla
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -254,3 +255,25 @@ def logged_allocation_sizes(program: ReplayProgram) -> np.ndarray:
     )
     sizes: np.ndarray = program.size_bytes[alloc & ~probe]
     return sizes
+
+
+def program_arrays(program: ReplayProgram) -> dict[str, np.ndarray]:
+    """The program as the C loops read it (the native core, the torch worker, the virtual
+    GPU's drivers): contiguous arrays of the types they declare."""
+    return {
+        "op": np.ascontiguousarray(program.op, dtype=np.int8),
+        "slot": np.ascontiguousarray(program.slot, dtype=np.int32),
+        "size": np.ascontiguousarray(program.size_bytes, dtype=np.int64),
+        "stream": np.ascontiguousarray(program.stream_index, dtype=np.int32),
+        "thread": np.ascontiguousarray(program.thread_index, dtype=np.int32),
+        "stream_ids": np.ascontiguousarray(program.streams, dtype=np.uint64),
+    }
+
+
+def on_default_stream(program: ReplayProgram) -> ReplayProgram:
+    """The same program with every call on the default stream."""
+    return dataclasses.replace(
+        program,
+        stream_index=np.zeros(program.op_count, np.int32),
+        streams=np.zeros(1, np.uint64),
+    )

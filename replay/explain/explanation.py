@@ -30,9 +30,9 @@ from hipmem._core.progress import ProgressCallback, no_progress
 
 from ..capacity.fits import find_virtual_capacity
 from ..capacity.result import NoCapacityFound
-from ..engine.program import logged_allocation_sizes
+from ..engine.program import logged_allocation_sizes, program_arrays
 from ..engine.resources import parse_spec
-from ..engine.run import ReplayOptions, program_arrays
+from ..engine.run import ReplayOptions
 from ..errors import ReplayUsageError
 from ..logs.events import ALLOCATE_FAILURE, LineRef
 from ..pytorch import allocator as torch_allocator

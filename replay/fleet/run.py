@@ -41,7 +41,7 @@ from hipmem._core.progress import ProgressCallback
 from ..engine.resources import ResourceSpec
 from ..engine.run import ReplayOptions
 from ..errors import ReplayError, ReplayUsageError
-from ..logs.loader import LogFileNotFoundError
+from ..logs.log_files import LogFileNotFoundError
 from .pair import LogRef, PairTask, hash_log, run_pair
 from .queue import WorkQueue
 from .results import (

@@ -1,7 +1,7 @@
 """The in-memory form of an allocation log: one typed column per field, one row per event.
 
-This is the contract between the log loader (`replay.log_loader`), the analysis
-(`replay.analysis`) and the replay engine (`replay.engine`). Columns are numpy-backed
+This is the contract between the log loader (`replay.logs.loader`), the analysis
+(`replay.logs.analysis`) and the replay engine (`replay.engine`). Columns are numpy-backed
 (no Python object per row) so that ten million events stay fast and small.
 """
 
@@ -32,6 +32,9 @@ COLUMNS: dict[str, str] = {
     "size_bytes": "int64",
     "stream": "uint64",  # 0 for the default stream (`0` or `0x0`), else the hex id
 }
+
+#: Skipped rows kept in full in `AllocationLog.skipped`; the rest are only counted.
+MAX_KEPT_SKIPS = 100
 
 
 @dataclass(frozen=True)

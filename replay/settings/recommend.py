@@ -39,9 +39,9 @@ from hipmem._core.skipped_input import SkippedInput, refuse_skipped
 
 from ..capacity.fits import find_virtual_capacity
 from ..capacity.result import NoCapacityFound
-from ..engine.program import ReplayProgram, build_program, logged_allocation_sizes
+from ..engine.program import ReplayProgram, build_program, logged_allocation_sizes, program_arrays
 from ..engine.resources import ResourceSpec, parse_spec
-from ..engine.run import ReplayOptions, program_arrays
+from ..engine.run import ReplayOptions
 from ..errors import ReplayUsageError
 from ..explain.variables import expandable_takes_effect, has_expandable
 from ..logs.events import AllocationLog, LineRef

@@ -126,17 +126,19 @@ class VirtualGpu:
         *,
         plain: bool = False,
         variable: str = ALLOC_CONF,
+        built: Path | None = None,
     ) -> None:
         """`arrays`: the program's, or ProgramFiles already written (shared, not copied).
         `plain`: processes that run only the bare loop (`plain_loop_ns`). `variable`: the
         environment variable that carries `conf` (PyTorch reads several, in an order of its
-        own: docs/allocator-settings.md)."""
+        own: docs/allocator-settings.md). `built`: the allocator's build, already made and
+        checked by the caller (replay/engine/target.py), so not hashed again."""
         check_settings(conf)
         check_setting_keys(conf, allocator.version, allocator.include_dirs)
         self.device, self.allocator, self.conf = device, allocator, conf
         self.variable = variable
         self.n_ops = arrays.n_ops if isinstance(arrays, ProgramFiles) else len(arrays["op"])
-        self._build_dir = vcuda_build.build(allocator)
+        self._build_dir = built or vcuda_build.build(allocator)
         self._folder = Path(tempfile.mkdtemp(prefix="hipmem-vgpu-"))
         self._process: subprocess.Popen[str] | None = None
         self._stderr: IO[str] | None = None
