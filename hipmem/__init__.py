@@ -34,9 +34,9 @@ _API = {
     "parse_call": ("hipmem.sizing.calls.spec", "parse_call"),
     "read_workload": ("hipmem.sizing.calls.workload_file", "read_workload"),
     "read_workload_entries": ("hipmem.sizing.calls.workload_file", "read_workload_entries"),
-    "SweepResult": ("hipmem.sizing.sweeps.sweep", "SweepResult"),
-    "SweptCall": ("hipmem.sizing.sweeps.sweep", "SweptCall"),
-    "plan_sweep": ("hipmem.sizing.sweeps.sweep", "plan_sweep"),
+    "SweepResult": ("hipmem.sizing.sweeps.result", "SweepResult"),
+    "SweptCall": ("hipmem.sizing.sweeps.plan", "SweptCall"),
+    "plan_sweep": ("hipmem.sizing.sweeps.plan", "plan_sweep"),
     "parse_sweep": ("hipmem.sizing.sweeps.range", "parse_sweep"),
     "read_call_log": ("hipmem.sizing.calls.logs", "read_call_log"),
     "size_matmuls": ("hipmem.sizing.hipblaslt.matmul", "size_matmul_specs"),
@@ -165,8 +165,9 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time __getattr__ impo
     from hipmem.sizing.minimum import Minimum
     from hipmem.sizing.recommend import Recommendation, recommend
     from hipmem.sizing.session import SessionResult, SizingSession, size_calls
+    from hipmem.sizing.sweeps.plan import SweptCall, plan_sweep
     from hipmem.sizing.sweeps.range import parse_sweep
-    from hipmem.sizing.sweeps.sweep import SweepResult, SweptCall, plan_sweep
+    from hipmem.sizing.sweeps.result import SweepResult
     from hipmem.sizing.workspace_check import check, read_setting
 
 

@@ -18,7 +18,8 @@ from ..sizing.rocm.catalog import load_catalog
 from ..sizing.rocm.locator import Libraries, locate
 from ..sizing.rocm.on_demand import OnDemand, offline_reason
 from ..sizing.rocm.releases import normalise, sort_key
-from ..sizing.sweeps.sweep import SweptCall, plan_sweep
+from ..sizing.sweeps.plan import SweptCall, plan_sweep
+from ..sizing.worker.virtual_device import Device
 from . import output
 
 ROCM_ENV = "HIPMEM_ROCM"
@@ -55,16 +56,13 @@ def _from_environment(asked_as: str) -> Iterator[None]:
         raise UsageError(f"{ROCM_ENV}={err.value!r}: {err.detail}") from None
 
 
-def on_demand(offline: bool, device: str | None, cus: int | None) -> OnDemand:
-    """How this command fetches what the cache lacks: for the device's arch (resolved now,
+def on_demand(offline: bool, device: Device) -> OnDemand:
+    """How this command fetches what the cache lacks: for the device's arch (chosen before,
     so that an unknown device or a missing GPU is said before any download), announced on
     stderr, with a bar on a terminal; or, offline, not at all."""
-    from ..sizing.session import _choose_device
-
     offline_by = offline_reason(offline)
-    arch = _choose_device(device, cus).arch.name
     return OnDemand(
-        arch=arch,
+        arch=device.arch.name,
         offline_by=offline_by,
         announce=output.info,
         progress=lambda title: output.progress(title, transfer=True),

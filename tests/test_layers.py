@@ -137,6 +137,13 @@ def test_no_import_cycle(graphs: dict) -> None:
     assert not cycle, "import cycle: " + " -> ".join(cycle)
 
 
+def test_no_import_cycle_for_type_checkers(graph: grimp.ImportGraph) -> None:
+    # With the imports for type checkers too: a cycle hidden behind TYPE_CHECKING is still two
+    # modules that cannot be read, or split, one without the other.
+    cycle = import_cycle(graph)
+    assert not cycle, "import cycle (type-checking imports included): " + " -> ".join(cycle)
+
+
 def test_the_checks_catch_what_they_look_for() -> None:
     planted = grimp.ImportGraph()
     for name in ("hipmem._core.errors", "hipmem.sizing.a", "hipmem.sizing.b", "hipmem.replay.c"):
