@@ -189,10 +189,14 @@ def test_every_import_is_an_arrow(graph: grimp.ImportGraph) -> None:
             continue
         tree = ast.parse(spec_file.read_text())
         ours = any(
-            isinstance(node, ast.ImportFrom)
-            and (node.level > 0 or (node.module or "").startswith("hipmem"))
-            or isinstance(node, ast.Import)
-            and any(alias.name.startswith("hipmem") for alias in node.names)
+            (
+                isinstance(node, ast.ImportFrom)
+                and (node.level > 0 or (node.module or "").startswith("hipmem"))
+            )
+            or (
+                isinstance(node, ast.Import)
+                and any(alias.name.startswith("hipmem") for alias in node.names)
+            )
             for node in ast.walk(tree)
         )
         if ours and not graph.find_modules_directly_imported_by(module):
