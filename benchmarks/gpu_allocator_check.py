@@ -33,7 +33,8 @@ if importlib.util.find_spec("platformdirs") is None:  # the GPU machine's Python
     os.environ.setdefault("HIPMEM_CACHE_DIR", str(Path.home() / ".cache" / "hipmem"))
 
 from hipmem.replay.engine.run import ReplayOptions, replay
-from hipmem.replay.settings.recommend import Candidate, recommend_allocator_settings
+from hipmem.replay.settings.candidate import Candidate
+from hipmem.replay.settings.recommend import recommend_allocator_settings
 from hipmem.replay.virtual.devices import PRESETS
 
 SNAPSHOTS = Path(__file__).resolve().parents[1] / "tests" / "data" / "snapshots"

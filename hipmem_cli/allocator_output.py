@@ -4,9 +4,10 @@ hipmem.replay.settings.recommend and hipmem.replay.settings.check."""
 
 from __future__ import annotations
 
+from ..replay.settings.candidate import Candidate
 from ..replay.settings.check import AllocatorCheck, SnapshotVerdict
 from ..replay.settings.grid import FRACTION_KEY, cap_bytes
-from ..replay.settings.recommend import AllocatorRecommendation, Candidate
+from ..replay.settings.recommend import AllocatorRecommendation
 from ..replay.virtual.devices import PRESETS, DevicePreset
 from . import output
 

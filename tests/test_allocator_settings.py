@@ -22,7 +22,8 @@ from hipmem.replay.engine.run import ReplayOptions, program_arrays
 from hipmem.replay.errors import ReplayUsageError
 from hipmem.replay.pytorch.allocator import TorchAllocator
 from hipmem.replay.settings import grid as allocator_grid
-from hipmem.replay.settings.recommend import AllocatorRecommendation, load_workloads
+from hipmem.replay.settings.recommend import AllocatorRecommendation
+from hipmem.replay.settings.workloads import load_workloads
 from hipmem.replay.virtual.devices import find_preset
 from hipmem.replay.virtual.gpu import VirtualGpu
 

@@ -37,8 +37,10 @@ from ..errors import ReplayUsageError
 from ..logs.events import ALLOCATE_FAILURE, LineRef
 from ..pytorch import allocator as torch_allocator
 from ..settings import grid as allocator_grid
+from ..settings.candidate import Candidate
 from ..settings.grid import GridEntry
-from ..settings.recommend import Candidate, Workload, load_workloads, replay_entries
+from ..settings.recommend import replay_entries
+from ..settings.workloads import Workload, load_workloads
 from ..virtual import build as vcuda_build
 from ..virtual.devices import DevicePreset
 from ..virtual.gpu import VirtualGpu

@@ -20,7 +20,7 @@ from ..engine.run import ReplayOptions, replay
 from ..pytorch import allocator as torch_allocator
 from ..snapshots.reader import Frame, entry_frames, user_frame
 from ..virtual.devices import DevicePreset
-from .recommend import Snapshots, load_snapshots
+from .workloads import Snapshots, load_snapshots
 
 
 @dataclass(frozen=True)
