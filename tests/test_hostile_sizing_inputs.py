@@ -93,7 +93,7 @@ def test_profile_call_counts_stay_integers(tmp_path: Path) -> None:
     log.write_text(entry.format(30_000_000) + entry.format(2**63 - 1 - 30_000_000))
     log.write_text(log.read_text() + entry.format(2**63))
     done = python_bounded(
-        "from pathlib import Path; from sizing.call_logs import read_call_log\n"
+        "from pathlib import Path; from hipmem.sizing.calls.logs import read_call_log\n"
         f"log = read_call_log(Path({str(log)!r}))\n"
         "print([count for _, count in log.calls], [(p.line_number, p.message) "
         "for p in log.problems])",
@@ -181,7 +181,7 @@ def test_distinct_calls_are_capped(tmp_path: Path) -> None:
     log = tmp_path / "many.log"
     log.write_text("".join(f"{GEMM.replace('-m 64', f'-m {m}')}\n" for m in range(1, 40)))
     done = python_bounded(
-        "from pathlib import Path; import sizing.call_logs as c\n"
+        "from pathlib import Path; import hipmem.sizing.calls.logs as c\n"
         "c.MAX_DISTINCT_CALLS = 25; c._DISTINCT_LINES_HELD = 10\n"
         f"c.read_call_log(Path({str(log)!r}))",
         memory_bytes=1 << 30,
