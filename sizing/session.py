@@ -103,7 +103,7 @@ class SizingSession:
         libraries: Libraries | None = None,
     ) -> None:
         """`rocm="7.2"` asks for that release; without it the local install answers, else
-        the newest release in the cache (see sizing.library_locator). `call_deadline_s`: how
+        the newest release in the cache (see sizing/rocm/locator.py). `call_deadline_s`: how
         long one call may take before the worker is killed and the call reported as timed out
         (default: HIPMEM_CALL_DEADLINE_S, else 60 s)."""
         self.device = choose_device(device, compute_units)
