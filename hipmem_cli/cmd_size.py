@@ -10,6 +10,7 @@ import typer
 
 from hipmem._core.plot_files import check_plot_path
 
+from ..sizing.calls.in_release import in_release
 from ..sizing.calls.result import CallResult
 from ..sizing.calls.spec import Call
 from ..sizing.device_choice import choose_device
@@ -36,7 +37,7 @@ from .options import (
     SweepOption,
     WorkloadOption,
 )
-from .rocm_choice import in_release, on_demand, releases
+from .rocm_choice import on_demand, releases
 from .sweep_output import render_sweeps
 
 
