@@ -40,8 +40,9 @@ REPO = Path(__file__).resolve().parents[1]
 GRID_ONLY = """
 import sys, time
 from hipmem.replay.settings import recommend as allocator_settings
+from hipmem.replay.settings.workloads import load_workloads
 path, jobs, torch = sys.argv[1], sys.argv[2], sys.argv[3] or None
-workloads = allocator_settings.load_workloads([path])  # loaded: the clock times the grid
+workloads = load_workloads([path])  # loaded: the clock times the grid
 started = time.perf_counter()
 advice = allocator_settings.recommend_allocator_settings(
     workloads, torch_version=torch, capacity="recommended", jobs=int(jobs) if jobs else None)

@@ -37,8 +37,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hipmem.replay.engine import native
+from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.resources import parse_spec
-from hipmem.replay.engine.run import ReplayOptions
 from hipmem.replay.fleet.cluster import fleet_client, plan_local_cluster
 from hipmem.replay.fleet.run import FleetRequest, run_fleet
 

@@ -44,7 +44,8 @@ from hipmem.replay.logs.loader import load_log
 log = load_log([Path(sys.argv[1])])
 kind, page = sys.argv[2], Path(sys.argv[3])
 if kind == "replay":
-    from hipmem.replay.engine.run import ReplayOptions, replay
+    from hipmem.replay.engine.run import replay
+    from hipmem.replay.engine.options import ReplayOptions
     from hipmem.replay.pictures.html_timeline import replay_figure
     from hipmem.replay.engine.program import build_program
     from hipmem.replay.engine.resources import parse_spec

@@ -32,8 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 if importlib.util.find_spec("platformdirs") is None:  # the GPU machine's Python lacks it
     os.environ.setdefault("HIPMEM_CACHE_DIR", str(Path.home() / ".cache" / "hipmem"))
 
-from hipmem.replay.engine.run import ReplayOptions, replay
-from hipmem.replay.settings.recommend import Candidate, recommend_allocator_settings
+from hipmem.replay.engine.options import ReplayOptions
+from hipmem.replay.engine.run import replay
+from hipmem.replay.settings.candidate import Candidate
+from hipmem.replay.settings.recommend import recommend_allocator_settings
 from hipmem.replay.virtual.devices import find_device
 
 SNAPSHOTS = Path(__file__).resolve().parents[1] / "tests" / "data" / "snapshots"

@@ -32,9 +32,10 @@ if importlib.util.find_spec("platformdirs") is None:  # the GPU machine's Python
     os.environ.setdefault("HIPMEM_CACHE_DIR", str(Path.home() / ".cache" / "hipmem"))
 
 from hipmem.replay.capacity.search import find_capacity
+from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.program import build_program
 from hipmem.replay.engine.resources import parse_spec
-from hipmem.replay.engine.run import ReplayOptions, replay
+from hipmem.replay.engine.run import replay
 from hipmem.replay.logs.loader import load_log
 from hipmem.replay.pytorch.allocator import locate
 from hipmem.replay.virtual.devices import find_device

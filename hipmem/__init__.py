@@ -34,9 +34,9 @@ _API = {
     "parse_call": ("hipmem.sizing.calls.spec", "parse_call"),
     "read_workload": ("hipmem.sizing.calls.workload_file", "read_workload"),
     "read_workload_entries": ("hipmem.sizing.calls.workload_file", "read_workload_entries"),
-    "SweepResult": ("hipmem.sizing.sweeps.sweep", "SweepResult"),
-    "SweptCall": ("hipmem.sizing.sweeps.sweep", "SweptCall"),
-    "plan_sweep": ("hipmem.sizing.sweeps.sweep", "plan_sweep"),
+    "SweepResult": ("hipmem.sizing.sweeps.result", "SweepResult"),
+    "SweptCall": ("hipmem.sizing.sweeps.plan", "SweptCall"),
+    "plan_sweep": ("hipmem.sizing.sweeps.plan", "plan_sweep"),
     "parse_sweep": ("hipmem.sizing.sweeps.range", "parse_sweep"),
     "read_call_log": ("hipmem.sizing.calls.logs", "read_call_log"),
     "size_matmuls": ("hipmem.sizing.hipblaslt.matmul", "size_matmul_specs"),
@@ -51,7 +51,7 @@ _API = {
     "AllocationLog": ("hipmem.replay.logs.events", "AllocationLog"),
     "analyze": ("hipmem.replay.logs.analysis", "analyze"),
     "replay": ("hipmem.replay.engine.run", "replay"),
-    "ReplayOptions": ("hipmem.replay.engine.run", "ReplayOptions"),
+    "ReplayOptions": ("hipmem.replay.engine.options", "ReplayOptions"),
     "parse_spec": ("hipmem.replay.engine.resources", "parse_spec"),
     "find_capacity": ("hipmem.replay.capacity.search", "find_capacity"),
     "fits": ("hipmem.replay.capacity.fits", "fits"),
@@ -136,8 +136,9 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time __getattr__ impo
     from hipmem._core.errors import HipmemError, UsageError
     from hipmem.replay.capacity.fits import fits
     from hipmem.replay.capacity.search import find_capacity
+    from hipmem.replay.engine.options import ReplayOptions
     from hipmem.replay.engine.resources import parse_spec
-    from hipmem.replay.engine.run import ReplayOptions, replay
+    from hipmem.replay.engine.run import replay
     from hipmem.replay.explain.explanation import Explanation, explain
     from hipmem.replay.explain.plot import write_state_plot
     from hipmem.replay.fleet.cluster import fleet_client
@@ -165,8 +166,9 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time __getattr__ impo
     from hipmem.sizing.minimum import Minimum
     from hipmem.sizing.recommend import Recommendation, recommend
     from hipmem.sizing.session import SessionResult, SizingSession, size_calls
+    from hipmem.sizing.sweeps.plan import SweptCall, plan_sweep
     from hipmem.sizing.sweeps.range import parse_sweep
-    from hipmem.sizing.sweeps.sweep import SweepResult, SweptCall, plan_sweep
+    from hipmem.sizing.sweeps.result import SweepResult
     from hipmem.sizing.workspace_check import check, read_setting
 
 

@@ -79,7 +79,7 @@ def list_cache() -> list[CacheEntry]:
     root = cache_dir()
     entries: list[CacheEntry] = []
     for release in rocm_fetch.cached_releases():
-        found = rocm_fetch._read_manifest(rocm_fetch.offline_dir(release) / "manifest.json")
+        found = rocm_fetch.read_manifest(rocm_fetch.offline_dir(release) / "manifest.json")
         folder = rocm_fetch.offline_dir(release)
         entries.append(CacheEntry(
             "rocm", release, folder, _disk_bytes(folder),
@@ -89,7 +89,7 @@ def list_cache() -> list[CacheEntry]:
         ))  # fmt: skip
     for version in hipblaslt_fetch.cached_hipblaslt():
         folder = hipblaslt_fetch.hipblaslt_dir() / version
-        built = hipblaslt_fetch._read_manifest(folder / "manifest.json")
+        built = hipblaslt_fetch.read_manifest(folder / "manifest.json")
         host = hipblaslt_fetch.find_hipblaslt(version).host_rocm
         entries.append(CacheEntry(
             "hipblaslt", version, folder, _disk_bytes(folder),
@@ -143,14 +143,14 @@ def verify_cache(progress: Callable[[str], None] | None = None) -> list[Damage]:
 
 def _damage_of(entry: CacheEntry) -> list[str]:
     if entry.kind == "rocm":
-        state = rocm_fetch._read_manifest(entry.path / "manifest.json")
+        state = rocm_fetch.read_manifest(entry.path / "manifest.json")
         return (
             ["manifest.json unreadable"]
             if state is None
             else state.damaged_files(hashes=True, rehash=True)
         )
     if entry.kind == "hipblaslt":
-        built = hipblaslt_fetch._read_manifest(entry.path / "manifest.json")
+        built = hipblaslt_fetch.read_manifest(entry.path / "manifest.json")
         return (
             ["manifest.json unreadable"]
             if built is None
@@ -225,7 +225,7 @@ def _drop_archs(entry: CacheEntry, archs: list[str]) -> list[str]:
     """Remove one arch's gemm (or solution) data from a fetched tree, and from its manifest,
     which is replaced in one step; the next query on that arch fetches it again."""
     module = rocm_fetch if entry.kind == "rocm" else hipblaslt_fetch
-    state = module._read_manifest(entry.path / "manifest.json")
+    state = module.read_manifest(entry.path / "manifest.json")
     gone = [a for a in archs if a in state.archs] if state is not None else []
     if state is None or not gone:
         return []
@@ -237,9 +237,9 @@ def _drop_archs(entry: CacheEntry, archs: list[str]) -> list[str]:
     state.archs = [a for a in state.archs if a not in gone]
     # The package stays recorded: a fetch sees the arch's data missing and unpacks it again.
     if entry.kind == "rocm":
-        rocm_fetch._write_manifest(state)
+        rocm_fetch.write_manifest(state)
     else:
-        hipblaslt_fetch._write_manifest(state)
+        hipblaslt_fetch.write_manifest(state)
     return [f"removed {entry.what}'s data for {', '.join(gone)} ({len(drop)} files)"]
 
 

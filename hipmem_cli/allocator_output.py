@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from hipmem._core.devices import DEVICES
 
+from ..replay.settings.candidate import Candidate
 from ..replay.settings.check import AllocatorCheck, SnapshotVerdict
 from ..replay.settings.grid import FRACTION_KEY, cap_bytes
-from ..replay.settings.recommend import AllocatorRecommendation, Candidate
-from ..replay.virtual.devices import DevicePreset
+from ..replay.settings.recommend import AllocatorRecommendation
+from ..replay.virtual.devices import Device
 from . import output
 
 NUMBER_COLUMNS = (
@@ -41,7 +42,7 @@ def settings_text(settings: str) -> str:
     return settings if settings else "(PyTorch's defaults)"
 
 
-def device_text(device: DevicePreset) -> str:
+def device_text(device: Device) -> str:
     """`a virtual MI300X (206,158,430,208 bytes)`, or `a virtual GPU of 80.0 GiB (...)`."""
     if device.name in DEVICES:
         return f"a virtual {device.name} ({device.memory_bytes:,} bytes)"

@@ -115,7 +115,7 @@ class Request:
             strict=strict,
         )
         # An unknown preset is said before any work (sizing included).
-        from ..replay.engine.run import ReplayOptions
+        from ..replay.engine.options import ReplayOptions
 
         ReplayOptions(backend="virtual", device_name=request.device,
                       device_memory_bytes=memory).check()  # fmt: skip

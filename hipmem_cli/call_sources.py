@@ -22,8 +22,8 @@ from ..sizing.calls.spec import Call, parse_call
 from ..sizing.calls.workload_file import read_workload_entries
 from ..sizing.errors import CallLogError, UsageError
 from ..sizing.rocm.catalog import Catalog, load_catalog
+from ..sizing.sweeps.plan import SweptCall, plan_sweep
 from ..sizing.sweeps.range import DEFAULT_MAX_POINTS, BadSweep, parse_sweep
-from ..sizing.sweeps.sweep import SweptCall, plan_sweep
 from . import output
 
 _PROBLEMS_SHOWN = 5  # per log file; the rest are counted
@@ -40,7 +40,7 @@ class CallSources:
     accept_skipped: bool = True
     # Filled by gather_calls: what each call log held (for reports and --json).
     logs: list[CallLog] = field(default_factory=list)
-    # `--sweep ARG=RANGE`: every CALL argument is sized at every point (sizing/sweeps/sweep.py).
+    # `--sweep ARG=RANGE`: every CALL argument is sized at every point (sizing/sweeps/).
     sweeps: list[str] = field(default_factory=list)
     max_points: int = DEFAULT_MAX_POINTS
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from ..replay.capacity.fits import Fit, fits
 from ..replay.capacity.search import CapacityResult, NoCapacityFound, find_capacity
+from ..replay.engine.options import ReplayOptions
 from ..replay.engine.preflight import Targets
 from ..replay.engine.program import ReplayProgram
 from ..replay.engine.resources import STREAM_ORDERED_KINDS, ResourceSpec
-from ..replay.engine.run import ReplayOptions
 from ..replay.logs.events import AllocationLog
 from ..replay.rmm.virtual import device_text
 from . import output, virtual_capacity_output

@@ -10,9 +10,9 @@ import typer
 from hipmem._core.byte_sizes import parse_bytes
 
 from ..replay.engine.backends import is_host_spec
+from ..replay.engine.options import ReplayOptions
 from ..replay.engine.preflight import preflight
 from ..replay.engine.resources import parse_spec
-from ..replay.engine.run import ReplayOptions
 from ..replay.fleet.cluster import fleet_client, plan_local_cluster, require_dask
 from ..replay.fleet.results import STATUS_OK, ResultsFile
 from ..replay.fleet.run import DEFAULT_RETRIES, FleetRequest, FleetRun, find_fleet_logs, run_fleet

@@ -11,12 +11,12 @@ import typer
 
 from hipmem._core.byte_sizes import parse_bytes
 
+from ..replay.engine.options import ReplayOptions
 from ..replay.engine.preflight import preflight
 from ..replay.engine.program import ReplayProgram, build_program
 from ..replay.engine.releases import replay_releases
 from ..replay.engine.report import ReplayReport, recorded_figures
 from ..replay.engine.resources import parse_spec
-from ..replay.engine.run import ReplayOptions
 from ..replay.errors import ReplayUsageError
 from ..replay.logs.events import AllocationLog
 from ..replay.logs.loader import load_log

@@ -11,6 +11,7 @@ from ..sizing.hipblaslt.fetch import fetch_hipblaslt
 from ..sizing.hipblaslt.locator import hipblaslt_beside
 from ..sizing.hipblaslt.releases import for_rocm
 from ..sizing.rocm import fetch as rocm_fetch
+from ..sizing.rocm.apt import DEFAULT_MIRROR
 from ..sizing.rocm.locator import Libraries, available, is_cache_label, locate
 from ..sizing.rocm.on_demand import download_line
 from ..sizing.rocm.releases import NEWEST, RELEASES, find_release
@@ -44,9 +45,7 @@ def fetch(
             metavar="ARCH",
         ),
     ] = None,
-    mirror: Annotated[
-        str, typer.Option(help="Debian mirror URL.", metavar="URL")
-    ] = rocm_fetch.DEFAULT_MIRROR,
+    mirror: Annotated[str, typer.Option(help="Debian mirror URL.", metavar="URL")] = DEFAULT_MIRROR,
     hipblaslt: Annotated[
         bool,
         typer.Option(

@@ -10,16 +10,19 @@ import typer
 
 from hipmem._core.plot_files import check_plot_path
 
+from ..sizing.calls.in_release import in_release
 from ..sizing.calls.result import CallResult
 from ..sizing.calls.spec import Call
+from ..sizing.device_choice import choose_device
 from ..sizing.errors import UsageError
 from ..sizing.rocm.catalog import load_catalog
 from ..sizing.rocm.locator import Libraries
 from ..sizing.rocm.releases import NEWEST
 from ..sizing.session import SessionResult, size_calls
+from ..sizing.sweeps.plan import SweptCall
 from ..sizing.sweeps.range import parse_max_points
-from ..sizing.sweeps.sweep import SweptCall
-from . import hipblaslt_calls, output
+from ..sizing.worker.virtual_device import Device
+from . import hipblaslt_output, output
 from .call_sources import CallSources, gather_calls
 from .options import (
     MAX_POINTS_DEFAULT_TEXT,
@@ -34,7 +37,7 @@ from .options import (
     SweepOption,
     WorkloadOption,
 )
-from .rocm_choice import in_release, on_demand, releases
+from .rocm_choice import on_demand, releases
 from .sweep_output import render_sweeps
 
 
@@ -95,30 +98,30 @@ def size(
     """Size rocBLAS/rocSOLVER calls with the real libraries, on a real or virtual GPU."""
     if plot is not None:
         check_plot_path(plot)  # before any work: a typo should not cost a sweep
-    fetch = on_demand(offline, device, cus)
+    # The device, once: an unknown one or a missing GPU is said before any download.
+    target = choose_device(device, cus)
+    fetch = on_demand(offline, target)
     chosen = releases(rocm, rocm_dir, fetch)
-    found = hipblaslt_calls.gather(calls, from_log, workload, strict)
+    found = hipblaslt_output.gather(calls, from_log, workload, strict)
     calls, from_log, workload = found.calls, found.from_log, found.workload
     matmul_specs = found.specs or (["(from logs and workloads)"] if found.logged else [])
     if found.any:
-        matmuls = hipblaslt_calls.size_specs(
-            found.specs, chosen, device, cus, found.logged, fetch=fetch
-        )
+        matmuls = hipblaslt_output.size_specs(found, chosen, target, fetch=fetch)
         if found.only:
             if json:
-                output.print_json({"hipblaslt": hipblaslt_calls.as_json(matmuls)})
+                output.print_json({"hipblaslt": hipblaslt_output.as_json(matmuls)})
             else:
-                hipblaslt_calls.render(matmuls, top)
-            if hipblaslt_calls.report_failures(matmuls):
+                hipblaslt_output.render(matmuls, top)
+            if hipblaslt_output.report_failures(matmuls):
                 raise typer.Exit(1)
             return
         if not json:
-            hipblaslt_calls.render(matmuls, top)
+            hipblaslt_output.render(matmuls, top)
     sources = CallSources(calls or [], from_log or [], workload or [], strict)
     sources.sweeps, sources.max_points = sweep or [], parse_max_points(max_points)
     parsed = gather_calls(sources, load_catalog(chosen[0].rocm))
     if any(isinstance(item, SweptCall) for item in parsed) or plot is not None:
-        _size_sweeps(parsed, chosen, device, cus, json, top, plot, minimum)
+        _size_sweeps(parsed, chosen, target, json, top, plot, minimum)
         return
     results = []
     for libraries in chosen:
@@ -126,8 +129,7 @@ def size(
             results.append(
                 size_calls(
                     in_release(parsed, libraries),
-                    device,
-                    compute_units=cus,
+                    target,
                     progress=report,
                     libraries=libraries,
                     minimum=minimum,
@@ -143,7 +145,7 @@ def size(
             payload["calls"] = [r.as_dict() for r in _largest_first(result)[:top]]
         payload["distinct_calls"] = len(result.calls)
         if matmul_specs:
-            payload["hipblaslt"] = hipblaslt_calls.as_json(matmuls)
+            payload["hipblaslt"] = hipblaslt_output.as_json(matmuls)
         if sources.logs:
             payload["logs"] = [log.as_dict() for log in sources.logs]
         output.print_json(payload)
@@ -156,7 +158,7 @@ def size(
             f"{result.device.memory_bytes:,}: unsatisfiable on that device"
         )
     output.summarised_errors([str(failed.error) for failed in result.failed])
-    matmuls_failed = bool(matmul_specs) and hipblaslt_calls.report_failures(matmuls)
+    matmuls_failed = bool(matmul_specs) and hipblaslt_output.report_failures(matmuls)
     if result.failed or matmuls_failed:
         raise typer.Exit(1)
 
@@ -164,8 +166,7 @@ def size(
 def _size_sweeps(
     parsed: list[tuple[Call, int] | SweptCall],
     chosen: list[Libraries],
-    device: str | None,
-    cus: int | None,
+    device: Device,
     json: bool,
     top: int | None,
     plot: Path | None,
@@ -184,10 +185,7 @@ def _size_sweeps(
         )
     libraries = chosen[0]
     with output.progress(f"sizing with ROCm {libraries.rocm}") as report:
-        result = size_calls(
-            parsed, device, compute_units=cus, progress=report, libraries=libraries,
-            minimum=minimum,
-        )  # fmt: skip
+        result = size_calls(parsed, device, progress=report, libraries=libraries, minimum=minimum)
     if json:
         payload = result.as_dict()
         payload["distinct_calls"] = len(result.calls)

@@ -143,22 +143,24 @@ def where(
 @torch_app.command("devices", epilog=DEVICES_EPILOG)
 def devices(json: JsonOption = False) -> None:
     """List the GPUs the virtual GPU can stand for (--device), with where each figure is from."""
-    from ..replay.virtual.devices import DEFAULT, PRESETS
+    from ..replay.virtual.devices import DEFAULT_DEVICE, FITS_DEVICES
 
     if json:
-        output.print_json({"default": DEFAULT, "devices": [p.as_dict() for p in PRESETS.values()]})
+        output.print_json(
+            {"default": DEFAULT_DEVICE, "devices": [p.as_dict() for p in FITS_DEVICES.values()]}
+        )
         return
     table = output.Table(
         "Virtual GPUs (replay --backend virtual --device NAME)",
         ["device", "memory", "bytes", "memory from"],
         right=("memory", "bytes"),
     )
-    for preset in PRESETS.values():
-        name = preset.name + (" (default)" if preset.name == DEFAULT else "")
+    for preset in FITS_DEVICES.values():
+        name = preset.name + (" (default)" if preset.name == DEFAULT_DEVICE else "")
         table.add_row(name, output.human_bytes(preset.memory_bytes), f"{preset.memory_bytes:,}",
                       preset.memory_source)  # fmt: skip
     output.print_table(table)
-    granularities = sorted({p.granularity_source for p in PRESETS.values()})
+    granularities = sorted({p.granularity_source for p in FITS_DEVICES.values()})
     output.note("granularity: " + "; ".join(granularities))
 
 

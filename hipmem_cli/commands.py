@@ -15,7 +15,7 @@ COMMAND_MODULES = {
     "size": "cmd_size",
     "routines": "cmd_routines",
     "recommend": "cmd_recommend",
-    "check": "cmd_recommend",
+    "check": "cmd_check",
     "devices": "cmd_devices",
     "rocm": "cmd_rocm",
     "log": "cmd_log",

@@ -4,7 +4,7 @@ hipmem.replay.explain.explanation."""
 from __future__ import annotations
 
 from ..replay.explain.explanation import Explanation
-from ..replay.settings.recommend import Candidate
+from ..replay.settings.candidate import Candidate
 from . import output
 from .allocator_output import bytes_text, device_text, settings_text
 

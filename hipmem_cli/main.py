@@ -143,12 +143,13 @@ def _answer_again(argv: list[str]) -> int | None:
 
         output.replay_answer(kept[0], kept[1])
         return kept[2]
+    streams = sys.stdout, sys.stderr
     out, err = answer_cache.Tee(sys.stdout), answer_cache.Tee(sys.stderr)
     sys.stdout, sys.stderr = out, err
     try:
         code = _answer(argv)
     finally:
-        sys.stdout, sys.stderr = out._stream, err._stream
+        sys.stdout, sys.stderr = streams
     # Kept only when nothing it depends on changed while it ran (a fetch, a build).
     if code in (0, 1) and answer_cache.key_for(argv, root) == key:
         answer_cache.store(root, key, out.text(), err.text(), code)

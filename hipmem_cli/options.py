@@ -120,7 +120,7 @@ AcceptSkippedOption = Annotated[
     ),
 ]
 
-# Sweeps (`size`, `recommend`, `check`; see sizing/sweeps/sweep.py).
+# Sweeps (`size`, `recommend`, `check`; see sizing/sweeps/).
 SweepOption = Annotated[
     Optional[list[str]],  # noqa: UP045
     typer.Option(
@@ -212,5 +212,15 @@ FromSnapshotOption = Annotated[
         metavar="FILE",
         exists=True,
         dir_okay=False,
+    ),
+]
+
+# The calls to size, as `size` takes them (`recommend`, `check`).
+CallsArgument = Annotated[
+    Optional[list[str]],  # noqa: UP045 - typer reads annotations at runtime
+    typer.Argument(
+        help="ROUTINE[:ARG=VALUE,...], e.g. rocsolver_dgetrf:m=1024,n=1024",
+        show_default=False,
+        metavar="CALL",
     ),
 ]

@@ -24,18 +24,25 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import signal
 import sys
-import textwrap
-import unicodedata
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from hipmem._core.byte_sizes import format_bytes
 from hipmem._core.progress import ProgressCallback, no_progress
+
+# The text rules and the table model are pure functions and data beside this module; what
+# commands use of them they reach here, through the one way out.
+from .table import Cell as Cell
+from .table import Styled as Styled
+from .table import Table as Table
+from .table import cell_text
+from .terminal_text import GLUE, glue_units, words_of, wrap
+from .terminal_text import clean as clean
+from .terminal_text import whole as whole
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -50,74 +57,6 @@ class _State:
 
 
 state = _State()
-
-# ---------------------------------------------------------------------------------------------
-# Escaping
-
-
-# Format characters that reorder or hide text on a terminal (bidi overrides and isolates).
-_BIDI = {chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F)}
-
-
-def clean(text: str, *, keep_newlines: bool = False) -> str:
-    """`text` with every non-printable character written as an escape (`\\x1b`, `\\u202e`).
-
-    Tabs become one space. Newlines are kept only where the caller composed several lines.
-    """
-    out = []
-    for ch in text:
-        if ch == "\n" and keep_newlines:
-            out.append(ch)
-        elif ch == "\t":
-            out.append(" ")
-        elif ch == _GLUE:  # set by whole(): shown as a space that does not break
-            out.append(ch)
-        elif ch in _BIDI or unicodedata.category(ch) in ("Cc", "Cs", "Co", "Cn"):
-            code = ord(ch)
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
-# ---------------------------------------------------------------------------------------------
-# Words: where a line may break
-
-# A number and its unit are one word: "8.5 ms", "4.5 MiB", "9,219,648 bytes", "1.00 GiB".
-_UNIT_GAP = re.compile(r"(?<=\d) (?=(?:B|KiB|MiB|GiB|TiB|PiB|EiB|bytes|ns|µs|ms|s|%)(?![\w]))")
-_GLUE = "\ue000"  # a private-use character: joins a number to its unit while wrapping
-
-
-def _glue_units(text: str) -> str:
-    return _UNIT_GAP.sub(_GLUE, text)
-
-
-def whole(text: str) -> str:
-    """`text` kept on one line wherever it is printed (its spaces do not break)."""
-    return text.replace(" ", _GLUE)
-
-
-def words_of(text: str) -> list[str]:
-    """The pieces a line may be broken between (a number and its unit count as one)."""
-    return [word.replace(_GLUE, " ") for word in _glue_units(text).split()]
-
-
-def wrap(text: str, width: int) -> list[str]:
-    """Lines of at most `width` columns, broken only between words; a word longer than the
-    width gets a line of its own, whole."""
-    lines: list[str] = []
-    for paragraph in _glue_units(text).split("\n"):
-        wrapped = textwrap.wrap(
-            paragraph,
-            width=max(width, 1),
-            break_long_words=False,
-            break_on_hyphens=False,
-            replace_whitespace=False,
-            drop_whitespace=True,
-        )
-        lines.extend(wrapped or [""])
-    return [line.replace(_GLUE, " ") for line in lines]
-
 
 # ---------------------------------------------------------------------------------------------
 # Consoles
@@ -303,39 +242,6 @@ def count(n: int) -> str:
 # Tables
 
 
-class Styled(NamedTuple):
-    """A table cell with a style (`red`, `bold`, `dim`, `yellow`)."""
-
-    text: str
-    style: str
-
-
-Cell = str | Styled
-
-
-@dataclass
-class Table:
-    """Rows of cells under a title. Rendered by `print_table` so that no cell is ever split
-    inside a word, folded or cut: columns shrink only down to their longest word, and a table
-    that still does not fit gives its last column a line of its own under each row."""
-
-    title: str | None
-    columns: Sequence[str]
-    right: Sequence[str] = ()  # the columns aligned right (numbers)
-    boxed: bool = True
-    header: bool = True
-    rows: list[list[Cell]] = field(default_factory=list)
-    # A side-by-side table (one column per resource, release...) names how many leading
-    # columns label its rows: too wide, it is printed in blocks of its other columns, each
-    # block under those labels again, instead of giving its last column a line per row.
-    label_columns: int = 0
-
-    def add_row(self, *cells: Cell) -> None:
-        if len(cells) != len(self.columns):
-            raise ValueError(f"{len(cells)} cells for {len(self.columns)} columns")
-        self.rows.append(list(cells))
-
-
 @dataclass
 class Captured:
     """What a command printed on stdout while its page (--html) was made: tables and lines
@@ -345,23 +251,17 @@ class Captured:
     lines: list[str] = field(default_factory=list)
 
 
-def _text(cell: Cell) -> tuple[str, str]:
-    if isinstance(cell, Styled):
-        return clean(cell.text), cell.style
-    return clean(cell), ""
-
-
 def column_widths(table: Table, available: int, overhead: int) -> list[int]:
     """Each column's width: its natural width if the table fits `available` columns, else
     shrunk towards its longest word (never below), widest columns first. A table that cannot
     fit even then keeps its natural widths: it runs past the width, one line per row."""
-    cells = [[_text(c)[0] for c in row] for row in table.rows]
+    cells = [[cell_text(c)[0] for c in row] for row in table.rows]
     headers = [clean(h) for h in table.columns] if table.header else ["" for _ in table.columns]
     natural, least = [], []
     for index, head in enumerate(headers):
         texts = [head] + [row[index] for row in cells]
-        natural.append(max((_cell_len(line) for t in texts for line in t.split("\n")), default=1))
-        least.append(max((_cell_len(w) for t in texts for w in words_of(t)), default=1))
+        natural.append(max((cell_len(line) for t in texts for line in t.split("\n")), default=1))
+        least.append(max((cell_len(w) for t in texts for w in words_of(t)), default=1))
     widths = [max(n, 1) for n in natural]
     if sum(least) + overhead > available:
         return widths  # it runs past the width anyway: one line per row reads best
@@ -376,10 +276,11 @@ def column_widths(table: Table, available: int, overhead: int) -> list[int]:
     return widths
 
 
-def _cell_len(text: str) -> int:
-    from rich.cells import cell_len
+def cell_len(text: str) -> int:
+    """Columns `text` takes on a terminal (wide characters take two)."""
+    from rich.cells import cell_len as columns
 
-    return cell_len(text)
+    return columns(text)
 
 
 def print_table(table: Table, *, err: bool = False) -> None:
@@ -456,7 +357,7 @@ def _print_stacked(console: Console, table: Table, *, err: bool) -> None:
     for full, row in zip(table.rows, shown.rows, strict=True):
         one = Table(None, shown.columns, shown.right, shown.boxed, False, [row])
         _print_lines(console, _rich_table(one, widths, boxed=False), width)
-        text, style = _text(full[-1])
+        text, style = cell_text(full[-1])
         for piece in wrap(text, console.width - len(_STACK_INDENT)):
             # A word wider than the indented line (a long spec) stands alone, unindented.
             indent = _STACK_INDENT if len(_STACK_INDENT + piece) <= console.width else ""
@@ -479,13 +380,13 @@ def _rich_table(table: Table, widths: list[int], *, boxed: bool, rows: bool = Tr
         rich_table.box = None
     for index, head in enumerate(table.columns):
         rich_table.add_column(
-            Text(_glue_units(clean(head)), style="bold"),
+            Text(glue_units(clean(head)), style="bold"),
             justify="right" if head in table.right else "left",
             width=widths[index],
             overflow="fold",  # never reached: each column is at least its longest word wide
         )
     for row in table.rows if rows else []:
-        cells = [Text(_glue_units(text), style=style) for text, style in map(_text, row)]
+        cells = [Text(glue_units(text), style=style) for text, style in map(cell_text, row)]
         rich_table.add_row(*cells)
     return rich_table
 
@@ -512,7 +413,7 @@ def _print_lines(console: Console, renderable: Any, width: int) -> None:
         if segments:
             last = segments[-1]
             segments[-1] = Segment(last.text.rstrip(), last.style, last.control)
-        out += [Segment(s.text.replace(_GLUE, " "), s.style, s.control) for s in segments]
+        out += [Segment(s.text.replace(GLUE, " "), s.style, s.control) for s in segments]
         out.append(Segment.line())
     console.print(Segments(out), crop=False, soft_wrap=True, end="")
 

@@ -1,5 +1,5 @@
 """`--rocm VERSION` (or `HIPMEM_ROCM`): which ROCm release answers, for size, recommend,
-check and routines. The rules themselves live in sizing.library_locator.
+check and routines. The rules themselves live in sizing/rocm/locator.py.
 
 size, recommend and check fetch what the cache lacks on first use (`on_demand`), unless
 `--offline` or `HIPMEM_OFFLINE=1`: one line on stderr before each download, a progress bar on
@@ -12,13 +12,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..sizing.calls.spec import Call, make_call
 from ..sizing.errors import UsageError
-from ..sizing.rocm.catalog import load_catalog
 from ..sizing.rocm.locator import Libraries, locate
 from ..sizing.rocm.on_demand import OnDemand, offline_reason
 from ..sizing.rocm.releases import normalise, sort_key
-from ..sizing.sweeps.sweep import SweptCall, plan_sweep
+from ..sizing.worker.virtual_device import Device
 from . import output
 
 ROCM_ENV = "HIPMEM_ROCM"
@@ -55,16 +53,13 @@ def _from_environment(asked_as: str) -> Iterator[None]:
         raise UsageError(f"{ROCM_ENV}={err.value!r}: {err.detail}") from None
 
 
-def on_demand(offline: bool, device: str | None, cus: int | None) -> OnDemand:
-    """How this command fetches what the cache lacks: for the device's arch (resolved now,
+def on_demand(offline: bool, device: Device) -> OnDemand:
+    """How this command fetches what the cache lacks: for the device's arch (chosen before,
     so that an unknown device or a missing GPU is said before any download), announced on
     stderr, with a bar on a terminal; or, offline, not at all."""
-    from ..sizing.session import _choose_device
-
     offline_by = offline_reason(offline)
-    arch = _choose_device(device, cus).arch.name
     return OnDemand(
-        arch=arch,
+        arch=device.arch.name,
         offline_by=offline_by,
         announce=output.info,
         progress=lambda title: output.progress(title, transfer=True),
@@ -94,26 +89,6 @@ def releases(
     with _from_environment(asked_as):
         wanted: list[str | None] = [*names] if names else [None]
         return [locate(rocm_dir, name, fetch) for name in wanted]
-
-
-def in_release(
-    calls: list[tuple[Call, int] | SweptCall], libraries: Libraries
-) -> list[tuple[Call, int] | SweptCall]:
-    """The same calls checked against another release's catalog (its routines and enums);
-    a routine that release lacks is a usage error naming the releases that have it."""
-    catalog = load_catalog(libraries.rocm)
-    remade: list[tuple[Call, int] | SweptCall] = []
-    for item in calls:
-        if isinstance(item, SweptCall):
-            limit = item.point_count  # already checked against the user's limit
-            name, sweeps, given, count = item.routine.name, item.sweeps, item.given, item.count
-            remade.append(plan_sweep(name, sweeps, catalog, given=given, count=count,
-                                     max_points=limit))  # fmt: skip
-            continue
-        call, count = item
-        given = {name: call.args[name] for name in call.args if name in call.given}
-        remade.append((make_call(call.routine.name, given, catalog), count))
-    return remade
 
 
 def several_cached_warning(libraries: Libraries) -> str | None:

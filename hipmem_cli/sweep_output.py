@@ -3,7 +3,7 @@ where it occurs, and a compact table of where the need changes."""
 
 from __future__ import annotations
 
-from ..sizing.sweeps.sweep import Step, SweepResult
+from ..sizing.sweeps.result import Step, SweepResult
 from . import output
 
 STEP_ROWS = 30  # more steps than this: the first and last ones, and those around the maximum

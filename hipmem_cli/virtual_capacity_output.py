@@ -11,12 +11,12 @@ from dataclasses import dataclass
 
 from ..replay.capacity.fits import Fit, find_virtual_capacity, fits
 from ..replay.capacity.result import CapacityResult, NoCapacityFound
+from ..replay.engine.options import ReplayOptions
 from ..replay.engine.preflight import Targets
 from ..replay.engine.program import ReplayProgram
 from ..replay.engine.resources import ResourceSpec
-from ..replay.engine.run import ReplayOptions
 from ..replay.logs.events import AllocationLog
-from ..replay.virtual.devices import PRESETS
+from ..replay.virtual.devices import FITS_DEVICES
 from . import output
 
 CAPS_NOTE = (
@@ -156,7 +156,7 @@ def render_fits(found: list[tuple[str, list[Fit]]]) -> None:
         right=columns[1:],
         label_columns=2,
     )
-    for name, preset in PRESETS.items():
+    for name, preset in FITS_DEVICES.items():
         cells: list[output.Cell] = []
         for _, fits_of in found:
             fit = next(f for f in fits_of if f.device.name == name)

@@ -17,32 +17,25 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hipmem._core.progress import ProgressCallback
 
-from .calls.result import SIZE_STATUSES, WRAPPED_BYTES, CallResult
+from .call_answers import CallAnswers
+from .calls.result import CallResult
 from .calls.spec import Call, Value, make_call, parse_call
-from .errors import (
-    ImplausibleSize,
-    MissingSymbol,
-    NoGpu,
-    SizingError,
-    UsageError,
-    VendorStatus,
-    WorkerCrashed,
-    WorkerTimedOut,
-)
+from .device_choice import choose_device
+from .errors import SizingError, UsageError, WorkerCrashed
 from .minimum import MinimumFinder
 from .rocm.catalog import Catalog, load_catalog
 from .rocm.locator import Libraries, MixedReleases, locate
-from .rocm.releases import RELEASES, rocm_of_rocblas, rocm_of_rocsolver
+from .rocm.releases import rocm_of_rocblas, rocm_of_rocsolver
+from .sweeps.plan import SweptCall, plan_sweep
 from .sweeps.range import DEFAULT_MAX_POINTS, Sweep
+from .sweeps.result import SweepResult
+from .sweeps.sweep import run_sweep
 from .worker.process import Crash, WorkerInfo, WorkerProcess
-from .worker.virtual_device import Device, resolve
-
-if TYPE_CHECKING:
-    from .sweeps.sweep import SweepResult, SweptCall
+from .worker.virtual_device import Device
 
 MAX_COUNT = 2**63 - 1  # how often one call may be counted (an int64, as JSON readers hold it)
 Counted = tuple[Call | str, int]
@@ -110,16 +103,19 @@ class SizingSession:
         libraries: Libraries | None = None,
     ) -> None:
         """`rocm="7.2"` asks for that release; without it the local install answers, else
-        the newest release in the cache (see sizing.library_locator). `call_deadline_s`: how
+        the newest release in the cache (see sizing/rocm/locator.py). `call_deadline_s`: how
         long one call may take before the worker is killed and the call reported as timed out
         (default: HIPMEM_CALL_DEADLINE_S, else 60 s)."""
-        self.device = _choose_device(device, compute_units)
+        self.device = choose_device(device, compute_units)
         self.libraries: Libraries = libraries or locate(rocm_dir, rocm)
         self.catalog = catalog or load_catalog(self.libraries.rocm)
         self._worker = WorkerProcess(self.libraries, self.device, call_deadline_s=call_deadline_s)
+        self._answers = CallAnswers(
+            self.catalog, self.libraries, self.device, self._worker.info.versions
+        )
         self._results: dict[tuple[Any, ...], CallResult] = {}
-        # Sweeps (sizing.sweep): every point's answer by its full argument values (bytes, or
-        # the failed CallResult), and each sweep's result in the order sized.
+        # Sweeps (sizing/sweeps/): every point's answer by its full argument values (bytes,
+        # or the failed CallResult), and each sweep's result in the order sized.
         self._point_answers: dict[tuple[Any, ...], int | CallResult] = {}
         self._sweeps: list[SweepResult] = []
         self._minimum_finder: MinimumFinder | None = None
@@ -193,65 +189,15 @@ class SizingSession:
                 progress(done, len(todo), "minimums measured")
 
     def _size_fresh(self, calls: list[Call], progress: ProgressCallback | None) -> None:
-        encoded = [self._encode(call) for call in calls]
+        encoded = [self._answers.request(call) for call in calls]
         answers = self._worker.size(encoded)
         for done, (call, answer) in enumerate(zip(calls, answers, strict=True), start=1):
-            self._results[call.key()] = self._result(call, answer)
+            self._results[call.key()] = self._answers.result(call, answer)
             if progress is not None and (done % 256 == 0 or done == len(calls)):
                 progress(done, len(calls), "")
 
-    def _encode(self, call: Call) -> dict[str, Any]:
-        return {
-            "function": call.routine.name,
-            "library": call.routine.library,
-            "args": call.worker_args(self.catalog),
-        }
-
-    def _result(self, call: Call, answer: dict[str, Any] | Crash) -> CallResult:
-        if isinstance(answer, Crash):
-            message = f"{call.label}: the vendor library {answer.how}"
-            message += f": {answer.last_words}" if answer.last_words else ""
-            if answer.timed_out:
-                return CallResult(call, None, "timed_out", WorkerTimedOut(message))
-            return CallResult(call, None, "crashed", WorkerCrashed(message + self._hint(call)))
-        if "missing_symbol" in answer:
-            missing = MissingSymbol(
-                f"{call.label}: the installed {call.routine.library} "
-                f"({self.versions.get(call.routine.library, '?')}) has no {call.routine.name}"
-            )
-            return CallResult(call, None, "missing_symbol", missing)
-        status = self.status_name(answer["status"])
-        if status not in SIZE_STATUSES:
-            error = VendorStatus(
-                f"{call.label}: {call.routine.library} rejected the call: "
-                f"rocblas_status_{status} ({answer['status']})"
-            )
-            return CallResult(call, None, status, error)
-        size_bytes = int(answer["bytes"])
-        if size_bytes >= WRAPPED_BYTES:
-            return CallResult(call, None, "implausible", ImplausibleSize(
-                f"{call.label}: {call.routine.library} answered {size_bytes:,} bytes, a size "
-                "that wrapped around inside the library (2**63 or more): no answer"
-            ))  # fmt: skip
-        return CallResult(
-            call, size_bytes, status, fits_device=size_bytes <= self.device.memory_bytes
-        )
-
-    def _hint(self, call: Call) -> str:
-        tensile = self.libraries.tensile_dir
-        if call.routine.family.startswith("gemm") and tensile is not None:
-            arch = self.device.arch.name
-            if not any(tensile.glob(f"*_{arch}.dat")):
-                release = self.libraries.rocm
-                return (
-                    f" (the rocBLAS of ROCm {release or '(unknown release)'} has no gemm data "
-                    f"for {arch} in {tensile}{_fix(arch, release)}"
-                )
-        return ""
-
     def status_name(self, status: int) -> str:
-        names = {value: name for name, value in self.catalog.enums["rocblas_status"].items()}
-        return names.get(status, f"unknown_{status}")
+        return self._answers.status_name(status)
 
     # -- sweeps -----------------------------------------------------------------------------
     def sweep(
@@ -268,18 +214,23 @@ class SizingSession:
         `ARG=RANGE` (`1..64`, `1..4096:64`, `1..65536*2`, `1,8,20,64`); several form a grid
         of at most `max_points` points. The point of the largest need joins the session's
         calls (so `result()`, `recommend` and `check` cover it)."""
-        from .sweeps.sweep import plan_sweep
-
         plan = plan_sweep(
             call, sweeps, self.catalog, given=args, count=count, max_points=max_points
         )
         return self.size_sweep(plan, progress)
 
     def size_sweep(self, plan: SweptCall, progress: ProgressCallback | None = None) -> SweepResult:
-        """Size an already checked sweep (`hipmem.sizing.sweeps.sweep.plan_sweep`)."""
-        from .sweeps.sweep import run_sweep
-
-        swept = run_sweep(self, plan, progress)
+        """Size an already checked sweep (`hipmem.sizing.sweeps.plan.plan_sweep`). Points
+        this session answered before (sized alone or in another sweep) are not asked again;
+        the sweep keeps the answers it gets for the next one."""
+        swept = run_sweep(
+            plan,
+            self._worker,
+            self._answers,
+            sized=self._results,
+            point_answers=self._point_answers,
+            progress=progress,
+        )
         for joined in (swept.max_result(), swept.first_failure()):
             if joined is None:
                 continue
@@ -312,7 +263,7 @@ class SizingSession:
         sized = [r.call for r in self._results.values() if r.error is None]
         if not sized:
             return 0
-        answer = self._worker.session([self._encode(call) for call in sized])
+        answer = self._worker.session([self._answers.request(call) for call in sized])
         if isinstance(answer, Crash):
             raise WorkerCrashed(f"the vendor library {answer.how} during the session query")
         return int(answer["bytes"])
@@ -357,8 +308,6 @@ def size_calls(
     """Open a session, size every call (and every point of each SweptCall), and return the
     result (`rocm="7.2"`: that release). `minimum=True` also measures each call's minimum
     and optimal workspace (of a sweep, at its largest point)."""
-    from .sweeps.sweep import SweptCall
-
     libraries = libraries or locate(rocm_dir, rocm)
     catalog = load_catalog(libraries.rocm)
     items = list(calls)
@@ -391,21 +340,6 @@ def _add_counts(total: int, count: int, call: Call) -> int:
     return total + count
 
 
-def _fix(arch: str, release: str | None) -> str:
-    """How to get gemm data for `arch` with the release that failed (`release`), or, where
-    Debian's build of that release has none, which releases' builds do."""
-    having = [known.name for known in RELEASES if arch in known.gemm_archs]
-    if release in having:
-        return f"; `hipmem rocm fetch --rocm {release} --arch {arch}` brings it)"
-    if not having:
-        return "; no ROCm release Debian builds has it)"
-    which = f"ROCm {release}" if release else "this release"
-    return (
-        f"; Debian's build of {which} has none for {arch}, no fetch brings it: "
-        f"ROCm {', '.join(having)} {'has' if len(having) == 1 else 'have'} it)"
-    )
-
-
 def _check_one_release(libraries: Libraries, versions: dict[str, str]) -> None:
     """What the loaded libraries report of themselves must be one release (belt and braces
     beside the locator's check of the files)."""
@@ -416,20 +350,3 @@ def _check_one_release(libraries: Libraries, versions: dict[str, str]) -> None:
             f"{libraries.lib_dir}: rocBLAS {versions['rocblas']} is ROCm {rocblas} but rocSOLVER "
             f"{versions['rocsolver']} is ROCm {rocsolver}; one release per directory"
         )
-
-
-def _choose_device(device: str | Device | None, compute_units: int | None) -> Device:
-    if isinstance(device, Device):
-        return device
-    if device is not None:
-        return resolve(device, compute_units)
-    from .worker.real_devices import real_devices
-
-    found, reason = real_devices()
-    if not found:
-        raise NoGpu(
-            f"no AMD GPU here ({reason}); name a virtual one, e.g. MI300X "
-            "(`hipmem devices` lists them)",
-            parameter="device",
-        )
-    return found[0]

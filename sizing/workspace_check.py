@@ -22,7 +22,7 @@ from .recommend import degraded_calls, query_kind
 from .session import SessionResult
 
 if TYPE_CHECKING:
-    from .sweeps.sweep import SweepResult
+    from .sweeps.result import SweepResult
 
 VARIABLE = "ROCBLAS_DEVICE_MEMORY_SIZE"
 ULONG_MAX = 2**64 - 1  # unsigned long on the 64-bit Linux targets ROCm supports

@@ -16,13 +16,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.program import build_program, logged_allocation_sizes, program_arrays
 from hipmem.replay.engine.resources import parse_spec
-from hipmem.replay.engine.run import ReplayOptions
 from hipmem.replay.errors import ReplayUsageError
 from hipmem.replay.pytorch.allocator import TorchAllocator
 from hipmem.replay.settings import grid as allocator_grid
-from hipmem.replay.settings.recommend import AllocatorRecommendation, load_workloads
+from hipmem.replay.settings.recommend import AllocatorRecommendation
+from hipmem.replay.settings.workloads import load_workloads
 from hipmem.replay.virtual.devices import find_device
 from hipmem.replay.virtual.gpu import VirtualGpu
 

@@ -10,8 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hipmem.sizing.calls.log_recorder import record_call_logs as record
-from hipmem.sizing.calls.logs import (
+from hipmem.sizing.calls.log_formats import (
     BAD_ARGUMENT,
     BENCH_COMMANDS,
     NEWER_LIBRARY,
@@ -22,8 +21,9 @@ from hipmem.sizing.calls.logs import (
     ROCSOLVER_BENCH,
     TRUNCATED,
     UNKNOWN_FUNCTION,
-    read_call_log,
 )
+from hipmem.sizing.calls.log_recorder import record_call_logs as record
+from hipmem.sizing.calls.logs import read_call_log
 from hipmem.sizing.calls.spec import Call, make_call, parse_call
 from hipmem.sizing.defaults import rules_for
 from hipmem.sizing.errors import CallLogError

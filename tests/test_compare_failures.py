@@ -51,7 +51,8 @@ def test_the_json_says_the_session_is_incomplete(
 
 
 def test_a_release_that_has_the_arch_is_named_in_its_own_fix() -> None:
-    from hipmem.sizing.session import _fix
+    from hipmem.sizing.call_answers import gemm_data_fix
 
-    assert _fix("gfx942", "7.2") == "; `hipmem rocm fetch --rocm 7.2 --arch gfx942` brings it)"
-    assert "ROCm 7.2 has it" in _fix("gfx942", "6.4")
+    fix = gemm_data_fix("gfx942", "7.2")
+    assert fix == "; `hipmem rocm fetch --rocm 7.2 --arch gfx942` brings it)"
+    assert "ROCm 7.2 has it" in gemm_data_fix("gfx942", "6.4")

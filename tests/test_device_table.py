@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from hipmem.replay.engine.program import build_program
-from hipmem.replay.engine.run import ReplayOptions, program_arrays
+from hipmem.replay.engine.options import ReplayOptions
+from hipmem.replay.engine.program import build_program, program_arrays
 from hipmem.replay.pytorch import allocator as torch_allocator
 from hipmem.replay.virtual.gpu import VirtualGpu
 from hipmem.sizing.session import size_calls

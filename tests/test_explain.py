@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.report import ReplayReport
 from hipmem.replay.engine.resources import parse_spec
-from hipmem.replay.engine.run import ReplayOptions, replay
+from hipmem.replay.engine.run import replay
 from hipmem.replay.explain.explanation import explain
 from hipmem.replay.explain.variables import variable_advice
 

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hipmem.sizing.rocm import apt
 from hipmem.sizing.rocm import fetch as rocm_fetch
 from hipmem.sizing.rocm.releases import find_release
 
@@ -198,7 +199,7 @@ def test_an_empty_cache_gets_the_release_with_the_devices_gemm_data_only(
 def test_the_download_line_names_a_few_archs_and_counts_many(tmp_path: Path) -> None:
     from hipmem.sizing.rocm.on_demand import download_line
 
-    deb = rocm_fetch.PackageFile("librocblas5", "http://x/a.deb", "a.deb", 3 << 20, "00")
+    deb = apt.PackageFile("librocblas5", "http://x/a.deb", "a.deb", 3 << 20, "00")
     few = rocm_fetch.FetchPlan("ROCm 7.2", [deb, deb], ["gfx90a", "gfx942"], tmp_path)
     assert download_line("ROCm 7.2 is not in the cache", few) == (
         "ROCm 7.2 is not in the cache: downloading 6.0 MiB (ROCm 7.2: 2 Debian packages; "

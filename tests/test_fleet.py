@@ -22,9 +22,10 @@ import pytest
 pytest.importorskip("distributed")
 
 from hipmem.replay.capacity.search import find_capacity
+from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.program import build_program
 from hipmem.replay.engine.resources import parse_spec
-from hipmem.replay.engine.run import ReplayOptions, replay
+from hipmem.replay.engine.run import replay
 from hipmem.replay.fleet.cluster import ClusterPlan, fleet_client, plan_local_cluster
 from hipmem.replay.fleet.results import ResultsFile
 from hipmem.replay.fleet.run import FleetRequest, find_fleet_logs, run_fleet

@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from hipmem.sizing.calls.logs import BAD_ARGUMENT, TOO_LONG, read_call_log, split_trace_fields
+from hipmem.sizing.calls.log_formats import BAD_ARGUMENT, TOO_LONG, split_trace_fields
+from hipmem.sizing.calls.logs import read_call_log
 from hipmem.sizing.calls.spec import parse_call
 from hipmem.sizing.calls.workload_file import read_workload
 from hipmem.sizing.errors import BadArgument, CallLogError, WorkloadError

@@ -15,9 +15,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.program import build_program
 from hipmem.replay.engine.resources import parse_spec
-from hipmem.replay.engine.run import ReplayOptions, replay
+from hipmem.replay.engine.run import replay
 from hipmem.replay.logs.analysis import analyze, live_trace
 from hipmem.replay.logs.loader import load_log
 from hipmem.replay.pictures.html_timeline import bytes_text, log_figure, replay_figure

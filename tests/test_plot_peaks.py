@@ -10,9 +10,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.program import build_program
 from hipmem.replay.engine.resources import parse_spec
-from hipmem.replay.engine.run import ReplayOptions, replay
+from hipmem.replay.engine.run import replay
 from hipmem.replay.fleet import plot as fleet_plot
 from hipmem.replay.logs import plot as log_plot
 from hipmem.replay.logs.analysis import analyze, live_trace

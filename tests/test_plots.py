@@ -6,9 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.program import build_program
 from hipmem.replay.engine.resources import parse_spec
-from hipmem.replay.engine.run import ReplayOptions, replay
+from hipmem.replay.engine.run import replay
 from hipmem.replay.logs import plot as log_plot
 from hipmem.replay.logs.analysis import analyze, live_trace
 from hipmem.replay.logs.loader import load_log

@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 from hipmem.replay.capacity.search import find_capacity
 from hipmem.replay.engine import native
+from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.program import OP_ALLOCATE, OP_FREE, build_program
 from hipmem.replay.engine.resources import parse_spec
-from hipmem.replay.engine.run import ReplayOptions, replay
+from hipmem.replay.engine.run import replay
 from hipmem.replay.errors import ReplayUsageError
 from hipmem.replay.logs import analysis
 from hipmem.replay.logs.loader import load_log
@@ -250,8 +251,8 @@ def test_ctrl_c_stops_the_native_replay_quickly():
 def test_a_cancelled_native_call_returns_every_byte():
     from hipmem.replay.engine.backends import Backend
     from hipmem.replay.engine.native_replay import native_config
+    from hipmem.replay.engine.options import ReplayOptions as Options
     from hipmem.replay.engine.program import program_arrays
-    from hipmem.replay.engine.run import ReplayOptions as Options
 
     log = load_log([LOGS / "gpt.csv.gz"])
     program = build_program(log)

@@ -15,9 +15,10 @@ import pytest
 from hipmem.replay.capacity.search import find_capacity
 from hipmem.replay.engine import native
 from hipmem.replay.engine.backends import cuda_device_count
+from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.program import build_program
 from hipmem.replay.engine.resources import parse_spec
-from hipmem.replay.engine.run import ReplayOptions, replay
+from hipmem.replay.engine.run import replay
 from hipmem.replay.logs.loader import load_log
 
 from tests.log_reference import REAL_LOGS_DIR

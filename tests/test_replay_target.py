@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from hipmem.cli.main import build_app
 from hipmem.replay.engine import target as replay_target
+from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.preflight import preflight
 from hipmem.replay.engine.resources import parse_spec
-from hipmem.replay.engine.run import ReplayOptions, replay
+from hipmem.replay.engine.run import replay
 from hipmem.replay.errors import ReplayUsageError
 from hipmem.replay.logs.loader import load_log
 from hipmem.replay.pytorch import allocator as torch_allocator

@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.program import OP_ALLOCATE, build_program
 from hipmem.replay.engine.report import ReplayReport
-from hipmem.replay.engine.run import ReplayOptions
 from hipmem.replay.logs.events import AllocationLog
 
 import hipmem

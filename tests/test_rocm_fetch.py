@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import typer
 from hipmem.sizing.errors import FetchError, PinnedVersionGone
+from hipmem.sizing.rocm import apt, unpack
 from hipmem.sizing.rocm import fetch as rocm_fetch
 from hipmem.sizing.rocm.locator import locate
 from hipmem.sizing.rocm.releases import RELEASES, Release, find_release
@@ -37,7 +38,7 @@ def test_print_uris_lines_are_parsed() -> None:
         f"SHA256:{i:064x}"
         for i, name in enumerate(packages)
     )
-    files = rocm_fetch._parse_print_uris("Reading package lists...\n" + listing, packages)
+    files = apt.parse_print_uris("Reading package lists...\n" + listing, packages)
     assert [file.name for file in files] == list(packages)
     assert files[0].size_bytes == 10 and files[0].version == "1.0-1"
     assert files[1].sha256 == f"{1:064x}"
@@ -45,7 +46,7 @@ def test_print_uris_lines_are_parsed() -> None:
 
 def test_a_missing_package_is_named() -> None:
     with pytest.raises(FetchError, match="no package libamdhip64-dev, libc6"):
-        rocm_fetch._parse_print_uris(
+        apt.parse_print_uris(
             "'http://x/librocblas5_1_amd64.deb' librocblas5_1_amd64.deb 1 SHA256:00",
             find_release("7.2").packages,
         )
@@ -63,7 +64,7 @@ def test_a_missing_package_is_named() -> None:
     ],
 )  # fmt: skip
 def test_member_patterns_do_not_cross_directories(name: str, pattern: str, expected: bool) -> None:
-    assert rocm_fetch._matches(name, pattern) is expected
+    assert unpack.matches(name, pattern) is expected
 
 
 def test_an_arch_a_release_has_no_gemm_data_for_is_refused_before_any_download() -> None:
@@ -86,12 +87,12 @@ def test_a_pinned_version_gone_from_the_archive_is_one_line_naming_what_it_offer
 ) -> None:
     # The real archive index the fetch downloaded (no network): what it offers for a package,
     # against a pin it does not have.
-    options = rocm_fetch._apt_options(rocm_fetch.rocm_dir() / "apt")
-    offered = rocm_fetch._offered_versions(options, ["librocblas5"])
+    options = apt.apt_options(rocm_fetch.rocm_dir() / "apt")
+    offered = apt.offered_versions(options, ["librocblas5"])
     assert any(entry.startswith("7.2.4-1~exp1 (experimental)") for entry in offered["librocblas5"])
     gone = replace(find_release("7.2"), pinned=(("librocblas5", "7.2.3-1~exp9"),))
     with pytest.raises(FetchError) as raised:
-        rocm_fetch._check_pins(gone, offered)
+        apt.check_pins(gone, offered)
     assert str(raised.value) == (
         "ROCm 7.2: Debian's archive no longer offers librocblas5 7.2.3-1~exp9 (it offers "
         f"{', '.join(offered['librocblas5'])}); hipmem pins that version and fetches no other"
@@ -119,7 +120,7 @@ def test_the_manifest_records_every_file_with_size_and_hash(rocm72: Path) -> Non
     library = "usr/lib/x86_64-linux-gnu/libroctx64.so.4.1.0"
     size, digest, package = offline.files[library]
     assert (package, size) == ("libroctx64-4", (rocm72 / library).stat().st_size)
-    assert digest == rocm_fetch._sha256(rocm72 / library)
+    assert digest == apt.sha256(rocm72 / library)
     assert offline.packages["librocblas5"] == "7.2.4-1~exp1"
 
 
@@ -232,7 +233,7 @@ def test_a_flipped_byte_is_found_by_the_fetch_and_repaired(rocm72: Path, tmp_pat
     assert fetched.returncode == 0, fetched.stderr
     restored = damaged.read_bytes()
     assert restored != bytes(content) and len(restored) == len(content)
-    assert rocm_fetch._sha256(damaged) == rocm_fetch._sha256(
+    assert apt.sha256(damaged) == apt.sha256(
         rocm_fetch.offline_dir("7.2") / "root" / rocm_fetch.LIB_SUBDIR / "libroctx64.so.4.1.0"
     )
     assert "debian-sid is hipmem's earlier cache layout, no longer read: delete it" in (

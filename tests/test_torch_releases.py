@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.resources import parse_spec
-from hipmem.replay.engine.run import ReplayOptions
 from hipmem.replay.pytorch import allocator as torch_allocator
 from hipmem.replay.pytorch import fetch as torch_fetch
 from hipmem.replay.pytorch import release as torch_release

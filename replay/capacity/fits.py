@@ -29,14 +29,14 @@ from hipmem._core.byte_sizes import MiB
 from hipmem._core.progress import ProgressCallback
 
 from ..engine.backends import Backend
+from ..engine.options import ReplayOptions
 from ..engine.program import OP_ALLOCATE, ReplayProgram, build_program, program_arrays
 from ..engine.resources import ResourceSpec
-from ..engine.run import ReplayOptions
 from ..engine.target import VIRTUAL_TORCH, ReplayTarget, target_on
 from ..errors import ReplayError, ReplayUsageError
 from ..logs.events import AllocationLog
 from ..pytorch import resource as torch_resource
-from ..virtual.devices import PRESETS, DevicePreset
+from ..virtual.devices import FITS_DEVICES, Device
 from ..virtual.gpu import ProbeResult, VirtualGpu
 from .result import CapacityResult, NoCapacityFound, Probe
 
@@ -49,7 +49,7 @@ GROWTH_LIMIT = 64  # give up when a device of this many times the reserved peak 
 class Fit:
     """Whether a log replays on one device with no refused allocation, and the room left."""
 
-    device: DevicePreset
+    device: Device
     fits: bool
     peak_reserved_bytes: int
     refused_count: int
@@ -157,7 +157,7 @@ def find_virtual_capacity(
 def _first_passing(
     gpu: VirtualGpu,
     cap: str,
-    device: DevicePreset,
+    device: Device,
     resolution_bytes: int,
     replays: Callable[[int], bool],
     sized: str,
@@ -230,7 +230,7 @@ def fits(
     spec: ResourceSpec,
     options: ReplayOptions | None = None,
     *,
-    devices: list[DevicePreset] | None = None,
+    devices: list[Device] | None = None,
     program: ReplayProgram | None = None,
     target: ReplayTarget | None = None,
 ) -> list[Fit]:
@@ -238,7 +238,7 @@ def fits(
     PyTorch's allocator, or RMM's resource (replay/rmm/virtual.py) on the virtual GPU.
     `target`: the spec's on the virtual GPU, resolved earlier (replay/engine/target.py)."""
     program = program if program is not None else build_program(log)
-    chosen = devices if devices is not None else list(PRESETS.values())
+    chosen = devices if devices is not None else list(FITS_DEVICES.values())
     options = options or ReplayOptions(backend="virtual")
     if spec.kind != "torch":
         if target is None or target.rmm is None:
@@ -257,7 +257,7 @@ def _rmm_fits(
     log: AllocationLog,
     spec: ResourceSpec,
     target: ReplayTarget,
-    devices: list[DevicePreset],
+    devices: list[Device],
     program: ReplayProgram,
 ) -> list[Fit]:
     """RMM's resource on each device. Only arena asks the device its size (its default size is

@@ -20,9 +20,10 @@ from dataclasses import replace
 
 from hipmem._core.progress import ProgressCallback
 
+from ..engine.options import ReplayOptions
 from ..engine.program import ReplayProgram, build_program
 from ..engine.resources import ResourceSpec
-from ..engine.run import ReplayOptions, replay
+from ..engine.run import replay
 from ..engine.target import VIRTUAL_TORCH, ReplayTarget, resolve_target
 from ..errors import ReplayUsageError
 from ..logs.events import AllocationLog

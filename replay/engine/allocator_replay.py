@@ -20,8 +20,8 @@ from .target import ReplayTarget
 
 if TYPE_CHECKING:
     from ..pytorch.allocator import TorchAllocator
-    from ..virtual.devices import DevicePreset
-    from .run import ReplayOptions
+    from ..virtual.devices import Device
+    from .options import ReplayOptions
 
 
 def replay_torch_worker(
@@ -179,7 +179,7 @@ def replay_virtual_rmm(
     )  # fmt: skip
 
 
-def virtual_device_text(allocator: TorchAllocator, device: DevicePreset) -> str:
+def virtual_device_text(allocator: TorchAllocator, device: Device) -> str:
     """What the report says of where it ran, plainly."""
     return (
         f"PyTorch {allocator.version}'s allocator on a virtual {device.name} "

@@ -17,7 +17,7 @@ from .report import RESERVED_SOURCES, ReservedSamples
 from .resources import ResourceSpec
 
 if TYPE_CHECKING:
-    from .run import ReplayOptions
+    from .options import ReplayOptions
 
 _UPSTREAM_CODES = {"cuda": 1, "hip": 1, "managed": 2, "async": 3, "pool": 4}
 _OUTCOMES = {

@@ -19,7 +19,7 @@ from .target import VIRTUAL_RMM, ReplayTarget, resolve_target, target_on, virtua
 
 if TYPE_CHECKING:
     from ..pytorch.allocator import TorchAllocator
-    from .run import ReplayOptions
+    from .options import ReplayOptions
 
 
 @dataclass

@@ -28,7 +28,7 @@ from .report import ReservedSamples
 from .resources import RMM_KINDS, ResourceSpec
 
 if TYPE_CHECKING:
-    from .run import ReplayOptions
+    from .options import ReplayOptions
 
 
 def python_allocator(spec: ResourceSpec, backend: Backend, program: ReplayProgram) -> Allocator:

@@ -7,11 +7,12 @@ from __future__ import annotations
 import dataclasses
 
 from ..logs.events import AllocationLog
+from .options import ReplayOptions
 from .preflight import Targets
 from .program import ReplayProgram
 from .report import ReplayReport
 from .resources import ResourceSpec
-from .run import ReplayOptions, replay
+from .run import replay
 
 
 def replay_releases(

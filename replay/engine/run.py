@@ -27,76 +27,16 @@ loop it names and turns what the loop measured into the report (replay/engine/ou
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from ..errors import ReplayUsageError
 from ..logs.events import AllocationLog
-from ..virtual.devices import DEFAULT as DEFAULT_PRESET
-from ..virtual.devices import DevicePreset, custom_device, find_preset
 from .allocator_replay import replay_torch_worker, replay_virtual_rmm, replay_virtual_torch
 from .native_replay import replay_native
+from .options import ReplayOptions
 from .outcome import LoopRun, make_report
 from .program import ReplayProgram, build_program, on_default_stream
 from .python_loop import replay_python
 from .report import ReplayReport
 from .resources import ResourceSpec
 from .target import NATIVE, PYTHON, TORCH_WORKER, VIRTUAL_TORCH, ReplayTarget, resolve_target
-
-THREADS = ("logged", "single")
-STREAMS = ("logged", "default")
-ON_FAILURE = ("skip", "stop")
-ENGINES = ("auto", "native", "python")
-
-
-@dataclass(frozen=True)
-class ReplayOptions:
-    """How to replay (validated by `check()`)."""
-
-    backend: str = "auto"  # auto | cuda | hip | host | virtual
-    threads: str = "logged"  # logged | single
-    streams: str = "logged"  # logged | default
-    on_failure: str = "skip"  # skip | stop
-    engine: str = "auto"  # auto (native where it exists) | native | python
-    # Passes over one resource; events/s is the best pass (as the C++ floor). With more than
-    # one (and time_calls), one more pass runs first that times each call, apart from them.
-    repeats: int = 1
-    time_calls: bool = True  # time each allocator call (latency percentiles)
-    plot_samples: int = 0  # reserved-bytes samples to take for a plot (0: none)
-    device: int = 0
-    # The virtual GPU (backend "virtual"): a preset (replay/virtual/devices.py) or a memory
-    # size, and the PyTorch whose allocator runs there (replay/pytorch/allocator.py).
-    device_name: str | None = None  # MI300X, H100, ... (default: device_presets.DEFAULT)
-    device_memory_bytes: int | None = None  # instead of a preset
-    torch_version: str | None = None  # 2.11, 2.9 (default: HIPMEM_TORCH, then the search order)
-    # RMM's resources on the virtual GPU: the fetched release (replay/rmm/fetch.py).
-    rmm_version: str | None = None  # 25.4, 24.12 (default: rmm_fetch.DEFAULT_RMM)
-
-    def check(self) -> None:
-        for name, value, allowed in (
-            ("threads", self.threads, THREADS),
-            ("streams", self.streams, STREAMS),
-            ("on_failure", self.on_failure, ON_FAILURE),
-            ("engine", self.engine, ENGINES),
-        ):
-            if value not in allowed:
-                raise ReplayUsageError(
-                    f"not one of {', '.join(allowed)}", parameter=name, value=value
-                )
-        if self.repeats < 1:
-            raise ReplayUsageError("must be at least 1", parameter="repeats", value=self.repeats)
-        if self.device_name is not None and self.device_memory_bytes is not None:
-            raise ReplayUsageError(
-                "give a device or a memory size, not both",
-                parameter="device_memory_bytes",
-                value=self.device_memory_bytes,
-            )
-        self.virtual_device()  # an unknown preset is a usage error before any work
-
-    def virtual_device(self) -> DevicePreset:
-        """The virtual GPU these options name."""
-        if self.device_memory_bytes is not None:
-            return custom_device(self.device_memory_bytes)
-        return find_preset(self.device_name or DEFAULT_PRESET)
 
 
 def replay(

@@ -21,8 +21,8 @@ from .resources import ResourceSpec
 if TYPE_CHECKING:
     from ..pytorch.allocator import TorchAllocator
     from ..rmm.fetch import FetchedRmm
-    from ..virtual.devices import DevicePreset
-    from .run import ReplayOptions
+    from ..virtual.devices import Device
+    from .options import ReplayOptions
 
 # The loops a target can name.
 NATIVE = "native"  # the C++ core (replay/engine/native.py): cuda, and host memory
@@ -38,7 +38,7 @@ class ReplayTarget:
 
     backend: Backend
     loop: str  # NATIVE, PYTHON, TORCH_WORKER, VIRTUAL_TORCH or VIRTUAL_RMM
-    device: DevicePreset | None = None  # the virtual GPU's device
+    device: Device | None = None  # the virtual GPU's device
     allocator: TorchAllocator | None = None  # PyTorch's allocator, located (VIRTUAL_TORCH)
     rmm: FetchedRmm | None = None  # RMM's release, located (VIRTUAL_RMM)
     built: Path | None = None  # the virtual GPU's build folder, built and checked

@@ -30,17 +30,19 @@ from hipmem._core.progress import ProgressCallback, no_progress
 
 from ..capacity.fits import find_virtual_capacity
 from ..capacity.result import NoCapacityFound
+from ..engine.options import ReplayOptions
 from ..engine.program import logged_allocation_sizes, program_arrays
 from ..engine.resources import parse_spec
-from ..engine.run import ReplayOptions
 from ..errors import ReplayUsageError
 from ..logs.events import ALLOCATE_FAILURE, LineRef
 from ..pytorch import allocator as torch_allocator
 from ..settings import grid as allocator_grid
+from ..settings.candidate import Candidate
 from ..settings.grid import GridEntry
-from ..settings.recommend import Candidate, Workload, load_workloads, replay_entries
+from ..settings.recommend import replay_entries
+from ..settings.workloads import Workload, load_workloads
 from ..virtual import build as vcuda_build
-from ..virtual.devices import DevicePreset
+from ..virtual.devices import Device
 from ..virtual.gpu import VirtualGpu
 from .live import LiveAllocations, live_allocations
 from .state import AllocatorState, read_state, refusal_reason
@@ -79,7 +81,7 @@ class Explanation:
     """What `explain` found; `refused` is None when every request was served."""
 
     snapshot: str
-    device: DevicePreset
+    device: Device
     cap_bytes: int | None
     settings: str  # PyTorch's setting string replayed ("" its defaults)
     torch_version: str
@@ -302,7 +304,7 @@ def _settings(settings: str | None, workloads: list[Workload]) -> str:
 def _first_refusal(
     workloads: list[Workload],
     conf: str,
-    device: DevicePreset,
+    device: Device,
     allocator: torch_allocator.TorchAllocator,
     cap_bytes: int | None,
 ) -> tuple[Workload, int, AllocatorState] | None:
@@ -326,7 +328,7 @@ def _first_refusal(
 def _grid(
     workloads: list[Workload],
     allocator: torch_allocator.TorchAllocator,
-    device: DevicePreset,
+    device: Device,
     cap_bytes: int | None,
 ) -> list[GridEntry]:
     """`recommend`'s first round; under a cap, garbage collection within that cap (see the

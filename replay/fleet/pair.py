@@ -21,9 +21,10 @@ from time import perf_counter_ns
 from typing import Any
 
 from ..capacity.search import find_capacity
+from ..engine.options import ReplayOptions
 from ..engine.program import ReplayProgram, build_program
 from ..engine.resources import parse_spec
-from ..engine.run import ReplayOptions, replay
+from ..engine.run import replay
 from ..errors import ReplayError
 from ..logs.events import ALLOCATE_FAILURE, AllocationLog
 from ..logs.loader import load_log

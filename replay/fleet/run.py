@@ -38,8 +38,8 @@ from typing import Any
 
 from hipmem._core.progress import ProgressCallback
 
+from ..engine.options import ReplayOptions
 from ..engine.resources import ResourceSpec
-from ..engine.run import ReplayOptions
 from ..errors import ReplayError, ReplayUsageError
 from ..logs.log_files import LogFileNotFoundError
 from .pair import LogRef, PairTask, hash_log, run_pair

@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from hipmem._core.alloc_conf import check_alloc_conf
 from hipmem._core.skipped_input import SkippedInput
 
+from ..engine.options import ReplayOptions
 from ..engine.report import AllocationFailure
 from ..engine.resources import parse_spec
-from ..engine.run import ReplayOptions, replay
+from ..engine.run import replay
 from ..pytorch import allocator as torch_allocator
 from ..snapshots.reader import Frame, entry_frames, user_frame
-from ..virtual.devices import DevicePreset
-from .recommend import Snapshots, load_snapshots
+from ..virtual.devices import Device
+from .workloads import Snapshots, load_snapshots
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ class AllocatorCheck:
     """The verdict for every snapshot."""
 
     settings: str
-    device: DevicePreset
+    device: Device
     torch_version: str
     allocator_source: str
     verdicts: list[SnapshotVerdict]

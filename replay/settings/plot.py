@@ -22,7 +22,9 @@ from hipmem._core.pyplot import pyplot
 from ..engine.report import ReplayReport
 from ..engine.run import replay
 from ..errors import ReplayError
-from .recommend import AllocatorRecommendation, Candidate, Workload
+from .candidate import Candidate
+from .recommend import AllocatorRecommendation
+from .workloads import Workload
 
 SAMPLES = 2000  # windows of ops sampled per replay
 

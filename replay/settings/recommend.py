@@ -27,32 +27,29 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TypeVar
 
 from hipmem._core.progress import ProgressCallback, no_progress
-from hipmem._core.skipped_input import SkippedInput, refuse_skipped
+from hipmem._core.skipped_input import SkippedInput
 
 from ..capacity.fits import find_virtual_capacity
 from ..capacity.result import NoCapacityFound
-from ..engine.program import ReplayProgram, build_program, logged_allocation_sizes, program_arrays
-from ..engine.resources import ResourceSpec, parse_spec
-from ..engine.run import ReplayOptions
+from ..engine.options import ReplayOptions
+from ..engine.program import logged_allocation_sizes, program_arrays
 from ..errors import ReplayUsageError
 from ..explain.variables import expandable_takes_effect, has_expandable
-from ..logs.events import AllocationLog, LineRef
-from ..logs.loader import load_log
 from ..pytorch import allocator as torch_allocator
-from ..snapshots.reader import is_snapshot
 from ..virtual import build as vcuda_build
-from ..virtual.devices import DevicePreset
+from ..virtual.devices import Device
 from ..virtual.gpu import ProgramFiles, VirtualGpu, VirtualGpuFailed
 from . import grid as allocator_grid
+from .candidate import Candidate, SnapshotRun
 from .grid import GridEntry
+from .workloads import Snapshots, Workload, load_snapshots
 
 # Which variable a PyTorch build reads (docs/allocator-settings.md has the source): ROCm
 # builds read PYTORCH_HIP_ALLOC_CONF when PYTORCH_CUDA_ALLOC_CONF is unset, CUDA builds
@@ -68,166 +65,11 @@ CAPACITIES = ("recommended", "all")
 _T = TypeVar("_T")
 
 
-@dataclass(frozen=True)
-class Workload:
-    """One device of one snapshot: what a setting is replayed on."""
-
-    name: str  # the snapshot's source, `run.pickle#dev0`
-    log: AllocationLog
-    program: ReplayProgram
-
-
-Snapshots = Sequence["str | os.PathLike[str] | Workload"]
-
-
-def load_workloads(
-    paths: Snapshots, *, accept_skipped: bool = False, strict: bool = False
-) -> list[Workload]:
-    """Every device of every snapshot, each a workload of its own (a rank, a day); workloads
-    already loaded are taken as they are (to replay one snapshot under several options).
-    An entry that cannot be read is an error (`SkippedInputError`) unless `accept_skipped`
-    (`strict`: the first one is, whatever `accept_skipped` says)."""
-    return load_snapshots(paths, accept_skipped=accept_skipped, strict=strict)[0]
-
-
-def load_snapshots(
-    paths: Snapshots, *, accept_skipped: bool = False, strict: bool = False
-) -> tuple[list[Workload], SkippedInput]:
-    """The workloads of `load_workloads`, and what was skipped reading them: a gate answers
-    about the whole input or not at all, so skipped entries raise `SkippedInputError` unless
-    `accept_skipped` (the answer then says how many it did without)."""
-    if not paths:
-        raise ReplayUsageError("give at least one snapshot", parameter="snapshots")
-    found = []
-    skipped = SkippedInput()
-    for given in paths:
-        if isinstance(given, Workload):
-            found.append(given)
-            continue
-        path = Path(given)
-        if path.is_file() and not is_snapshot(path):
-            raise ReplayUsageError(
-                "not a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot writes one); "
-                "`hipmem replay LOG -r torch:...` replays other logs through PyTorch's allocator",
-                parameter="snapshots",
-                value=str(path),
-            )
-        log = load_log(path, strict=strict)
-        skipped += SkippedInput(log.skipped_count, tuple(log.skipped_places()))
-        for index, source in enumerate(log.sources):
-            events = log.events[log.events["file_index"] == index].reset_index(drop=True)
-            recordings = [r for r in log.recordings if r.source == source]
-            part = AllocationLog(events, log.sources, recordings=recordings)
-            found.append(Workload(source, part, build_program(part)))
-    refuse_skipped(skipped.count, skipped.first, accept=accept_skipped)
-    return found, skipped
-
-
-@dataclass(frozen=True)
-class SnapshotRun:
-    """One setting replayed on one snapshot."""
-
-    snapshot: str
-    peak_requested_bytes: int
-    peak_reserved_bytes: int
-    segment_allocations: int  # cudaMalloc'd segments (0 with expandable segments, which map)
-    alloc_retries: int  # the allocator freed its cache and retried a refused call
-    refused_count: int
-    first_refused: LineRef | None
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "snapshot": self.snapshot,
-            "peak_requested_bytes": self.peak_requested_bytes,
-            "peak_reserved_bytes": self.peak_reserved_bytes,
-            "segment_allocations": self.segment_allocations,
-            "alloc_retries": self.alloc_retries,
-            "refused_allocations": self.refused_count,
-            "first_refused": None if self.first_refused is None else self.first_refused.as_dict(),
-        }
-
-
-@dataclass
-class Candidate:
-    """One setting string of the grid and what it did on every snapshot."""
-
-    entry: GridEntry
-    runs: list[SnapshotRun] = field(default_factory=list)
-    error: str | None = None  # PyTorch refused the setting itself (its words)
-    capacity_bytes: int | None = None  # the smallest device, over the snapshots (if searched)
-    capacity_snapshot: str | None = None  # the snapshot that needs it
-
-    @property
-    def settings(self) -> str:
-        return self.entry.settings
-
-    @property
-    def spec(self) -> ResourceSpec:
-        """The `-r torch:...` spec that replays this setting (`hipmem replay`, the GPU)."""
-        return parse_spec(f"torch:settings={self.settings}" if self.settings else "torch")
-
-    @property
-    def capped(self) -> bool:
-        """The setting caps the process (a per_process_memory_fraction)."""
-        return self.entry.cap_bytes is not None
-
-    @property
-    def replayed(self) -> bool:
-        """PyTorch took the setting and refused no allocation on any snapshot."""
-        return self.error is None and all(run.refused_count == 0 for run in self.runs)
-
-    @property
-    def driving(self) -> SnapshotRun | None:
-        """The snapshot with the largest reserved peak under this setting."""
-        return max(self.runs, key=lambda run: run.peak_reserved_bytes, default=None)
-
-    @property
-    def peak_reserved_bytes(self) -> int | None:
-        return None if self.driving is None else self.driving.peak_reserved_bytes
-
-    @property
-    def fragmentation(self) -> float | None:
-        """Reserved over requested at peak, on the snapshot that drives the setting."""
-        run = self.driving
-        if run is None or run.peak_requested_bytes <= 0:
-            return None
-        return run.peak_reserved_bytes / run.peak_requested_bytes
-
-    @property
-    def segment_allocations(self) -> int:
-        return sum(run.segment_allocations for run in self.runs)
-
-    @property
-    def refused_count(self) -> int:
-        return sum(run.refused_count for run in self.runs)
-
-    def rank(self) -> tuple[int, int, tuple[int, int]]:
-        """The order of the recommendation: reserved peak, segment allocations, simplicity."""
-        return (self.peak_reserved_bytes or 0, self.segment_allocations, self.entry.simplicity)
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "settings": self.settings,
-            "rule": self.entry.rule,
-            "cap_bytes": self.entry.cap_bytes,
-            "error": self.error,
-            "replayed": self.replayed,
-            "peak_reserved_bytes": self.peak_reserved_bytes,
-            "fragmentation": self.fragmentation,
-            "segment_allocations": self.segment_allocations,
-            "refused_allocations": self.refused_count,
-            "capacity_bytes": self.capacity_bytes,
-            "capacity_snapshot": self.capacity_snapshot,
-            "driving_snapshot": None if self.driving is None else self.driving.snapshot,
-            "snapshots": [run.as_dict() for run in self.runs],
-        }
-
-
 @dataclass
 class AllocatorRecommendation:
     """Every setting of the grid, replayed, and the one recommended (None: none fits)."""
 
-    device: DevicePreset
+    device: Device
     torch_version: str
     allocator_source: str
     snapshots: list[str]
@@ -353,7 +195,7 @@ def recommend_allocator_settings(
 def replay_entries(
     workloads: list[Workload],
     entries: list[GridEntry],
-    device: DevicePreset,
+    device: Device,
     allocator: torch_allocator.TorchAllocator,
     *,
     limit_bytes: int | None = None,
@@ -427,7 +269,7 @@ class _Replayer:
     def __init__(
         self,
         workloads: list[Workload],
-        device: DevicePreset,
+        device: Device,
         allocator: torch_allocator.TorchAllocator,
         jobs: int | None,
         progress: ProgressCallback | None,

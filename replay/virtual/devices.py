@@ -59,12 +59,3 @@ def custom_device(memory_bytes: int, granularity_bytes: int = DEFAULT_GRANULARIT
         )
     return Device(f"GPU of {memory_bytes:,} bytes", "", "", 0, memory_bytes, granularity_bytes,
                   "given", "2 MiB")  # fmt: skip
-
-
-# The names this module had before the one table, for the modules of other parts that still
-# import them (replay/engine/run.py, replay/capacity, replay/settings, replay/explain,
-# hipmem_cli): a "preset" is a device. To be replaced by the names above, then removed.
-DevicePreset = Device
-PRESETS = FITS_DEVICES
-DEFAULT = DEFAULT_DEVICE
-find_preset = find_device

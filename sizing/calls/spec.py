@@ -42,7 +42,7 @@ ENUM_ALIASES: dict[str, dict[str, str]] = {
 
 _INT_RANGES = {"i32": (-(2**31), 2**31 - 1), "i64": (-(2**63), 2**63 - 1), "u32": (0, 2**32 - 1)}
 _INT_RANGES["i8"] = (-128, 127)
-_DECIMAL = re.compile(r"[+-]?[0-9]+", re.ASCII)
+DECIMAL = re.compile(r"[+-]?[0-9]+", re.ASCII)  # a whole number in plain ASCII digits
 _MAX_DIGITS = 40
 _MAX_SHOWN_CHARS = 80  # far past any int64; keeps int() of a huge string out of reach
 _DIMENSIONS = frozenset(
@@ -154,9 +154,9 @@ def make_call(
     settable = {param.name: param for param in routine.params if param.user_settable}
     for name in given:
         if name not in settable:
-            raise BadArgument(_unknown_argument(routine, name, settable))
+            raise BadArgument(unknown_argument(routine, name, settable))
     values = {
-        name: _convert(routine, settable[name], raw, catalog, given=True)
+        name: convert_value(routine, settable[name], raw, catalog, given=True)
         for name, raw in given.items()
     }
     _apply_defaults(routine, settable, values, catalog)
@@ -189,12 +189,13 @@ def _check_types(routine: Routine, args: Mapping[str, Value]) -> None:
         )
 
 
-def _unknown_argument(routine: Routine, name: str, settable: Mapping[str, Param]) -> str:
+def unknown_argument(routine: Routine, name: str, settable: Mapping[str, Param]) -> str:
+    """The message for an argument `routine` does not take, with the likeliest meant."""
     hint = did_you_mean(name, settable, n=1, quote="'")
     return f"{routine.name} has no argument '{name}'{hint} (it takes {', '.join(settable)})"
 
 
-def _convert(
+def convert_value(
     routine: Routine, param: Param, raw: Value, catalog: Catalog, *, given: bool = False
 ) -> Value:
     """`given`: the user's value (a float is no whole number); else a default rule's."""
@@ -211,16 +212,17 @@ def _convert(
             raise BadArgument(f"{where}: expected a number") from None
     if given and isinstance(raw, float):
         raise BadArgument(f"{where}: expected a whole number, not a decimal")
-    return _integer(where, param.name, param.kind, raw)
+    return check_integer(where, param.name, param.kind, raw)
 
 
-def _integer(where: str, name: str, kind: str, raw: Value) -> int:
-    """Plain ASCII decimal only: Python's int() would also take '４０', '4_000' and (base 0)
+def check_integer(where: str, name: str, kind: str, raw: Value) -> int:
+    """`raw` as a whole number of `kind`'s range (BadArgument naming `where` otherwise).
+    Plain ASCII decimal only: Python's int() would also take '４０', '4_000' and (base 0)
     '0x10', none of which rocsolver-bench or a C header's reader would."""
     if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
         raise BadArgument(f"{where}: expected a whole number")
     if isinstance(raw, str):
-        if not _DECIMAL.fullmatch(raw) or len(raw) > _MAX_DIGITS:
+        if not DECIMAL.fullmatch(raw) or len(raw) > _MAX_DIGITS:
             raise BadArgument(f"{where}: expected a whole number in plain decimal digits")
         value = int(raw)
     else:
@@ -281,7 +283,7 @@ def _apply_defaults(
                 result = evaluator.eval(rules[name], previously_parsed=parsed_rule(rules[name]))
             except simpleeval.NameNotDefined:
                 continue  # depends on an argument not known yet
-            values[name] = _convert(routine, settable[name], result, catalog)
+            values[name] = convert_value(routine, settable[name], result, catalog)
             pending.remove(name)
             progressed = True
         if not progressed:

@@ -25,8 +25,8 @@ import yaml
 
 from ..errors import SizingError, WorkloadError
 from ..rocm.catalog import Catalog, load_catalog
+from ..sweeps.plan import SweptCall, plan_sweep
 from ..sweeps.range import DEFAULT_MAX_POINTS, parse_sweep
-from ..sweeps.sweep import SweptCall, plan_sweep
 from .input_files import UnreadableInput, read_capped
 from .spec import Call, make_call, parse_call
 from .strict_yaml import StrictYamlError, compose_strict, load_strict

@@ -7,9 +7,10 @@
     <cache>/hipblaslt/<version>/manifest.json   packages, archs, every file's size and SHA256
 
 The downloads reuse the ROCm fetch's private apt configuration, lock, resumable verified
-download and unpacking (`sizing.rocm_fetch`). A hipBLASLt build runs on the runtime tree of
-the ROCm release whose HIP soname it links (`HipblasltRelease.host_rocm`), so fetching it
-fetches that release too (a no-op when it is there).
+download and unpacking (`sizing/rocm/`: fetch.py, apt.py, unpack.py). A hipBLASLt build
+runs on the runtime tree of the ROCm release whose HIP soname it links
+(`HipblasltRelease.host_rocm`), so fetching it fetches that release too (a no-op when it
+is there).
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from hipmem._core.cache_root import cache_dir
 from hipmem._core.progress import ProgressCallback, no_progress
 
 from ..errors import FetchError, LibraryNotFound, PinnedVersionGone
+from ..rocm import apt
 from ..rocm import fetch as rocm_fetch
+from ..rocm.unpack import unpack
 from .releases import HIPBLASLT_RELEASES, HipblasltRelease, find_hipblaslt
 
 MANIFEST_NAME = "manifest.json"
@@ -72,7 +75,7 @@ def load_hipblaslt(version: str) -> OfflineHipblaslt | None:
     manifest = hipblaslt_dir() / version / MANIFEST_NAME
     if not manifest.is_file():
         return None
-    found = _read_manifest(manifest)
+    found = read_manifest(manifest)
     release = find_hipblaslt(version)
     repair = f"run `hipmem rocm fetch --rocm {release.host_rocm}` to repair it"
     if found is None or any(found.packages.get(n) != v for n, v in release.pinned):
@@ -96,7 +99,7 @@ def cached_hipblaslt() -> list[str]:
     ]
 
 
-def _read_manifest(path: Path) -> OfflineHipblaslt | None:
+def read_manifest(path: Path) -> OfflineHipblaslt | None:
     try:
         data = json.loads(path.read_text())
         if data.get("format") != MANIFEST_FORMAT:
@@ -114,7 +117,7 @@ def _read_manifest(path: Path) -> OfflineHipblaslt | None:
         return None
 
 
-def _write_manifest(found: OfflineHipblaslt) -> None:
+def write_manifest(found: OfflineHipblaslt) -> None:
     payload = {
         "format": MANIFEST_FORMAT,
         "version": found.version,
@@ -132,7 +135,7 @@ def _write_manifest(found: OfflineHipblaslt) -> None:
 def fetch_hipblaslt(
     version: str,
     archs: Iterable[str] | None = None,
-    mirror: str = rocm_fetch.DEFAULT_MIRROR,
+    mirror: str = apt.DEFAULT_MIRROR,
     progress: ProgressCallback | None = None,
     notice: Callable[[str], None] | None = None,
     plan: rocm_fetch.PlanCallback | None = None,
@@ -148,7 +151,7 @@ def fetch_hipblaslt(
     chosen = [arch for arch in chosen if arch in release.solution_archs]
     rocm_fetch.fetch(release.host_rocm, [], mirror, progress, notice, plan, by)
     report: ProgressCallback = progress or no_progress
-    with rocm_fetch._fetch_lock(notice or (lambda message: None)):
+    with rocm_fetch.fetch_lock(notice or (lambda message: None)):
         return _fetch_locked(release, chosen, mirror, report, plan or (lambda planned: None), by)
 
 
@@ -161,7 +164,7 @@ def _fetch_locked(
     by: str,
 ) -> OfflineHipblaslt:
     base = hipblaslt_dir() / release.version
-    state = _read_manifest(base / MANIFEST_NAME)
+    state = read_manifest(base / MANIFEST_NAME)
     if state is not None:
         archs = sorted(set(archs) | set(state.archs))
         report(0, None, f"checking the cached {release.label}")
@@ -191,19 +194,19 @@ def _fetch_locked(
         def on_bytes(received: int, start: int = done_bytes, name: str = package.name) -> None:
             report(start + received, total_bytes, name)
 
-        rocm_fetch._download(package, deb, on_bytes)
+        apt.download(package, deb, on_bytes)
         done_bytes += package.size_bytes
         report(done_bytes, total_bytes, f"unpacking {package.name}")
         patterns = _wanted_members(package.name, archs)
-        state.files.update(rocm_fetch.unpack(deb, state.root, patterns, package.name))
+        state.files.update(unpack(deb, state.root, patterns, package.name))
         state.packages[package.name] = package.version
-        _write_manifest(state)
+        write_manifest(state)
         deb.unlink()
     shutil.rmtree(base / "debs", ignore_errors=True)
     state.archs = archs
     if state.changed or not state.fetched_at:
-        state.fetched_at = rocm_fetch._now()
-    _write_manifest(state)
+        state.fetched_at = rocm_fetch.iso_now()
+    write_manifest(state)
     return state
 
 
@@ -218,15 +221,15 @@ def _wanted_members(package: str, archs: list[str]) -> list[str]:
     return patterns
 
 
-def _resolve(release: HipblasltRelease, mirror: str) -> list[rocm_fetch.PackageFile]:
+def _resolve(release: HipblasltRelease, mirror: str) -> list[apt.PackageFile]:
     """The pinned packages' files, from the ROCm fetch's private apt configuration."""
     apt_dir = rocm_fetch.rocm_dir() / "apt"
-    options = rocm_fetch._apt_options(apt_dir)
+    options = apt.apt_options(apt_dir)
     if not (apt_dir / "sources.list").is_file():
         raise FetchError("the ROCm fetch's apt configuration is missing; run `hipmem rocm fetch`")
-    rocm_fetch._update_index(apt_dir, options, (apt_dir / "sources.list").read_text())
+    apt.update_index(apt_dir, options, (apt_dir / "sources.list").read_text())
     names = [name for name, _ in release.pinned]
-    offered = rocm_fetch._offered_versions(options, names)
+    offered = apt.offered_versions(options, names)
     for name, version in release.pinned:
         versions = offered.get(name, [])
         if not any(entry.split(" ")[0] == version for entry in versions):
@@ -236,5 +239,5 @@ def _resolve(release: HipblasltRelease, mirror: str) -> list[rocm_fetch.PackageF
                 "version and fetches no other"
             )
     wanted = [f"{name}={version}" for name, version in release.pinned]
-    listing = rocm_fetch._run(["apt-get", *options, "--print-uris", "download", *wanted], "apt-get")
-    return rocm_fetch._parse_print_uris(listing, tuple(names))
+    listing = apt.run_tool(["apt-get", *options, "--print-uris", "download", *wanted], "apt-get")
+    return apt.parse_print_uris(listing, tuple(names))

@@ -7,7 +7,7 @@
 
 The lines are data: split on whitespace and read as options, never run. The log does not
 record the workspace cap the application passed, so each call gets the default cap
-(PyTorch's). Read with the same bounds as the rocBLAS logs (`sizing.call_logs`): lines
+(PyTorch's). Read with the same bounds as the rocBLAS logs (`sizing/calls/log_lines.py`): lines
 longer than 64 KiB are skipped, a line with no end stops the read, at most 100,000 distinct
 calls; a line that is not a readable call is reported with its number.
 """
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..calls.input_files import UnreadableInput, open_input
-from ..calls.logs import MAX_LINE_BYTES, _bounded_lines
+from ..calls.log_lines import MAX_LINE_BYTES, bounded_lines
 from ..errors import CallLogError, SizingError
 from .matmul import MatmulCall, parse_matmul
 
@@ -80,7 +80,7 @@ def read_hipblaslt_log(path: Path) -> HipblasltLog:
     seen: dict[bytes, MatmulCall | None] = {}
     try:
         with open_input(path) as stream:
-            for number, raw in enumerate(_bounded_lines(path, stream, None), start=1):
+            for number, raw in enumerate(bounded_lines(path, stream, None), start=1):
                 log.line_count = number
                 if raw is None:
                     log.skipped.append(

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..calls.spec import _DECIMAL
+from ..calls.spec import DECIMAL
 from ..errors import BadArgument, LibraryNotFound, SizingError
 from ..rocm.locator import Libraries
 from ..rocm.on_demand import OnDemand
@@ -163,7 +163,7 @@ def parse_matmul(text: str) -> MatmulCall:
         text = given.get(name)
         if text is None:
             return default
-        if not _DECIMAL.fullmatch(text) or len(text) > 20 or not low <= int(text) < 2**31:
+        if not DECIMAL.fullmatch(text) or len(text) > 20 or not low <= int(text) < 2**31:
             raise BadArgument(
                 f"{ROUTINE}: {name}={text[:40]!r} is not a whole number {low}..2**31-1"
             )

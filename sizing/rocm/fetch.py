@@ -1,13 +1,14 @@
 """Offline ROCm: fetch Debian's builds of rocBLAS and rocSOLVER into the user cache.
 
 Size queries need the vendor libraries but no GPU. Debian ships rocBLAS/rocSOLVER as ordinary
-packages, so this module resolves them by package name and pinned version with apt (a private
-configuration: the machine's own apt state is never touched), downloads them itself
-(resumable, verified against the SHA256 from the signed archive index, with a progress
-callback), and unpacks only what queries read: shared libraries, headers, and the gemm
-(Tensile) `.dat` metadata of the archs asked for. GPU code objects are never unpacked.
+packages, so this module resolves them by package name and pinned version with apt
+(`apt.py`: a private configuration; the machine's own apt state is never touched),
+downloads them (resumable, verified against the SHA256 from the signed archive index, with
+a progress callback), and unpacks (`unpack.py`) only what queries read: shared libraries,
+headers, and the gemm (Tensile) `.dat` metadata of the archs asked for. GPU code objects
+are never unpacked.
 
-Each ROCm release (`sizing.rocm_releases`) has its own part of the cache, so several can sit
+Each ROCm release (`releases.py`) has its own part of the cache, so several can sit
 side by side:
 
     <cache>/rocm/apt/              the private apt configuration and index (sid + experimental)
@@ -18,24 +19,17 @@ side by side:
                                    file with its size and SHA256, so a damaged tree is found
 
 Debian's builds need a newer glibc than older hosts have, so sid's own libc, libstdc++ and
-dynamic loader are unpacked too; `sizing.worker_process` starts the query worker through that
+dynamic loader are unpacked too; `sizing/worker/process.py` starts the query worker through that
 loader. A fetch that is already complete does nothing but check the tree, offline.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import fnmatch
-import hashlib
 import json
-import os
 import shutil
 import stat
-import subprocess
-import tarfile
 import time
-import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,20 +40,16 @@ from hipmem._core.cache_lock import cache_lock
 from hipmem._core.cache_root import cache_dir
 from hipmem._core.progress import ProgressCallback, no_progress
 
-from ..errors import FetchError, LibraryNotFound, PinnedVersionGone
-from .elf_file import section_range
+from ..errors import FetchError, LibraryNotFound
+from .apt import DEFAULT_MIRROR, PackageFile, download, resolve_packages, sha256
 from .releases import (
-    BASE_SUITE,
     NEWEST,
     RELEASES,
     Release,
     find_release,
     sort_key,
 )
-
-DEFAULT_MIRROR = "http://deb.debian.org/debian"
-DEBIAN_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
-SUITES = ("sid", "experimental")
+from .unpack import unpack
 
 LIB_SUBDIR = "usr/lib/x86_64-linux-gnu"
 # How a tree came into the cache, as answers say where their libraries came from.
@@ -67,22 +57,6 @@ BY_COMMAND = "hipmem rocm fetch"
 ON_FIRST_USE = "fetched on first use"
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = 2
-
-
-@dataclass(frozen=True)
-class PackageFile:
-    """One .deb as apt resolved it."""
-
-    name: str
-    url: str
-    filename: str
-    size_bytes: int
-    sha256: str
-
-    @property
-    def version(self) -> str:
-        # Debian file names escape the epoch colon as %3a.
-        return self.filename.split("_")[1].replace("%3a", ":")
 
 
 @dataclass
@@ -160,7 +134,7 @@ def tree_damage(
             whole = stat.S_ISREG(info.st_mode) and info.st_size == size
             stamp = [info.st_ino, info.st_size, info.st_ctime_ns, info.st_mtime_ns]
             if whole and hashes and verified.get(relative) != stamp:
-                whole = _sha256(path, skip) == digest
+                whole = sha256(path, skip) == digest
             if whole:
                 stamps[relative] = stamp
             else:
@@ -215,7 +189,7 @@ def load_offline(release: str) -> OfflineRocm | None:
     manifest = offline_dir(release) / MANIFEST_NAME
     if not manifest.is_file():
         return None
-    found = _read_manifest(manifest)
+    found = read_manifest(manifest)
     if found is None or not _is_complete(found, find_release(release)):
         raise LibraryNotFound(
             f"the cached ROCm {release} in {manifest.parent} is incomplete or damaged; "
@@ -239,7 +213,7 @@ def cached_releases() -> list[str]:
 
 def cached_archs(release: str) -> list[str] | None:
     """The archs whose gemm data the cache holds for `release`; None when it holds none of it."""
-    found = _read_manifest(offline_dir(release) / MANIFEST_NAME)
+    found = read_manifest(offline_dir(release) / MANIFEST_NAME)
     return found.archs if found is not None else None
 
 
@@ -248,7 +222,7 @@ def legacy_dirs() -> list[Path]:
     return sorted(path for path in rocm_dir().glob("debian-*") if path.is_dir())
 
 
-def _read_manifest(path: Path) -> OfflineRocm | None:
+def read_manifest(path: Path) -> OfflineRocm | None:
     try:
         data = json.loads(path.read_text())
         if data.get("format") != MANIFEST_FORMAT:
@@ -273,7 +247,7 @@ def _is_complete(found: OfflineRocm, release: Release) -> bool:
     return has_all and pinned and found.loader.is_file()
 
 
-def _write_manifest(found: OfflineRocm) -> None:
+def write_manifest(found: OfflineRocm) -> None:
     payload = {
         "format": MANIFEST_FORMAT,
         "release": found.release,
@@ -314,7 +288,7 @@ def fetch(
             f"choose from {', '.join(wanted.gemm_archs)}"
         )
     report: ProgressCallback = progress or no_progress
-    with _fetch_lock(notice or (lambda message: None)):
+    with fetch_lock(notice or (lambda message: None)):
         return _fetch_locked(wanted, chosen, mirror, report, plan or (lambda planned: None), by)
 
 
@@ -327,7 +301,7 @@ def _fetch_locked(
     by: str,
 ) -> OfflineRocm:
     base = offline_dir(release.name)
-    before = _read_manifest(base / MANIFEST_NAME)
+    before = read_manifest(base / MANIFEST_NAME)
     if before is not None and before.release != release.name:
         before = None
     if before is not None:
@@ -355,26 +329,27 @@ def _fetch_locked(
         def on_bytes(received: int, start: int = done_bytes, name: str = package.name) -> None:
             report(start + received, total_bytes, name)
 
-        _download(package, deb, on_bytes)
+        download(package, deb, on_bytes)
         done_bytes += package.size_bytes
         report(done_bytes, total_bytes, f"unpacking {package.name}")
         patterns = _wanted_members(package.name, archs, release)
         unpacked = unpack(deb, state.root, patterns, package.name)
         state.files.update(unpacked)
         state.packages[package.name] = package.version
-        _write_manifest(state)  # progress survives an interruption
+        write_manifest(state)  # progress survives an interruption
         deb.unlink()  # verified and unpacked: the tree and the manifest are what stays
     shutil.rmtree(debs, ignore_errors=True)
     state.archs = archs  # only now: an interrupted fetch must not look as if it had them all
     if state.changed or not state.fetched_at:
-        state.fetched_at = _now()
-    _write_manifest(state)
+        state.fetched_at = iso_now()
+    write_manifest(state)
     if not _is_complete(state, release):
         raise FetchError(f"ROCm {release.name} unpacked without a dynamic loader; run again")
     return state
 
 
-def _now() -> str:
+def iso_now() -> str:
+    """Now, as a manifest's `fetched_at` says it (ISO 8601, UTC)."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
@@ -392,174 +367,9 @@ def _archs_present(state: OfflineRocm) -> list[str]:
     return sorted({path.rsplit("_", 1)[-1].removesuffix(".dat") for path in tensile})
 
 
-def _fetch_lock(notice: Callable[[str], None]) -> contextlib.AbstractContextManager[None]:
+def fetch_lock(notice: Callable[[str], None]) -> contextlib.AbstractContextManager[None]:
     """One fetch at a time per cache: downloads, apt's index and the tree are shared."""
     return cache_lock(rocm_dir(), "hipmem rocm fetch", notice)
-
-
-# ---- resolving package names to files ------------------------------------------------------
-
-
-def _apt_options(apt_dir: Path) -> list[str]:
-    return [
-        f"-oDir::Etc::SourceList={apt_dir / 'sources.list'}",
-        "-oDir::Etc::SourceParts=/dev/null",
-        f"-oDir::State::Lists={apt_dir / 'lists'}",
-        f"-oDir::Cache={apt_dir / 'cache'}",
-        "-oAPT::Architecture=amd64",
-        "-oAPT::Architectures=amd64",
-        "-oAcquire::Languages=none",
-        "-oDebug::NoLocking=1",
-    ]
-
-
-def resolve_packages(apt_dir: Path, release: Release, mirror: str) -> list[PackageFile]:
-    """Ask apt, in a private configuration, which files the pinned packages are today."""
-    if shutil.which("apt-get") is None:
-        raise FetchError(
-            "hipmem rocm fetch needs apt-get (Debian or Ubuntu); elsewhere install ROCm "
-            "and point HIPMEM_ROCM_LIBDIR at its lib directory"
-        )
-    for sub in ("lists/partial", "cache/archives/partial"):
-        (apt_dir / sub).mkdir(parents=True, exist_ok=True)
-    # The archive index is checked against Debian's signing key when the keyring is here.
-    trust = f"signed-by={DEBIAN_KEYRING}" if DEBIAN_KEYRING.is_file() else "trusted=yes"
-    sources = "".join(f"deb [{trust}] {mirror} {suite} main\n" for suite in SUITES)
-    write_text_atomically(apt_dir / "sources.list", sources)
-    options = _apt_options(apt_dir)
-    _update_index(apt_dir, options, sources)
-    offered = _offered_versions(options, [name for name, _ in release.pinned])
-    _check_pins(release, offered)
-    wanted = [f"{name}={version}" for name, version in release.pinned]
-    wanted += [f"{name}/{BASE_SUITE}" for name in release.packages if name not in release.pins]
-    listing = _run(["apt-get", *options, "--print-uris", "download", *wanted], "apt-get")
-    return _parse_print_uris(listing, release.packages)
-
-
-_INDEX_FRESH_S = 600  # one `hipmem rocm fetch --rocm 6.4,7.2` updates the index once
-
-
-def _update_index(apt_dir: Path, options: list[str], sources: str) -> None:
-    """`apt-get update`, unless this configuration's index was updated minutes ago."""
-    marker = apt_dir / "updated"
-    with contextlib.suppress(OSError):
-        fresh = time.time() - marker.stat().st_mtime < _INDEX_FRESH_S
-        if fresh and marker.read_text() == sources:
-            return
-    _run(["apt-get", *options, "update"], "apt-get update")
-    write_text_atomically(marker, sources)
-
-
-def _offered_versions(options: list[str], names: list[str]) -> dict[str, list[str]]:
-    """Package -> the versions the archive offers now (`apt-cache madison`)."""
-    listing = _run(["apt-cache", *options, "madison", *names], "apt-cache madison")
-    offered: dict[str, list[str]] = {name: [] for name in names}
-    for line in listing.splitlines():
-        parts = [part.strip() for part in line.split("|")]
-        if len(parts) >= 3 and parts[0] in offered:
-            suite = parts[2].split()[-3].rsplit("/", 1)[0] if len(parts[2].split()) >= 3 else ""
-            offered[parts[0]].append(f"{parts[1]} ({suite})" if suite else parts[1])
-    return offered
-
-
-def _check_pins(release: Release, offered: dict[str, list[str]]) -> None:
-    """A pinned version that left the archive is one line naming what is there now."""
-    for name, version in release.pinned:
-        versions = offered.get(name, [])
-        if not any(entry.split(" ")[0] == version for entry in versions):
-            now = ", ".join(versions) if versions else "nothing"
-            raise PinnedVersionGone(
-                f"ROCm {release.name}: Debian's archive no longer offers {name} {version} "
-                f"(it offers {now}); hipmem pins that version and fetches no other"
-            )
-
-
-def _parse_print_uris(listing: str, packages: tuple[str, ...]) -> list[PackageFile]:
-    """Lines look like `'URL' FILENAME SIZE SHA256:HEX`."""
-    files = []
-    for line in listing.splitlines():
-        parts = line.split()
-        if len(parts) != 4 or not parts[0].startswith("'") or not parts[3].startswith("SHA256:"):
-            continue
-        filename = parts[1]
-        files.append(
-            PackageFile(
-                name=filename.split("_")[0],
-                url=parts[0].strip("'"),
-                filename=filename,
-                size_bytes=int(parts[2]),
-                sha256=parts[3].removeprefix("SHA256:"),
-            )
-        )
-    missing = set(packages) - {file.name for file in files}
-    if missing:
-        raise FetchError(f"the archive has no package {', '.join(sorted(missing))}")
-    return sorted(files, key=lambda file: packages.index(file.name))
-
-
-def _run(command: list[str], what: str) -> str:
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-    except OSError as err:
-        raise FetchError(f"{what} could not start: {err}") from err
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise FetchError(f"{what} failed (exit {done.returncode}): {last}")
-    return done.stdout
-
-
-# ---- downloading ---------------------------------------------------------------------------
-
-_CHUNK_BYTES = 1 << 20
-
-
-def _download(file: PackageFile, target: Path, on_bytes: Callable[[int], None]) -> None:
-    """Resume a `.part` file with an HTTP range request; verify the hash before renaming.
-    A complete file left by an interrupted fetch is checked against the hash again."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if target.is_file():
-        if target.stat().st_size == file.size_bytes and _sha256(target) == file.sha256:
-            return
-        target.unlink()  # damaged since it was verified: fetch it again
-    partial = target.with_name(target.name + ".part")
-    have = partial.stat().st_size if partial.exists() else 0
-    if have >= file.size_bytes:
-        partial.unlink()
-        have = 0
-    request = urllib.request.Request(file.url, headers={"Range": f"bytes={have}-"} if have else {})
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            if have and response.status != 206:
-                have = 0  # the server ignored the range: start over
-            with partial.open("ab" if have else "wb") as out:
-                received = have
-                while chunk := response.read(_CHUNK_BYTES):
-                    out.write(chunk)
-                    received += len(chunk)
-                    on_bytes(received)
-    except OSError as err:
-        raise FetchError(f"downloading {file.url} failed: {err} (run again to resume)") from err
-    if _sha256(partial) != file.sha256:
-        partial.unlink()
-        raise FetchError(f"{file.filename} does not match the archive's SHA256; run again")
-    partial.replace(target)
-
-
-def _sha256(path: Path, skip: list[int] | None = None) -> str:
-    """SHA256 of the file, leaving out the byte range `skip` ([start, end]) when given."""
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        while chunk := stream.read(_CHUNK_BYTES):
-            if skip and stream.tell() > skip[0]:
-                digest.update(chunk[: len(chunk) - (stream.tell() - skip[0])])
-                stream.seek(skip[1])
-                skip = None
-            else:
-                digest.update(chunk)
-    return digest.hexdigest()
-
-
-# ---- unpacking -----------------------------------------------------------------------------
 
 
 def _wanted_members(package: str, archs: list[str], release: Release) -> list[str]:
@@ -572,98 +382,3 @@ def _wanted_members(package: str, archs: list[str], release: Release) -> list[st
         patterns += [f"{library}*_fallback.dat", f"{library}TensileManifest.txt"]
         patterns += [f"{library}*_{arch}.dat" for arch in archs]
     return patterns
-
-
-def unpack(deb: Path, root: Path, patterns: list[str], package: str) -> dict[str, list[Any]]:
-    """Extract the members matching `patterns`; returns each regular file's size and hash."""
-    if root.is_symlink():
-        root.unlink()  # planted: the tree is never written through a link out of the cache
-    root.mkdir(parents=True, exist_ok=True)
-    if shutil.which("dpkg-deb") is None:
-        raise FetchError("unpacking needs dpkg-deb (package dpkg)")
-    extracted: dict[str, list[Any]] = {}
-    with subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE) as proc:
-        assert proc.stdout is not None
-        with tarfile.open(fileobj=proc.stdout, mode="r|") as archive:
-            for member in archive:
-                if any(_matches(member.name, pattern) for pattern in patterns):
-                    target = root / member.name
-                    _clear_planted(root, member.name)
-                    if member.issym() and target.is_symlink():
-                        target.unlink()  # re-unpacking over an earlier tree
-                    archive.extract(member, root, filter=_keep_links)
-                    if member.isfile():
-                        dropped = drop_gpu_code(target) if ".so" in target.name else None
-                        relative = os.path.normpath(member.name)
-                        entry = [member.size, _sha256(target, dropped), package]
-                        extracted[relative] = entry + (dropped or [])
-    if proc.returncode != 0:
-        raise FetchError(f"dpkg-deb could not read {deb} (delete it and run again)")
-    return extracted
-
-
-def _clear_planted(root: Path, name: str) -> None:
-    """Remove a link found where the member or one of its folders goes: the tree's own links
-    are the package's (recreated as it unpacks), so one there now was planted, and writing
-    through it would leave the cache. Never followed, it does not stop a repair."""
-    parts = [part for part in Path(os.path.normpath(name)).parts if part not in (".", "..")]
-    inside = root.resolve()
-    path = root
-    for depth, part in enumerate(parts):
-        path = path / part
-        if not path.is_symlink():
-            if not path.exists():
-                return
-            continue
-        last = depth == len(parts) - 1
-        if last or not path.resolve().is_relative_to(inside):
-            path.unlink()  # a folder link within the tree is the package's own: kept
-
-
-_FALLOC_FL_KEEP_SIZE = 1
-_FALLOC_FL_PUNCH_HOLE = 2
-_GPU_CODE_SECTION = ".hip_fatbin"
-
-
-def drop_gpu_code(library: Path) -> list[int] | None:
-    """Punch the GPU code (the `.hip_fatbin` section: 90% of rocBLAS, 97% of rocSOLVER) out of
-    a library's disk blocks; returns the [start, end) byte range dropped, or None.
-
-    Size queries never read it (the stand-in runtime registers code objects as no-ops), and
-    the file keeps its size and layout, so the loader maps it as before: the dropped range
-    reads as zeros and takes no disk. Where the filesystem cannot punch holes, nothing changes.
-    """
-    found = section_range(library, _GPU_CODE_SECTION)
-    if found is None:
-        return None
-    page = 4096
-    start = -(-found[0] // page) * page  # whole pages inside the section only
-    end = (found[0] + found[1]) // page * page
-    if end <= start:
-        return None
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-    with library.open("r+b") as stream:
-        mode = _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE
-        if libc.fallocate(stream.fileno(), mode, start, end - start) != 0:
-            return None  # e.g. EOPNOTSUPP: the library stays whole, which is only bigger
-    return [start, end]
-
-
-def _matches(name: str, pattern: str) -> bool:
-    """Glob match that never crosses a `/` (so `lib/*.so*` skips `lib/rocblas/x.so-gfx`),
-    except a trailing `/**`, which takes the whole subtree."""
-    if pattern.endswith("/**"):
-        return name.startswith(pattern[:-2])
-    directory, _, base = pattern.rpartition("/")
-    name_directory, _, name_base = name.rpartition("/")
-    return fnmatch.fnmatch(name_directory, directory) and fnmatch.fnmatch(name_base, base)
-
-
-def _keep_links(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
-    """tarfile's 'data' filter (nothing lands outside `dest`), dropping absolute symlinks,
-    which would point into the host's own system; the libraries' own links are relative.
-    Files keep the umask's permissions (a cache shared by a team stays readable)."""
-    if member.issym() and member.linkname.startswith("/"):
-        return None
-    return tarfile.data_filter(member, dest)

@@ -5,7 +5,7 @@ data of the device's arch in a release the cache holds for other archs, and the 
 build that runs on a release (with the solution data of the device's arch). The locators
 (`sizing.library_locator`, `sizing.hipblaslt_locator`) decide what is missing and ask an
 `OnDemand`; it fetches exactly that, through the same code as `hipmem rocm fetch` (its lock,
-hash checks and atomic renames: `sizing.rocm_fetch`, `sizing.hipblaslt_fetch`), keeping only
+hash checks and atomic renames: `sizing/rocm/fetch.py`, `sizing/hipblaslt/fetch.py`), keeping only
 the device's arch's data. A request with no `OnDemand` never downloads (the Python API).
 
 Offline (`--offline`, `HIPMEM_OFFLINE=1`) nothing is downloaded: what is missing is an error
@@ -27,6 +27,7 @@ from ..errors import LibraryNotFound, UsageError
 from ..hipblaslt.fetch import OfflineHipblaslt, fetch_hipblaslt
 from ..hipblaslt.releases import HipblasltRelease
 from . import fetch as rocm_fetch
+from .apt import DEFAULT_MIRROR
 from .releases import find_release
 
 OFFLINE_ENV = "HIPMEM_OFFLINE"
@@ -70,7 +71,7 @@ class OnDemand:
     announce: Callable[[str], None] = _silent
     progress: Callable[[str], AbstractContextManager[ProgressCallback]] = _no_bar
     notice: Callable[[str], None] = _silent
-    mirror: str = rocm_fetch.DEFAULT_MIRROR
+    mirror: str = DEFAULT_MIRROR
 
     # -- ROCm releases ----------------------------------------------------------------------
     def rocm(self, name: str, why: str) -> rocm_fetch.OfflineRocm:
