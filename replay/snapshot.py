@@ -49,11 +49,11 @@ from hipmem.replay.events import (
     Recording,
     SkippedRow,
 )
+from hipmem.replay.snapshot_native import restricted_pickle
 from hipmem.replay.snapshot_pickle import (
     DROPPED,
     MAX_BYTES_ENV,
     BigInt,
-    RestrictedPickle,
     SnapshotError,
     SnapshotRefused,
     excerpt,
@@ -175,6 +175,12 @@ class _TraceList:
     def other(self, item: Any) -> None:
         self.skip(self._next_line(), _not_an_entry(item))
 
+    def keep_frames(self, line: int, frames: Any) -> None:
+        """Keep the frames of entry `line` (one `entries_frames` asks about)."""
+        found = _frames_of(frames)
+        if found:
+            self.frames[line] = found
+
     def _skip_field(self, line: int, action: str, values: tuple[Any, ...]) -> None:
         for key, value in zip(("addr", "size", "stream", "time_us"), values, strict=True):
             if type(value) is not int or not 0 <= value < _INT64_END:
@@ -190,9 +196,7 @@ class _TraceList:
         if line > shared.max_entries:
             raise SnapshotError(f"a device has more than {shared.max_entries:,} trace entries")
         if shared.want_lines and line in shared.want_lines:
-            frames = _frames_of(item.get("frames"))
-            if frames:
-                self.frames[line] = frames
+            self.keep_frames(line, item.get("frames"))
         action = item["action"]
         if type(action) is not str:
             self.skip(line, "entry has no action")
@@ -273,7 +277,7 @@ def _load(
     try:
         with gzip.open(path, "rb") if gzipped else path.open("rb") as raw:
             reader = io.BufferedReader(_CappedReader(raw, limit, name), _READ_BYTES)
-            machine = RestrictedPickle(
+            machine = restricted_pickle()(  # the C machine, or this reference in Python
                 reader.read,
                 name,
                 max_bytes=limit,
