@@ -54,6 +54,7 @@ from hipmem.replay.snapshot_pickle import (
     DROPPED,
     MAX_BYTES_ENV,
     BigInt,
+    RestrictedPickle,
     SnapshotError,
     SnapshotRefused,
     excerpt,

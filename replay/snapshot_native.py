@@ -1,4 +1,4 @@
-"""The restricted snapshot pickle machine in C (`replay/csrc/snapshot_reader.c`), built on first use.
+"""The restricted snapshot pickle machine in C (`replay/csrc/snapshot_reader.c`), built on use.
 
 `snapshot_pickle.RestrictedPickle` (Python) is the reference; this is the same machine and the
 same trace sink in C, a CPython extension module built with the system C compiler against the
@@ -30,9 +30,9 @@ from typing import Any
 
 from hipmem._core.build_cache import built_folder
 from hipmem._core.cache_root import cache_dir
+from hipmem.replay import snapshot_pickle
 from hipmem.replay.errors import ReplayError
 from hipmem.replay.events import ALLOCATE, ALLOCATE_FAILURE, FREE
-from hipmem.replay import snapshot_pickle
 from hipmem.replay.snapshot_pickle import DROPPED, BigInt, RestrictedPickle, SnapshotError, excerpt
 
 SOURCE = Path(__file__).with_name("csrc") / "snapshot_reader.c"
@@ -45,9 +45,11 @@ class NativeReaderUnavailable(ReplayError):
 
 
 def _build_command(source: Path, target: Path) -> list[str]:
-    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    named = os.environ.get("CC")
+    compiler = shutil.which(named) if named else shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
-        raise NativeReaderUnavailable("no C compiler (cc/gcc) to build the snapshot reader")
+        what = f"CC={named}" if named else "cc/gcc"
+        raise NativeReaderUnavailable(f"no C compiler ({what}) to build the snapshot reader")
     include = Path(sysconfig.get_paths()["include"])
     if not (include / "Python.h").is_file():
         raise NativeReaderUnavailable(
@@ -72,7 +74,10 @@ def build() -> Path:
 
     def make(work: Path) -> None:
         command = _build_command(SOURCE, work / _library_name())
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+        except OSError as err:
+            raise NativeReaderUnavailable(f"cannot run {command[0]}: {err}") from None
         if done.returncode != 0:
             lines = done.stderr.splitlines()
             first = next((ln for ln in lines if "error" in ln), done.stderr[-300:])
