@@ -143,6 +143,7 @@ class _Shared:
         self.day_start_us = 0
         self.max_entries = MAX_TRACE_ENTRIES  # read at call time: tests lower it
         self.want_lines = want_lines  # entries whose frames are kept (entries_frames)
+        self.sink_limits = (MAX_KEPT_SKIPS, MAX_TIME_US, DAY_US)  # for the C sink
 
 
 class _TraceList:

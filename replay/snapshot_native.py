@@ -128,9 +128,7 @@ class NativeRestrictedPickle(RestrictedPickle):
     """`RestrictedPickle` with its loop in C: same arguments, sinks, results and messages."""
 
     def _run(self) -> Any:
-        # The sink's limits live with the sink (snapshot.py imports this module: read late).
-        from hipmem.replay import snapshot
-
+        # The sink's own limits are read from its `shared.sink_limits` (snapshot.py).
         p = snapshot_pickle
         consts = (
             DROPPED,
@@ -139,9 +137,6 @@ class NativeRestrictedPickle(RestrictedPickle):
             p._Truncated,
             SnapshotError,
             (ALLOCATE, FREE, ALLOCATE_FAILURE),
-            snapshot.MAX_KEPT_SKIPS,
-            snapshot.MAX_TIME_US,
-            snapshot.DAY_US,
             p._CHUNK_BYTES,
             p._LOOKAHEAD,
             p._MAX_MARKS,

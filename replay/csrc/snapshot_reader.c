@@ -167,7 +167,7 @@ typedef struct {
     PyObject *dropped, *bigint_type, *excerpt, *truncated, *snapshot_error;
     int64_t action_codes[3];
     Py_ssize_t kept_skips;
-    int64_t max_time_us, day_us;
+    long long max_time_us, day_us;
     Py_ssize_t chunk, lookahead, max_marks, memo_gap, long_decoded;
     int64_t max_bytes, max_cells, cells;
     int keep_frames;
@@ -478,6 +478,14 @@ static Sink *sink_for(Machine *m, PyObject *target, int make) {
         m->max_entries = PyLong_AsLongLong(max);
         Py_DECREF(max);
         if (m->max_entries == -1 && PyErr_Occurred()) return NULL;
+        /* The sink's other limits (snapshot.py's MAX_KEPT_SKIPS, MAX_TIME_US, DAY_US) */
+        PyObject *limits = PyObject_GetAttrString(m->shared, "sink_limits");
+        if (!limits) return NULL;
+        long long kept;
+        int parsed = PyArg_ParseTuple(limits, "LLL", &kept, &m->max_time_us, &m->day_us);
+        Py_DECREF(limits);
+        if (!parsed) return NULL;
+        m->kept_skips = (Py_ssize_t)kept;
         PyObject *want = PyObject_GetAttrString(m->shared, "want_lines");
         if (!want) return NULL;
         if (PySet_Size(want) > 0)
@@ -1273,8 +1281,7 @@ static const long TRACKED_KINDS[] = {KIND_ALLOC, KIND_FREE, KIND_OOM, KIND_SEGME
 
 /* run(machine, read, max_bytes, max_cells, new_sink, keep_frames, sinks, consts)
    consts: (DROPPED, BigInt, excerpt, _Truncated, SnapshotError, (ALLOCATE, FREE,
-   ALLOCATE_FAILURE), kept_skips, max_time_us, day_us, chunk, lookahead, max_marks, memo_gap,
-   long_decoded) */
+   ALLOCATE_FAILURE), chunk, lookahead, max_marks, memo_gap, long_decoded) */
 static PyObject *reader_run(PyObject *self, PyObject *args) {
     Machine m;
     memset(&m, 0, sizeof m);
@@ -1285,16 +1292,12 @@ static PyObject *reader_run(PyObject *self, PyObject *args) {
                           &m.new_sink, &keep_frames, &PyDict_Type, &m.sinks_dict, &PyTuple_Type,
                           &consts))
         return NULL;
-    long long codes[3], kept, max_time, day;
-    if (!PyArg_ParseTuple(consts, "OOOOO(LLL)LLLnnnnn", &m.dropped, &m.bigint_type, &m.excerpt,
-                          &m.truncated, &m.snapshot_error, &codes[0], &codes[1], &codes[2], &kept,
-                          &max_time, &day, &m.chunk, &m.lookahead, &m.max_marks, &m.memo_gap,
-                          &m.long_decoded))
+    long long codes[3];
+    if (!PyArg_ParseTuple(consts, "OOOOO(LLL)nnnnn", &m.dropped, &m.bigint_type, &m.excerpt,
+                          &m.truncated, &m.snapshot_error, &codes[0], &codes[1], &codes[2],
+                          &m.chunk, &m.lookahead, &m.max_marks, &m.memo_gap, &m.long_decoded))
         return NULL;
     for (int k = 0; k < 3; k++) m.action_codes[k] = codes[k];
-    m.kept_skips = (Py_ssize_t)kept;
-    m.max_time_us = max_time;
-    m.day_us = day;
     m.max_bytes = max_bytes;
     m.max_cells = max_cells;
     m.keep_frames = keep_frames;
