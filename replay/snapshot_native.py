@@ -65,11 +65,11 @@ def _library_name() -> str:
 
 def build() -> Path:
     """The built extension module (built once per source, compiler and Python; checked)."""
-    probe = _build_command(SOURCE, Path(_library_name()))
+    # Keyed by the source, the Python it is built for, and CC: finding the compiler and the
+    # headers waits until a build is needed (every first read pays for the key).
     digest = hashlib.sha256()
     digest.update(SOURCE.read_bytes())
-    digest.update(" ".join(probe).encode())
-    digest.update(sys.version.encode())
+    digest.update(f"{sys.version} {sys.executable} {os.environ.get('CC', '')}".encode())
     folder = cache_dir() / "replay-core" / f"snapshot-reader-{digest.hexdigest()[:16]}"
 
     def make(work: Path) -> None:

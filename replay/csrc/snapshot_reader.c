@@ -348,7 +348,35 @@ static PyObject *get(PyObject *dict, PyObject *key) {
     return PyDict_GetItemWithError(dict, key); /* borrowed; NULL: missing (or an error set) */
 }
 
-static int sink_entry(Machine *m, Sink *s, PyObject *item) {
+/* An entry's fields, found in one pass over the dict (borrowed; NULL: missing). */
+typedef struct {
+    PyObject *action, *time_us, *addr, *size, *stream, *frames, *device_free;
+} Fields;
+
+/* The keys the machine decodes are interned (any str of <= 16 characters), so a key equal
+   to one of the names is that very object; one left uninterned (interning can fail quietly)
+   is compared by value. One pass: cheaper than seven lookups, and the same answer. */
+static void scan_fields(Machine *m, PyObject *item, Fields *f) {
+    memset(f, 0, sizeof *f);
+    PyObject *names[7] = {m->k_action, m->k_time_us, m->k_addr, m->k_size,
+                          m->k_stream, m->k_frames, m->k_device_free};
+    PyObject **slots[7] = {&f->action, &f->time_us, &f->addr, &f->size,
+                           &f->stream, &f->frames, &f->device_free};
+    Py_ssize_t at = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(item, &at, &key, &value)) {
+        if (!PyUnicode_CheckExact(key)) continue;
+        int plain = !PyUnicode_CHECK_INTERNED(key) && PyUnicode_GET_LENGTH(key) <= 16;
+        for (int k = 0; k < 7; k++) {
+            if (key == names[k] || (plain && PyUnicode_Compare(key, names[k]) == 0)) {
+                *slots[k] = value;
+                break;
+            }
+        }
+    }
+}
+
+static int sink_entry(Machine *m, Sink *s, PyObject *item, const Fields *f) {
     int64_t line;
     if (next_line(m, s, &line) < 0) return -1;
     if (m->want_lines) {
@@ -358,23 +386,20 @@ static int sink_entry(Machine *m, Sink *s, PyObject *item) {
         Py_DECREF(number);
         if (wanted < 0) return -1;
         if (wanted) {
-            PyObject *frames = get(item, m->k_frames);
-            if (!frames && PyErr_Occurred()) return -1;
             PyObject *done = PyObject_CallMethod(s->py, "keep_frames", "LO", (long long)line,
-                                                 frames ? frames : Py_None);
+                                                 f->frames ? f->frames : Py_None);
             if (!done) return -1;
             Py_DECREF(done);
         }
     }
-    PyObject *action = get(item, m->k_action);
-    if (!action) return PyErr_Occurred() ? -1 : 0;
+    PyObject *action = f->action;
+    if (!action) return 0;
     if (!PyUnicode_CheckExact(action)) {
         return sink_skip(m, s, line,
                          keeps(m, s) ? PyUnicode_FromString("entry has no action") : NULL);
     }
     PyObject *values[4];
-    values[3] = get(item, m->k_time_us);
-    if (!values[3] && PyErr_Occurred()) return -1;
+    values[3] = f->time_us;
     int64_t time_us = 0;
     int time_ok = count_of(values[3], &time_us);
     if (!m->have_first && time_ok && time_us <= m->max_time_us) {
@@ -385,14 +410,9 @@ static int sink_entry(Machine *m, Sink *s, PyObject *item) {
     PyObject *kind_obj = get(m->tracked, action);
     if (!kind_obj) return PyErr_Occurred() ? -1 : 0;
     long kind = PyLong_AsLong(kind_obj);
-    values[0] = get(item, m->k_addr);
-    if (!values[0]) {
-        if (PyErr_Occurred()) return -1;
-        values[0] = m->zero; /* item.get("addr", 0) */
-    }
-    values[1] = get(item, m->k_size);
-    values[2] = get(item, m->k_stream);
-    if (PyErr_Occurred()) return -1;
+    values[0] = f->addr ? f->addr : m->zero; /* item.get("addr", 0) */
+    values[1] = f->size;
+    values[2] = f->stream;
     int64_t address, size, stream;
     if (!(count_of(values[0], &address) && count_of(values[1], &size) &&
           count_of(values[2], &stream) && time_ok))
@@ -421,8 +441,7 @@ static int sink_entry(Machine *m, Sink *s, PyObject *item) {
         }
     } else if (kind == KIND_OOM) {
         address = 0;
-        PyObject *free_obj = get(item, m->k_device_free);
-        if (!free_obj && PyErr_Occurred()) return -1;
+        PyObject *free_obj = f->device_free;
         int64_t free_bytes;
         PyObject *row;
         if (count_of(free_obj, &free_bytes))
@@ -681,11 +700,12 @@ static int put_items(Machine *m, PyObject *target, PyObject **items, Py_ssize_t 
         }
         if (entry) {
             if (!sink && !(sink = sink_for(m, target, 1))) return -1;
-            if (sink_entry(m, sink, item) < 0) return -1;
+            Fields fields;
+            scan_fields(m, item, &fields);
+            if (sink_entry(m, sink, item, &fields) < 0) return -1;
             m->cells -= PyDict_GET_SIZE(item) + 1;
             memo_drop(m, item);
-            PyObject *frames = get(item, m->k_frames);
-            if (!frames && PyErr_Occurred()) return -1;
+            PyObject *frames = fields.frames;
             if (frames && PyList_CheckExact(frames) && !m->keep_frames) {
                 /* PyTorch shares one frames list between an alloc and its frees: later
                    references get DROPPED, which no column needs. */
@@ -877,6 +897,9 @@ static PyObject *run_machine(Machine *m) {
                     fail(m, m->base + pos, "a string that is not UTF-8");
                     return NULL;
                 }
+                /* Short strings are dict keys ("addr", "filename"): interned, every lookup
+                   of the sink's own keys finds them by identity, not by comparing bytes. */
+                if (value && size <= 16) PyUnicode_InternInPlace(&value);
             } else {
                 value = PyBytes_FromStringAndSize(start, (Py_ssize_t)size);
             }
@@ -1320,7 +1343,12 @@ static PyObject *reader_run(PyObject *self, PyObject *args) {
         Py_XDECREF(kind);
         if (bad) goto done;
     }
+    /* No cycle collection while the machine runs: what it builds is a tree (a cycle only in
+       a hostile pickle, collected afterwards), and the collector would walk the kept
+       segments again and again as entries come and go. */
+    int collecting = PyGC_Disable();
     result = run_machine(&m);
+    if (collecting) PyGC_Enable();
     if (result && sinks_finish(&m) < 0) Py_CLEAR(result);
 done:
     machine_free(&m);
