@@ -138,6 +138,7 @@ class NativeRestrictedPickle(RestrictedPickle):
             SnapshotError,
             (ALLOCATE, FREE, ALLOCATE_FAILURE),
             p._CHUNK_BYTES,
+            p._MAX_CHUNK_BYTES,
             p._LOOKAHEAD,
             p._MAX_MARKS,
             p._MEMO_GAP,

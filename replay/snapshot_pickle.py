@@ -31,7 +31,8 @@ from typing import Any, Protocol
 from hipmem.replay.errors import LogFormatError
 
 MAX_BYTES_ENV = "HIPMEM_SNAPSHOT_MAX_BYTES"
-_CHUNK_BYTES = 1 << 16
+_CHUNK_BYTES = 1 << 13  # the first read; each next one twice the last, up to:
+_MAX_CHUNK_BYTES = 1 << 16  # small snapshots cost small buffers; more costs more, no faster
 _LOOKAHEAD = 9  # the longest fixed-size opcode with its argument (FRAME, BINUNICODE8)
 _MAX_MARKS = 10_000  # open MARKs; PyTorch's pickles nest a handful
 _I32 = struct.Struct("<i").unpack_from
@@ -159,7 +160,7 @@ class RestrictedPickle:
 
         def more(buf: bytes, pos: int, need: int) -> tuple[bytes, int]:
             """buf from pos on, with at least `need` bytes unless the stream ends first."""
-            nonlocal base, eof
+            nonlocal base, eof, chunk
             rest = buf[pos:]
             base += pos
             if need > self._max_bytes - base:
@@ -168,6 +169,7 @@ class RestrictedPickle:
             have = len(rest)
             while not eof and have < need:
                 data = read(max(chunk, need - have))
+                chunk = min(chunk * 2, _MAX_CHUNK_BYTES)
                 if not data:
                     eof = True
                     break

@@ -168,7 +168,7 @@ typedef struct {
     int64_t action_codes[3];
     Py_ssize_t kept_skips;
     long long max_time_us, day_us;
-    Py_ssize_t chunk, lookahead, max_marks, memo_gap, long_decoded;
+    Py_ssize_t chunk, max_chunk, lookahead, max_marks, memo_gap, long_decoded;
     int64_t max_bytes, max_cells, cells;
     int keep_frames;
     /* the stream */
@@ -656,6 +656,7 @@ static int more(Machine *m, Py_ssize_t *pos, unsigned __int128 need) {
         Py_ssize_t ask = wanted - m->end > m->chunk ? wanted - m->end : m->chunk;
         PyObject *data = PyObject_CallFunction(m->read, "n", ask);
         if (!data) return -1;
+        m->chunk = m->chunk * 2 < m->max_chunk ? m->chunk * 2 : m->max_chunk;
         char *bytes;
         Py_ssize_t length;
         if (PyBytes_AsStringAndSize(data, &bytes, &length) < 0) {
@@ -1304,7 +1305,7 @@ static const long TRACKED_KINDS[] = {KIND_ALLOC, KIND_FREE, KIND_OOM, KIND_SEGME
 
 /* run(machine, read, max_bytes, max_cells, new_sink, keep_frames, sinks, consts)
    consts: (DROPPED, BigInt, excerpt, _Truncated, SnapshotError, (ALLOCATE, FREE,
-   ALLOCATE_FAILURE), chunk, lookahead, max_marks, memo_gap, long_decoded) */
+   ALLOCATE_FAILURE), chunk, max_chunk, lookahead, max_marks, memo_gap, long_decoded) */
 static PyObject *reader_run(PyObject *self, PyObject *args) {
     Machine m;
     memset(&m, 0, sizeof m);
@@ -1316,9 +1317,10 @@ static PyObject *reader_run(PyObject *self, PyObject *args) {
                           &consts))
         return NULL;
     long long codes[3];
-    if (!PyArg_ParseTuple(consts, "OOOOO(LLL)nnnnn", &m.dropped, &m.bigint_type, &m.excerpt,
+    if (!PyArg_ParseTuple(consts, "OOOOO(LLL)nnnnnn", &m.dropped, &m.bigint_type, &m.excerpt,
                           &m.truncated, &m.snapshot_error, &codes[0], &codes[1], &codes[2],
-                          &m.chunk, &m.lookahead, &m.max_marks, &m.memo_gap, &m.long_decoded))
+                          &m.chunk, &m.max_chunk, &m.lookahead, &m.max_marks, &m.memo_gap,
+                          &m.long_decoded))
         return NULL;
     for (int k = 0; k < 3; k++) m.action_codes[k] = codes[k];
     m.max_bytes = max_bytes;
