@@ -353,26 +353,39 @@ typedef struct {
     PyObject *action, *time_us, *addr, *size, *stream, *frames, *device_free;
 } Fields;
 
-/* The keys the machine decodes are interned (any str of <= 16 characters), so a key equal
-   to one of the names is that very object; one left uninterned (interning can fail quietly)
-   is compared by value. One pass: cheaper than seven lookups, and the same answer. */
+/* Which of the seven names `key` is (0..6), or -1: by length and bytes, no hashing (the keys
+   of an entry are one memoized string each, compared here once per entry). */
+static int field_index(PyObject *key) {
+    if (!PyUnicode_CheckExact(key) || PyUnicode_KIND(key) != PyUnicode_1BYTE_KIND) return -1;
+    const char *text = (const char *)PyUnicode_1BYTE_DATA(key);
+    switch (PyUnicode_GET_LENGTH(key)) {
+    case 4:
+        return !memcmp(text, "addr", 4) ? 2 : !memcmp(text, "size", 4) ? 3 : -1;
+    case 6:
+        return !memcmp(text, "action", 6)   ? 0
+               : !memcmp(text, "stream", 6) ? 4
+               : !memcmp(text, "frames", 6) ? 5
+                                            : -1;
+    case 7:
+        return !memcmp(text, "time_us", 7) ? 1 : -1;
+    case 11:
+        return !memcmp(text, "device_free", 11) ? 6 : -1;
+    default:
+        return -1;
+    }
+}
+
+/* One pass over the dict: cheaper than seven lookups, and the same answer (a dict holds at
+   most one key equal to each name). */
 static void scan_fields(Machine *m, PyObject *item, Fields *f) {
     memset(f, 0, sizeof *f);
-    PyObject *names[7] = {m->k_action, m->k_time_us, m->k_addr, m->k_size,
-                          m->k_stream, m->k_frames, m->k_device_free};
     PyObject **slots[7] = {&f->action, &f->time_us, &f->addr, &f->size,
                            &f->stream, &f->frames, &f->device_free};
     Py_ssize_t at = 0;
     PyObject *key, *value;
     while (PyDict_Next(item, &at, &key, &value)) {
-        if (!PyUnicode_CheckExact(key)) continue;
-        int plain = !PyUnicode_CHECK_INTERNED(key) && PyUnicode_GET_LENGTH(key) <= 16;
-        for (int k = 0; k < 7; k++) {
-            if (key == names[k] || (plain && PyUnicode_Compare(key, names[k]) == 0)) {
-                *slots[k] = value;
-                break;
-            }
-        }
+        int k = field_index(key);
+        if (k >= 0) *slots[k] = value;
     }
 }
 
@@ -898,9 +911,6 @@ static PyObject *run_machine(Machine *m) {
                     fail(m, m->base + pos, "a string that is not UTF-8");
                     return NULL;
                 }
-                /* Short strings are dict keys ("addr", "filename"): interned, every lookup
-                   of the sink's own keys finds them by identity, not by comparing bytes. */
-                if (value && size <= 16) PyUnicode_InternInPlace(&value);
             } else {
                 value = PyBytes_FromStringAndSize(start, (Py_ssize_t)size);
             }
