@@ -911,6 +911,9 @@ static PyObject *run_machine(Machine *m) {
                     fail(m, m->base + pos, "a string that is not UTF-8");
                     return NULL;
                 }
+                /* PyTorch writes some short strings anew for every entry ("N/A", the
+                   compile_context), and the memo keeps each: interned, they are one. */
+                if (value && size <= 16) PyUnicode_InternInPlace(&value);
             } else {
                 value = PyBytes_FromStringAndSize(start, (Py_ssize_t)size);
             }
