@@ -67,8 +67,12 @@ def build() -> Path:
     """The built extension module (built once per source, compiler and Python; checked)."""
     # Keyed by the source, the Python it is built for, and CC: finding the compiler and the
     # headers waits until a build is needed (every first read pays for the key).
+    try:
+        source = SOURCE.read_bytes()
+    except OSError as err:
+        raise NativeReaderUnavailable(f"no snapshot reader source ({err})") from None
     digest = hashlib.sha256()
-    digest.update(SOURCE.read_bytes())
+    digest.update(source)
     digest.update(f"{sys.version} {sys.executable} {os.environ.get('CC', '')}".encode())
     folder = cache_dir() / "replay-core" / f"snapshot-reader-{digest.hexdigest()[:16]}"
 

@@ -93,6 +93,7 @@ def test_the_wheel_installs_one_top_level_package(wheel: Path) -> None:
     assert tops == {"hipmem"} and listed == ["hipmem"]
     for data in ("hipmem/sizing/data/catalog-7.2.json", "hipmem/sizing/shim/virtual_hip.c",
                  "hipmem/replay/csrc/replay_core.cu", "hipmem/replay/csrc/torch_replay.cpp",
+                 "hipmem/replay/csrc/snapshot_reader.c",
                  "hipmem/replay/vcuda/virtual_cuda.c", "hipmem/replay/vcuda/vcuda_replay.cpp",
                  "hipmem/replay/vcuda/libcudart.so.13.map",
                  "hipmem/py.typed"):  # fmt: skip
