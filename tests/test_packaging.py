@@ -95,7 +95,7 @@ def test_the_wheel_installs_one_top_level_package(wheel: Path) -> None:
                  "replay/engine/csrc/replay_core.cu", "replay/pytorch/csrc/torch_replay.cpp",
                  "replay/virtual/vcuda/virtual_cuda.c", "replay/virtual/vcuda/vcuda_replay.cpp",
                  "replay/virtual/vcuda/libcudart.so.13.map", "replay/rmm/csrc/rmm_replay.cpp",
-                 "replay/virtual/vcuda/replay_loop.hpp",
+                 "replay/virtual/vcuda/replay_loop.hpp", "replay/snapshots/csrc/snapshot_reader.c",
                  "py.typed"):  # fmt: skip
         assert f"hipmem/{data}" in names
 

@@ -127,7 +127,7 @@ def record_folder(folder: Path) -> dict[str, list[object]]:
 def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as stream:
-        while chunk := stream.read(1 << 20):
+        while chunk := stream.read(1 << 16):  # small: a first snapshot read pays for it
             digest.update(chunk)
     return digest.hexdigest()
 

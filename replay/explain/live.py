@@ -3,7 +3,7 @@
 The live set is the program's (replay/engine/program.py) up to the refused op: every allocate whose
 free had not come yet. Each is traced to its snapshot entry, and the entry's recorded stack
 (`_record_memory_history(context=..., stacks="python")`) names the line of the program that
-asked: the innermost frame outside PyTorch's own Python (`snapshot.user_frame`), written
+asked: the innermost frame outside PyTorch's own Python (`snapshots.frames.user_frame`), written
 `file:line function`. Allocations made before recording began have no entry; a snapshot
 recorded without stacks has no frames: each is one group of its own, said as such.
 """
@@ -16,7 +16,8 @@ import numpy as np
 
 from ..engine.program import OP_ALLOCATE, ReplayProgram
 from ..logs.events import AllocationLog
-from ..snapshots.reader import Frame, entries_frames, user_frame
+from ..snapshots.frames import Frame, user_frame
+from ..snapshots.reader import entries_frames
 
 NO_STACK = "(no stack recorded)"
 BEFORE_RECORDING = "(allocated before recording began)"

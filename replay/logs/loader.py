@@ -43,7 +43,8 @@ from hipmem._core.progress import ProgressCallback
 from hipmem._core.skipped_input import NothingToAnswer
 
 from ..errors import LogFormatError, ReplayUsageError
-from ..snapshots.reader import is_snapshot, read_snapshot
+from ..snapshots.reader import read_snapshot
+from ..snapshots.snapshot_file import is_snapshot
 from .csv_columns import Int64Array, convert_columns, unwrap_midnight, why_bad
 from .csv_header import read_layout
 from .csv_reading import NeedsTolerantRead, SplitLines, read_fast, read_tolerant

@@ -19,7 +19,8 @@ from ..engine.report import AllocationFailure
 from ..engine.resources import parse_spec
 from ..engine.run import replay
 from ..pytorch import allocator as torch_allocator
-from ..snapshots.reader import Frame, entry_frames, user_frame
+from ..snapshots.frames import Frame, user_frame
+from ..snapshots.reader import entry_frames
 from ..virtual.devices import Device
 from .workloads import Snapshots, load_snapshots
 

@@ -15,7 +15,7 @@ from ..engine.program import ReplayProgram, build_program
 from ..errors import ReplayUsageError
 from ..logs.events import AllocationLog
 from ..logs.loader import load_log
-from ..snapshots.reader import is_snapshot
+from ..snapshots.snapshot_file import is_snapshot
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,8 @@ from typing import Any, Protocol
 from ..errors import LogFormatError
 
 MAX_BYTES_ENV = "HIPMEM_SNAPSHOT_MAX_BYTES"
-_CHUNK_BYTES = 1 << 16
+_CHUNK_BYTES = 1 << 13  # the first read; each next one twice the last, up to:
+_MAX_CHUNK_BYTES = 1 << 16  # small snapshots cost small buffers; more costs more, no faster
 _LOOKAHEAD = 9  # the longest fixed-size opcode with its argument (FRAME, BINUNICODE8)
 _MAX_MARKS = 10_000  # open MARKs; PyTorch's pickles nest a handful
 _I32 = struct.Struct("<i").unpack_from
@@ -159,20 +160,16 @@ class RestrictedPickle:
 
         def more(buf: bytes, pos: int, need: int) -> tuple[bytes, int]:
             """buf from pos on, with at least `need` bytes unless the stream ends first."""
-            nonlocal base, eof
+            nonlocal base, eof, chunk
             rest = buf[pos:]
             base += pos
             if need > self._max_bytes - base:
-                raise SnapshotError(
-                    f"{self._name}: not a readable snapshot within its cap: more than "
-                    f"{self._max_bytes:,} bytes once decompressed (a "
-                    f"length of {need:,} bytes at byte {base:,}; raise {MAX_BYTES_ENV} if this "
-                    "snapshot is genuine)"
-                )
+                raise self._cap_error(need, base)
             parts = [rest]
             have = len(rest)
             while not eof and have < need:
                 data = read(max(chunk, need - have))
+                chunk = min(chunk * 2, _MAX_CHUNK_BYTES)
                 if not data:
                     eof = True
                     break
@@ -351,6 +348,10 @@ class RestrictedPickle:
                                 base + pos - 1, f"a memo index {index:,} far past its end"
                             )
                         memo.extend([None] * (index + 1 - len(memo)))
+                    if memo_ids.get(id(memo[index])) == index:
+                        # The container put here before no longer sits here: forget it, so
+                        # that no id of a dead object is left to match a new one.
+                        del memo_ids[id(memo[index])]
                     memo[index] = top
                     if type(top) is dict or type(top) is list:
                         memo_ids[id(top)] = index
@@ -454,10 +455,20 @@ class RestrictedPickle:
             except UnicodeDecodeError:
                 raise self._error(base + pos, "a string that is not UTF-8") from None
             if cells > max_cells:
-                raise SnapshotError(
-                    f"{self._name}: more than {max_cells:,} objects held at once at byte "
-                    f"{base + pos:,}; a memory snapshot's segments and frames need far fewer"
-                )
+                raise self._cells_error(base + pos)
+
+    def _cap_error(self, need: int, offset: int) -> SnapshotError:
+        return SnapshotError(
+            f"{self._name}: not a readable snapshot within its cap: more than "
+            f"{self._max_bytes:,} bytes once decompressed (a length of {need:,} bytes at byte "
+            f"{offset:,}; raise {MAX_BYTES_ENV} if this snapshot is genuine)"
+        )
+
+    def _cells_error(self, offset: int) -> SnapshotError:
+        return SnapshotError(
+            f"{self._name}: more than {self._max_cells:,} objects held at once at byte "
+            f"{offset:,}; a memory snapshot's segments and frames need far fewer"
+        )
 
     def _refused(self, offset: int, what: str, name: str) -> SnapshotRefused:
         shown = f" {ascii(name[:200])[1:-1]}" if name else ""

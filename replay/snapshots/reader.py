@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import gzip
 import io
-import os
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -38,8 +37,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from hipmem._core.byte_sizes import GiB, parse_bytes
 
 from ..logs.events import (
     ALLOCATE,
@@ -50,19 +47,20 @@ from ..logs.events import (
     Recording,
     SkippedRow,
 )
+from .frames import Frame
+from .native import restricted_pickle
 from .pickle_machine import (
     DROPPED,
-    MAX_BYTES_ENV,
     BigInt,
     RestrictedPickle,
     SnapshotError,
     SnapshotRefused,
     excerpt,
 )
+from .snapshot_file import GZIP_MAGIC, READ_BYTES, CappedReader, max_bytes_from_env
 
 __all__ = ["DevicePart", "Frame", "SnapshotError", "SnapshotRefused", "read_snapshot"]
 
-DEFAULT_MAX_BYTES = 2 * GiB  # decompressed pickle; 10 M entries with frames are ~0.6 GB
 MAX_TRACE_ENTRIES = 20_000_000  # per device: 100x PyTorch's default max_entries (sys.maxsize
 # is its default, but users set 100,000 to a few million)
 MAX_TOTAL_TRACE_ENTRIES = 50_000_000  # all devices, a shared list once per device using it
@@ -74,55 +72,10 @@ _INT64_END = 1 << 63
 # Bounds that keep every sum and time in int64 (docs/hostile-input.md).
 MAX_RESERVED_BYTES = 1 << 62
 MAX_TIME_US = (2**63 - 1) // 1000  # so any time_ns, and any difference of two, fits int64
-_GZIP_MAGIC = b"\x1f\x8b"
-_PICKLE_PROTO = 0x80  # protocol 2+ pickles (PyTorch writes 4) start with PROTO
-_READ_BYTES = 1 << 13
 
 _TRACKED = {"alloc": 0, "free_completed": 1, "oom": 2, "segment_alloc": 3, "segment_map": 3,
             "segment_free": 4, "segment_unmap": 4}  # fmt: skip
 _ACTIONS = {0: ALLOCATE, 1: FREE, 2: ALLOCATE_FAILURE}
-
-
-def is_snapshot(path: Path) -> bool:
-    """True when the file (plain or gzip) starts like a pickle rather than a CSV."""
-    with path.open("rb") as file:
-        head = file.read(2)
-    if head == _GZIP_MAGIC:
-        try:
-            with gzip.open(path, "rb") as file:
-                head = file.read(1)
-        except (OSError, EOFError):
-            return False
-    return bool(head) and head[0] == _PICKLE_PROTO
-
-
-def max_bytes_from_env() -> int:
-    """The decompressed-size cap: HIPMEM_SNAPSHOT_MAX_BYTES (byte grammar), else 2 GiB."""
-    text = os.environ.get(MAX_BYTES_ENV)
-    return DEFAULT_MAX_BYTES if not text else parse_bytes(text, name=MAX_BYTES_ENV)
-
-
-class _CappedReader(io.RawIOBase):
-    """Reads from `raw`, refusing to hand out more than `limit_bytes` in total: gzip inflates
-    as it is read, so a bomb stops at the cap, never past it."""
-
-    def __init__(self, raw: Any, limit_bytes: int, name: str) -> None:
-        self._raw, self._left, self._limit, self._name = raw, limit_bytes, limit_bytes, name
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        data = self._raw.read(min(len(view), self._left + 1))
-        if len(data) > self._left:
-            raise SnapshotError(
-                f"{self._name}: more than {self._limit:,} bytes once decompressed "
-                f"(raise {MAX_BYTES_ENV} if this snapshot is genuine)"
-            )
-        self._left -= len(data)
-        view[: len(data)] = data
-        return len(data)
 
 
 @dataclass
@@ -143,6 +96,7 @@ class _Shared:
         self.day_start_us = 0
         self.max_entries = MAX_TRACE_ENTRIES  # read at call time: tests lower it
         self.want_lines = want_lines  # entries whose frames are kept (entries_frames)
+        self.sink_limits = (MAX_KEPT_SKIPS, MAX_TIME_US, DAY_US)  # for the C sink
 
 
 class _TraceList:
@@ -176,6 +130,12 @@ class _TraceList:
     def other(self, item: Any) -> None:
         self.skip(self._next_line(), _not_an_entry(item))
 
+    def keep_frames(self, line: int, frames: Any) -> None:
+        """Keep the frames of entry `line` (one `entries_frames` asks about)."""
+        found = _frames_of(frames)
+        if found:
+            self.frames[line] = found
+
     def _skip_field(self, line: int, action: str, values: tuple[Any, ...]) -> None:
         for key, value in zip(("addr", "size", "stream", "time_us"), values, strict=True):
             if type(value) is not int or not 0 <= value < _INT64_END:
@@ -191,9 +151,7 @@ class _TraceList:
         if line > shared.max_entries:
             raise SnapshotError(f"a device has more than {shared.max_entries:,} trace entries")
         if shared.want_lines and line in shared.want_lines:
-            frames = _frames_of(item.get("frames"))
-            if frames:
-                self.frames[line] = frames
+            self.keep_frames(line, item.get("frames"))
         action = item["action"]
         if type(action) is not str:
             self.skip(line, "entry has no action")
@@ -269,12 +227,12 @@ def _load(
     name = str(path)
     limit = max_bytes_from_env() if max_bytes is None else max_bytes
     with path.open("rb") as probe:
-        gzipped = probe.read(2) == _GZIP_MAGIC
+        gzipped = probe.read(2) == GZIP_MAGIC
     shared = _Shared(want_lines)
     try:
         with gzip.open(path, "rb") if gzipped else path.open("rb") as raw:
-            reader = io.BufferedReader(_CappedReader(raw, limit, name), _READ_BYTES)
-            machine = RestrictedPickle(
+            reader = io.BufferedReader(CappedReader(raw, limit, name), READ_BYTES)
+            machine = restricted_pickle()(  # the C machine, or this reference in Python
                 reader.read,
                 name,
                 max_bytes=limit,
@@ -489,18 +447,6 @@ def _count(value: Any) -> int | None:
     return value if type(value) is int and 0 <= value < _INT64_END else None
 
 
-@dataclass(frozen=True)
-class Frame:
-    """One stack frame PyTorch recorded with a trace entry (`context` and `stacks` on)."""
-
-    filename: str
-    line: int
-    name: str
-
-    def __str__(self) -> str:
-        return f"{self.filename}:{self.line} in {self.name}"
-
-
 def entry_frames(where: LineRef, *, max_bytes: int | None = None) -> list[Frame]:
     """The frames recorded with the trace entry at `where` (a snapshot source `FILE#devN` and
     its 1-based entry number), innermost first; [] when none were recorded or `where` is not
@@ -523,12 +469,3 @@ def entries_frames(
     trace = traces[device] if device < len(traces) else None
     entries = machine.sinks.get(id(trace)) if type(trace) is list else None
     return dict(entries.frames) if isinstance(entries, _TraceList) else {}
-
-
-def user_frame(frames: list[Frame]) -> Frame | None:
-    """The innermost frame outside PyTorch's own Python (`.../torch/...`): the line of the
-    program that asked; the innermost frame when all are PyTorch's."""
-    for frame in frames:
-        if "/torch/" not in frame.filename.replace("\\", "/"):
-            return frame
-    return frames[0] if frames else None

@@ -1,0 +1,1382 @@
+/* The restricted snapshot pickle machine and its trace sink, in C.
+ *
+ * A port, opcode for opcode, of `replay/snapshot_pickle.py` (`RestrictedPickle._run`) and of
+ * the trace sink `replay/snapshot.py` (`_TraceList.entry` / `other`): the Python machine is
+ * the reference, and tests/test_snapshot_native.py checks that both give the same columns,
+ * skipped entries and errors, byte for byte. Why C: the Python machine runs ~4x the time of
+ * `pickle.load` (C) on large snapshots; the issue asks for at most that time.
+ *
+ * What is kept as Python objects is what the Python machine keeps (the snapshot's dicts,
+ * lists and scalars, so the code reading segments and settings is shared); a trace entry
+ * becomes column values in C buffers (bytearrays handed to the sink at the end, no copy) the
+ * moment it is appended to its list, and is dropped. The bounds are the Python machine's:
+ * bytes (the caller's cap, checked before any length is read), objects held at once
+ * (`max_cells`), open MARKs, nothing recursive. Messages are made by the Python machine's
+ * own methods (`_error`, `_refused`, `_cap_error`, `_cells_error`) and `excerpt`, so both
+ * say the same words.
+ *
+ * Built on first use by `replay/snapshot_native.py` (the system C compiler, Python's
+ * headers) into hipmem's cache and checked on every load (`hipmem/_core/build_cache.py`).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---------- an open-addressing map, uint64 -> int64 (pointers or addresses) ---------- */
+
+typedef struct {
+    uint64_t *keys;
+    int64_t *values;
+    uint8_t *state; /* 0 empty, 1 full, 2 deleted */
+    size_t cap, used, filled;
+} Map;
+
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+static void map_free(Map *m) {
+    PyMem_RawFree(m->keys);
+    PyMem_RawFree(m->values);
+    PyMem_RawFree(m->state);
+    memset(m, 0, sizeof *m);
+}
+
+static int map_resize(Map *m, size_t cap) {
+    Map fresh = {0};
+    fresh.keys = PyMem_RawMalloc(cap * sizeof(uint64_t));
+    fresh.values = PyMem_RawMalloc(cap * sizeof(int64_t));
+    fresh.state = PyMem_RawCalloc(cap, 1);
+    if (!fresh.keys || !fresh.values || !fresh.state) {
+        map_free(&fresh);
+        PyErr_NoMemory();
+        return -1;
+    }
+    fresh.cap = cap;
+    for (size_t i = 0; i < m->cap; i++) {
+        if (m->state[i] != 1) continue;
+        size_t j = mix64(m->keys[i]) & (cap - 1);
+        while (fresh.state[j]) j = (j + 1) & (cap - 1);
+        fresh.state[j] = 1;
+        fresh.keys[j] = m->keys[i];
+        fresh.values[j] = m->values[i];
+        fresh.used++;
+    }
+    fresh.filled = fresh.used;
+    map_free(m);
+    *m = fresh;
+    return 0;
+}
+
+/* The slot of `key`, or -1. */
+static Py_ssize_t map_find(const Map *m, uint64_t key) {
+    if (!m->cap) return -1;
+    size_t j = mix64(key) & (m->cap - 1);
+    while (m->state[j]) {
+        if (m->state[j] == 1 && m->keys[j] == key) return (Py_ssize_t)j;
+        j = (j + 1) & (m->cap - 1);
+    }
+    return -1;
+}
+
+static int map_put(Map *m, uint64_t key, int64_t value) {
+    Py_ssize_t at = map_find(m, key);
+    if (at >= 0) {
+        m->values[at] = value;
+        return 0;
+    }
+    if ((m->filled + 1) * 4 >= m->cap * 3) {
+        size_t cap = m->cap ? m->cap : 64;
+        while ((m->used + 1) * 2 >= cap) cap *= 2;
+        if (map_resize(m, cap) < 0) return -1;
+    }
+    size_t j = mix64(key) & (m->cap - 1);
+    while (m->state[j] == 1) j = (j + 1) & (m->cap - 1);
+    if (m->state[j] == 0) m->filled++;
+    m->state[j] = 1;
+    m->keys[j] = key;
+    m->values[j] = value;
+    m->used++;
+    return 0;
+}
+
+/* 1 and the value when `key` was there (and is removed), else 0. */
+static int map_pop(Map *m, uint64_t key, int64_t *value) {
+    Py_ssize_t at = map_find(m, key);
+    if (at < 0) return 0;
+    if (value) *value = m->values[at];
+    m->state[at] = 2;
+    m->used--;
+    return 1;
+}
+
+/* ---------- an int64 column buffer: a bytearray grown in place, handed over whole ---------- */
+
+typedef struct {
+    PyObject *bytes; /* bytearray */
+    Py_ssize_t used, cap; /* in int64 values */
+} Column;
+
+static int column_extend(Column *c, const int64_t *values, Py_ssize_t n) {
+    if (c->used + n > c->cap) {
+        /* array('q')'s growth (1/8 more), not doubling: at 10 M entries the rows are 480 MB */
+        Py_ssize_t cap = c->used + n + (c->used >> 3) + 1024;
+        if (!c->bytes) {
+            c->bytes = PyByteArray_FromStringAndSize(NULL, cap * 8);
+            if (!c->bytes) return -1;
+        } else if (PyByteArray_Resize(c->bytes, cap * 8) < 0) {
+            return -1;
+        }
+        c->cap = cap;
+    }
+    memcpy(PyByteArray_AS_STRING(c->bytes) + c->used * 8, values, (size_t)n * 8);
+    c->used += n;
+    return 0;
+}
+
+/* The bytearray of exactly the values written (a new reference). */
+static PyObject *column_take(Column *c) {
+    if (!c->bytes) return PyByteArray_FromStringAndSize(NULL, 0);
+    if (PyByteArray_Resize(c->bytes, c->used * 8) < 0) return NULL;
+    PyObject *out = c->bytes;
+    c->bytes = NULL;
+    c->used = c->cap = 0;
+    return out;
+}
+
+/* ---------- the trace sink (snapshot.py's _TraceList, for one list) ---------- */
+
+typedef struct {
+    PyObject *py; /* the _TraceList made by new_sink (it keeps the list alive) */
+    PyObject *pre, *ooms, *skipped; /* its own lists, appended to here */
+    Column rows, reserved;
+    Map live;
+    int64_t count, skipped_count;
+} Sink;
+
+enum { KIND_ALLOC, KIND_FREE, KIND_OOM, KIND_SEGMENT_ALLOC, KIND_SEGMENT_FREE };
+
+typedef struct {
+    /* what the caller passed */
+    PyObject *machine, *read, *new_sink, *sinks_dict;
+    PyObject *dropped, *bigint_type, *excerpt, *truncated, *snapshot_error;
+    int64_t action_codes[3];
+    Py_ssize_t kept_skips;
+    long long max_time_us, day_us;
+    Py_ssize_t chunk, max_chunk, lookahead, max_marks, memo_gap, long_decoded;
+    int64_t max_bytes, max_cells, cells;
+    int keep_frames;
+    /* the stream */
+    char *buf;
+    Py_ssize_t end, buf_cap;
+    int64_t base;
+    int eof;
+    /* the machine */
+    PyObject **stack;
+    Py_ssize_t depth, stack_cap;
+    Py_ssize_t *marks;
+    Py_ssize_t n_marks, marks_cap;
+    PyObject **memo;
+    Py_ssize_t memo_len, memo_cap;
+    Map memo_ids; /* container -> its memo index */
+    /* the sinks and what they share */
+    Sink *sinks;
+    Py_ssize_t n_sinks, sinks_cap;
+    Map sink_of; /* list -> index in sinks */
+    PyObject *shared, *want_lines;
+    int64_t max_entries;
+    int have_first;
+    int64_t first_us, day_start_us;
+    /* keys and names */
+    PyObject *k_action, *k_time_us, *k_addr, *k_size, *k_stream, *k_frames, *k_device_free;
+    PyObject *tracked; /* action name -> kind */
+    PyObject *zero;
+} Machine;
+
+/* The `{:,}` of an integer, as a new str. */
+static PyObject *grouped_ll(long long value) {
+    PyObject *number = PyLong_FromLongLong(value);
+    if (!number) return NULL;
+    PyObject *spec = PyUnicode_FromString(",");
+    PyObject *out = spec ? PyObject_Format(number, spec) : NULL;
+    Py_XDECREF(spec);
+    Py_DECREF(number);
+    return out;
+}
+
+/* Raise what the exception object `made` (a new reference, or NULL with an error set) is. */
+static void raise_made(PyObject *made) {
+    if (!made) return;
+    PyErr_SetObject((PyObject *)Py_TYPE(made), made);
+    Py_DECREF(made);
+}
+
+/* machine._error(offset, what), `what` a new reference (stolen). */
+static void fail_with(Machine *m, int64_t offset, PyObject *what) {
+    if (!what) return;
+    raise_made(PyObject_CallMethod(m->machine, "_error", "LO", (long long)offset, what));
+    Py_DECREF(what);
+}
+
+static void fail(Machine *m, int64_t offset, const char *what) {
+    fail_with(m, offset, PyUnicode_FromString(what));
+}
+
+static PyObject *excerpt(Machine *m, PyObject *value) {
+    return PyObject_CallOneArg(m->excerpt, value);
+}
+
+/* what % excerpt(value): `format` holds one %U. */
+static void fail_excerpt(Machine *m, int64_t offset, const char *format, PyObject *value) {
+    PyObject *shown = excerpt(m, value);
+    if (!shown) return;
+    PyObject *what = PyUnicode_FromFormat(format, shown);
+    Py_DECREF(shown);
+    fail_with(m, offset, what);
+}
+
+static void refuse(Machine *m, int64_t offset, const char *what, PyObject *name) {
+    PyObject *empty = NULL;
+    if (!name) name = empty = PyUnicode_FromString("");
+    if (!name) return;
+    raise_made(PyObject_CallMethod(m->machine, "_refused", "LsO", (long long)offset, what, name));
+    Py_XDECREF(empty);
+}
+
+static void truncated(Machine *m) { PyErr_SetNone(m->truncated); }
+
+/* `type(value) is int` and 0 <= value < 2**63: 1 with the value, else 0. */
+static int count_of(PyObject *value, int64_t *out) {
+    if (!value || !PyLong_CheckExact(value)) return 0;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow || v < 0) return 0;
+    *out = v;
+    return 1;
+}
+
+static int is_scalar(Machine *m, PyObject *v) {
+    return PyUnicode_CheckExact(v) || PyLong_CheckExact(v) || PyFloat_CheckExact(v) ||
+           PyBool_Check(v) || v == Py_None || PyBytes_CheckExact(v) ||
+           Py_TYPE(v) == (PyTypeObject *)m->bigint_type;
+}
+
+/* ---------- the sink ---------- */
+
+static int sink_skip(Machine *m, Sink *s, int64_t line, PyObject *reason /* stolen; may be
+                                                                           NULL: not kept */) {
+    s->skipped_count++;
+    if (!reason) return 0;
+    PyObject *row = Py_BuildValue("(LN)", (long long)line, reason);
+    if (!row) return -1;
+    int done = PyList_Append(s->skipped, row);
+    Py_DECREF(row);
+    return done;
+}
+
+/* Whether a skip's reason is kept (else it is counted only, and never made). */
+static int keeps(Machine *m, Sink *s) { return PyList_GET_SIZE(s->skipped) < m->kept_skips; }
+
+static int next_line(Machine *m, Sink *s, int64_t *line) {
+    *line = ++s->count;
+    if (*line > m->max_entries) {
+        PyObject *shown = grouped_ll(m->max_entries);
+        if (shown) {
+            PyErr_Format(m->snapshot_error, "a device has more than %U trace entries", shown);
+            Py_DECREF(shown);
+        }
+        return -1;
+    }
+    return 0;
+}
+
+/* snapshot.py's _not_an_entry */
+static PyObject *not_an_entry(Machine *m, PyObject *item) {
+    int shared = item == m->dropped;
+    if (!shared && PyDict_CheckExact(item)) {
+        shared = PyDict_Contains(item, m->dropped);
+        if (shared < 0) return NULL;
+    }
+    if (shared)
+        return PyUnicode_FromString(
+            "entry is the same object as an earlier entry (a snapshot never shares one)");
+    if (PyDict_CheckExact(item)) return PyUnicode_FromString("entry has no action");
+    PyObject *name = PyType_GetName(Py_TYPE(item));
+    if (!name) return NULL;
+    PyObject *out = PyUnicode_FromFormat("entry is a %U, not a dict", name);
+    Py_DECREF(name);
+    return out;
+}
+
+static int sink_other(Machine *m, Sink *s, PyObject *item) {
+    int64_t line;
+    if (next_line(m, s, &line) < 0) return -1;
+    PyObject *reason = NULL;
+    if (keeps(m, s) && !(reason = not_an_entry(m, item))) return -1;
+    return sink_skip(m, s, line, reason);
+}
+
+static const char *FIELD_NAMES[4] = {"addr", "size", "stream", "time_us"};
+
+/* _TraceList._skip_field: the first field that is not a count names the skip. */
+static int skip_field(Machine *m, Sink *s, int64_t line, PyObject *action, PyObject **values) {
+    for (int k = 0; k < 4; k++) {
+        int64_t v;
+        if (count_of(values[k], &v)) continue;
+        if (!keeps(m, s)) return sink_skip(m, s, line, NULL);
+        PyObject *value = values[k] ? values[k] : Py_None;
+        int big = Py_TYPE(value) == (PyTypeObject *)m->bigint_type;
+        if (PyLong_CheckExact(value)) big = _PyLong_Sign(value) > 0;
+        PyObject *shown = excerpt(m, value);
+        if (!shown) return -1;
+        PyObject *reason = PyUnicode_FromFormat(
+            "%U entry: %s %U %s", action, FIELD_NAMES[k], shown,
+            big ? "is past 2**63 - 1" : "is not a non-negative integer");
+        Py_DECREF(shown);
+        if (!reason) return -1;
+        return sink_skip(m, s, line, reason);
+    }
+    return 0;
+}
+
+static PyObject *get(PyObject *dict, PyObject *key) {
+    return PyDict_GetItemWithError(dict, key); /* borrowed; NULL: missing (or an error set) */
+}
+
+/* An entry's fields, found in one pass over the dict (borrowed; NULL: missing). */
+typedef struct {
+    PyObject *action, *time_us, *addr, *size, *stream, *frames, *device_free;
+} Fields;
+
+/* Which of the seven names `key` is (0..6), or -1: by length and bytes, no hashing (the keys
+   of an entry are one memoized string each, compared here once per entry). */
+static int field_index(PyObject *key) {
+    if (!PyUnicode_CheckExact(key) || PyUnicode_KIND(key) != PyUnicode_1BYTE_KIND) return -1;
+    const char *text = (const char *)PyUnicode_1BYTE_DATA(key);
+    switch (PyUnicode_GET_LENGTH(key)) {
+    case 4:
+        return !memcmp(text, "addr", 4) ? 2 : !memcmp(text, "size", 4) ? 3 : -1;
+    case 6:
+        return !memcmp(text, "action", 6)   ? 0
+               : !memcmp(text, "stream", 6) ? 4
+               : !memcmp(text, "frames", 6) ? 5
+                                            : -1;
+    case 7:
+        return !memcmp(text, "time_us", 7) ? 1 : -1;
+    case 11:
+        return !memcmp(text, "device_free", 11) ? 6 : -1;
+    default:
+        return -1;
+    }
+}
+
+/* One pass over the dict: cheaper than seven lookups, and the same answer (a dict holds at
+   most one key equal to each name). */
+static void scan_fields(Machine *m, PyObject *item, Fields *f) {
+    memset(f, 0, sizeof *f);
+    PyObject **slots[7] = {&f->action, &f->time_us, &f->addr, &f->size,
+                           &f->stream, &f->frames, &f->device_free};
+    Py_ssize_t at = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(item, &at, &key, &value)) {
+        int k = field_index(key);
+        if (k >= 0) *slots[k] = value;
+    }
+}
+
+static int sink_entry(Machine *m, Sink *s, PyObject *item, const Fields *f) {
+    int64_t line;
+    if (next_line(m, s, &line) < 0) return -1;
+    if (m->want_lines) {
+        PyObject *number = PyLong_FromLongLong(line);
+        if (!number) return -1;
+        int wanted = PySet_Contains(m->want_lines, number);
+        Py_DECREF(number);
+        if (wanted < 0) return -1;
+        if (wanted) {
+            PyObject *done = PyObject_CallMethod(s->py, "keep_frames", "LO", (long long)line,
+                                                 f->frames ? f->frames : Py_None);
+            if (!done) return -1;
+            Py_DECREF(done);
+        }
+    }
+    PyObject *action = f->action;
+    if (!action) return 0;
+    if (!PyUnicode_CheckExact(action)) {
+        return sink_skip(m, s, line,
+                         keeps(m, s) ? PyUnicode_FromString("entry has no action") : NULL);
+    }
+    PyObject *values[4];
+    values[3] = f->time_us;
+    int64_t time_us = 0;
+    int time_ok = count_of(values[3], &time_us);
+    if (!m->have_first && time_ok && time_us <= m->max_time_us) {
+        m->have_first = 1;
+        m->first_us = time_us;
+        m->day_start_us = time_us - time_us % m->day_us;
+    }
+    PyObject *kind_obj = get(m->tracked, action);
+    if (!kind_obj) return PyErr_Occurred() ? -1 : 0;
+    long kind = PyLong_AsLong(kind_obj);
+    values[0] = f->addr ? f->addr : m->zero; /* item.get("addr", 0) */
+    values[1] = f->size;
+    values[2] = f->stream;
+    int64_t address, size, stream;
+    if (!(count_of(values[0], &address) && count_of(values[1], &size) &&
+          count_of(values[2], &stream) && time_ok))
+        return skip_field(m, s, line, action, values);
+    if (time_us > m->max_time_us) {
+        PyObject *reason = NULL;
+        if (keeps(m, s)) {
+            reason = PyUnicode_FromFormat(
+                "%U entry: time_us %lld is past year 2262 (int64 nanoseconds)", action,
+                (long long)time_us);
+            if (!reason) return -1;
+        }
+        return sink_skip(m, s, line, reason);
+    }
+    int64_t span_us = time_us - m->day_start_us;
+    if (kind == KIND_ALLOC) {
+        if (map_put(&s->live, (uint64_t)address, size) < 0) return -1;
+    } else if (kind == KIND_FREE) {
+        if (!map_pop(&s->live, (uint64_t)address, NULL)) {
+            PyObject *row = Py_BuildValue("(LLL)", (long long)address, (long long)size,
+                                          (long long)stream);
+            if (!row) return -1;
+            int done = PyList_Append(s->pre, row);
+            Py_DECREF(row);
+            if (done < 0) return -1;
+        }
+    } else if (kind == KIND_OOM) {
+        address = 0;
+        PyObject *free_obj = f->device_free;
+        int64_t free_bytes;
+        PyObject *row;
+        if (count_of(free_obj, &free_bytes))
+            row = Py_BuildValue("(LLL)", (long long)line, (long long)size, (long long)free_bytes);
+        else
+            row = Py_BuildValue("(LLO)", (long long)line, (long long)size, Py_None);
+        if (!row) return -1;
+        int done = PyList_Append(s->ooms, row);
+        Py_DECREF(row);
+        if (done < 0) return -1;
+    } else {
+        int64_t pair[2] = {span_us, kind == KIND_SEGMENT_ALLOC ? size : -size};
+        return column_extend(&s->reserved, pair, 2);
+    }
+    int64_t row[6] = {line, span_us, m->action_codes[kind], address, size, stream};
+    return column_extend(&s->rows, row, 6);
+}
+
+/* The sink of `target` (a list), made with new_sink on its first entry. */
+static Sink *sink_for(Machine *m, PyObject *target, int make) {
+    Py_ssize_t at = map_find(&m->sink_of, (uint64_t)(uintptr_t)target);
+    if (at >= 0) return &m->sinks[m->sink_of.values[at]];
+    if (!make) return NULL;
+    if (m->n_sinks == m->sinks_cap) {
+        Py_ssize_t cap = m->sinks_cap ? m->sinks_cap * 2 : 8;
+        Sink *grown = PyMem_RawRealloc(m->sinks, cap * sizeof(Sink));
+        if (!grown) return (Sink *)PyErr_NoMemory();
+        m->sinks = grown;
+        m->sinks_cap = cap;
+    }
+    Sink *s = &m->sinks[m->n_sinks];
+    memset(s, 0, sizeof *s);
+    s->py = PyObject_CallOneArg(m->new_sink, target);
+    if (!s->py) return NULL;
+    m->n_sinks++; /* from here on, freed with the machine */
+    PyObject *count = PyObject_GetAttrString(s->py, "count");
+    if (!count) return NULL;
+    s->count = PyLong_AsLongLong(count);
+    Py_DECREF(count);
+    if (s->count == -1 && PyErr_Occurred()) return NULL;
+    if (!(s->pre = PyObject_GetAttrString(s->py, "pre"))) return NULL;
+    if (!(s->ooms = PyObject_GetAttrString(s->py, "ooms"))) return NULL;
+    if (!(s->skipped = PyObject_GetAttrString(s->py, "skipped"))) return NULL;
+    if (!PyList_CheckExact(s->pre) || !PyList_CheckExact(s->ooms) ||
+        !PyList_CheckExact(s->skipped)) {
+        PyErr_SetString(PyExc_TypeError, "the trace sink's pre, ooms and skipped are lists");
+        return NULL;
+    }
+    if (!m->shared) {
+        if (!(m->shared = PyObject_GetAttrString(s->py, "shared"))) return NULL;
+        PyObject *max = PyObject_GetAttrString(m->shared, "max_entries");
+        if (!max) return NULL;
+        m->max_entries = PyLong_AsLongLong(max);
+        Py_DECREF(max);
+        if (m->max_entries == -1 && PyErr_Occurred()) return NULL;
+        /* The sink's other limits (snapshot.py's MAX_KEPT_SKIPS, MAX_TIME_US, DAY_US) */
+        PyObject *limits = PyObject_GetAttrString(m->shared, "sink_limits");
+        if (!limits) return NULL;
+        long long kept;
+        int parsed = PyArg_ParseTuple(limits, "LLL", &kept, &m->max_time_us, &m->day_us);
+        Py_DECREF(limits);
+        if (!parsed) return NULL;
+        m->kept_skips = (Py_ssize_t)kept;
+        PyObject *want = PyObject_GetAttrString(m->shared, "want_lines");
+        if (!want) return NULL;
+        if (PySet_Size(want) > 0)
+            m->want_lines = want;
+        else
+            Py_DECREF(want);
+        if (PyErr_Occurred()) return NULL;
+    }
+    PyObject *id = PyLong_FromVoidPtr(target);
+    if (!id || PyDict_SetItem(m->sinks_dict, id, s->py) < 0) {
+        Py_XDECREF(id);
+        return NULL;
+    }
+    Py_DECREF(id);
+    if (map_put(&m->sink_of, (uint64_t)(uintptr_t)target, m->n_sinks - 1) < 0) return NULL;
+    return s;
+}
+
+/* Hand each sink's columns and counts to its _TraceList, and the day to their shared state. */
+static int sinks_finish(Machine *m) {
+    for (Py_ssize_t i = 0; i < m->n_sinks; i++) {
+        Sink *s = &m->sinks[i];
+        PyObject *rows = column_take(&s->rows), *reserved = column_take(&s->reserved);
+        PyObject *live = PyDict_New();
+        int bad = !rows || !reserved || !live;
+        for (size_t j = 0; !bad && j < s->live.cap; j++) {
+            if (s->live.state[j] != 1) continue;
+            PyObject *k = PyLong_FromLongLong((long long)s->live.keys[j]);
+            PyObject *v = PyLong_FromLongLong(s->live.values[j]);
+            bad = !k || !v || PyDict_SetItem(live, k, v) < 0;
+            Py_XDECREF(k);
+            Py_XDECREF(v);
+        }
+        PyObject *count = bad ? NULL : PyLong_FromLongLong(s->count);
+        PyObject *skipped = bad ? NULL : PyLong_FromLongLong(s->skipped_count);
+        bad = bad || !count || !skipped || PyObject_SetAttrString(s->py, "rows", rows) < 0 ||
+              PyObject_SetAttrString(s->py, "reserved", reserved) < 0 ||
+              PyObject_SetAttrString(s->py, "live", live) < 0 ||
+              PyObject_SetAttrString(s->py, "count", count) < 0 ||
+              PyObject_SetAttrString(s->py, "skipped_count", skipped) < 0;
+        Py_XDECREF(rows);
+        Py_XDECREF(reserved);
+        Py_XDECREF(live);
+        Py_XDECREF(count);
+        Py_XDECREF(skipped);
+        if (bad) return -1;
+    }
+    if (m->shared && m->have_first) {
+        PyObject *first = PyLong_FromLongLong(m->first_us);
+        PyObject *day = PyLong_FromLongLong(m->day_start_us);
+        int bad = !first || !day || PyObject_SetAttrString(m->shared, "first_us", first) < 0 ||
+                  PyObject_SetAttrString(m->shared, "day_start_us", day) < 0;
+        Py_XDECREF(first);
+        Py_XDECREF(day);
+        if (bad) return -1;
+    }
+    return 0;
+}
+
+/* ---------- the machine ---------- */
+
+static int push(Machine *m, PyObject *value /* stolen */) {
+    if (!value) return -1;
+    if (m->depth == m->stack_cap) {
+        Py_ssize_t cap = m->stack_cap ? m->stack_cap * 2 : 256;
+        PyObject **grown = PyMem_RawRealloc(m->stack, cap * sizeof(PyObject *));
+        if (!grown) {
+            Py_DECREF(value);
+            PyErr_NoMemory();
+            return -1;
+        }
+        m->stack = grown;
+        m->stack_cap = cap;
+    }
+    m->stack[m->depth++] = value;
+    return 0;
+}
+
+/* Drop stack[first:] (Python's `del stack[first:]`; first may be past the end). */
+static void drop_from(Machine *m, Py_ssize_t first) {
+    while (m->depth > first) {
+        m->depth--;
+        Py_DECREF(m->stack[m->depth]);
+    }
+}
+
+static int memo_set(Machine *m, Py_ssize_t index, PyObject *value /* borrowed */) {
+    PyObject *old = m->memo[index];
+    Py_INCREF(value);
+    m->memo[index] = value;
+    Py_XDECREF(old);
+    return 0;
+}
+
+static int memo_grow(Machine *m, Py_ssize_t length) {
+    if (length > m->memo_cap) {
+        Py_ssize_t cap = m->memo_cap ? m->memo_cap : 1024;
+        while (cap < length) cap *= 2;
+        PyObject **grown = PyMem_RawRealloc(m->memo, cap * sizeof(PyObject *));
+        if (!grown) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        m->memo = grown;
+        m->memo_cap = cap;
+    }
+    while (m->memo_len < length) {
+        Py_INCREF(Py_None);
+        m->memo[m->memo_len++] = Py_None;
+    }
+    return 0;
+}
+
+/* A memoized container was read (an entry, or its frames): its slot now holds DROPPED. */
+static void memo_drop(Machine *m, PyObject *container) {
+    int64_t index;
+    if (map_pop(&m->memo_ids, (uint64_t)(uintptr_t)container, &index))
+        memo_set(m, (Py_ssize_t)index, m->dropped);
+}
+
+/* `buf` from pos on, with at least `need` bytes unless the stream ends first. */
+static int more(Machine *m, Py_ssize_t *pos, unsigned __int128 need) {
+    Py_ssize_t rest = *pos < m->end ? m->end - *pos : 0;
+    m->base += *pos;
+    if (rest) memmove(m->buf, m->buf + *pos, (size_t)rest);
+    m->end = rest;
+    *pos = 0;
+    if (m->base > m->max_bytes || need > (unsigned __int128)(m->max_bytes - m->base)) {
+        uint64_t halves[2] = {(uint64_t)need, (uint64_t)(need >> 64)};
+        PyObject *shown = _PyLong_FromByteArray((const unsigned char *)halves, 16, 1, 0);
+        if (shown) {
+            raise_made(PyObject_CallMethod(m->machine, "_cap_error", "OL", shown,
+                                           (long long)m->base));
+            Py_DECREF(shown);
+        }
+        return -1;
+    }
+    Py_ssize_t wanted = (Py_ssize_t)need;
+    if (wanted > m->buf_cap) {
+        char *grown = PyMem_RawRealloc(m->buf, (size_t)wanted);
+        if (!grown) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        m->buf = grown;
+        m->buf_cap = wanted;
+    }
+    while (!m->eof && m->end < wanted) {
+        Py_ssize_t ask = wanted - m->end > m->chunk ? wanted - m->end : m->chunk;
+        PyObject *data = PyObject_CallFunction(m->read, "n", ask);
+        if (!data) return -1;
+        m->chunk = m->chunk * 2 < m->max_chunk ? m->chunk * 2 : m->max_chunk;
+        char *bytes;
+        Py_ssize_t length;
+        if (PyBytes_AsStringAndSize(data, &bytes, &length) < 0) {
+            Py_DECREF(data);
+            return -1;
+        }
+        if (!length) {
+            m->eof = 1;
+        } else {
+            if (m->end + length > m->buf_cap) {
+                Py_ssize_t cap = m->end + length;
+                char *grown = PyMem_RawRealloc(m->buf, (size_t)cap);
+                if (!grown) {
+                    Py_DECREF(data);
+                    PyErr_NoMemory();
+                    return -1;
+                }
+                m->buf = grown;
+                m->buf_cap = cap;
+            }
+            memcpy(m->buf + m->end, bytes, (size_t)length);
+            m->end += length;
+        }
+        Py_DECREF(data);
+    }
+    return 0;
+}
+
+static int put_items(Machine *m, PyObject *target, PyObject **items, Py_ssize_t n,
+                     int64_t offset) {
+    if (!PyList_CheckExact(target)) {
+        fail_excerpt(m, offset, "APPENDS to %U, not a list", target);
+        return -1;
+    }
+    Sink *sink = sink_for(m, target, 0);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = items[i];
+        int entry = 0;
+        if (PyDict_CheckExact(item)) {
+            entry = PyDict_Contains(item, m->k_action);
+            if (entry < 0) return -1;
+        }
+        if (entry) {
+            if (!sink && !(sink = sink_for(m, target, 1))) return -1;
+            Fields fields;
+            scan_fields(m, item, &fields);
+            if (sink_entry(m, sink, item, &fields) < 0) return -1;
+            m->cells -= PyDict_GET_SIZE(item) + 1;
+            memo_drop(m, item);
+            PyObject *frames = fields.frames;
+            if (frames && PyList_CheckExact(frames) && !m->keep_frames) {
+                /* PyTorch shares one frames list between an alloc and its frees: later
+                   references get DROPPED, which no column needs. */
+                Py_ssize_t length = PyList_GET_SIZE(frames);
+                int64_t index;
+                if (map_pop(&m->memo_ids, (uint64_t)(uintptr_t)frames, &index)) {
+                    memo_set(m, (Py_ssize_t)index, m->dropped);
+                    m->cells -= length + 1;
+                }
+            }
+            /* A second reference to it is not an entry again. Held by nothing else (the
+               memo slot just dropped), it dies at once: nothing can see it, leave it. */
+            if (Py_REFCNT(item) > 1) {
+                PyDict_Clear(item);
+                if (PyDict_SetItem(item, m->dropped, Py_None) < 0) return -1;
+            }
+        } else if (sink) {
+            if (sink_other(m, sink, item) < 0) return -1;
+        } else {
+            if (PyList_Append(target, item) < 0) return -1;
+            m->cells += 1;
+        }
+    }
+    return 0;
+}
+
+/* Python's `int.from_bytes(raw, "little", signed=True)` */
+static PyObject *int_from_bytes(const unsigned char *raw, Py_ssize_t size) {
+    if (size <= 8) {
+        uint64_t v = 0;
+        for (Py_ssize_t k = 0; k < size; k++) v |= (uint64_t)raw[k] << (8 * k);
+        if (size && size < 8 && (raw[size - 1] & 0x80)) v |= ~(uint64_t)0 << (8 * size);
+        return PyLong_FromLongLong((long long)v);
+    }
+    return _PyLong_FromByteArray(raw, (size_t)size, 1, 1);
+}
+
+static uint32_t u32(const char *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static const char *code_opcode(int op) {
+    switch (op) {
+    case 0x52: return "REDUCE";
+    case 0x62: return "BUILD";
+    case 0x69: return "INST";
+    case 0x6F: return "OBJ";
+    case 0x81: return "NEWOBJ";
+    case 0x92: return "NEWOBJ_EX";
+    case 0x50: return "PERSID";
+    case 0x51: return "BINPERSID";
+    case 0x82: return "EXT1";
+    case 0x83: return "EXT2";
+    case 0x84: return "EXT4";
+    default: return NULL;
+    }
+}
+
+/* How the Python machine names an IndexError: the stream's end, a memo miss or a short
+   stack, by where `pos` stood when it was raised. */
+static void index_error(Machine *m, int op, Py_ssize_t pos) {
+    if (pos >= m->end)
+        truncated(m);
+    else if (op == 0x68 || op == 0x6A)
+        fail(m, m->base + pos - 1, "a memo reference past the memo's end");
+    else
+        fail(m, m->base + pos - 1, "an opcode with too few values on the stack");
+}
+
+/* Room for `need` more bytes from pos (reading on); 0, or -1 with truncation or an error. */
+static int want(Machine *m, Py_ssize_t *pos, Py_ssize_t *safe, unsigned __int128 need) {
+    if ((unsigned __int128)*pos + need <= (unsigned __int128)m->end) return 0;
+    if (more(m, pos, need) < 0) return -1;
+    *safe = m->end - (m->eof ? 1 : m->lookahead);
+    if ((unsigned __int128)*pos + need > (unsigned __int128)m->end) {
+        truncated(m);
+        return -1;
+    }
+    return 0;
+}
+
+#define POP_MARK_OR_FAIL(first)                                                              \
+    do {                                                                                     \
+        if (!m->n_marks) goto index_error;                                                   \
+        first = m->marks[--m->n_marks];                                                      \
+    } while (0)
+
+static PyObject *run_machine(Machine *m) {
+    Py_ssize_t pos = 0, safe = -1;
+    int op = 0;
+    m->end = 0;
+    for (;;) {
+        if (pos > safe) {
+            if (!m->eof && more(m, &pos, (unsigned __int128)m->lookahead) < 0) return NULL;
+            safe = m->end - (m->eof ? 1 : m->lookahead);
+            if (pos >= m->end) {
+                truncated(m);
+                return NULL;
+            }
+        }
+        const char *buf = m->buf;
+        op = (unsigned char)buf[pos++];
+        switch (op) {
+        case 0x68: /* BINGET */
+            if (pos >= m->end) goto index_error;
+            if ((unsigned char)buf[pos] >= m->memo_len) goto index_error;
+            Py_INCREF(m->memo[(unsigned char)buf[pos]]);
+            if (push(m, m->memo[(unsigned char)buf[pos]]) < 0) return NULL;
+            pos += 1;
+            break;
+        case 0x94: { /* MEMOIZE */
+            if (!m->depth) goto index_error;
+            PyObject *top = m->stack[m->depth - 1];
+            if (PyDict_CheckExact(top) || PyList_CheckExact(top))
+                if (map_put(&m->memo_ids, (uint64_t)(uintptr_t)top, m->memo_len) < 0)
+                    return NULL;
+            if (memo_grow(m, m->memo_len + 1) < 0) return NULL;
+            memo_set(m, m->memo_len - 1, top);
+            m->cells += 1;
+            break;
+        }
+        case 0x8A: { /* LONG1 */
+            if (pos >= m->end) goto index_error;
+            Py_ssize_t size = (unsigned char)buf[pos];
+            if (want(m, &pos, &safe, 1 + size) < 0) return NULL;
+            if (push(m, int_from_bytes((unsigned char *)m->buf + pos + 1, size)) < 0)
+                return NULL;
+            pos += 1 + size;
+            break;
+        }
+        case 0x6A: { /* LONG_BINGET */
+            if (pos + 4 > m->end) {
+                truncated(m);
+                return NULL;
+            }
+            uint32_t index = u32(buf + pos);
+            if (index >= (uint64_t)m->memo_len) goto index_error;
+            Py_INCREF(m->memo[index]);
+            if (push(m, m->memo[index]) < 0) return NULL;
+            pos += 4;
+            break;
+        }
+        case 0x28: /* MARK */
+            if (m->n_marks >= m->max_marks) {
+                PyObject *shown = grouped_ll(m->max_marks);
+                if (shown) fail_with(m, m->base + pos - 1,
+                                     PyUnicode_FromFormat("more than %U open MARKs", shown));
+                Py_XDECREF(shown);
+                return NULL;
+            }
+            if (m->n_marks == m->marks_cap) {
+                Py_ssize_t cap = m->marks_cap ? m->marks_cap * 2 : 64;
+                Py_ssize_t *grown = PyMem_RawRealloc(m->marks, cap * sizeof(Py_ssize_t));
+                if (!grown) return PyErr_NoMemory();
+                m->marks = grown;
+                m->marks_cap = cap;
+            }
+            m->marks[m->n_marks++] = m->depth;
+            break;
+        case 0x4B: /* BININT1 */
+            if (pos >= m->end) goto index_error;
+            if (push(m, PyLong_FromLong((unsigned char)buf[pos])) < 0) return NULL;
+            pos += 1;
+            break;
+        case 0x8C: case 0x58: case 0x8D: /* SHORT_BINUNICODE, BINUNICODE, BINUNICODE8 */
+        case 0x43: case 0x42: case 0x8E: { /* SHORT_BINBYTES, BINBYTES, BINBYTES8 */
+            int is_str = op == 0x8C || op == 0x58 || op == 0x8D;
+            Py_ssize_t head = (op == 0x8C || op == 0x43) ? 1 : (op == 0x58 || op == 0x42) ? 4 : 8;
+            if (pos + head > m->end) { /* IndexError (at the end) or struct.error */
+                truncated(m);
+                return NULL;
+            }
+            uint64_t size;
+            if (head == 1)
+                size = (unsigned char)buf[pos];
+            else if (head == 4)
+                size = u32(buf + pos);
+            else
+                memcpy(&size, buf + pos, 8);
+            if (want(m, &pos, &safe, (unsigned __int128)head + size) < 0) return NULL;
+            const char *start = m->buf + pos + head;
+            PyObject *value;
+            if (is_str) {
+                value = PyUnicode_DecodeUTF8(start, (Py_ssize_t)size, "surrogatepass");
+                if (!value && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                    PyErr_Clear();
+                    fail(m, m->base + pos, "a string that is not UTF-8");
+                    return NULL;
+                }
+                /* PyTorch writes some short strings anew for every entry ("N/A", the
+                   compile_context), and the memo keeps each: interned, they are one. */
+                if (value && size <= 16) PyUnicode_InternInPlace(&value);
+            } else {
+                value = PyBytes_FromStringAndSize(start, (Py_ssize_t)size);
+            }
+            if (push(m, value) < 0) return NULL;
+            pos += head + (Py_ssize_t)size;
+            break;
+        }
+        case 0x7D: /* EMPTY_DICT */
+            if (push(m, PyDict_New()) < 0) return NULL;
+            m->cells += 1;
+            break;
+        case 0x75: case 0x73: { /* SETITEMS, SETITEM */
+            Py_ssize_t first;
+            if (op == 0x75) {
+                POP_MARK_OR_FAIL(first);
+            } else {
+                if (m->depth < 3) goto index_error; /* stack[-1] after the pair is gone */
+                first = m->depth - 2;
+            }
+            if (first > m->depth) first = m->depth;
+            Py_ssize_t n = m->depth - first;
+            if (first == 0) { /* no target below the items */
+                drop_from(m, first);
+                goto index_error;
+            }
+            PyObject **items = m->stack + first;
+            PyObject *target = m->stack[first - 1];
+            int64_t offset = m->base + pos - 1;
+            if (!PyDict_CheckExact(target)) {
+                fail_excerpt(m, offset, "SETITEMS on %U, not a dict", target);
+                return NULL;
+            }
+            if (n % 2) {
+                fail(m, offset, "a key without a value");
+                return NULL;
+            }
+            for (Py_ssize_t k = 0; k < n; k += 2) {
+                if (PyDict_SetItem(target, items[k], items[k + 1]) < 0) {
+                    if (!PyErr_ExceptionMatches(PyExc_TypeError)) return NULL;
+                    PyErr_Clear();
+                    PyObject *key = items[0];
+                    for (Py_ssize_t j = 0; j < n; j += 2) {
+                        PyObject *v = items[j];
+                        if (!(is_scalar(m, v) || PyTuple_CheckExact(v) ||
+                              PyFrozenSet_CheckExact(v))) {
+                            key = v;
+                            break;
+                        }
+                    }
+                    PyObject *name = PyType_GetName(Py_TYPE(key));
+                    PyObject *shown = name ? excerpt(m, key) : NULL;
+                    if (shown)
+                        fail_with(m, offset,
+                                  PyUnicode_FromFormat(
+                                      "a dict key of unhashable type: '%U' (%U)", name, shown));
+                    Py_XDECREF(name);
+                    Py_XDECREF(shown);
+                    return NULL;
+                }
+            }
+            drop_from(m, first);
+            m->cells += n >> 1;
+            break;
+        }
+        case 0x4A: { /* BININT */
+            if (pos + 4 > m->end) {
+                truncated(m);
+                return NULL;
+            }
+            int32_t v;
+            memcpy(&v, buf + pos, 4);
+            if (push(m, PyLong_FromLong(v)) < 0) return NULL;
+            pos += 4;
+            break;
+        }
+        case 0x5D: /* EMPTY_LIST */
+            if (push(m, PyList_New(0)) < 0) return NULL;
+            m->cells += 1;
+            break;
+        case 0x65: case 0x61: { /* APPENDS, APPEND */
+            Py_ssize_t first;
+            if (op == 0x65) {
+                POP_MARK_OR_FAIL(first);
+                if (first > m->depth) first = m->depth;
+            } else {
+                if (!m->depth) goto index_error;
+                first = m->depth - 1;
+            }
+            if (first == 0) {
+                drop_from(m, first);
+                goto index_error;
+            }
+            PyObject *target = m->stack[first - 1];
+            int done = put_items(m, target, m->stack + first, m->depth - first, m->base + pos - 1);
+            drop_from(m, first);
+            if (done < 0) return NULL;
+            break;
+        }
+        case 0x4D: /* BININT2 */
+            if (pos + 2 > m->end) {
+                truncated(m);
+                return NULL;
+            }
+            if (push(m, PyLong_FromLong((unsigned char)buf[pos] |
+                                        ((long)(unsigned char)buf[pos + 1] << 8))) < 0)
+                return NULL;
+            pos += 2;
+            break;
+        case 0x88: /* NEWTRUE */
+            Py_INCREF(Py_True);
+            if (push(m, Py_True) < 0) return NULL;
+            break;
+        case 0x89: /* NEWFALSE */
+            Py_INCREF(Py_False);
+            if (push(m, Py_False) < 0) return NULL;
+            break;
+        case 0x4E: /* NONE */
+            Py_INCREF(Py_None);
+            if (push(m, Py_None) < 0) return NULL;
+            break;
+        case 0x47: { /* BINFLOAT */
+            if (pos + 8 > m->end) {
+                truncated(m);
+                return NULL;
+            }
+            double v = PyFloat_Unpack8(buf + pos, 0);
+            if (v == -1.0 && PyErr_Occurred()) return NULL;
+            if (push(m, PyFloat_FromDouble(v)) < 0) return NULL;
+            pos += 8;
+            break;
+        }
+        case 0x85: case 0x86: case 0x87: case 0x74: case 0x29: { /* TUPLE1,2,3, TUPLE, () */
+            Py_ssize_t first;
+            if (op == 0x74) {
+                POP_MARK_OR_FAIL(first);
+                if (first > m->depth) first = m->depth;
+            } else {
+                first = m->depth - (op == 0x85 ? 1 : op == 0x86 ? 2 : op == 0x87 ? 3 : 0);
+                if (first < 0) goto index_error;
+            }
+            Py_ssize_t n = m->depth - first;
+            for (Py_ssize_t k = 0; k < n; k++) {
+                if (!is_scalar(m, m->stack[first + k])) {
+                    fail_excerpt(m, m->base + pos - 1, "a tuple holding %U", m->stack[first + k]);
+                    return NULL;
+                }
+            }
+            PyObject *tuple = PyTuple_New(n);
+            if (!tuple) return NULL;
+            for (Py_ssize_t k = 0; k < n; k++) {
+                PyTuple_SET_ITEM(tuple, k, m->stack[first + k]); /* the stack's reference */
+            }
+            m->depth = first;
+            if (push(m, tuple) < 0) return NULL;
+            m->cells += n + 1;
+            break;
+        }
+        case 0x71: case 0x72: { /* BINPUT, LONG_BINPUT */
+            uint64_t index;
+            if (op == 0x71) {
+                if (pos >= m->end) goto index_error;
+                index = (unsigned char)buf[pos];
+                pos += 1;
+            } else {
+                if (pos + 4 > m->end) {
+                    truncated(m);
+                    return NULL;
+                }
+                index = u32(buf + pos);
+                pos += 4;
+            }
+            if (!m->depth) goto index_error;
+            PyObject *top = m->stack[m->depth - 1];
+            if (index >= (uint64_t)m->memo_len) {
+                if (index > (uint64_t)(m->memo_len + m->memo_gap)) {
+                    PyObject *shown = grouped_ll((long long)index);
+                    if (shown) fail_with(m, m->base + pos - 1,
+                                         PyUnicode_FromFormat("a memo index %U far past its end",
+                                                              shown));
+                    Py_XDECREF(shown);
+                    return NULL;
+                }
+                if (memo_grow(m, (Py_ssize_t)index + 1) < 0) return NULL;
+            }
+            /* The slot's former container no longer sits there: forget where it was. */
+            PyObject *old = m->memo[index];
+            Py_ssize_t at = map_find(&m->memo_ids, (uint64_t)(uintptr_t)old);
+            if (at >= 0 && m->memo_ids.values[at] == (int64_t)index)
+                map_pop(&m->memo_ids, (uint64_t)(uintptr_t)old, NULL);
+            memo_set(m, (Py_ssize_t)index, top);
+            if (PyDict_CheckExact(top) || PyList_CheckExact(top))
+                if (map_put(&m->memo_ids, (uint64_t)(uintptr_t)top, (int64_t)index) < 0)
+                    return NULL;
+            m->cells += 1;
+            break;
+        }
+        case 0x8B: { /* LONG4 */
+            if (pos + 4 > m->end) {
+                truncated(m);
+                return NULL;
+            }
+            int32_t size;
+            memcpy(&size, buf + pos, 4);
+            if (size < 0) {
+                fail(m, m->base + pos - 1, "a negative LONG4 length");
+                return NULL;
+            }
+            if (want(m, &pos, &safe, 4 + (unsigned __int128)size) < 0) return NULL;
+            PyObject *value;
+            if (size > m->long_decoded)
+                value = PyObject_CallFunction(m->bigint_type, "i", size);
+            else
+                value = int_from_bytes((unsigned char *)m->buf + pos + 4, size);
+            if (push(m, value) < 0) return NULL;
+            pos += 4 + size;
+            break;
+        }
+        case 0x8F: /* EMPTY_SET */
+            if (push(m, PySet_New(NULL)) < 0) return NULL;
+            m->cells += 1;
+            break;
+        case 0x90: case 0x91: { /* ADDITEMS, FROZENSET */
+            Py_ssize_t first;
+            POP_MARK_OR_FAIL(first);
+            if (first > m->depth) first = m->depth;
+            Py_ssize_t n = m->depth - first;
+            for (Py_ssize_t k = 0; k < n; k++) {
+                if (!is_scalar(m, m->stack[first + k])) {
+                    fail_excerpt(m, m->base + pos - 1, "a set holding %U", m->stack[first + k]);
+                    return NULL;
+                }
+            }
+            PyObject *set;
+            if (op == 0x91) {
+                set = PyFrozenSet_New(NULL);
+            } else {
+                if (first == 0) {
+                    drop_from(m, first);
+                    goto index_error;
+                }
+                set = m->stack[first - 1];
+                if (!PySet_CheckExact(set)) {
+                    fail_excerpt(m, m->base + pos - 1, "ADDITEMS to %U", set);
+                    return NULL;
+                }
+                Py_INCREF(set);
+            }
+            if (!set) return NULL;
+            for (Py_ssize_t k = 0; k < n; k++) {
+                if (PySet_Add(set, m->stack[first + k]) < 0) {
+                    Py_DECREF(set);
+                    return NULL;
+                }
+            }
+            drop_from(m, first);
+            if (op == 0x91) {
+                if (push(m, set) < 0) return NULL;
+            } else {
+                Py_DECREF(set);
+            }
+            m->cells += n;
+            break;
+        }
+        case 0x95: /* FRAME: a hint of the next frame's size, nothing to do */
+            pos += 8;
+            break;
+        case 0x80: /* PROTO */
+            if (pos >= m->end) goto index_error;
+            if ((unsigned char)buf[pos] < 2) {
+                fail_with(m, m->base + pos - 1,
+                          PyUnicode_FromFormat("pickle protocol %d", (unsigned char)buf[pos]));
+                return NULL;
+            }
+            pos += 1;
+            break;
+        case 0x30: /* POP */
+            if (m->n_marks && m->marks[m->n_marks - 1] == m->depth) {
+                m->n_marks--;
+            } else {
+                if (!m->depth) goto index_error;
+                drop_from(m, m->depth - 1);
+            }
+            break;
+        case 0x31: { /* POP_MARK */
+            Py_ssize_t first;
+            POP_MARK_OR_FAIL(first);
+            drop_from(m, first);
+            break;
+        }
+        case 0x2E: /* STOP */
+            if (!m->depth) goto index_error;
+            return m->stack[--m->depth];
+        case 0x63: { /* GLOBAL: module and name on two lines */
+            Py_ssize_t limit = pos + 512 < m->end ? pos + 512 : m->end;
+            const char *line_end = pos < limit ? memchr(buf + pos, '\n', limit - pos) : NULL;
+            const char *second = NULL;
+            if (line_end) {
+                Py_ssize_t from = line_end - buf + 1;
+                Py_ssize_t to = from + 512 < m->end ? from + 512 : m->end;
+                second = from < to ? memchr(buf + from, '\n', to - from) : NULL;
+            }
+            if (!second) {
+                refuse(m, m->base + pos - 1, "a global", NULL);
+                return NULL;
+            }
+            PyObject *module = PyUnicode_DecodeUTF8(buf + pos, line_end - (buf + pos), "replace");
+            PyObject *name = module ? PyUnicode_DecodeUTF8(line_end + 1, second - line_end - 1,
+                                                           "replace")
+                                    : NULL;
+            PyObject *both = name ? PyUnicode_FromFormat("%U.%U", module, name) : NULL;
+            if (both) refuse(m, m->base + pos - 1, "the global", both);
+            Py_XDECREF(module);
+            Py_XDECREF(name);
+            Py_XDECREF(both);
+            return NULL;
+        }
+        case 0x93: { /* STACK_GLOBAL */
+            if (m->depth < 2) {
+                if (m->depth) drop_from(m, m->depth - 1);
+                goto index_error;
+            }
+            PyObject *name = m->stack[m->depth - 1], *module = m->stack[m->depth - 2];
+            if (PyUnicode_CheckExact(module) && PyUnicode_CheckExact(name)) {
+                PyObject *both = PyUnicode_FromFormat("%U.%U", module, name);
+                if (both) refuse(m, m->base + pos - 1, "the global", both);
+                Py_XDECREF(both);
+            } else {
+                refuse(m, m->base + pos - 1, "a global", NULL);
+            }
+            return NULL;
+        }
+        default: {
+            const char *code = code_opcode(op);
+            if (code) {
+                PyObject *what = PyUnicode_FromFormat("the opcode %s", code);
+                if (what) refuse(m, m->base + pos - 1, PyUnicode_AsUTF8(what), NULL);
+                Py_XDECREF(what);
+                return NULL;
+            }
+            char byte = (char)op;
+            PyObject *raw = PyBytes_FromStringAndSize(&byte, 1);
+            PyObject *shown = raw ? PyObject_Repr(raw) : NULL;
+            Py_XDECREF(raw);
+            if (shown)
+                fail_with(m, m->base + pos - 1,
+                          PyUnicode_FromFormat("the opcode %U, which pickle does not write for "
+                                               "the plain data of a snapshot",
+                                               shown));
+            Py_XDECREF(shown);
+            return NULL;
+        }
+        }
+        if (m->cells > m->max_cells) {
+            raise_made(PyObject_CallMethod(m->machine, "_cells_error", "L",
+                                           (long long)(m->base + pos)));
+            return NULL;
+        }
+        continue;
+    index_error:
+        index_error(m, op, pos);
+        return NULL;
+    }
+}
+
+static void machine_free(Machine *m) {
+    drop_from(m, 0);
+    PyMem_RawFree(m->stack);
+    for (Py_ssize_t i = 0; i < m->memo_len; i++) Py_DECREF(m->memo[i]);
+    PyMem_RawFree(m->memo);
+    PyMem_RawFree(m->marks);
+    PyMem_RawFree(m->buf);
+    map_free(&m->memo_ids);
+    map_free(&m->sink_of);
+    for (Py_ssize_t i = 0; i < m->n_sinks; i++) {
+        Sink *s = &m->sinks[i];
+        Py_XDECREF(s->py);
+        Py_XDECREF(s->pre);
+        Py_XDECREF(s->ooms);
+        Py_XDECREF(s->skipped);
+        Py_XDECREF(s->rows.bytes);
+        Py_XDECREF(s->reserved.bytes);
+        map_free(&s->live);
+    }
+    PyMem_RawFree(m->sinks);
+    Py_XDECREF(m->shared);
+    Py_XDECREF(m->want_lines);
+    Py_XDECREF(m->k_action);
+    Py_XDECREF(m->k_time_us);
+    Py_XDECREF(m->k_addr);
+    Py_XDECREF(m->k_size);
+    Py_XDECREF(m->k_stream);
+    Py_XDECREF(m->k_frames);
+    Py_XDECREF(m->k_device_free);
+    Py_XDECREF(m->tracked);
+    Py_XDECREF(m->zero);
+}
+
+static const char *TRACKED_NAMES[] = {"alloc", "free_completed", "oom", "segment_alloc",
+                                      "segment_map", "segment_free", "segment_unmap"};
+static const long TRACKED_KINDS[] = {KIND_ALLOC, KIND_FREE, KIND_OOM, KIND_SEGMENT_ALLOC,
+                                     KIND_SEGMENT_ALLOC, KIND_SEGMENT_FREE, KIND_SEGMENT_FREE};
+
+/* run(machine, read, max_bytes, max_cells, new_sink, keep_frames, sinks, consts)
+   consts: (DROPPED, BigInt, excerpt, _Truncated, SnapshotError, (ALLOCATE, FREE,
+   ALLOCATE_FAILURE), chunk, max_chunk, lookahead, max_marks, memo_gap, long_decoded) */
+static PyObject *reader_run(PyObject *self, PyObject *args) {
+    Machine m;
+    memset(&m, 0, sizeof m);
+    long long max_bytes, max_cells;
+    int keep_frames;
+    PyObject *consts;
+    if (!PyArg_ParseTuple(args, "OOLLOpO!O!", &m.machine, &m.read, &max_bytes, &max_cells,
+                          &m.new_sink, &keep_frames, &PyDict_Type, &m.sinks_dict, &PyTuple_Type,
+                          &consts))
+        return NULL;
+    long long codes[3];
+    if (!PyArg_ParseTuple(consts, "OOOOO(LLL)nnnnnn", &m.dropped, &m.bigint_type, &m.excerpt,
+                          &m.truncated, &m.snapshot_error, &codes[0], &codes[1], &codes[2],
+                          &m.chunk, &m.max_chunk, &m.lookahead, &m.max_marks, &m.memo_gap,
+                          &m.long_decoded))
+        return NULL;
+    for (int k = 0; k < 3; k++) m.action_codes[k] = codes[k];
+    m.max_bytes = max_bytes;
+    m.max_cells = max_cells;
+    m.keep_frames = keep_frames;
+    m.k_action = PyUnicode_InternFromString("action");
+    m.k_time_us = PyUnicode_InternFromString("time_us");
+    m.k_addr = PyUnicode_InternFromString("addr");
+    m.k_size = PyUnicode_InternFromString("size");
+    m.k_stream = PyUnicode_InternFromString("stream");
+    m.k_frames = PyUnicode_InternFromString("frames");
+    m.k_device_free = PyUnicode_InternFromString("device_free");
+    m.tracked = PyDict_New();
+    m.zero = PyLong_FromLong(0);
+    PyObject *result = NULL;
+    if (!m.k_action || !m.k_time_us || !m.k_addr || !m.k_size || !m.k_stream || !m.k_frames ||
+        !m.k_device_free || !m.tracked || !m.zero)
+        goto done;
+    for (int k = 0; k < 7; k++) {
+        PyObject *kind = PyLong_FromLong(TRACKED_KINDS[k]);
+        int bad = !kind || PyDict_SetItemString(m.tracked, TRACKED_NAMES[k], kind) < 0;
+        Py_XDECREF(kind);
+        if (bad) goto done;
+    }
+    /* No cycle collection while the machine runs: what it builds is a tree (a cycle only in
+       a hostile pickle, collected afterwards), and the collector would walk the kept
+       segments again and again as entries come and go. */
+    int collecting = PyGC_Disable();
+    result = run_machine(&m);
+    if (collecting) PyGC_Enable();
+    if (result && sinks_finish(&m) < 0) Py_CLEAR(result);
+done:
+    machine_free(&m);
+    return result;
+}
+
+static PyMethodDef METHODS[] = {
+    {"run", reader_run, METH_VARARGS, "Run the restricted snapshot pickle machine."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef MODULE = {
+    PyModuleDef_HEAD_INIT, "_snapshot_reader", NULL, -1, METHODS, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__snapshot_reader(void) { return PyModule_Create(&MODULE); }
