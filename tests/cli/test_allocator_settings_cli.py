@@ -1,6 +1,6 @@
-"""`hipmem recommend --from-snapshot` and `hipmem check --from-snapshot` as users run them: real
-subprocesses, PyTorch's real allocator on the virtual GPU (fetched once by the
-`torch_allocators` fixture), outputs read back by their consumers."""
+"""`hipmem recommend --from-snapshot` and `hipmem check --from-snapshot` as users run them (the
+console script's entry, piped: tests/cli_run.py), PyTorch's real allocator on the virtual GPU
+(fetched once by the `torch_allocators` fixture), outputs read back by their consumers."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.cli_run import hipmem as run_hipmem
 from tests.snapshot_reference import COMPLETE, SNAPSHOTS, load
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,15 +25,7 @@ VARIABLES = ("PYTORCH_HIP_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC
 
 
 def _hipmem(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if k not in VARIABLES}
-    return subprocess.run(
-        [sys.executable, "-m", "hipmem.cli.main", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={**clean, "COLUMNS": "200", **env},
-        timeout=300,
-    )
+    return run_hipmem(*args, cwd=REPO, unset=VARIABLES, **{"COLUMNS": "200", **env})
 
 
 @pytest.fixture(autouse=True)

@@ -1,24 +1,21 @@
-"""`hipmem log inspect` driven as a user would: a real subprocess, exact exit codes and output."""
+"""`hipmem log inspect` driven as a user would (tests/cli_run.py): exact exit codes and output."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli_run import hipmem as run_hipmem
 from tests.log_reference import DATA_LOGS, REAL_LOGS, figures, read_rows
 
 REPO = Path(__file__).parents[2]
 
 
 def hipmem(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hipmem.cli.main", *args],
-        capture_output=True, text=True, cwd=REPO, timeout=120,
-    )  # fmt: skip
+    return run_hipmem(*args, cwd=REPO)
 
 
 @pytest.mark.parametrize("path", REAL_LOGS, ids=lambda p: p.name)

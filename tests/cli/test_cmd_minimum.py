@@ -1,17 +1,16 @@
-"""`hipmem size/recommend/check --minimum` as a user runs them (real subprocesses, the real
+"""`hipmem size/recommend/check --minimum` as a user runs them (tests/cli_run.py, the real
 rocBLAS 4.4.1 of ROCm 6.4 on a virtual MI210). Expected figures: rocBLAS's trsm formula
 (tests/sizing/test_minimum.py)."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli_run import hipmem as run_hipmem
 from tests.sizing.test_minimum import trsm_formula
 
 TRSM = "dtrsm:side=left,uplo=lower,m=1024,n=256"
@@ -20,13 +19,7 @@ OPTIMAL, MINIMUM = trsm_formula(1024, 256, left=True, element_bytes=8)
 
 
 def hipmem(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "ROCBLAS_DEVICE_MEMORY_SIZE"}
-    return subprocess.run(
-        [sys.executable, "-m", "hipmem.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env={**env, "COLUMNS": "80"},
-    )
+    return run_hipmem(*args, unset=["ROCBLAS_DEVICE_MEMORY_SIZE"], COLUMNS="80")
 
 
 COMMON = ("--rocm", "6.4", "--device", "MI210", "--minimum")

@@ -1,4 +1,4 @@
-"""`hipmem recommend` and `hipmem check` as a user runs them: real subprocesses, exact output
+"""`hipmem recommend` and `hipmem check` as a user runs them (tests/cli_run.py): exact output
 and exit codes, sizes computed here with SizingSession."""
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import pytest
 import yaml
 from hipmem.sizing.session import SessionResult, SizingSession
 
+from tests.cli_run import hipmem as run_hipmem
+
 CALLS = ["rocsolver_dgetrf:m=1024,n=1024", "rocsolver_dgetrs:n=1024,nrhs=1"]
 MiB = 1 << 20
 
@@ -22,17 +24,14 @@ MiB = 1 << 20
 def hipmem(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run hipmem with the release pinned (HIPMEM_ROCM), as the CI recipe does: the release
     the module's session answered with."""
-    environ = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("ROCBLAS_DEVICE_MEMORY_SIZE", "GITHUB_ENV", "GITHUB_OUTPUT")
-        and not k.startswith("ROCBLAS_STREAM")
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "hipmem.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env={**environ, "COLUMNS": "200", "HIPMEM_ROCM": _release(), **(env or {})},
+    unset = [
+        k
+        for k in os.environ
+        if k in ("ROCBLAS_DEVICE_MEMORY_SIZE", "GITHUB_ENV", "GITHUB_OUTPUT")
+        or k.startswith("ROCBLAS_STREAM")
+    ]
+    return run_hipmem(
+        *args, unset=unset, **{"COLUMNS": "200", "HIPMEM_ROCM": _release(), **(env or {})}
     )
 
 

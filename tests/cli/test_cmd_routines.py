@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 from hipmem.sizing.defaults import rules_for
 from hipmem.sizing.rocm.catalog import load_catalog
 
+from tests.cli_run import hipmem as run_hipmem
+
 REPO = Path(__file__).parents[2]
 
 
 def _hipmem(*args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "hipmem.cli.main", *args]
-    return subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
+    return run_hipmem(*args, cwd=REPO)
 
 
 def test_json_lists_matching_routines_with_their_rules() -> None:

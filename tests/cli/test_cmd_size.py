@@ -1,24 +1,20 @@
-"""`hipmem size`, `hipmem devices` and `hipmem rocm where`, run as a user runs them: a real
-subprocess, asserting the exit code and the exact error line."""
+"""`hipmem size`, `hipmem devices` and `hipmem rocm where`, run as a user runs them
+(tests/cli_run.py), asserting the exit code and the exact error line."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from hipmem.sizing.session import size_calls
 
-from tests.conftest import cli_env
+from tests.cli_run import hipmem as run_hipmem
 
 
 def hipmem(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hipmem.cli.main", *args],
-        capture_output=True, text=True, env=cli_env(**env), timeout=120,
-    )  # fmt: skip
+    return run_hipmem(*args, **env)
 
 
 def test_json_contract(rocm: Path) -> None:

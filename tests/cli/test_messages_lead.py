@@ -8,10 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hipmem.cli import output
-from hipmem.cli.main import _run
 
 from hipmem._core.close_names import closest, did_you_mean
+from tests.cli_run import hipmem as run_hipmem
 
 SNAPSHOT = "tests/data/snapshots/train-default.pickle.gz"
 LOG = "samples/serve-first-2000.csv.gz"
@@ -21,15 +20,8 @@ def hipmem(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *args: str
 ) -> tuple[int, str, str]:
     """`hipmem ARGS` in this process, piped at 80 columns: (exit code, stdout, stderr)."""
-    monkeypatch.setenv("COLUMNS", "80")
-    monkeypatch.chdir(Path(__file__).resolve().parents[2])
-    output.state.consoles.clear()  # consoles made for another width or stream
-    try:
-        code = _run(list(args))
-    finally:
-        output.state.consoles.clear()
-    seen = capsys.readouterr()
-    return code, seen.out, seen.err
+    done = run_hipmem(*args, cwd=Path(__file__).resolve().parents[2], COLUMNS="80")
+    return done.returncode, done.stdout, done.stderr
 
 
 def test_one_helper_names_the_nearest_in_name_order() -> None:

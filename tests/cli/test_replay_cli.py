@@ -1,17 +1,16 @@
-"""`hipmem replay` driven as a user would, in a real subprocess."""
+"""`hipmem replay` driven as a user would (tests/cli_run.py)."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from hipmem.replay.engine.backends import cuda_device_count, hip_device_count
 from hipmem.replay.logs.loader import load_log
 
+from tests.cli_run import hipmem as run_hipmem
 from tests.log_reference import REAL_LOGS_DIR
 from tests.replay_reference import reference_failures, reference_peak_bytes
 
@@ -21,18 +20,7 @@ SERVE = LOGS / "serve.csv.gz"
 
 
 def hipmem(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-        "COLUMNS": "200",
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "hipmem.cli.main", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=env,
-    )
+    return run_hipmem(*args, cwd=REPO, COLUMNS="200")
 
 
 def test_two_resources_side_by_side_as_json():

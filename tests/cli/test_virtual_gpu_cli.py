@@ -1,13 +1,11 @@
 """The virtual GPU from the command line, as a user with no GPU runs it: `hipmem torch`, and
-`hipmem replay` with --backend virtual, --device and --find-capacity. Real subprocesses, the
+`hipmem replay` with --backend virtual, --device and --find-capacity (tests/cli_run.py), the
 real allocator (fetched once by the `torch_allocators` fixture)."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -15,6 +13,7 @@ from typing import Any
 import pytest
 from hipmem.replay.virtual.devices import PRESETS
 
+from tests.cli_run import hipmem as run_hipmem
 from tests.snapshot_reference import SNAPSHOTS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -23,10 +22,7 @@ EXPANDABLE = SNAPSHOTS / "train-expandable.pickle.gz"
 
 
 def _hipmem(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hipmem.cli.main", *args], capture_output=True, text=True,
-        cwd=REPO, env={**os.environ, "COLUMNS": "200", **env}, timeout=300,
-    )  # fmt: skip
+    return run_hipmem(*args, cwd=REPO, **{"COLUMNS": "200", **env})
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from hipmem.replay.explain.explanation import explain
 from hipmem.replay.explain.variables import variable_advice
 
 import hipmem
+from tests.cli_run import hipmem as run_hipmem
 from tests.snapshot_reference import SNAPSHOTS
 
 REPO = Path(__file__).resolve().parents[3]
@@ -184,15 +184,8 @@ def test_a_trace_that_starts_mid_run_says_why_its_oom_may_not_come_back(tmp_path
 
 
 def _hipmem(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if "ALLOC_CONF" not in k}
-    return subprocess.run(
-        [sys.executable, "-m", "hipmem.cli.main", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={**clean, "COLUMNS": "200", **env},
-        timeout=300,
-    )
+    unset = [k for k in os.environ if "ALLOC_CONF" in k]
+    return run_hipmem(*args, cwd=REPO, unset=unset, **{"COLUMNS": "200", **env})
 
 
 def test_explain_cli_json_text_and_plot(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ from hipmem.replay.fleet.run import FleetRequest, find_fleet_logs, run_fleet
 from hipmem.replay.fleet.summary import summarize
 from hipmem.replay.logs.loader import load_log
 
+from tests.cli_run import hipmem as run_hipmem
 from tests.fleet_logs import REAL, SNAPSHOTS, read_rows, real_fleet, tiled, write_log
 
 REPO = Path(__file__).resolve().parents[3]
@@ -340,16 +341,8 @@ def test_a_foreign_results_file_is_refused_naming_its_line(tmp_path):
 # --------------------------------------------------------------------------- the command
 
 
-def hipmem(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}
-    return subprocess.run(
-        [sys.executable, "-m", "hipmem.cli.main", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=env,
-        timeout=timeout,
-    )
+def hipmem(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_hipmem(*args, cwd=REPO, PYTHONPATH=str(REPO), COLUMNS="200")
 
 
 def test_the_command_on_a_folder_of_logs(fleet, tmp_path):

@@ -8,7 +8,6 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -23,17 +22,14 @@ from hipmem.replay.logs.loader import load_log
 from hipmem.replay.pictures.html_timeline import bytes_text, log_figure, replay_figure
 
 from hipmem._core.plot_files import byte_unit
-from tests.conftest import cli_env
+from tests.cli_run import hipmem as run_hipmem
 from tests.spike_data import SPIKE_BYTES, spike_csv, spike_snapshot
 
 SNAPSHOTS = Path(__file__).resolve().parents[2] / "data" / "snapshots"
 
 
 def hipmem(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hipmem.cli.main", *args],
-        capture_output=True, text=True, env=cli_env(COLUMNS="200"), timeout=600, cwd=cwd,
-    )  # fmt: skip
+    return run_hipmem(*args, cwd=cwd, COLUMNS="200")
 
 
 def _trace(figure: Any, prefix: str) -> Any:

@@ -16,10 +16,8 @@ The figures asserted are the ones RMM's rules give (docs/rmm-virtual.md says whi
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -32,6 +30,7 @@ from hipmem.replay.engine.run import ReplayOptions
 from hipmem.replay.logs.events import AllocationLog
 
 import hipmem
+from tests.cli_run import hipmem as run_hipmem
 
 MiB = 1 << 20
 REPO = Path(__file__).resolve().parents[3]
@@ -167,10 +166,7 @@ def _pool_holds(maximum: int, count: int, size: int) -> bool:
 
 
 def _hipmem(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hipmem.cli.main", *args], capture_output=True, text=True,
-        cwd=REPO, env={**os.environ, "COLUMNS": "200", **env},
-    )  # fmt: skip
+    return run_hipmem(*args, cwd=REPO, **{"COLUMNS": "200", **env})
 
 
 def _one_line(done: subprocess.CompletedProcess[str], code: int, start: str) -> None:

@@ -19,6 +19,7 @@ from hipmem.replay.logs.writer import write_rmm_csv
 from hipmem.replay.snapshots import reader as snapshot
 
 import hipmem
+from tests.cli_run import hipmem as run_hipmem
 from tests.snapshot_reference import NAMES, SNAPSHOTS, figures
 
 REPO = Path(__file__).resolve().parents[3]
@@ -26,13 +27,7 @@ PATHS = [SNAPSHOTS / f"{name}.pickle.gz" for name in NAMES]
 
 
 def hipmem_cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hipmem.cli.main", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "COLUMNS": "200", **env},
-    )
+    return run_hipmem(*args, cwd=REPO, **{"COLUMNS": "200", **env})
 
 
 def test_the_committed_snapshots_are_there() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from hipmem.sizing.errors import CallLogError
 from hipmem.sizing.rocm.catalog import load_catalog
 
 from tests.call_log_recorder import FIXTURE_CALLS, FIXTURES
+from tests.cli_run import hipmem as run_hipmem
 
 REPO = Path(__file__).parents[3]
 SAMPLES = REPO / "samples"
@@ -205,8 +205,7 @@ def test_pasted_bench_commands_are_data(tmp_path: Path) -> None:
 
 
 def _hipmem(*args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "hipmem.cli.main", *args]
-    return subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
+    return run_hipmem(*args, cwd=REPO)
 
 
 def test_size_from_a_bench_log_as_json() -> None:

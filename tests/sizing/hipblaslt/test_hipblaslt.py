@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,7 @@ from hipmem.sizing.hipblaslt.matmul import (
 from hipmem.sizing.rocm.locator import locate
 from hipmem.sizing.worker.virtual_device import resolve
 
-from tests.conftest import cli_env
+from tests.cli_run import hipmem as run_hipmem
 
 DECODE = "hipblaslt_matmul:m=8192,n=16,k=8192,transA=T,a_type=bf16_r"
 GEMV = "hipblaslt_matmul:m=4096,n=1,k=14336,transA=T,a_type=bf16_r"
@@ -40,10 +39,7 @@ KNOWN = {
 
 
 def hipmem(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hipmem.cli.main", *args],
-        capture_output=True, text=True, env=cli_env(), timeout=300,
-    )  # fmt: skip
+    return run_hipmem(*args)
 
 
 @pytest.mark.parametrize("key", list(KNOWN), ids=lambda k: "-".join(map(str, k)))

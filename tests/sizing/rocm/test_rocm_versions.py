@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,8 @@ from hipmem.sizing.rocm.catalog import load_catalog
 from hipmem.sizing.rocm.locator import MixedReleases, locate
 from hipmem.sizing.session import SizingSession, size_calls
 
-from tests.conftest import cli_env, rocm_release
+from tests.cli_run import hipmem as run_hipmem
+from tests.conftest import rocm_release
 
 GEMM_F16_HPA = (
     "rocblas_gemm_ex:m=256,n=256,k=65536,a_type=f16_r,b_type=f16_r,c_type=f16_r,"
@@ -46,10 +46,7 @@ LIBRARY_VERSIONS = {
 
 
 def hipmem(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hipmem.cli.main", *args],
-        capture_output=True, text=True, env=cli_env(**env), timeout=300,
-    )  # fmt: skip
+    return run_hipmem(*args, **env)
 
 
 @pytest.mark.parametrize(("release", "device", "call"), list(KNOWN_ANSWERS))

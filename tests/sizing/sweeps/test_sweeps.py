@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ import pytest
 from hipmem.sizing.session import SizingSession
 from hipmem.sizing.sweeps.range import BadSweep, check_grid, parse_max_points, parse_sweep
 
-from tests.conftest import cli_env
+from tests.cli_run import hipmem as run_hipmem
 
 # The HPA gemm (f16 in, f32 compute) picks its kernel, and so its workspace, from the tuned
 # gemm data of the arch: on gfx90a with ROCm 7.2 the need over k rises to 64 MiB, then falls.
@@ -28,10 +27,7 @@ PEAK_FIRST_K, PEAK_LAST_K = 10_450, 13_595
 
 
 def hipmem(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hipmem.cli.main", *args],
-        capture_output=True, text=True, env=cli_env(**env), timeout=300,
-    )  # fmt: skip
+    return run_hipmem(*args, **env)
 
 
 # -- the range grammar -------------------------------------------------------------------------
