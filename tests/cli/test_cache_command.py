@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from hipmem._core import answer_cache
+from tests.cli_run import hipmem_process
 from tests.conftest import cli_env
 from tests.sizing.rocm.test_fetch_on_demand import sizes
 from tests.sizing.rocm.test_rocm_fetch import _mirror_cache
@@ -21,10 +22,7 @@ GEMM = "gemm_ex:m=64,n=64,k=4096,a_type=f16_r"  # reads the arch's gemm data
 
 
 def hipmem(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hipmem.cli.main", *args],
-        capture_output=True, text=True, env=cli_env(**env), timeout=900, cwd=REPO,
-    )  # fmt: skip
+    return hipmem_process(*args, timeout=900, cwd=REPO, **env)
 
 
 def test_list_verify_and_a_damaged_file_named_with_its_repair(rocm72: Path, tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from hipmem.sizing.rocm import fetch as rocm_fetch
 from hipmem.sizing.worker.shim_build import build_shim
 
 from hipmem._core import build_cache
-from tests.conftest import cli_env
+from tests.cli_run import hipmem_process
 from tests.sizing.rocm.test_rocm_fetch import _mirror_cache
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,10 +23,7 @@ SNAPSHOT = REPO / "tests/data/snapshots/train-default.pickle.gz"
 
 
 def hipmem(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hipmem.cli.main", *args],
-        capture_output=True, text=True, env=cli_env(**env), timeout=600, cwd=REPO,
-    )  # fmt: skip
+    return hipmem_process(*args, timeout=600, cwd=REPO, **env)
 
 
 def _truncate(path: Path) -> None:

@@ -5,8 +5,6 @@ the AMD code path; the figures are checked against a row-by-row reference."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +12,8 @@ from hipmem.replay.logs.loader import load_log
 from hipmem.sizing.rocm.locator import locate
 from hipmem.sizing.worker.shim_build import build_shim
 
-from tests.conftest import REPO, cli_env
+from tests.cli_run import hipmem_process
+from tests.conftest import REPO
 from tests.replay_reference import reference_failures, reference_peak_bytes
 
 SAMPLE = REPO / "samples" / "serve-first-2000.csv.gz"
@@ -29,11 +28,10 @@ def shim(rocm: Path) -> Path:
 
 def replay_json(shim: Path, memory_bytes: int, *resources: str) -> dict:
     args = [arg for resource in resources for arg in ("-r", resource)]
-    done = subprocess.run(
-        [sys.executable, "-m", "hipmem.cli.main", "replay", str(SAMPLE), *args,
-         "--backend", "hip", "--threads", "single", "--json"],
-        capture_output=True, text=True, timeout=300,
-        env=cli_env(LD_LIBRARY_PATH=str(shim), HIPMEM_VDEV_MEM_BYTES=str(memory_bytes)),
+    # A process of its own: the loader reads LD_LIBRARY_PATH (the stand-in runtime) at start.
+    done = hipmem_process(
+        "replay", str(SAMPLE), *args, "--backend", "hip", "--threads", "single", "--json",
+        timeout=300, LD_LIBRARY_PATH=str(shim), HIPMEM_VDEV_MEM_BYTES=str(memory_bytes),
     )  # fmt: skip
     assert done.returncode in (0, 1), done.stderr
     return json.loads(done.stdout)

@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from hipmem.replay.pytorch import release as torch_release
 from hipmem.replay.virtual import build as vcuda_build
 
 import hipmem
+from tests.cli_run import hipmem as run_hipmem
 from tests.snapshot_reference import COMPLETE, NAMES, SNAPSHOTS
 
 REPO = Path(__file__).resolve().parents[3]
@@ -173,10 +173,7 @@ def test_the_fetched_releases_name_their_packages_and_runtime(
 
 
 def _hipmem(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hipmem.cli.main", *args], capture_output=True, text=True,
-        check=False, cwd=REPO, env={**os.environ, "COLUMNS": "200"},
-    )  # fmt: skip
+    return run_hipmem(*args, cwd=REPO, COLUMNS="200")
 
 
 def test_a_release_older_than_hipmem_drives_is_one_line_with_the_nearest() -> None:

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +13,7 @@ from hipmem.replay.engine.resources import parse_spec
 from hipmem.replay.pytorch import resource as torch_resource
 
 import hipmem
+from tests.cli_run import hipmem as run_hipmem
 from tests.snapshot_reference import COMPLETE, NAMES, SNAPSHOTS
 
 REPO = Path(__file__).resolve().parents[3]
@@ -72,13 +70,7 @@ def test_without_pytorch_the_gpu_resource_says_so_in_one_line() -> None:
     # With no PyTorch, `auto` replays on the virtual GPU (tests/replay/virtual/test_virtual_gpu.py);
     # a GPU asked for by name needs PyTorch to drive it.
     command = ["replay", str(TRAIN), "-r", "torch", "--backend", "cuda"]
-    done = subprocess.run(
-        [sys.executable, "-m", "hipmem.cli.main", *command],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "COLUMNS": "200"},
-    )
+    done = run_hipmem(*command, cwd=REPO, COLUMNS="200")
     assert done.returncode == 1
     assert done.stderr.strip() == (
         "Error: the torch resource needs PyTorch with a GPU: pip install 'hipmem[torch]'"

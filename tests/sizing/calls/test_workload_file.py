@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +10,8 @@ import yaml
 from hipmem.sizing.calls.spec import make_call, parse_call
 from hipmem.sizing.calls.workload_file import read_workload
 from hipmem.sizing.errors import WorkloadError
+
+from tests.cli_run import hipmem as run_hipmem
 
 REPO = Path(__file__).parents[3]
 SAMPLE = REPO / "samples" / "workload.yaml"
@@ -60,9 +60,8 @@ def test_schema_errors_name_the_line(tmp_path: Path, text: str, line: int, messa
 
 
 def test_cli_sizes_a_workload_and_counts(tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "hipmem.cli.main", "size", "--device", "MI210",
-               "--workload", str(SAMPLE), "--json"]  # fmt: skip
-    run = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
+    command = ["size", "--device", "MI210", "--workload", str(SAMPLE), "--json"]
+    run = run_hipmem(*command, cwd=REPO)
     assert run.returncode == 0, run.stderr
     result = json.loads(run.stdout)
     counts = {c["routine"]: c["count"] for c in result["calls"]}
@@ -71,6 +70,6 @@ def test_cli_sizes_a_workload_and_counts(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("version: 1\ncalls:\n  - call: rocsolver_dgetrf:m=8,n=8\n    count: -1\n")
     command[-3:] = ["--workload", str(bad)]
-    run = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
+    run = run_hipmem(*command, cwd=REPO)
     assert run.returncode == 2
     assert run.stderr == f"Error: {bad}:4: calls/0/count: -1 is less than the minimum of 1\n"

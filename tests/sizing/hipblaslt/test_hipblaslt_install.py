@@ -10,12 +10,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from hipmem.sizing.hipblaslt.locator import read_version
 from hipmem.sizing.rocm.locator import CACHE_LABEL
+
+from tests.cli_run import hipmem_process
 
 LIB = "usr/lib/x86_64-linux-gnu"
 GEMV = "hipblaslt_matmul:m=4096,n=1,k=14336,transA=T,a_type=bf16_r"
@@ -71,11 +72,7 @@ def amd_tree(
 
 def hipmem(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """The CLI with no ROCm location from the developer's environment, plus `env`."""
-    clean = {k: v for k, v in os.environ.items() if k not in _LOCATIONS}
-    return subprocess.run(
-        [sys.executable, "-m", "hipmem.cli.main", *args],
-        capture_output=True, text=True, env=clean | env, timeout=300,
-    )  # fmt: skip
+    return hipmem_process(*args, unset=_LOCATIONS, timeout=300, **env)
 
 
 def test_rocm_dir_install_answers_with_its_own_hipblaslt(

@@ -17,6 +17,8 @@ from hipmem.sizing.defaults import rules_for
 from hipmem.sizing.rocm.catalog import Routine, load_catalog
 from hipmem.sizing.session import SizingSession
 
+from tests.cli_run import hipmem as run_hipmem
+
 REPO = Path(__file__).parents[3]
 # A dimension the catalog has no default for (m, n, k, nrhs, nb, nnz...) gets this in the walk.
 WALK_DIMENSION = 64
@@ -108,12 +110,7 @@ def test_catalog_covers_the_issue_families_in_every_form() -> None:
 
 
 def test_a_missing_dimension_is_a_usage_error() -> None:
-    run = subprocess.run(
-        [sys.executable, "-m", "hipmem.cli.main", "size", "--device", "MI210", "rocblas_sgemv"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
+    run = run_hipmem("size", "--device", "MI210", "rocblas_sgemv", cwd=REPO)
     assert run.returncode == 2
     assert "missing arguments m, n" in run.stderr
 

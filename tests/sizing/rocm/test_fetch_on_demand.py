@@ -17,6 +17,7 @@ import pytest
 from hipmem.sizing.rocm import fetch as rocm_fetch
 from hipmem.sizing.rocm.releases import find_release
 
+from tests.cli_run import hipmem_process
 from tests.conftest import cli_env
 from tests.sizing.rocm.test_rocm_fetch import _mirror_cache
 from tests.terminal import stderr_on_terminal
@@ -25,10 +26,7 @@ GEMM = "gemm_ex:m=64,n=64,k=4096,a_type=f16_r"  # reads the arch's gemm data
 
 
 def hipmem(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hipmem.cli.main", *args],
-        capture_output=True, text=True, env=cli_env(**env), timeout=900,
-    )  # fmt: skip
+    return hipmem_process(*args, timeout=900, **env)
 
 
 def bars_on_terminal(*args: str, **env: str) -> tuple[int, str, str]:

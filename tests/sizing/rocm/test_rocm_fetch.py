@@ -20,14 +20,12 @@ from hipmem.sizing.rocm import fetch as rocm_fetch
 from hipmem.sizing.rocm.locator import locate
 from hipmem.sizing.rocm.releases import RELEASES, Release, find_release
 
+from tests.cli_run import hipmem_process
 from tests.conftest import cli_env
 
 
 def hipmem(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hipmem.cli.main", *args],
-        capture_output=True, text=True, env=cli_env(**env), timeout=600,
-    )  # fmt: skip
+    return hipmem_process(*args, timeout=600, **env)
 
 
 def test_print_uris_lines_are_parsed() -> None:
