@@ -24,6 +24,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -47,6 +48,7 @@ def hipmem(
         _captured(1, "stdout") as out,
         _captured(2, "stderr") as err,
         _stdin_empty(),
+        _interpreter_warnings(),
     ):
         output.state.consoles.clear()  # consoles made for another stream or width
         try:
@@ -103,6 +105,31 @@ def _cwd(cwd: Path | str | None) -> Iterator[None]:
         yield
     finally:
         os.chdir(saved)
+
+
+@contextlib.contextmanager
+def _interpreter_warnings() -> Iterator[None]:
+    """Warnings as a fresh interpreter shows them (its default filters, printed on stderr),
+    not as pytest records them."""
+    with warnings.catch_warnings():
+        warnings.resetwarnings()  # also forgets which warnings were already shown
+        for category in (ImportWarning, PendingDeprecationWarning, ResourceWarning):
+            warnings.simplefilter("ignore", category)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
+        warnings.showwarning = _show_warning
+        yield
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: object = None,
+    line: str | None = None,
+) -> None:
+    sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
 @contextlib.contextmanager
