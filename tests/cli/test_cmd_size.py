@@ -11,6 +11,7 @@ import pytest
 from hipmem.sizing.session import size_calls
 
 from tests.cli_run import hipmem as run_hipmem
+from tests.cli_run import hipmem_process
 
 
 def hipmem(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -150,7 +151,8 @@ def test_devices_reads_real_devices_through_hip_python(rocm: Path) -> None:
     include_dir = locate().include_dir
     assert include_dir is not None
     shim = build_shim(include_dir)
-    done = hipmem(
+    # A process of its own: the loader reads LD_LIBRARY_PATH at start.
+    done = hipmem_process(
         "devices", "--json", LD_LIBRARY_PATH=str(shim),
         HIPMEM_VDEV_ARCH="gfx1100", HIPMEM_VDEV_CUS="48", HIPMEM_VDEV_NAME="Stand-in",
     )  # fmt: skip

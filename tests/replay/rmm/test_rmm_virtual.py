@@ -31,6 +31,7 @@ from hipmem.replay.logs.events import AllocationLog
 
 import hipmem
 from tests.cli_run import hipmem as run_hipmem
+from tests.cli_run import hipmem_process
 
 MiB = 1 << 20
 REPO = Path(__file__).resolve().parents[3]
@@ -223,11 +224,12 @@ def test_no_compiler_is_one_line(tmp_path, rmm_releases):
 def test_damaged_build_is_said_and_built_again(tmp_path, rmm_releases):
     cache = _cache_with(tmp_path, rmm_releases, "25.4.0")
     args = ("replay", SERVE, "-r", "cuda", "--backend", "virtual", "--json")
-    first = _hipmem(*args, HIPMEM_CACHE_DIR=str(cache))
+    # Processes of their own: a build is checked once per process.
+    first = hipmem_process(*args, cwd=REPO, COLUMNS="200", HIPMEM_CACHE_DIR=str(cache))
     assert first.returncode == 0, first.stderr
     (driver,) = (cache / "rmm-build").glob("*/rmm_replay")
     driver.write_bytes(driver.read_bytes()[:4096])
-    again = _hipmem(*args, HIPMEM_CACHE_DIR=str(cache))
+    again = hipmem_process(*args, cwd=REPO, COLUMNS="200", HIPMEM_CACHE_DIR=str(cache))
     assert again.returncode == 0, again.stderr
     assert "is damaged (rmm_replay truncated); building it again" in again.stderr
 
