@@ -1,7 +1,7 @@
 """Benchmark: how fast, and in how much memory, hipmem turns away hostile and damaged input.
 
 Each case runs in a fresh process; its wall time and peak resident memory (ru_maxrss of the
-child) are reported. The tests (tests/test_hostile_*.py) check the behaviour under generous
+child) are reported. The tests (tests/**/test_hostile_*.py) check the behaviour under generous
 limits; this says what the bounded paths actually cost.
 
     python benchmarks/bench_hostile.py

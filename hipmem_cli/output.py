@@ -1,6 +1,6 @@
 """The one way out to the user: every string hipmem shows passes through this module.
 
-Three rules hold for everything printed here (tests/test_output.py checks them, and that no
+Three rules hold for everything printed here (tests/cli/test_output.py checks them, and that no
 other module in hipmem_cli prints on its own):
 
 - **Nothing from an input reaches the terminal raw.** Control characters (escape sequences,

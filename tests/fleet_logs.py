@@ -4,7 +4,7 @@ A window is a run of a real log's rows (frees of blocks allocated before it are 
 of unknown pointers, as in a log whose recording started late); a shift moves a log's times
 and addresses (the same behaviour, other bytes: another content hash); a tile repeats a
 log, each copy at later times and other addresses, with the blocks a copy left live freed
-at its end, so a long log keeps the original's peak. Used by tests/test_fleet.py and
+at its end, so a long log keeps the original's peak. Used by tests/replay/fleet/test_fleet.py and
 benchmarks/bench_fleet.py.
 """
 

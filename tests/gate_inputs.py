@@ -3,16 +3,13 @@ logs, and the in-process `hipmem` the tests drive (no cold interpreter per call)
 
 from __future__ import annotations
 
-import contextlib
 import gzip
-import io
-import os
 import pickle
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.cli_run import hipmem as run_hipmem
 from tests.snapshot_reference import SNAPSHOTS, load
 
 # PyTorch's allocator variables: unset in every call, so the environment cannot change a verdict.
@@ -26,28 +23,11 @@ class Ran:
     stderr: str
 
 
-@contextlib.contextmanager
-def _environment(env: dict[str, str]) -> Iterator[None]:
-    saved = dict(os.environ)
-    for name in _ALLOC_CONF_VARIABLES:
-        os.environ.pop(name, None)
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-
-
 def hipmem(*args: str, **env: str) -> Ran:
     """`hipmem ARGS` in this process, through the same entry point and error boundary as the
-    console script (`hipmem.cli.main._run`): its exit code and what it printed."""
-    from hipmem.cli.main import _run
-
-    out, err = io.StringIO(), io.StringIO()
-    with _environment(env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = _run(list(args))
-    return Ran(code, out.getvalue(), err.getvalue())
+    console script (tests/cli_run.py): its exit code and what it printed."""
+    done = run_hipmem(*args, unset=_ALLOC_CONF_VARIABLES, **env)
+    return Ran(done.returncode, done.stdout, done.stderr)
 
 
 def assert_named_failure(ran: Ran, *, codes: tuple[int, ...] = (1, 2)) -> str:

@@ -120,7 +120,7 @@ def whole_on_a_line(value: str, text: str) -> bool:
     return any(value in line for line in text.splitlines())
 
 
-# The 80-column rule (tests/test_fits_80_columns.py says why these may be wider).
+# The 80-column rule (tests/cli/test_fits_80_columns.py says why these may be wider).
 WIDTH = 80
 ONE_LINE_BY_RULE = ("Error: ", "Warning: ", "FAIL ", "ok ", "export ", "# ")
 

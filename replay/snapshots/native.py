@@ -5,8 +5,9 @@ built on use.
 same trace sink in C, a CPython extension module built with the system C compiler against the
 running Python's headers into hipmem's cache (`<cache>/replay-core/snapshot-reader-<key>`),
 checked on every load and rebuilt when damaged (`hipmem._core.build_cache`). Both give the
-same columns, skipped entries and messages (tests/test_snapshot_native.py); the C one in
-about the time of a plain `pickle.load` of the file (docs/benchmarks.md).
+same columns, skipped entries and messages
+(tests/replay/snapshots/test_snapshot_native.py); the C one in about the time of a plain
+`pickle.load` of the file (docs/benchmarks.md).
 
 Where no C compiler or no Python headers exist (or the build fails), snapshots are read by
 the Python machine: the answers are the same, only slower, so nothing is said.

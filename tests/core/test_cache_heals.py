@@ -1,0 +1,147 @@
+"""Caches that heal: what hipmem builds into its cache is checked on every use and rebuilt when
+damaged, saying so in one line; a fetched tree with a link planted in it is repaired without
+following the link out of the cache. Each test runs the real `hipmem` (or the real fetch) on a
+cache of its own (HIPMEM_CACHE_DIR), damaging copies, never the user's cache."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from hipmem.sizing.rocm import fetch as rocm_fetch
+from hipmem.sizing.worker.shim_build import build_shim
+
+from hipmem._core import build_cache
+from tests.cli_run import hipmem_process
+from tests.sizing.rocm.test_rocm_fetch import _mirror_cache
+
+REPO = Path(__file__).resolve().parents[2]
+SNAPSHOT = REPO / "tests/data/snapshots/train-default.pickle.gz"
+
+
+def hipmem(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return hipmem_process(*args, timeout=600, cwd=REPO, **env)
+
+
+def _truncate(path: Path) -> None:
+    with path.open("r+b") as stream:
+        stream.truncate(path.stat().st_size // 2)
+
+
+@pytest.mark.skipif(shutil.which("c++") is None, reason="no C++ compiler")
+def test_a_truncated_replay_core_is_rebuilt_in_one_line_not_a_sigbus(tmp_path: Path) -> None:
+    cache = str(tmp_path / "cache")
+    args = ("replay", "samples/serve-first-2000.csv.gz", "-r", "host", "--json")
+    first = hipmem(*args, HIPMEM_CACHE_DIR=cache)
+    assert first.returncode == 0, first.stderr
+    (library,) = (tmp_path / "cache" / "replay-core").glob("*/replay_core.so")
+    _truncate(library)
+    again = hipmem(*args, HIPMEM_CACHE_DIR=cache)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)  # it answered
+    warnings = [ln for ln in again.stderr.splitlines() if ln.startswith("Warning:")]
+    assert len(warnings) == 1 and "replay core" in warnings[0]
+    assert "replay_core.so truncated" in warnings[0] and "building it again" in warnings[0]
+    assert build_cache.folder_damage(library.parent) is None
+
+
+def test_a_damaged_hip_stand_in_is_rebuilt_and_a_planted_link_never_loaded(
+    rocm72: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.setenv("HIPMEM_CACHE_DIR", str(tmp_path / "cache"))
+    include = rocm72 / "usr" / "include"
+    built = build_shim(include, "libamdhip64.so.7")
+    library = built / "libamdhip64.so.7"
+    whole = library.read_bytes()
+    _truncate(library)
+    assert build_shim(include, "libamdhip64.so.7") == built
+    assert library.read_bytes() == whole
+    said = capsys.readouterr().err.strip().splitlines()
+    assert said == [
+        f"Warning: the virtual GPU (libamdhip64.so.7) in {built} is damaged "
+        "(libamdhip64.so.7 truncated); building it again"
+    ]
+    # A link planted where the library was, even to the same bytes elsewhere, is rebuilt.
+    outside = tmp_path / "elsewhere.so"
+    outside.write_bytes(whole)
+    library.unlink()
+    library.symlink_to(outside)
+    build_shim(include, "libamdhip64.so.7")
+    assert not library.is_symlink() and library.read_bytes() == whole
+    assert "replaced by a link" in capsys.readouterr().err
+
+
+def test_a_truncated_virtual_gpu_is_rebuilt_and_the_gate_still_answers(
+    torch211: object, tmp_path: Path
+) -> None:
+    from hipmem.replay.pytorch import fetch as torch_fetch
+
+    cache = tmp_path / "cache"
+    shutil.copytree(torch_fetch.torch_dir() / "2.11.0", cache / "torch" / "2.11.0")
+    args = ("check", "--from-snapshot", str(SNAPSHOT), "--alloc-conf",
+            "expandable_segments:True", "--device-memory", "560MiB", "--torch", "2.11")  # fmt: skip
+    first = hipmem(*args, HIPMEM_CACHE_DIR=str(cache))
+    assert first.returncode == 1 and first.stderr.startswith("FAIL"), first.stderr
+    (driver,) = (cache / "vcuda").glob("*/vcuda_replay")
+    _truncate(driver)
+    again = hipmem(*args, HIPMEM_CACHE_DIR=str(cache))
+    assert again.returncode == 1
+    lines = again.stderr.strip().splitlines()
+    assert lines[0].startswith("Warning: the virtual GPU of PyTorch 2.11.0")
+    assert "(vcuda_replay truncated); building it again" in lines[0]
+    assert lines[1:] == first.stderr.strip().splitlines()  # the same FAIL, byte for byte
+
+
+def test_a_link_planted_in_a_fetched_tree_is_not_followed_by_the_repair(
+    rocm72: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = _mirror_cache(tmp_path, "7.2")
+    monkeypatch.setenv("HIPMEM_CACHE_DIR", str(cache))
+    manifest = cache / "rocm" / "7.2" / rocm_fetch.MANIFEST_NAME
+    recorded = json.loads(manifest.read_text())
+    planted = tmp_path / "planted.txt"
+    planted.write_text("not a library\n")
+    library = cache / "rocm/7.2/root/usr/lib/x86_64-linux-gnu/libfmt.so.11.1.1"
+    library.unlink()
+    library.symlink_to(planted)
+    with pytest.raises(rocm_fetch.LibraryNotFound, match=r"libfmt\.so\.11\.1\.1 changed"):
+        rocm_fetch.load_offline("7.2")
+    repaired = rocm_fetch.fetch("7.2", [], by=rocm_fetch.BY_COMMAND)
+    assert repaired.changed
+    assert planted.read_text() == "not a library\n"  # never written through
+    assert not library.is_symlink()
+    size, digest = recorded["files"]["usr/lib/x86_64-linux-gnu/libfmt.so.11.1.1"][:2]
+    assert library.stat().st_size == size
+    after = json.loads(manifest.read_text())
+    assert after["packages"] == recorded["packages"] and after["archs"] == recorded["archs"]
+    assert rocm_fetch.load_offline("7.2") is not None
+    assert not rocm_fetch.fetch("7.2", []).changed  # intact now: nothing to do
+    assert digest == after["files"]["usr/lib/x86_64-linux-gnu/libfmt.so.11.1.1"][1]
+
+
+def test_a_build_without_a_record_is_built_quietly_and_a_cut_record_is_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    out = tmp_path / "builds" / "key"
+    calls: list[Path] = []
+
+    def make(work: Path) -> None:
+        calls.append(work)
+        (work / "lib.so").write_bytes(b"x" * 100)
+        (work / "lib-link.so").symlink_to("lib.so")
+
+    build_cache.built_folder(out, make, what="a test build")
+    assert len(calls) == 1 and build_cache.folder_damage(out) is None
+    build_cache.built_folder(out, make, what="a test build")
+    assert len(calls) == 1  # intact: used as it is
+    manifest = out / build_cache.BUILD_MANIFEST
+    manifest.write_text(manifest.read_text()[:20])
+    build_cache.built_folder(out, make, what="a test build")
+    assert len(calls) == 2 and build_cache.folder_damage(out) is None
+    assert "build.json unreadable" in capsys.readouterr().err
+    (out / "lib-link.so").unlink()
+    (out / "lib-link.so").symlink_to("/etc/passwd")
+    assert build_cache.folder_damage(out) == "lib-link.so changed"

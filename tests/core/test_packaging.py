@@ -1,0 +1,112 @@
+"""The distribution as users get it: a wheel built without warnings, installed in a fresh venv,
+runs `hipmem --version` and sizes a call with the real libraries."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _run(*command: str | Path, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": ""}  # byte-compiling is part of a build
+    return subprocess.run(
+        [str(c) for c in command], capture_output=True, text=True, env=env, **kwargs
+    )  # type: ignore[call-overload]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    # The sdist first, then the wheel from it (build's default): what a user's pip does, and
+    # no stale `build/` folder of the checkout (an older layout's modules) can leak in.
+    done = _run(sys.executable, "-m", "build", "-o", out, REPO, cwd=REPO)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    warnings = [
+        line for line in (done.stdout + done.stderr).splitlines() if "warning" in line.lower()
+    ]
+    assert not warnings, "\n".join(warnings)
+    (found,) = out.glob("hipmem-*.whl")
+    return found
+
+
+@pytest.mark.slow
+def test_the_wheel_installs_and_sizes_a_call_in_a_fresh_venv(
+    wheel: Path, tmp_path: Path, rocm: Path
+) -> None:
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    bin_dir = env_dir / "bin"
+    # The wheel alone; its dependencies are the ones this test run has, seen through a path
+    # file (re-installing numpy, pandas and pyarrow from pip's cache took a minute of two
+    # cores). Only a plain path: the .pth files there (this checkout's editable install) are
+    # not read, so `hipmem` can only come from the wheel. `pip check` then holds the wheel's
+    # declared requirements against what is installed.
+    (site,) = (env_dir / "lib").glob("python3*/site-packages")
+    (site / "dependencies.pth").write_text(_site_packages_of_this_run() + "\n")
+    done = _run(bin_dir / "pip", "install", "-q", "--no-deps", wheel)
+    assert done.returncode == 0, done.stderr[-2000:]
+    checked = _run(bin_dir / "pip", "check")
+    assert checked.returncode == 0, checked.stdout[-2000:]
+    where = _run(bin_dir / "python", "-c", "import hipmem; print(hipmem.__file__)", cwd=tmp_path)
+    assert where.stdout.startswith(str(site)), where
+    version = _run(bin_dir / "hipmem", "--version", cwd=tmp_path)
+    assert version.returncode == 0 and version.stdout.startswith("hipmem 0."), version
+    # The package data (catalog, shim source) must be in the wheel: nothing from the checkout.
+    fetch = _run(bin_dir / "hipmem", "rocm", "fetch", cwd=tmp_path)
+    assert fetch.returncode == 0, fetch.stderr[-2000:]
+    sized = _run(
+        bin_dir / "hipmem", "size", "--device", "MI210", "--json",
+        "rocsolver_dgetrf:m=1024,n=1024", cwd=tmp_path,
+    )  # fmt: skip
+    assert sized.returncode == 0, sized.stderr[-2000:]
+    assert '"session_bytes": 4732160' in sized.stdout
+    # One namespace: the parts are hipmem.sizing and friends, never top-level modules.
+    python = bin_dir / "python"
+    for gone in ("sizing", "replay", "hipmem_cli"):
+        found = _run(python, "-c", f"import {gone}", cwd=tmp_path)
+        assert found.returncode == 1 and "ModuleNotFoundError" in found.stderr, gone
+    api = _run(python, "-c", "import hipmem.cli.main, hipmem; print(hipmem.SizingSession)",
+               cwd=tmp_path)  # fmt: skip
+    assert api.returncode == 0 and "hipmem.sizing.session.SizingSession" in api.stdout, api
+
+
+def _site_packages_of_this_run() -> str:
+    import sysconfig
+
+    return sysconfig.get_paths()["purelib"]
+
+
+def test_the_wheel_installs_one_top_level_package(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        (top_level,) = [n for n in names if n.endswith(".dist-info/top_level.txt")]
+        listed = archive.read(top_level).decode().split()
+    tops = {name.split("/")[0] for name in names if ".dist-info/" not in name}
+    assert tops == {"hipmem"} and listed == ["hipmem"]
+    for data in ("sizing/rocm/data/catalog-7.2.json", "sizing/worker/shim/virtual_hip.c",
+                 "replay/engine/csrc/replay_core.cu", "replay/pytorch/csrc/torch_replay.cpp",
+                 "replay/virtual/vcuda/virtual_cuda.c", "replay/virtual/vcuda/vcuda_replay.cpp",
+                 "replay/virtual/vcuda/libcudart.so.13.map", "replay/rmm/csrc/rmm_replay.cpp",
+                 "replay/virtual/vcuda/replay_loop.hpp", "replay/snapshots/csrc/snapshot_reader.c",
+                 "py.typed"):  # fmt: skip
+        assert f"hipmem/{data}" in names
+
+
+def test_import_hipmem_is_cheap_and_names_the_api() -> None:
+    probe = (
+        "import sys, hipmem; "
+        "assert 'pandas' not in sys.modules and 'hipmem.sizing.session' not in sys.modules; "
+        "print(sorted(hipmem.__all__))"
+    )
+    done = _run(sys.executable, "-c", probe, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    for name in ("SizingSession", "recommend", "load_log", "replay", "find_capacity"):
+        assert name in done.stdout

@@ -1,0 +1,253 @@
+"""The C snapshot reader (replay/snapshots/csrc/snapshot_reader.c) against the Python
+reference machine (replay/snapshots/pickle_machine.py): the same columns, recordings, skipped
+entries and errors on every committed snapshot and on mutated ones; and its build, checked and
+healed like the others."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hipmem.replay.logs.events import LineRef
+from hipmem.replay.snapshots import native as snapshot_native
+from hipmem.replay.snapshots import reader as snapshot
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.snapshot_reference import NAMES
+
+REPO = Path(__file__).resolve().parents[3]
+SNAPSHOTS = REPO / "tests" / "data" / "snapshots"
+READER = snapshot_native.READER_ENV
+# The committed snapshots the mutation tests start from: a complete one, one started late, an
+# OOM, several streams (small enough for ~150 readings each by the Python machine).
+MUTATED = ("oom", "multistream-oom", "train-late", "multistream")
+_DECOMPRESSED = {name: gzip.decompress((SNAPSHOTS / f"{name}.pickle.gz").read_bytes())
+                 for name in MUTATED}  # fmt: skip
+
+
+def _read(path: Path, how: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """What read_snapshot gives with the machine `how`: comparable values, or the error."""
+    monkeypatch.setenv(READER, how)
+    try:
+        parts = snapshot.read_snapshot(path)
+    except Exception as err:  # compared as they are: the same class and words
+        return ("error", type(err).__name__, str(err))
+    found = []
+    for part in parts:
+        columns = {name: (str(col.dtype), col.tolist()) for name, col in part.columns.items()}
+        recording = {
+            key: (value.tolist() if isinstance(value, np.ndarray) else value)
+            for key, value in vars(part.recording).items()
+        }
+        found.append((columns, part.skipped, part.skipped_count, recording))
+    return found
+
+
+def _both(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    return _read(path, "python", monkeypatch), _read(path, "native", monkeypatch)
+
+
+def test_the_native_reader_is_the_default_here() -> None:
+    # This machine has a C compiler and Python's headers: the C machine must be the one used.
+    assert "HIPMEM_SNAPSHOT_READER" not in os.environ
+    assert snapshot_native.restricted_pickle() is snapshot_native.NativeRestrictedPickle
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_committed_snapshots_read_the_same(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    python, native = _both(SNAPSHOTS / f"{name}.pickle.gz", monkeypatch)
+    assert python[0] != "error" and python == native
+
+
+@pytest.mark.parametrize("line", [1, 2, 3679])
+def test_frames_of_an_entry_read_the_same(line: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    where = LineRef(f"{SNAPSHOTS / 'train-default.pickle.gz'}#dev0", line)
+    found = {}
+    for how in ("python", "native"):
+        monkeypatch.setenv(READER, how)
+        found[how] = snapshot.entry_frames(where)
+    assert found["python"] and found["python"] == found["native"]
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    name=st.sampled_from(MUTATED),
+    where=st.lists(st.integers(min_value=0, max_value=10**9), min_size=1, max_size=4),
+    values=st.lists(st.integers(min_value=0, max_value=255), min_size=4, max_size=4),
+    cut=st.one_of(st.none(), st.integers(min_value=0, max_value=10**9)),
+)
+def test_byte_mutated_snapshots_read_the_same(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    where: list[int],
+    values: list[int],
+    cut: int | None,
+) -> None:
+    data = bytearray(_DECOMPRESSED[name])
+    for spot, value in zip(where, values, strict=False):
+        data[spot % len(data)] = value
+    if cut is not None:
+        del data[cut % len(data) :]
+    path = tmp_path / "mutated.pickle"
+    path.write_bytes(bytes(data))
+    python, native = _both(path, monkeypatch)
+    assert python == native
+
+
+_VALUES = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.integers(min_value=0, max_value=1 << 40),
+    st.floats(allow_nan=False),
+    st.text(max_size=4),
+    st.binary(max_size=4),
+    st.booleans(),
+    st.none(),
+    st.lists(st.integers(min_value=0, max_value=9), max_size=3),
+    st.dictionaries(st.sampled_from(["action", "addr", "x"]), st.integers(0, 9), max_size=2),
+    st.sampled_from(["alloc", "free_completed", "oom", "segment_alloc", "segment_free"]),
+)
+_FIELDS = ("action", "addr", "size", "stream", "time_us", "frames", "device_free", "extra")
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    name=st.sampled_from(MUTATED),
+    changes=st.lists(
+        st.tuples(
+            st.integers(min_value=0, max_value=10**6),
+            st.sampled_from((*_FIELDS, "<entry>", "<delete>")),
+            _VALUES,
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+)
+def test_field_mutated_snapshots_read_the_same(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    changes: list[tuple[int, str, Any]],
+) -> None:
+    data = pickle.loads(_DECOMPRESSED[name])  # the project's own recording
+    trace = data["device_traces"][0]
+    for index, field, value in changes:
+        at = index % len(trace)
+        if field == "<entry>":
+            trace[at] = value  # the entry itself replaced by another value
+        elif field == "<delete>":
+            trace[at] = {k: v for k, v in trace[at].items() if k != "size"}
+        elif isinstance(trace[at], dict):
+            trace[at] = {**trace[at], field: value}
+    path = tmp_path / "fields.pickle"
+    path.write_bytes(pickle.dumps(data, protocol=4))
+    python, native = _both(path, monkeypatch)
+    assert python == native
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"cbuiltins\nlen\n.",
+        b"cbuiltins\nlen",
+        b"K\x01K\x02\x85R.",
+        b"I1\n.",
+        b"(]\x91.",
+        b"}](K\x01s.",
+        b"\x8d" + (2**64 - 1).to_bytes(8, "little") + b"abc.",
+        b"}\x94(\x8c\x06action",
+        b"h\x07.",
+        b"]K\x01]\x86.",
+        b"e.",
+        b"K\x01q",
+        b"q\x01.",
+        b"r\x00\x00\x01\x00.",
+        b"\x8b\xff\xff\xff\xff.",
+        b"\x8c\x02\xff\xfe.",
+        b"(" * 10_001,
+        b"\x8f(]\x90.",
+        b"K\x01(K\x02\x90.",
+        b"\x8c\x01a\x8c\x01b\x93.",
+        b"\x80\x01.",
+        b"}(\x8c\x0ddevice_traces](](}\x8c\x06actionK\x01s]ee\x94u.",
+    ],
+)
+def test_hostile_opcodes_say_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: bytes
+) -> None:
+    path = tmp_path / "raw.pickle"
+    path.write_bytes(b"\x80\x04" + body)
+    python, native = _both(path, monkeypatch)
+    assert python == native
+
+
+def test_the_caps_say_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    entry = {"action": "alloc", "addr": 4096, "size": 1, "stream": 0, "time_us": 1}
+    path = tmp_path / "shared.pickle"
+    path.write_bytes(pickle.dumps({"device_traces": [[entry] * 3000], "segments": []}))
+    monkeypatch.setattr(snapshot, "MAX_TRACE_ENTRIES", 2000)
+    python, native = _both(path, monkeypatch)
+    assert python[0] == "error" and "more than 2,000 trace entries" in python[2]
+    assert python == native
+    monkeypatch.undo()
+    monkeypatch.setattr(snapshot, "MAX_HELD_OBJECTS", 1000)
+    path.write_bytes(pickle.dumps({"device_traces": [[entry]], "pad": list(range(2000))}))
+    python, native = _both(path, monkeypatch)
+    assert python[0] == "error" and "more than 1,000 objects held at once" in python[2]
+    assert python == native
+    monkeypatch.setenv("HIPMEM_SNAPSHOT_MAX_BYTES", "4KiB")
+    path.write_bytes(pickle.dumps({"device_traces": [[entry]], "pad": "x" * 10_000}))
+    python, native = _both(path, monkeypatch)
+    assert python[0] == "error" and "more than 4,096 bytes once decompressed" in python[2]
+    assert python == native
+
+
+def _hipmem(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hipmem.cli.main", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, **env},
+        check=False,
+    )
+
+
+def test_a_damaged_build_is_said_and_rebuilt(tmp_path: Path) -> None:
+    env = {"HIPMEM_CACHE_DIR": str(tmp_path / "cache"), READER: "native"}
+    path = str(SNAPSHOTS / "oom.pickle.gz")
+    first = _hipmem(env, "log", "inspect", path)
+    assert first.returncode == 0, first.stderr
+    (library,) = (tmp_path / "cache" / "replay-core").glob("snapshot-reader-*/_snapshot_reader*")
+    library.write_bytes(library.read_bytes()[:1000])  # truncated: loading it would crash
+    again = _hipmem(env, "log", "inspect", path)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == first.stdout
+    assert "the C snapshot reader in" in again.stderr and "is damaged" in again.stderr
+    assert library.stat().st_size > 1000
+
+
+def test_without_a_compiler_the_python_machine_reads(tmp_path: Path) -> None:
+    env = {"HIPMEM_CACHE_DIR": str(tmp_path / "cache"), "CC": str(tmp_path / "no-cc")}
+    path = str(SNAPSHOTS / "oom.pickle.gz")
+    quiet = _hipmem(env, "log", "inspect", path)
+    assert quiet.returncode == 0 and quiet.stderr == ""
+    assert quiet.stdout == _hipmem({}, "log", "inspect", path).stdout
+    forced = _hipmem({**env, READER: "native"}, "log", "inspect", path)
+    assert forced.returncode == 1
+    assert (
+        forced.stderr.count("\n") == 1
+        and "the C snapshot reader is built on first use: $CC (" in forced.stderr
+    )
