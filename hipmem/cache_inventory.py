@@ -157,7 +157,7 @@ def _damage_of(entry: CacheEntry) -> list[str]:
             else built.damaged_files(hashes=True, rehash=True)
         )
     if entry.kind == "torch":
-        fetched = torch_fetch._read_manifest(entry.path / torch_fetch.MANIFEST_NAME)
+        fetched = torch_fetch.read_manifest(entry.path / torch_fetch.MANIFEST_NAME)
         return (
             ["manifest.json unreadable"] if fetched is None else fetched.damaged_files(hashes=True)
         )

@@ -1,7 +1,7 @@
 """`hipmem replay --find-capacity` on the virtual GPU: the search and its two tables.
 
 Per torch resource: the smallest device memory, the smallest memory fraction of the chosen
-device, then a "fits" table of every preset. Rendering only; the figures come from
+device, then a "fits" table of the fits devices. Rendering only; the figures come from
 hipmem.replay.capacity.fits.
 """
 
@@ -80,8 +80,8 @@ def search(
                 except NoCapacityFound as err:
                     results.append(err)
             bar(0, None, f"{spec.label}: fits")
-            presets = fits(log, spec, options, program=program, target=target)
-            found.append(VirtualCapacity(spec, results[0], results[1], presets))
+            fitted = fits(log, spec, options, program=program, target=target)
+            found.append(VirtualCapacity(spec, results[0], results[1], fitted))
     return found
 
 

@@ -234,7 +234,7 @@ def fits(
     program: ReplayProgram | None = None,
     target: ReplayTarget | None = None,
 ) -> list[Fit]:
-    """For each device (every preset by default): does the log replay there, with what room.
+    """For each device (the fits devices by default): does the log replay there, with what room.
     PyTorch's allocator, or RMM's resource (replay/rmm/virtual.py) on the virtual GPU.
     `target`: the spec's on the virtual GPU, resolved earlier (replay/engine/target.py)."""
     program = program if program is not None else build_program(log)

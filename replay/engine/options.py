@@ -30,10 +30,10 @@ class ReplayOptions:
     time_calls: bool = True  # time each allocator call (latency percentiles)
     plot_samples: int = 0  # reserved-bytes samples to take for a plot (0: none)
     device: int = 0
-    # The virtual GPU (backend "virtual"): a preset (replay/virtual/devices.py) or a memory
-    # size, and the PyTorch whose allocator runs there (replay/pytorch/allocator.py).
-    device_name: str | None = None  # MI300X, H100, ... (default: device_presets.DEFAULT)
-    device_memory_bytes: int | None = None  # instead of a preset
+    # The virtual GPU (backend "virtual"): a device of the table (replay/virtual/devices.py)
+    # or a memory size, and the PyTorch whose allocator runs there (replay/pytorch/allocator.py).
+    device_name: str | None = None  # MI300X, H100, ... (default: devices.DEFAULT_DEVICE)
+    device_memory_bytes: int | None = None  # instead of a device
     torch_version: str | None = None  # 2.11, 2.9 (default: HIPMEM_TORCH, then the search order)
     # RMM's resources on the virtual GPU: the fetched release (replay/rmm/fetch.py).
     rmm_version: str | None = None  # 25.4, 24.12 (default: rmm_fetch.DEFAULT_RMM)
@@ -57,7 +57,7 @@ class ReplayOptions:
                 parameter="device_memory_bytes",
                 value=self.device_memory_bytes,
             )
-        self.virtual_device()  # an unknown preset is a usage error before any work
+        self.virtual_device()  # an unknown device is a usage error before any work
 
     def virtual_device(self) -> Device:
         """The virtual GPU these options name."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from hipmem._core.alloc_conf import check_alloc_conf, settings_pairs
 from hipmem._core.progress import ProgressCallback, no_progress
@@ -198,8 +199,9 @@ def explain(
     jobs: int | None = None,
     progress: ProgressCallback | None = None,
 ) -> Explanation:
-    """Explain the first refused request of `snapshot` on the virtual `device` (a preset,
-    default MI300X, or `device_memory_bytes`), under a per-process cap of `cap_bytes` if given,
+    """Explain the first refused request of `snapshot` on the virtual `device` (a device of
+    the table, default MI300X, or `device_memory_bytes`), under a per-process cap of
+    `cap_bytes` if given,
     with PyTorch `torch_version`'s allocator and `settings` (default: the recorded ones), as
     this module says. `torch_build` ("rocm" or "cuda") and `environment` (default: this
     process's) choose the variable the advice is written in (replay/explain/variables.py)."""
@@ -212,21 +214,21 @@ def explain(
         torch_version=torch_version,
     )
     options.check()
-    preset = options.virtual_device()
-    if cap_bytes is not None and not 0 < cap_bytes <= preset.memory_bytes:
+    played = options.virtual_device()
+    if cap_bytes is not None and not 0 < cap_bytes <= played.memory_bytes:
         raise ReplayUsageError(
-            f"must be more than 0 and at most the device's {preset.memory_bytes:,} bytes",
+            f"must be more than 0 and at most the device's {played.memory_bytes:,} bytes",
             parameter="cap_bytes",
             value=cap_bytes,
         )
     allocator = torch_allocator.locate(torch_version)
-    vcuda_build.build(allocator)
+    built = vcuda_build.build(allocator)  # checked once for the replays to the refusal
     workloads = load_workloads([snapshot])
     conf = _settings(settings, workloads)
-    found = _first_refusal(workloads, conf, preset, allocator, cap_bytes)
+    found = _first_refusal(workloads, conf, played, allocator, cap_bytes, built)
     result = Explanation(
         snapshot=str(snapshot),
-        device=preset,
+        device=played,
         cap_bytes=cap_bytes,
         settings=conf,
         torch_version=allocator.version,
@@ -258,11 +260,11 @@ def explain(
     result.reason = refusal_reason(
         state,
         result.refused.size_bytes,
-        memory_bytes=preset.memory_bytes,
+        memory_bytes=played.memory_bytes,
         cap_bytes=cap_bytes,
         expandable=expandable,
     )
-    entries = _grid(workloads, allocator, preset, cap_bytes)
+    entries = _grid(workloads, allocator, played, cap_bytes)
     # The grid's replays are driver processes its threads wait on: the capacity search (a
     # chain of replays of its own) and the frames (read again from the snapshot, in Python)
     # run beside them rather than after.
@@ -272,7 +274,7 @@ def explain(
         result.candidates = replay_entries(
             workloads,
             entries,
-            preset,
+            played,
             allocator,
             limit_bytes=cap_bytes,
             jobs=jobs,
@@ -307,6 +309,7 @@ def _first_refusal(
     device: Device,
     allocator: torch_allocator.TorchAllocator,
     cap_bytes: int | None,
+    built: Path,
 ) -> tuple[Workload, int, AllocatorState] | None:
     """The first device whose replay refuses a request: the op and the allocator's state."""
     for workload in workloads:
@@ -318,6 +321,7 @@ def _first_refusal(
             conf,
             device,
             allocator,
+            built=built,
         ) as gpu:
             raw = gpu.state_at_refusal(limit_bytes=cap_bytes)
         if int(raw["refused_op"]) >= 0:

@@ -135,7 +135,7 @@ def load_fetched(version: str) -> FetchedTorch | None:
     if name is None:
         return None
     manifest = torch_dir() / name / MANIFEST_NAME
-    found = _read_manifest(manifest)
+    found = read_manifest(manifest)
     repair = f"run `hipmem torch fetch --torch {name}` to repair it"
     if found is None:
         raise TorchNotFetched(f"the fetched PyTorch {name} is damaged; {repair}")
@@ -159,7 +159,7 @@ def _damaged_once(found: FetchedTorch, manifest: Path) -> list[str]:
     return _CHECKED[key]
 
 
-def _read_manifest(path: Path) -> FetchedTorch | None:
+def read_manifest(path: Path) -> FetchedTorch | None:
     try:
         data = json.loads(path.read_text())
         if data.get("format") != MANIFEST_FORMAT:
@@ -202,7 +202,7 @@ def fetch(
         report(0, None, f"finding PyTorch {version or '(the newest)'} on the package index")
         public = torch_release.public_version(torch_release.resolve_torch(version).version)
     with _fetch_lock(notice or (lambda message: None)):
-        before = _read_manifest(torch_dir() / public / MANIFEST_NAME)
+        before = read_manifest(torch_dir() / public / MANIFEST_NAME)
         if before is not None and wheel is None:
             report(0, None, f"checking the fetched PyTorch {public}")
             if not before.damaged_files(hashes=True):

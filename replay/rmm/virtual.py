@@ -3,8 +3,8 @@
 `-r pool|arena|binning|fixed|cuda[:...,limit=...]` with `--backend virtual` (or `auto` with no
 GPU) runs RMM's C++ code, compiled from a fetched `librmm-cu12` release (replay/rmm/fetch.py,
 replay/rmm/build.py), over the stand-in CUDA runtime that PyTorch's allocator also runs on
-(replay/virtual/vcuda/virtual_cuda.c). The device is a preset or a memory size: cudaMalloc is
-refused
+(replay/virtual/vcuda/virtual_cuda.c). The device is one of the table or a memory size:
+cudaMalloc is refused
 past it, as a GPU of that size would, and arena's default size is half its free memory, as on a
 GPU. Reserved bytes are the bytes the resource asked cudaMalloc for, counted by the stand-in.
 

@@ -99,7 +99,7 @@ def check_allocator_settings(
     strict: bool = False,
 ) -> AllocatorCheck:
     """Replay every snapshot with `settings` (PyTorch's setting string, "" for its defaults)
-    on the virtual `device` (a preset, default MI300X, or `device_memory_bytes`).
+    on the virtual `device` (a device of the table, default MI300X, or `device_memory_bytes`).
 
     A snapshot entry that cannot be read could change the verdict, so it stops the check
     (`SkippedInputError`, exit 1) unless `accept_skipped`; the verdict then carries how many

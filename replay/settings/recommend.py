@@ -138,11 +138,11 @@ def recommend_allocator_settings(
     progress: ProgressCallback | None = None,
     rocm: bool = False,
 ) -> AllocatorRecommendation:
-    """Replay every setting of the grid on every snapshot on the virtual `device` (a preset,
-    default MI300X, or `device_memory_bytes`) with PyTorch `torch_version`'s allocator (the
-    search order of replay/pytorch/allocator.py) and recommend one, as this module says
-    (`allow_cap`: settings that cap the process may be recommended too; `rocm`: the setting
-    is for a ROCm build of PyTorch too, so none that does nothing there is recommended:
+    """Replay every setting of the grid on every snapshot on the virtual `device` (a device of
+    the table, default MI300X, or `device_memory_bytes`) with PyTorch `torch_version`'s
+    allocator (the search order of replay/pytorch/allocator.py) and recommend one, as this
+    module says (`allow_cap`: settings that cap the process may be recommended too; `rocm`: the
+    setting is for a ROCm build of PyTorch too, so none that does nothing there is recommended:
     replay/explain/variables.py). A snapshot entry that cannot be read stops it
     (`SkippedInputError`) unless `accept_skipped` (`strict`: the first one does, naming it, as
     in every command)."""
@@ -159,7 +159,6 @@ def recommend_allocator_settings(
     options.check()
     allocator = torch_allocator.locate(torch_version)
     workloads, skipped = load_snapshots(snapshots, accept_skipped=accept_skipped, strict=strict)
-    vcuda_build.build(allocator)  # once, before the replays start side by side
     notes = _partial_trace_notes(workloads)
     with _Replayer(workloads, options.virtual_device(), allocator, jobs, progress) as replayer:
         candidates = _replay_grid(replayer, notes)
@@ -205,7 +204,6 @@ def replay_entries(
 ) -> list[Candidate]:
     """Replay each entry on every workload, whole, on `device` (under a per-process cap of
     `limit_bytes` when given), as `recommend_allocator_settings` replays its grid."""
-    vcuda_build.build(allocator)  # once, before the replays start side by side
     with _Replayer(workloads, device, allocator, jobs, progress, limit_bytes) as replayer:
         return replayer.run(entries, what)
 
@@ -279,6 +277,8 @@ class _Replayer:
             raise ReplayUsageError("must be at least 1", parameter="jobs", value=jobs)
         self.workloads, self.device, self.allocator = workloads, device, allocator
         self.limit_bytes = limit_bytes  # a per-process cap on the device (hipmem explain's)
+        # Built (and checked) once, before the replays start side by side; each replay reuses it.
+        self.built = vcuda_build.build(allocator)
         self.jobs = jobs or os.cpu_count() or 1
         self.progress = progress or no_progress
         self._stack = ExitStack()
@@ -308,7 +308,8 @@ class _Replayer:
         workload, program = self.workloads[index], self.workloads[index].program
         try:
             with VirtualGpu(self.files[index], program.slot_count, len(program.streams),
-                            candidate.settings, self.device, self.allocator) as gpu:  # fmt: skip
+                            candidate.settings, self.device, self.allocator,
+                            built=self.built) as gpu:  # fmt: skip
                 probe = gpu.replay(limit_bytes=self.limit_bytes)
         except VirtualGpuFailed as err:  # PyTorch refused the setting: said in the table
             return str(err)
