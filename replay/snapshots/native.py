@@ -64,8 +64,9 @@ def _library_name() -> str:
 
 
 def build() -> Path:
-    """The built extension module (built once per source, compiler and Python; checked)."""
-    # Keyed by the source, the Python it is built for, and CC: finding the compiler and the
+    """The built extension module (built once per source and Python; checked)."""
+    # Keyed by the source and the Python it is built for (its ABI), as the other builds are
+    # keyed by what they are built against, not by the compiler: finding the compiler and the
     # headers waits until a build is needed (every first read pays for the key).
     try:
         source = SOURCE.read_bytes()
@@ -73,7 +74,7 @@ def build() -> Path:
         raise NativeReaderUnavailable(f"no snapshot reader source ({err})") from None
     digest = hashlib.sha256()
     digest.update(source)
-    digest.update(f"{sys.version} {sys.executable} {os.environ.get('CC', '')}".encode())
+    digest.update(f"{sys.version} {sys.executable}".encode())
     folder = cache_dir() / "replay-core" / f"snapshot-reader-{digest.hexdigest()[:16]}"
 
     def make(work: Path) -> None:
