@@ -28,6 +28,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from .events import ALLOCATE, ALLOCATE_FAILURE, FREE, AllocationLog, LineRef, Recording
+from .owner_figures import action_counts, owner_live_bytes
 
 #: How many line numbers each anomaly keeps, and how many largest allocations are listed.
 FIRST_LINES = 5
@@ -272,33 +273,12 @@ def owner_traces(
 ) -> dict[int, tuple[Int64Array, Int64Array]]:
     """Live bytes per owner (the `thread` or `stream` that allocated them): for each owner,
     the rows where its live bytes changed and its live bytes after each of them."""
-    owner = events[column].to_numpy()
-    action = events["action"].to_numpy()
-    size = events["size_bytes"].to_numpy()
-    prev = trace.prev_alloc
-    is_alloc = action == ALLOCATE
-    has_prev = prev >= 0
-    # Main change of each row: an allocate credits its own owner; a free of a live pointer
-    # debits the allocating row's owner. A replacing allocate also debits the old owner.
-    main_rows = np.flatnonzero(is_alloc | ((action == FREE) & has_prev))
-    main_prev = np.maximum(prev, 0)[main_rows]
-    main_owner = np.where(is_alloc[main_rows], owner[main_rows], owner[main_prev])
-    main_delta = np.where(is_alloc[main_rows], size[main_rows], -size[main_prev])
-    extra_rows = np.flatnonzero(is_alloc & has_prev)
-    extra_owner = owner[prev[extra_rows]]
-    extra_delta = -size[prev[extra_rows]]
-
-    rows = np.concatenate([extra_rows, main_rows])
-    order = np.argsort(np.concatenate([extra_rows * 2, main_rows * 2 + 1]), kind="stable")
-    rows = rows[order]
-    owners = np.concatenate([extra_owner, main_owner])[order]
-    deltas = np.concatenate([extra_delta, main_delta]).astype(np.int64)[order]
-    live = pd.Series(deltas).groupby(owners, sort=True).cumsum().to_numpy()
-    result: dict[int, tuple[Int64Array, Int64Array]] = {}
-    positions_by_owner = pd.Series(np.arange(len(rows))).groupby(owners, sort=True).indices
-    for key, positions in positions_by_owner.items():
-        result[int(key)] = (rows[positions], live[positions])
-    return result
+    return owner_live_bytes(
+        events[column].to_numpy(),
+        events["action"].to_numpy(),
+        events["size_bytes"].to_numpy(),
+        trace.prev_alloc,
+    )
 
 
 def _at(events: pd.DataFrame, column: str, row: int) -> int:
@@ -393,21 +373,19 @@ def _peak(events: pd.DataFrame, sources: list[str], live: Int64Array) -> PeakPoi
 
 
 def _groups(events: pd.DataFrame, trace: LiveTrace, column: str) -> list[GroupFigures]:
-    counts = pd.crosstab(events[column], events["action"]).reindex(
-        columns=[ALLOCATE, FREE, ALLOCATE_FAILURE], fill_value=0
-    )
+    keys, counts = action_counts(events[column].to_numpy(), events["action"].to_numpy())
     traces = owner_traces(events, trace, column)
     peaks = {key: int(max(0, live.max())) for key, (_, live) in traces.items()}
     return [
         GroupFigures(
             key=int(key),
             events=int(row.sum()),
-            allocate_rows=int(row[ALLOCATE]),
-            free_rows=int(row[FREE]),
-            failure_rows=int(row[ALLOCATE_FAILURE]),
+            allocate_rows=int(row[0]),
+            free_rows=int(row[1]),
+            failure_rows=int(row[2]),
             peak_live_bytes=peaks.get(int(key), 0),
         )
-        for key, row in counts.iterrows()
+        for key, row in zip(keys, counts, strict=True)
     ]
 
 
