@@ -246,22 +246,13 @@ def live_trace(events: pd.DataFrame) -> LiveTrace:
     n = len(events)
     action = events["action"].to_numpy()
     size = events["size_bytes"].to_numpy()
-    pointer = events["pointer"].to_numpy()
-    rows = np.flatnonzero(action != ALLOCATE_FAILURE)
-    codes, _ = pd.factorize(pointer[rows] if len(rows) < n else pointer)
-    prev_event = np.full(n, -1, np.int64)
-    by_pointer = pd.Series(rows).groupby(codes, sort=False)
-    prev_event[rows] = by_pointer.shift(1, fill_value=-1).to_numpy()
-    del by_pointer
-    del rows, codes  # before the next arrays are made
+    prev_event = _previous_rows(events)
     # The next row at a pointer is the one whose previous row it is (links form chains);
     # arrays are reused in place: 20 M rows are 160 MB a column.
     has_prev = prev_event >= 0
     next_event = np.full(n, -1, np.int64)
     next_event[prev_event[has_prev]] = np.flatnonzero(has_prev)
-    has_prev[has_prev] = action[prev_event[has_prev]] == ALLOCATE
-    prev_alloc = prev_event
-    prev_alloc[~has_prev] = -1
+    prev_alloc = _allocations_only(prev_event, action, has_prev)
     old_size = np.zeros(n, np.int64)
     old_size[has_prev] = size[prev_alloc[has_prev]]
     del has_prev
@@ -270,6 +261,34 @@ def live_trace(events: pd.DataFrame) -> LiveTrace:
     np.subtract(delta, old_size, out=delta, where=is_alloc | (action == FREE))
     del old_size
     return LiveTrace(np.cumsum(delta, out=delta), prev_alloc, next_event)  # in place
+
+
+def previous_allocations(events: pd.DataFrame) -> Int64Array:
+    """`live_trace(events).prev_alloc` alone (what a replay program needs), in less memory."""
+    prev_event = _previous_rows(events)
+    return _allocations_only(prev_event, events["action"].to_numpy(), prev_event >= 0)
+
+
+def _previous_rows(events: pd.DataFrame) -> Int64Array:
+    """The row before each row at its pointer (failures touch none), or -1."""
+    action = events["action"].to_numpy()
+    pointer = events["pointer"].to_numpy()
+    rows = np.flatnonzero(action != ALLOCATE_FAILURE)
+    codes, _ = pd.factorize(pointer[rows] if len(rows) < len(pointer) else pointer)
+    prev_event = np.full(len(pointer), -1, np.int64)
+    by_pointer = pd.Series(rows).groupby(codes, sort=False)
+    prev_event[rows] = by_pointer.shift(1, fill_value=-1).to_numpy()
+    return prev_event
+
+
+def _allocations_only(
+    prev_event: Int64Array, action: np.ndarray, has_prev: npt.NDArray[np.bool_]
+) -> Int64Array:
+    """`prev_event` where that row is an allocate, else -1, in place; `has_prev` (prev_event
+    >= 0) becomes that mask."""
+    has_prev[has_prev] = action[prev_event[has_prev]] == ALLOCATE
+    prev_event[~has_prev] = -1
+    return prev_event
 
 
 def owner_traces(
