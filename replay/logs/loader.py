@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from hipmem._core.progress import ProgressCallback
 from hipmem._core.skipped_input import NothingToAnswer
@@ -101,6 +102,7 @@ def load_log_file(path: Path, file_index: int, *, source: str | None = None) -> 
         skipped.append(SkippedRow(name, line, why))
     skipped.sort(key=lambda s: s.line)
     del table
+    pa.default_memory_pool().release_unused()  # arrow keeps freed memory otherwise
 
     if len(bad_rows):
         keep = ~bad
