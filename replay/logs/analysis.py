@@ -28,6 +28,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from .events import ALLOCATE, ALLOCATE_FAILURE, FREE, AllocationLog, LineRef, Recording
+from .owner_figures import action_counts, owner_live_bytes
 
 #: How many line numbers each anomaly keeps, and how many largest allocations are listed.
 FIRST_LINES = 5
@@ -233,7 +234,6 @@ class LiveTrace:
     live_bytes: Int64Array  # after each event (int64, one per row)
     prev_alloc: Int64Array  # row of the live allocation an event meets at its pointer, or -1
     next_event: Int64Array  # next row touching the same pointer, or -1
-    delta_bytes: Int64Array  # change of live bytes made by each row
 
 
 def live_trace(events: pd.DataFrame) -> LiveTrace:
@@ -246,25 +246,49 @@ def live_trace(events: pd.DataFrame) -> LiveTrace:
     n = len(events)
     action = events["action"].to_numpy()
     size = events["size_bytes"].to_numpy()
-    rows = np.flatnonzero(action != ALLOCATE_FAILURE)
-    codes, _ = pd.factorize(events["pointer"].to_numpy()[rows])
-    by_pointer = pd.Series(rows).groupby(codes, sort=False)
-    prev_event = np.full(n, -1, np.int64)
+    prev_event = _previous_rows(events)
+    # The next row at a pointer is the one whose previous row it is (links form chains);
+    # arrays are reused in place: 20 M rows are 160 MB a column.
+    has_prev = prev_event >= 0
     next_event = np.full(n, -1, np.int64)
-    prev_event[rows] = by_pointer.shift(1, fill_value=-1).to_numpy()
-    next_event[rows] = by_pointer.shift(-1, fill_value=-1).to_numpy()
-
-    prev_is_alloc = prev_event >= 0
-    prev_is_alloc[prev_is_alloc] = action[prev_event[prev_is_alloc]] == ALLOCATE
-    prev_alloc = np.where(prev_is_alloc, prev_event, -1)
-    old_size = np.where(prev_is_alloc, size[np.maximum(prev_alloc, 0)], 0)
-
-    delta = np.zeros(n, np.int64)
+    next_event[prev_event[has_prev]] = np.flatnonzero(has_prev)
+    prev_alloc = _allocations_only(prev_event, action, has_prev)
+    old_size = np.zeros(n, np.int64)
+    old_size[has_prev] = size[prev_alloc[has_prev]]
+    del has_prev
     is_alloc = action == ALLOCATE
-    delta[is_alloc] = size[is_alloc] - old_size[is_alloc]
-    is_free = action == FREE
-    delta[is_free] = -old_size[is_free]
-    return LiveTrace(np.cumsum(delta), prev_alloc, next_event, delta)
+    delta = np.where(is_alloc, size, 0).astype(np.int64, copy=False)
+    np.subtract(delta, old_size, out=delta, where=is_alloc | (action == FREE))
+    del old_size
+    return LiveTrace(np.cumsum(delta, out=delta), prev_alloc, next_event)  # in place
+
+
+def previous_allocations(events: pd.DataFrame) -> Int64Array:
+    """`live_trace(events).prev_alloc` alone (what a replay program needs), in less memory."""
+    prev_event = _previous_rows(events)
+    return _allocations_only(prev_event, events["action"].to_numpy(), prev_event >= 0)
+
+
+def _previous_rows(events: pd.DataFrame) -> Int64Array:
+    """The row before each row at its pointer (failures touch none), or -1."""
+    action = events["action"].to_numpy()
+    pointer = events["pointer"].to_numpy()
+    rows = np.flatnonzero(action != ALLOCATE_FAILURE)
+    codes, _ = pd.factorize(pointer[rows] if len(rows) < len(pointer) else pointer)
+    prev_event = np.full(len(pointer), -1, np.int64)
+    by_pointer = pd.Series(rows).groupby(codes, sort=False)
+    prev_event[rows] = by_pointer.shift(1, fill_value=-1).to_numpy()
+    return prev_event
+
+
+def _allocations_only(
+    prev_event: Int64Array, action: np.ndarray, has_prev: npt.NDArray[np.bool_]
+) -> Int64Array:
+    """`prev_event` where that row is an allocate, else -1, in place; `has_prev` (prev_event
+    >= 0) becomes that mask."""
+    has_prev[has_prev] = action[prev_event[has_prev]] == ALLOCATE
+    prev_event[~has_prev] = -1
+    return prev_event
 
 
 def owner_traces(
@@ -272,33 +296,12 @@ def owner_traces(
 ) -> dict[int, tuple[Int64Array, Int64Array]]:
     """Live bytes per owner (the `thread` or `stream` that allocated them): for each owner,
     the rows where its live bytes changed and its live bytes after each of them."""
-    owner = events[column].to_numpy()
-    action = events["action"].to_numpy()
-    size = events["size_bytes"].to_numpy()
-    prev = trace.prev_alloc
-    is_alloc = action == ALLOCATE
-    has_prev = prev >= 0
-    # Main change of each row: an allocate credits its own owner; a free of a live pointer
-    # debits the allocating row's owner. A replacing allocate also debits the old owner.
-    main_rows = np.flatnonzero(is_alloc | ((action == FREE) & has_prev))
-    main_prev = np.maximum(prev, 0)[main_rows]
-    main_owner = np.where(is_alloc[main_rows], owner[main_rows], owner[main_prev])
-    main_delta = np.where(is_alloc[main_rows], size[main_rows], -size[main_prev])
-    extra_rows = np.flatnonzero(is_alloc & has_prev)
-    extra_owner = owner[prev[extra_rows]]
-    extra_delta = -size[prev[extra_rows]]
-
-    rows = np.concatenate([extra_rows, main_rows])
-    order = np.argsort(np.concatenate([extra_rows * 2, main_rows * 2 + 1]), kind="stable")
-    rows = rows[order]
-    owners = np.concatenate([extra_owner, main_owner])[order]
-    deltas = np.concatenate([extra_delta, main_delta]).astype(np.int64)[order]
-    live = pd.Series(deltas).groupby(owners, sort=True).cumsum().to_numpy()
-    result: dict[int, tuple[Int64Array, Int64Array]] = {}
-    positions_by_owner = pd.Series(np.arange(len(rows))).groupby(owners, sort=True).indices
-    for key, positions in positions_by_owner.items():
-        result[int(key)] = (rows[positions], live[positions])
-    return result
+    return owner_live_bytes(
+        events[column].to_numpy(),
+        events["action"].to_numpy(),
+        events["size_bytes"].to_numpy(),
+        trace.prev_alloc,
+    )
 
 
 def _at(events: pd.DataFrame, column: str, row: int) -> int:
@@ -393,21 +396,19 @@ def _peak(events: pd.DataFrame, sources: list[str], live: Int64Array) -> PeakPoi
 
 
 def _groups(events: pd.DataFrame, trace: LiveTrace, column: str) -> list[GroupFigures]:
-    counts = pd.crosstab(events[column], events["action"]).reindex(
-        columns=[ALLOCATE, FREE, ALLOCATE_FAILURE], fill_value=0
-    )
+    keys, counts = action_counts(events[column].to_numpy(), events["action"].to_numpy())
     traces = owner_traces(events, trace, column)
     peaks = {key: int(max(0, live.max())) for key, (_, live) in traces.items()}
     return [
         GroupFigures(
             key=int(key),
             events=int(row.sum()),
-            allocate_rows=int(row[ALLOCATE]),
-            free_rows=int(row[FREE]),
-            failure_rows=int(row[ALLOCATE_FAILURE]),
+            allocate_rows=int(row[0]),
+            free_rows=int(row[1]),
+            failure_rows=int(row[2]),
             peak_live_bytes=peaks.get(int(key), 0),
         )
-        for key, row in counts.iterrows()
+        for key, row in zip(keys, counts, strict=True)
     ]
 
 

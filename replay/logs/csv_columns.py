@@ -273,49 +273,62 @@ def _empty(rows: int, dtype: str) -> np.ndarray:
 
 
 def convert_columns(
-    table: pa.Table, layout: CsvLayout, numbers: Int64Array | None, file_index: int
-) -> tuple[dict[str, np.ndarray], BoolArray, dict[str, BoolArray]]:
-    """Every column converted to its numpy type, the mask of rows with a bad value, and per
-    CSV column that had any, the mask of its bad values; `line` is `numbers`, or (None) line
-    2 onwards in order, and `file_index` is constant.
+    held: list[pa.Table], layout: CsvLayout, numbers: Int64Array | None, file_index: int
+) -> tuple[dict[str, np.ndarray], BoolArray, dict[str, BoolArray], pa.Table]:
+    """Every column converted to its numpy type, the mask of rows with a bad value, per CSV
+    column that had any, the mask of its bad values, and the table left: the columns that
+    had a bad value (for `why_bad`); `line` is `numbers`, or (None) line 2 onwards in order,
+    and `file_index` is constant.
 
-    Record batches are converted on a thread pool: numpy and pyarrow release the GIL, and
-    on a small machine this is what keeps loading close to pyarrow's own parsing speed.
-    Converters write into the output columns directly, so no batch is copied twice."""
+    The table is handed over in `held` (emptied here), so that each CSV column is freed as
+    soon as it is converted and its memory serves the next output column: the table and the
+    columns are never held whole together (20 M rows: 0.7 GB and 1 GB).
+
+    Each column's record batches are converted on a thread pool: numpy and pyarrow release
+    the GIL, and on a small machine this is what keeps loading close to pyarrow's own
+    parsing speed. Converters write into the output columns directly, so no batch is copied
+    twice."""
+    table = held.pop()
     n = table.num_rows
-    out = {name: _empty(n, COLUMNS[name]) for name in (*_CONVERTERS, "line", "file_index")}
     bad = np.zeros(n, np.bool_)  # zero pages cost nothing until a bad row is written
     bad_by_column: dict[str, BoolArray] = {}
     lock = threading.Lock()
-    if not layout.has_thread:
-        out["thread"][:] = 0
-    batches = table.to_batches()
-    starts = np.concatenate(([0], np.cumsum([b.num_rows for b in batches])))
-
+    out: dict[str, np.ndarray] = {}
     converters = dict(_CONVERTERS)
     if layout.colon_times:
         converters["time_ns"] = ("Time", _colon_times)
-
-    def convert(k: int) -> None:
-        batch, rows = batches[k], slice(int(starts[k]), int(starts[k + 1]))
-        out["file_index"][rows] = file_index
-        if numbers is None:  # the fast read: every line after the header is a row
-            out["line"][rows] = np.arange(rows.start + 2, rows.stop + 2)
-        else:
-            out["line"][rows] = numbers[rows]
-        for name, (csv_name, column_converter) in converters.items():
-            if csv_name not in batch.schema.names:
-                continue
-            bad_values = column_converter(batch.column(csv_name), out[name][rows])
-            if bad_values is not None:
-                bad[rows] |= bad_values
-                with lock:
-                    column_bad = bad_by_column.setdefault(csv_name, np.zeros(n, np.bool_))
-                column_bad[rows] = bad_values
+    if not layout.has_thread:
+        out["thread"] = np.zeros(n, COLUMNS["thread"])
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        list(pool.map(convert, range(len(batches))))
-    return out, bad, bad_by_column
+        for name, (csv_name, column_converter) in converters.items():
+            if csv_name not in table.column_names:
+                continue
+            column = out[name] = _empty(n, COLUMNS[name])
+            chunks = table.column(csv_name).chunks
+            starts = np.concatenate(([0], np.cumsum([len(c) for c in chunks])))
+
+            def convert(k: int, csv_name: str = csv_name, converter: Converter = column_converter,
+                        column: np.ndarray = column, chunks: list[pa.Array] = chunks,
+                        starts: np.ndarray = starts) -> None:  # fmt: skip
+                rows = slice(int(starts[k]), int(starts[k + 1]))
+                bad_values = converter(chunks[k], column[rows])
+                if bad_values is not None:
+                    bad[rows] |= bad_values
+                    with lock:
+                        column_bad = bad_by_column.setdefault(csv_name, np.zeros(n, np.bool_))
+                    column_bad[rows] = bad_values
+
+            list(pool.map(convert, range(len(chunks))))
+            del chunks, convert
+            if csv_name not in bad_by_column:  # nothing to say about it: free it now
+                table = table.drop_columns([csv_name])
+                pa.default_memory_pool().release_unused()
+    # Made last, once the CSV columns are freed.
+    out["file_index"] = np.full(n, file_index, COLUMNS["file_index"])
+    # The fast read: every line after the header is a row.
+    out["line"] = np.arange(2, n + 2, dtype=COLUMNS["line"]) if numbers is None else numbers
+    return out, bad, bad_by_column, table
 
 
 def unwrap_midnight(time_ns: Int64Array, *, block_rows: int = 1 << 16) -> Int64Array:
@@ -356,10 +369,12 @@ _WHAT_IS_EXPECTED = {
 }
 
 
-def why_bad(table: pa.Table, row: int, bad_by_column: dict[str, BoolArray]) -> str:
-    """The reason for one bad row: its first value that the conversion refused."""
+def why_bad(table: pa.Table, row: int, bad_by_column: dict[str, BoolArray], columns: int) -> str:
+    """The reason for one bad row: its first value that the conversion refused. `table`
+    holds at least the columns with a bad value; `columns` is how many the file has (an
+    empty line has a bad value in each)."""
     values = {name: column[0] for name, column in table.slice(row, 1).to_pydict().items()}
-    if all(value in (b"", "") for value in values.values()):
+    if len(values) == columns and all(value in (b"", "") for value in values.values()):
         return "empty line"
     for name, value in values.items():
         if name in bad_by_column and bad_by_column[name][row]:

@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from hipmem._core.progress import ProgressCallback
 from hipmem._core.skipped_input import NothingToAnswer
@@ -83,7 +84,9 @@ def load_log_file(path: Path, file_index: int, *, source: str | None = None) -> 
         lines = SplitLines()
     except NeedsTolerantRead:
         table, numbers, lines = read_tolerant(path, layout)
-    events, bad, bad_by_column = convert_columns(table, layout, numbers, file_index)
+    held = [table]  # handed over: convert_columns frees each column once converted
+    del table
+    events, bad, bad_by_column, table = convert_columns(held, layout, numbers, file_index)
     implausible = (events["size_bytes"] > MAX_PLAUSIBLE_BYTES) & ~bad
     bad |= implausible
 
@@ -95,10 +98,11 @@ def load_log_file(path: Path, file_index: int, *, source: str | None = None) -> 
             size = int(events["size_bytes"][row])
             why = f"size {size:,} is more than any device holds (over {MAX_PLAUSIBLE_BYTES:,})"
         else:
-            why = why_bad(table, int(row), bad_by_column)
+            why = why_bad(table, int(row), bad_by_column, len(layout.names))
         skipped.append(SkippedRow(name, line, why))
     skipped.sort(key=lambda s: s.line)
     del table
+    pa.default_memory_pool().release_unused()  # arrow keeps freed memory otherwise
 
     if len(bad_rows):
         keep = ~bad

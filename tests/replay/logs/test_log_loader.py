@@ -213,6 +213,20 @@ def test_lenient_skips_each_bad_row_with_its_line() -> None:
     assert log.events["line"].tolist() == [r.line for r in rows] == [2, 9]
 
 
+def test_a_row_empty_but_for_its_good_thread_is_not_an_empty_line(tmp_path: Path) -> None:
+    # The loader frees each CSV column that had no bad value as soon as it is converted;
+    # the reason of a bad row must still see that its thread was there.
+    log_file = tmp_path / "x.csv"
+    log_file.write_text(
+        HEADER_WITH_THREAD + "\n1,10:00:00.000001,allocate,0x1,1,0\n1,,,,,\n,,,,,\n"
+    )
+    log = load_log([log_file])
+    assert {s.line: s.reason for s in log.skipped} == {
+        3: "time '' is not a time of day HH:MM:SS.ffffff",
+        4: "empty line",
+    }
+
+
 def test_strict_names_the_first_bad_row() -> None:
     with pytest.raises(LogFormatError) as err:
         load_log([BAD], strict=True)
