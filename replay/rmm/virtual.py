@@ -35,6 +35,7 @@ from ..engine.resources import ResourceSpec
 from ..errors import ReplayError, ReplayUsageError
 from ..virtual.devices import environment
 from ..virtual.gpu import ProgramFiles
+from ..virtual.loop_files import read_loop_files
 from . import build as rmm_build
 from . import fetch as rmm_fetch
 
@@ -162,13 +163,9 @@ class VirtualRmm:
             empty = np.zeros(0, dtype=np.int64)
             return RmmProbe(size, 0, 0, 1, 0, 0, 0, int(answer["device_refusals"]), 0, empty,
                             empty, empty, None, None, str(answer["setup_refused"]))  # fmt: skip
-        latency = None
-        if time_calls:
-            latency = np.fromfile(self._folder / "latency.bin", dtype=np.int64)
-        samples = None
-        if sample_every > 0:
-            triples = np.fromfile(self._folder / "samples.bin", dtype=np.int64).reshape(-1, 3)
-            samples = ReservedSamples(triples[:, 0], triples[:, 1], triples[:, 2])
+        latency, samples = read_loop_files(
+            self._folder, time_calls=time_calls, sample_every=sample_every
+        )
         return RmmProbe(
             device_bytes=size,
             wall_ns=int(answer["wall_ns"]),

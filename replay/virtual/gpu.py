@@ -37,6 +37,7 @@ from ..pytorch import allocator as torch_allocator
 from ..pytorch.setting_keys import check_setting_keys, refused_key
 from . import build as vcuda_build
 from .devices import environment
+from .loop_files import read_loop_files
 
 ALLOC_CONF = "PYTORCH_CUDA_ALLOC_CONF"
 _ARRAYS = (("op", np.int8), ("slot", np.int32), ("size", np.int64), ("stream", np.int32))
@@ -197,13 +198,9 @@ class VirtualGpu:
             )
         finally:
             self._stop()
-        latency = None
-        if time_calls:
-            latency = np.fromfile(self._folder / "latency.bin", dtype=np.int64)
-        samples = None
-        if sample_every > 0:
-            triples = np.fromfile(self._folder / "samples.bin", dtype=np.int64).reshape(-1, 3)
-            samples = ReservedSamples(triples[:, 0], triples[:, 1], triples[:, 2])
+        latency, samples = read_loop_files(
+            self._folder, time_calls=time_calls, sample_every=sample_every
+        )
         return ProbeResult(
             device_bytes=int(answer["device_bytes"]),
             limit_bytes=limit_bytes,
