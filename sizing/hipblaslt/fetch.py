@@ -100,21 +100,8 @@ def cached_hipblaslt() -> list[str]:
 
 
 def read_manifest(path: Path) -> OfflineHipblaslt | None:
-    try:
-        data = json.loads(path.read_text())
-        if data.get("format") != MANIFEST_FORMAT:
-            return None
-        return OfflineHipblaslt(
-            root=path.parent / "root",
-            version=str(data["version"]),
-            archs=list(data["archs"]),
-            packages=dict(data["packages"]),
-            files={str(k): list(v) for k, v in data["files"].items()},
-            fetched_by=str(data.get("fetched_by", "")),
-            fetched_at=str(data.get("fetched_at", "")),
-        )
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
+    fields = rocm_fetch.manifest_fields(path, MANIFEST_FORMAT, "version")
+    return None if fields is None else OfflineHipblaslt(**fields)
 
 
 def write_manifest(found: OfflineHipblaslt) -> None:

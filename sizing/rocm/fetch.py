@@ -223,21 +223,29 @@ def legacy_dirs() -> list[Path]:
 
 
 def read_manifest(path: Path) -> OfflineRocm | None:
+    fields = manifest_fields(path, MANIFEST_FORMAT, "release")
+    return None if fields is None else OfflineRocm(**fields)
+
+
+def manifest_fields(path: Path, format_version: int, name_key: str) -> dict[str, Any] | None:
+    """The fields every fetch manifest holds (ROCm's and hipBLASLt's), `name_key` naming the
+    release or version; None when the manifest is missing, cut short, edited or of another
+    format (the fetch rebuilds it)."""
     try:
         data = json.loads(path.read_text())
-        if data.get("format") != MANIFEST_FORMAT:
+        if data.get("format") != format_version:
             return None
-        return OfflineRocm(
-            root=path.parent / "root",
-            release=str(data["release"]),
-            archs=list(data["archs"]),
-            packages=dict(data["packages"]),
-            files={str(k): list(v) for k, v in data["files"].items()},
-            fetched_by=str(data.get("fetched_by", "")),
-            fetched_at=str(data.get("fetched_at", "")),
-        )
+        return {
+            "root": path.parent / "root",
+            name_key: str(data[name_key]),
+            "archs": list(data["archs"]),
+            "packages": dict(data["packages"]),
+            "files": {str(k): list(v) for k, v in data["files"].items()},
+            "fetched_by": str(data.get("fetched_by", "")),
+            "fetched_at": str(data.get("fetched_at", "")),
+        }
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None  # cut short or edited: the fetch rebuilds it
+        return None
 
 
 def _is_complete(found: OfflineRocm, release: Release) -> bool:
