@@ -7,6 +7,9 @@ by device memory and memory fraction (hipmem_cli/virtual_capacity_output.py).
 
 from __future__ import annotations
 
+from functools import partial
+
+from ..replay.capacity.at_once import run_each
 from ..replay.capacity.fits import Fit, fits
 from ..replay.capacity.search import CapacityResult, NoCapacityFound, find_capacity
 from ..replay.engine.options import ReplayOptions
@@ -44,24 +47,29 @@ def find_capacities(
         else:
             virtual_capacity_output.render(found_virtual, options, program, targets)
         return all(entry.found for entry in found_virtual)
-    results: list[CapacityResult | NoCapacityFound] = []
-    with output.progress("finding capacity") as bar:
-        for spec in specs:
-            try:
-                found = find_capacity(log, spec, options, program=program,
-                                      confirm_runs=confirm_runs, progress=bar,
-                                      target=targets.of(spec, options))  # fmt: skip
-            except NoCapacityFound as err:  # said in the table; the other resources go on
-                results.append(err)
-                continue
-            results.append(found)
     on_virtual = [s for s in specs if targets.on_virtual_gpu(s, options)]
-    rmm_fits: dict[str, list[Fit]] = {}
-    with output.progress("fits on every virtual GPU") as bar:
-        for done, spec in enumerate(on_virtual):  # RMM's resources on each preset
-            bar(done, len(on_virtual), spec.label)
-            target = targets.of(spec, options)
-            rmm_fits[spec.label] = fits(log, spec, options, program=program, target=target)
+    spec_targets = [targets.of(spec, options) for spec in specs]  # resolved before any thread
+    with output.progress("finding capacity") as bar:
+
+        def search(at: int) -> CapacityResult | NoCapacityFound:
+            try:
+                return find_capacity(log, specs[at], options, program=program,
+                                     confirm_runs=confirm_runs, progress=bar,
+                                     target=spec_targets[at])  # fmt: skip
+            except NoCapacityFound as err:  # said in the table; the other resources go on
+                return err
+
+        def search_and_fit(at: int) -> tuple[CapacityResult | NoCapacityFound, list[Fit]]:
+            # RMM's resource: its search, then its fit on each preset (the "fits" table)
+            found = search(at)
+            return found, fits(log, specs[at], options, program=program, target=spec_targets[at])
+
+        # RMM's resources on the virtual GPU share nothing: side by side, one per core
+        virtual = [at for at, spec in enumerate(specs) if spec in on_virtual]
+        together = dict(zip(virtual, run_each([partial(search_and_fit, at) for at in virtual]),
+                            strict=True))  # fmt: skip
+        results = [together[at][0] if at in together else search(at) for at in range(len(specs))]
+    rmm_fits = {specs[at].label: fitted for at, (_, fitted) in together.items()}
     if json_out:
         output.print_json(
             {

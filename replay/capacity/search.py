@@ -11,6 +11,9 @@ A replay need not behave the same twice: with several replay threads or streams,
 stream-ordered pools (async), what a free makes reusable can depend on timing. So the size
 found is replayed `confirm_runs` more times; if any of those fails, the search goes on above
 it. The answer is a size that replayed without failure every time it was tried at the end.
+
+RMM's `limit=` on the virtual GPU follows a rule that answers its probes from one replay
+(replay/capacity/limit_rule.py): the same probes and answer, the confirming replays real.
 """
 
 from __future__ import annotations
@@ -24,9 +27,10 @@ from ..engine.options import ReplayOptions
 from ..engine.program import ReplayProgram, build_program
 from ..engine.resources import ResourceSpec
 from ..engine.run import replay
-from ..engine.target import VIRTUAL_TORCH, ReplayTarget, resolve_target
+from ..engine.target import VIRTUAL_RMM, VIRTUAL_TORCH, ReplayTarget, resolve_target
 from ..errors import ReplayUsageError
 from ..logs.events import AllocationLog
+from .limit_rule import LimitRule, RuleBroken
 from .result import CapacityResult, NoCapacityFound, Probe
 
 MIB = 1 << 20
@@ -93,22 +97,42 @@ def find_capacity(
     option = sized_option(spec)
     result = CapacityResult(spec.label, option, 0, program.peak_requested_bytes, resolution_bytes)
 
-    def replays(size_bytes: int) -> bool:
+    def run(size_bytes: int) -> bool:  # one real replay
         sized = _sized(spec, option, size_bytes)
         report = replay(log, sized, probe_options, program=program, target=target)
-        ok = report.failure_count == 0 and report.outcome == "completed"
+        return report.failure_count == 0 and report.outcome == "completed"
+
+    # RMM's limit on the virtual GPU: probes answered by RMM's rule (replay/capacity/limit_rule.py)
+    rule = LimitRule(program, run, resolution_bytes) if (
+        option == "limit" and target.loop == VIRTUAL_RMM) else None  # fmt: skip
+
+    def replays(size_bytes: int, confirming: bool = False) -> bool:
+        ok = rule.replays(size_bytes) if rule and not confirming else run(size_bytes)
         result.probes.append(Probe(size_bytes, ok))
         if progress:
             progress(len(result.probes), None, spec.label)
         return ok
 
-    peak = max(program.peak_requested_bytes, 1)
-    failing = (peak - 1) // resolution_bytes * resolution_bytes  # below the peak: must fail
-    while True:
-        passing = _bisect(replays, failing, peak, resolution_bytes, f"{spec.label}: no {option}")
-        if all(replays(passing) for _ in range(confirm_runs)):
-            break
-        failing = passing  # it failed on a later try: search above it
+    def search() -> int:
+        peak = max(program.peak_requested_bytes, 1)
+        failing = (peak - 1) // resolution_bytes * resolution_bytes  # below the peak: must fail
+        while True:
+            passing = _bisect(replays, failing, peak, resolution_bytes,
+                              f"{spec.label}: no {option}")  # fmt: skip
+            if all(replays(passing, confirming=True) for _ in range(confirm_runs)):
+                if rule:
+                    rule.check(passing)
+                return passing
+            if rule:
+                raise RuleBroken(f"{passing} bytes failed on a later try")
+            failing = passing  # it failed on a later try: search above it
+
+    try:
+        passing = search()
+    except RuleBroken:  # a real replay disagreed: replay every probe instead
+        rule = None
+        result.probes.clear()
+        passing = search()
     result.capacity_bytes = passing
     result.confirm_runs = confirm_runs
     result.sized_spec = _sized(spec, option, passing).label
