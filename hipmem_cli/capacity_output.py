@@ -59,17 +59,22 @@ def find_capacities(
             except NoCapacityFound as err:  # said in the table; the other resources go on
                 return err
 
-        def search_and_fit(at: int) -> tuple[CapacityResult | NoCapacityFound, list[Fit]]:
-            # RMM's resource: its search, then its fit on each preset (the "fits" table)
-            found = search(at)
-            return found, fits(log, specs[at], options, program=program, target=spec_targets[at])
+        searched: dict[int, CapacityResult | NoCapacityFound] = {}
+        fitted: dict[int, list[Fit]] = {}  # RMM's resource on each preset: the "fits" table
 
-        # RMM's resources on the virtual GPU share nothing: side by side, one per core
-        virtual = [at for at, spec in enumerate(specs) if spec in on_virtual]
-        together = dict(zip(virtual, run_each([partial(search_and_fit, at) for at in virtual]),
-                            strict=True))  # fmt: skip
-        results = [together[at][0] if at in together else search(at) for at in range(len(specs))]
-    rmm_fits = {specs[at].label: fitted for at, (_, fitted) in together.items()}
+        def search_into(at: int) -> None:
+            searched[at] = search(at)
+
+        def fit_into(at: int) -> None:
+            fitted[at] = fits(log, specs[at], options, program=program, target=spec_targets[at])
+
+        # RMM's resources on the virtual GPU share nothing: side by side, one per core, the
+        # searches (the longest) first
+        on_rmm = [at for at, spec in enumerate(specs) if spec in on_virtual]
+        run_each([*(partial(search_into, at) for at in on_rmm),
+                  *(partial(fit_into, at) for at in on_rmm)])  # fmt: skip
+        results = [searched[at] if at in searched else search(at) for at in range(len(specs))]
+    rmm_fits = {specs[at].label: fitted[at] for at in on_rmm}
     if json_out:
         output.print_json(
             {

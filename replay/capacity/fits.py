@@ -278,10 +278,13 @@ def _rmm_fits(
     ):
         largest = max(devices, key=lambda d: d.memory_bytes)
         base: RmmProbe | None = None if spec.kind == "arena" else gpu.replay(largest)
+        # Devices alike in what RMM can see of them (memory, pages; not the name) replay alike
+        made: dict[tuple[int, int], RmmProbe] = {}
         for device in devices:
             run = base
             if run is None or run.device_refusals or run.device_peak_bytes > device.memory_bytes:
-                run = gpu.replay(device)
+                alike = (device.memory_bytes, device.granularity_bytes)
+                run = made[alike] = made.get(alike) or gpu.replay(device)
             if run.setup_refused is not None and run.device_refusals:
                 found.append(Fit(device, False, 0, allocations))
                 continue

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 
 from hipmem._core.progress import ProgressCallback
 
@@ -30,6 +31,7 @@ from ..engine.run import replay
 from ..engine.target import VIRTUAL_RMM, VIRTUAL_TORCH, ReplayTarget, resolve_target
 from ..errors import ReplayUsageError
 from ..logs.events import AllocationLog
+from .at_once import run_each
 from .limit_rule import LimitRule, RuleBroken
 from .result import CapacityResult, NoCapacityFound, Probe
 
@@ -106,12 +108,22 @@ def find_capacity(
     rule = LimitRule(program, run, resolution_bytes) if (
         option == "limit" and target.loop == VIRTUAL_RMM) else None  # fmt: skip
 
-    def replays(size_bytes: int, confirming: bool = False) -> bool:
-        ok = rule.replays(size_bytes) if rule and not confirming else run(size_bytes)
+    def record(size_bytes: int, ok: bool) -> bool:
         result.probes.append(Probe(size_bytes, ok))
         if progress:
             progress(len(result.probes), None, spec.label)
         return ok
+
+    def replays(size_bytes: int) -> bool:
+        return record(size_bytes, rule.replays(size_bytes) if rule else run(size_bytes))
+
+    def confirmed(size_bytes: int) -> bool:
+        if target.loop != VIRTUAL_RMM:
+            return all(record(size_bytes, run(size_bytes)) for _ in range(confirm_runs))
+        # Each replay a process and a virtual GPU of its own: side by side, recorded as
+        # one after another would be (up to the first failure)
+        return all(record(size_bytes, ok) for ok in run_each([partial(run, size_bytes)] *
+                                                              confirm_runs))  # fmt: skip
 
     def search() -> int:
         peak = max(program.peak_requested_bytes, 1)
@@ -119,7 +131,7 @@ def find_capacity(
         while True:
             passing = _bisect(replays, failing, peak, resolution_bytes,
                               f"{spec.label}: no {option}")  # fmt: skip
-            if all(replays(passing, confirming=True) for _ in range(confirm_runs)):
+            if confirmed(passing):
                 if rule:
                     rule.check(passing)
                 return passing
