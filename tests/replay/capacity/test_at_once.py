@@ -1,0 +1,42 @@
+"""RMM's resources on the virtual GPU searched side by side (replay/capacity/at_once.py): the
+command finds, for each, what it finds searching that resource alone, probes and fits alike."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hipmem.replay.capacity.at_once import run_each
+
+from tests.cli_run import hipmem
+
+REPO = Path(__file__).resolve().parents[3]
+SERVE = str(REPO / "samples" / "serve-first-2000.csv.gz")
+SPECS = ("pool", "arena", "binning", "pool:maximum=1GiB,limit=900MiB")
+
+
+def _capacities(*specs: str) -> list[dict[str, object]]:
+    args = [a for spec in specs for a in ("-r", spec)]
+    done = hipmem("replay", SERVE, *args, "--backend", "virtual", "--find-capacity", "--json")
+    assert done.returncode == 0, done.stderr
+    found: list[dict[str, object]] = json.loads(done.stdout)["capacities"]
+    return found
+
+
+def test_side_by_side_finds_what_each_finds_alone(rmm_releases):
+    together = _capacities(*SPECS)
+    assert [c["resource"] for c in together] == list(SPECS)
+    for spec, found in zip(SPECS, together, strict=True):
+        assert found == _capacities(spec)[0], spec
+        assert found["fits"] and found["capacity_bytes"]
+
+
+def test_run_each_keeps_the_order_and_raises_a_task_s_error():
+    assert run_each([lambda i=i: i * i for i in range(7)], workers=3) == [i * i for i in range(7)]
+
+    def fails() -> int:
+        raise ValueError("task 2")
+
+    with pytest.raises(ValueError, match="task 2"):
+        run_each([lambda: 1, fails, lambda: 3], workers=2)
