@@ -7,10 +7,12 @@ by device memory and memory fraction (hipmem_cli/virtual_capacity_output.py).
 
 from __future__ import annotations
 
+import contextlib
 from functools import partial
 
 from ..replay.capacity.at_once import run_each
 from ..replay.capacity.fits import Fit, fits
+from ..replay.capacity.rmm_probes import RmmProbes
 from ..replay.capacity.search import CapacityResult, NoCapacityFound, find_capacity
 from ..replay.engine.options import ReplayOptions
 from ..replay.engine.preflight import Targets
@@ -49,13 +51,19 @@ def find_capacities(
         return all(entry.found for entry in found_virtual)
     on_virtual = [s for s in specs if targets.on_virtual_gpu(s, options)]
     spec_targets = [targets.of(spec, options) for spec in specs]  # resolved before any thread
-    with output.progress("finding capacity") as bar:
+    on_rmm = [at for at, spec in enumerate(specs) if spec in on_virtual]
+    with (
+        output.progress("finding capacity") as bar,
+        contextlib.ExitStack() as stack,
+    ):
+        # The program written once for every replay of RMM's resources on the virtual GPU
+        probes = stack.enter_context(RmmProbes.write(log, program, options)) if on_rmm else None
 
         def search(at: int) -> CapacityResult | NoCapacityFound:
             try:
                 return find_capacity(log, specs[at], options, program=program,
                                      confirm_runs=confirm_runs, progress=bar,
-                                     target=spec_targets[at])  # fmt: skip
+                                     target=spec_targets[at], probes=probes)  # fmt: skip
             except NoCapacityFound as err:  # said in the table; the other resources go on
                 return err
 
@@ -66,11 +74,11 @@ def find_capacities(
             searched[at] = search(at)
 
         def fit_into(at: int) -> None:
-            fitted[at] = fits(log, specs[at], options, program=program, target=spec_targets[at])
+            fitted[at] = fits(log, specs[at], options, program=program, target=spec_targets[at],
+                              probes=probes)  # fmt: skip
 
         # RMM's resources on the virtual GPU share nothing: side by side, one per core, the
         # searches (the longest) first
-        on_rmm = [at for at, spec in enumerate(specs) if spec in on_virtual]
         run_each([*(partial(search_into, at) for at in on_rmm),
                   *(partial(fit_into, at) for at in on_rmm)])  # fmt: skip
         results = [searched[at] if at in searched else search(at) for at in range(len(specs))]

@@ -17,6 +17,8 @@ import signal
 import sys
 from typing import Any
 
+from hipmem._core.freed_memory import return_freed_memory
+
 from . import output
 
 # Accepted anywhere on the command line (before a `--`), not only before the subcommand.
@@ -84,6 +86,7 @@ def build_app(argv: list[str]) -> Any:
 
 def main() -> None:
     """Console-script entry point."""
+    return_freed_memory()  # before any large array: hipmem/_core/freed_memory.py says why
     signal.signal(signal.SIGINT, _on_ctrl_c)
     try:
         code = _run(sys.argv[1:])

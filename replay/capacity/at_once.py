@@ -5,12 +5,19 @@ virtual.py), so the searches of pool, arena and binning share nothing and may ru
 side; what each finds is what it finds alone. A search on a real GPU or on host memory shares
 the device or the machine's memory with the others, so those stay one at a time (callers
 pass only the virtual ones here).
+
+`CORES` counts the replays running at once: each takes a core (`held`) and waits for one when
+all are taken, so searches side by side, with their confirming replays, never run more
+replays than there are cores; a replay made only in case it is needed (a search's next probe,
+guessed) runs only on a core nobody waits for (`spare`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -23,6 +30,27 @@ def cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+
+
+class Cores:
+    """The cores replays may take, one each."""
+
+    def __init__(self, count: int) -> None:
+        self._free = threading.Semaphore(count)
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """A core for one replay, waited for."""
+        with self._free:
+            yield
+
+    def take_spare(self) -> bool:
+        """A core if one is free now (True; `give_back` it), else none: for a replay made
+        only in case it is needed."""
+        return self._free.acquire(blocking=False)
+
+    def give_back(self) -> None:
+        self._free.release()
 
 
 def run_each(tasks: Sequence[Callable[[], T]], workers: int | None = None) -> list[T]:
@@ -40,3 +68,6 @@ def run_each(tasks: Sequence[Callable[[], T]], workers: int | None = None) -> li
             for future in futures:
                 future.cancel()
             raise
+
+
+CORES = Cores(cores())

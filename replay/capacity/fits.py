@@ -39,6 +39,7 @@ from ..pytorch import resource as torch_resource
 from ..virtual.devices import FITS_DEVICES, Device
 from ..virtual.gpu import ProbeResult, VirtualGpu
 from .result import CapacityResult, NoCapacityFound, Probe
+from .rmm_probes import RmmProbes
 
 CAPS = ("device", "fraction")
 SIZED_DEVICE = "device memory"
@@ -233,17 +234,22 @@ def fits(
     devices: list[Device] | None = None,
     program: ReplayProgram | None = None,
     target: ReplayTarget | None = None,
+    probes: RmmProbes | None = None,
 ) -> list[Fit]:
     """For each device (the fits devices by default): does the log replay there, with what room.
     PyTorch's allocator, or RMM's resource (replay/rmm/virtual.py) on the virtual GPU.
-    `target`: the spec's on the virtual GPU, resolved earlier (replay/engine/target.py)."""
+    `target`: the spec's on the virtual GPU, resolved earlier (replay/engine/target.py).
+    `probes`: the program written for RMM's resources, shared by a command's replays."""
     program = program if program is not None else build_program(log)
     chosen = devices if devices is not None else list(FITS_DEVICES.values())
     options = options or ReplayOptions(backend="virtual")
     if spec.kind != "torch":
         if target is None or target.rmm is None:
             target = target_on(Backend("virtual"), spec, options)
-        return _rmm_fits(log, spec, target, chosen, program)
+        if probes is not None:
+            return _rmm_fits(spec, target, chosen, probes)
+        with RmmProbes.write(log, program, options) as written:
+            return _rmm_fits(spec, target, chosen, written)
     session = _Session(log, spec, options, program, target)
     found: list[Fit] = []
     with session.start() as gpu:
@@ -254,37 +260,31 @@ def fits(
 
 
 def _rmm_fits(
-    log: AllocationLog,
-    spec: ResourceSpec,
-    target: ReplayTarget,
-    devices: list[Device],
-    program: ReplayProgram,
+    spec: ResourceSpec, target: ReplayTarget, devices: list[Device], probes: RmmProbes
 ) -> list[Fit]:
     """RMM's resource on each device. Only arena asks the device its size (its default size is
     half the free memory); the others meet it only when it refuses a cudaMalloc. So for them
     one replay on the largest device stands for every device whose memory it never came near
     (its peak, in the device's pages, fits); the others are replayed. A device too small for
     what the resource takes at its making does not fit, every allocation refused."""
-    from ..rmm.virtual import RmmProbe, VirtualRmm
-    from ..virtual.gpu import ProgramFiles
+    from ..rmm.virtual import RmmProbe
 
-    rmm = target.rmm
-    assert rmm is not None  # a target of RMM's resource on the virtual GPU
-    allocations = int((program.op == OP_ALLOCATE).sum())
+    allocations = int((probes.program.op == OP_ALLOCATE).sum())
     found: list[Fit] = []
-    with (
-        ProgramFiles(program_arrays(program)) as files,
-        VirtualRmm(files, program.slot_count, len(program.streams), spec, rmm) as gpu,
-    ):
+    with probes.gpu(spec, target) as gpu:
+
+        def replay(device: Device) -> RmmProbe:
+            return probes.replay(gpu, device, stop_on_failure=False)
+
         largest = max(devices, key=lambda d: d.memory_bytes)
-        base: RmmProbe | None = None if spec.kind == "arena" else gpu.replay(largest)
+        base: RmmProbe | None = None if spec.kind == "arena" else replay(largest)
         # Devices alike in what RMM can see of them (memory, pages; not the name) replay alike
         made: dict[tuple[int, int], RmmProbe] = {}
         for device in devices:
             run = base
             if run is None or run.device_refusals or run.device_peak_bytes > device.memory_bytes:
                 alike = (device.memory_bytes, device.granularity_bytes)
-                run = made[alike] = made.get(alike) or gpu.replay(device)
+                run = made[alike] = made.get(alike) or replay(device)
             if run.setup_refused is not None and run.device_refusals:
                 found.append(Fit(device, False, 0, allocations))
                 continue

@@ -18,6 +18,7 @@ RMM's `limit=` on the virtual GPU follows a rule that answers its probes from on
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
@@ -34,6 +35,7 @@ from ..logs.events import AllocationLog
 from .at_once import run_each
 from .limit_rule import LimitRule, RuleBroken
 from .result import CapacityResult, NoCapacityFound, Probe
+from .rmm_probes import Ahead, RmmProbes
 
 MIB = 1 << 20
 GROWTH_LIMIT = 64  # give up when even this many times the peak requested bytes fails
@@ -69,6 +71,7 @@ def find_capacity(
     progress: ProgressCallback | None = None,
     cap: str = "device",
     target: ReplayTarget | None = None,
+    probes: RmmProbes | None = None,
 ) -> CapacityResult:
     """Bisect the smallest `maximum`/`limit` (a multiple of `resolution_bytes`) with no failure.
 
@@ -76,7 +79,9 @@ def find_capacity(
     by the device instead: `cap="device"` finds the smallest device memory, `cap="fraction"`
     the smallest per-process memory cap of the options' device (replay/capacity/fits.py),
     to 2 MiB unless another `resolution_bytes` is given. `target`: the spec's, resolved
-    earlier (replay/engine/target.py); every probe runs there."""
+    earlier (replay/engine/target.py); every probe runs there. `probes`: the program written
+    for RMM's resources on the virtual GPU, shared by a command's searches (written here when
+    not given)."""
     base = options or ReplayOptions()
     if spec.kind == "null":
         raise ReplayUsageError(
@@ -99,8 +104,39 @@ def find_capacity(
     option = sized_option(spec)
     result = CapacityResult(spec.label, option, 0, program.peak_requested_bytes, resolution_bytes)
 
-    def run(size_bytes: int) -> bool:  # one real replay
+    if target.loop == VIRTUAL_RMM:  # the driver alone on the program's files, no report
+        with contextlib.ExitStack() as stack:
+            if probes is None:
+                probes = stack.enter_context(RmmProbes.write(log, program, base))
+            ahead = stack.enter_context(contextlib.closing(
+                Ahead(probes, partial(_sized, spec, option), target)))  # fmt: skip
+            return _search(log, spec, program, probe_options, option, result, resolution_bytes,
+                           confirm_runs, progress, target, probes, ahead)  # fmt: skip
+    return _search(log, spec, program, probe_options, option, result, resolution_bytes,
+                   confirm_runs, progress, target, None, None)  # fmt: skip
+
+
+def _search(
+    log: AllocationLog,
+    spec: ResourceSpec,
+    program: ReplayProgram,
+    probe_options: ReplayOptions,
+    option: str,
+    result: CapacityResult,
+    resolution_bytes: int,
+    confirm_runs: int,
+    progress: ProgressCallback | None,
+    target: ReplayTarget,
+    probes: RmmProbes | None,
+    ahead: Ahead | None,
+) -> CapacityResult:
+    def run(size_bytes: int, made_ahead: bool = True) -> bool:  # one real replay
         sized = _sized(spec, option, size_bytes)
+        if probes is not None:  # RMM's resource on the virtual GPU
+            made = ahead.take(size_bytes) if ahead is not None and made_ahead else None
+            if made is not None:
+                return probes.answer(made, sized, target)
+            return probes.replays(sized, target)
         report = replay(log, sized, probe_options, program=program, target=target)
         return report.failure_count == 0 and report.outcome == "completed"
 
@@ -109,6 +145,8 @@ def find_capacity(
         option == "limit" and target.loop == VIRTUAL_RMM) else None  # fmt: skip
 
     def record(size_bytes: int, ok: bool) -> bool:
+        if ahead is not None:
+            ahead.last = ok
         result.probes.append(Probe(size_bytes, ok))
         if progress:
             progress(len(result.probes), None, spec.label)
@@ -120,17 +158,20 @@ def find_capacity(
     def confirmed(size_bytes: int) -> bool:
         if target.loop != VIRTUAL_RMM:
             return all(record(size_bytes, run(size_bytes)) for _ in range(confirm_runs))
+        if ahead is not None:
+            ahead.forget()  # confirming replays are replays of their own, never made ahead
         # Each replay a process and a virtual GPU of its own: side by side, recorded as
         # one after another would be (up to the first failure)
-        return all(record(size_bytes, ok) for ok in run_each([partial(run, size_bytes)] *
-                                                              confirm_runs))  # fmt: skip
+        confirming = [partial(run, size_bytes, False)] * confirm_runs
+        return all(record(size_bytes, ok) for ok in run_each(confirming))
 
     def search() -> int:
         peak = max(program.peak_requested_bytes, 1)
         failing = (peak - 1) // resolution_bytes * resolution_bytes  # below the peak: must fail
         while True:
+            guess = ahead.guess if ahead is not None and rule is None else None
             passing = _bisect(replays, failing, peak, resolution_bytes,
-                              f"{spec.label}: no {option}")  # fmt: skip
+                              f"{spec.label}: no {option}", guess)  # fmt: skip
             if confirmed(passing):
                 if rule:
                     rule.check(passing)
@@ -152,17 +193,37 @@ def find_capacity(
 
 
 def _bisect(
-    replays: Callable[[int], bool], failing: int, peak: int, resolution_bytes: int, what: str
+    replays: Callable[[int], bool],
+    failing: int,
+    peak: int,
+    resolution_bytes: int,
+    what: str,
+    guess: Callable[[int, int | None, int | None], None] | None = None,
 ) -> int:
-    """The smallest passing size above `failing` (known to fail): double, then bisect."""
+    """The smallest passing size above `failing` (known to fail): double, then bisect.
+    `guess(asking, if_passes, if_fails)` hears of each probe before it is asked, with the
+    probe that follows either way (None: none follows)."""
+
+    def middle_of(failing: int, passing: int) -> int | None:
+        if passing - failing <= resolution_bytes:
+            return None
+        return (failing + passing) // 2 // resolution_bytes * resolution_bytes
+
     passing = failing + resolution_bytes
-    while not replays(passing):
+    while True:
+        if guess is not None:
+            doubled = passing * 2
+            guess(passing, middle_of(failing, passing),
+                  doubled if doubled <= GROWTH_LIMIT * peak else None)  # fmt: skip
+        if replays(passing):
+            break
         failing = passing
         passing *= 2  # passing >= resolution_bytes, so this grows by a step at least
         if passing > GROWTH_LIMIT * peak:
             raise NoCapacityFound(f"{what} up to {failing} bytes replays the log without failure")
-    while passing - failing > resolution_bytes:
-        middle = (failing + passing) // 2 // resolution_bytes * resolution_bytes
+    while (middle := middle_of(failing, passing)) is not None:
+        if guess is not None:
+            guess(middle, middle_of(failing, middle), middle_of(middle, passing))
         if replays(middle):
             passing = middle
         else:

@@ -20,6 +20,7 @@ from .target import ReplayTarget
 
 if TYPE_CHECKING:
     from ..pytorch.allocator import TorchAllocator
+    from ..rmm.virtual import RmmProbe
     from ..virtual.devices import Device
     from .options import ReplayOptions
 
@@ -141,19 +142,7 @@ def replay_virtual_rmm(
             repeats=options.repeats,
             sample_every=sample_every(program, options.plot_samples),
         )
-    allocations = np.flatnonzero(program.op == OP_ALLOCATE)
-    if (
-        run.failure_count
-        and run.device_refusals
-        and len(allocations)
-        and (run.failure_op[0] == allocations[0])
-    ):
-        first = failure_at(log, program, int(allocations[0]), 0, -1)
-        raise ReplayError(
-            f"{spec.label}: a virtual {device.name} of {device.memory_bytes:,} bytes is too "
-            f"small for the log's first allocation ({first.size_bytes:,} bytes, {first.where}); "
-            "give a larger --device or --device-memory"
-        )
+    refuse_too_small_device(log, program, spec, device, run)
     outcome = stopped_or_completed(options.on_failure == "stop", run.failure_count)
     if run.setup_refused is not None:  # a size option too small for the resource itself
         outcome = "not made: RMM refused memory while making the resource"
@@ -177,6 +166,23 @@ def replay_virtual_rmm(
         device=device_text(rmm, device),
         allocator_source=rmm.describe(),
     )  # fmt: skip
+
+
+def refuse_too_small_device(
+    log: AllocationLog, program: ReplayProgram, spec: ResourceSpec, device: Device, run: RmmProbe
+) -> None:
+    """A device that refused the log's very first allocation is no replay of the log: one
+    error naming the device and the allocation (a replay and a capacity probe alike)."""
+    if not (run.failure_count and run.device_refusals and len(run.failure_op)):
+        return
+    first = int(np.argmax(program.op == OP_ALLOCATE))
+    if program.op_count and program.op[first] == OP_ALLOCATE and run.failure_op[0] == first:
+        at = failure_at(log, program, first, 0, -1)
+        raise ReplayError(
+            f"{spec.label}: a virtual {device.name} of {device.memory_bytes:,} bytes is too "
+            f"small for the log's first allocation ({at.size_bytes:,} bytes, {at.where}); "
+            "give a larger --device or --device-memory"
+        )
 
 
 def virtual_device_text(allocator: TorchAllocator, device: Device) -> str:

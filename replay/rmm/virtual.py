@@ -22,6 +22,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,10 @@ RESERVED_FROM_STANDIN = "bytes the resource took from cudaMalloc (counted by the
 
 class VirtualRmmFailed(ReplayError):
     """The driver stopped on an error, or the resource could not be made on the device."""
+
+
+class VirtualRmmCancelled(VirtualRmmFailed):
+    """The replay was cancelled (`VirtualRmm.cancel`): no answer."""
 
 
 def check_spec(spec: ResourceSpec) -> None:
@@ -138,6 +143,9 @@ class VirtualRmm:
         self._build_dir = rmm_build.build(rmm)
         self._folder = Path(tempfile.mkdtemp(prefix="hipmem-vrmm-"))
         self._arguments = [str(n_slots), str(max(n_streams, 1)), *driver_arguments(spec)]
+        self._lock = threading.Lock()  # the process under way, for `cancel`
+        self._process: subprocess.Popen[str] | None = None
+        self._cancelled = False
         try:
             program.link_into(self._folder)
         except BaseException:
@@ -186,22 +194,42 @@ class VirtualRmm:
     def _ask(self, line: str, device: Device, size: int) -> dict[str, Any]:
         command = [str(self._build_dir / rmm_build.DRIVER), str(self._folder), *self._arguments]
         env = {**os.environ, **environment(device), "HIPMEM_VCUDA_MEMORY_BYTES": str(size)}
-        try:  # in its own folder: RMM 24.12 writes rmm_log.txt into the working directory
-            done = subprocess.run(command, input=line, capture_output=True, text=True, env=env,
-                                  cwd=self._folder, check=False)  # fmt: skip
-        except OSError as err:
-            raise VirtualRmmFailed(f"the RMM replay driver could not start: {err}") from None
-        first = done.stdout.split("\n", 1)[0]
+        with self._lock:
+            if self._cancelled:
+                raise VirtualRmmCancelled(f"{self.spec.label}: replay cancelled")
+            try:  # in its own folder: RMM 24.12 writes rmm_log.txt into the working directory
+                process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                           stderr=subprocess.PIPE, text=True, env=env,
+                                           cwd=self._folder)  # fmt: skip
+            except OSError as err:
+                raise VirtualRmmFailed(f"the RMM replay driver could not start: {err}") from None
+            self._process = process
+        try:
+            stdout, stderr = process.communicate(line)
+        finally:
+            with self._lock:
+                self._process = None
+        if self._cancelled:
+            raise VirtualRmmCancelled(f"{self.spec.label}: replay cancelled")
+        first = stdout.split("\n", 1)[0]
         who = f"RMM {self.rmm.version}'s {self.spec.label}"
         if not first:
-            lines = [ln.strip() for ln in done.stderr.splitlines() if ln.strip()]
+            lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
             said = lines[-1][:300] if lines else "no output"
-            raise VirtualRmmFailed(f"{who}: the replay process ended (exit {done.returncode}): "
+            raise VirtualRmmFailed(f"{who}: the replay process ended (exit {process.returncode}): "
                                    f"{said}")  # fmt: skip
         data: dict[str, Any] = json.loads(first)
         if "error" in data:
             raise VirtualRmmFailed(f"{who} stopped: {data['error']}")
         return data
+
+    def cancel(self) -> None:
+        """End the replay under way, if any, and refuse the next (from another thread: a
+        replay made ahead that the search no longer needs)."""
+        with self._lock:
+            self._cancelled = True
+            if self._process is not None:
+                self._process.kill()
 
     def close(self) -> None:
         shutil.rmtree(self._folder, ignore_errors=True)
