@@ -147,7 +147,8 @@ def build_program(log: AllocationLog) -> ReplayProgram:
     replacing = is_alloc & has_live_previous
     replacing_zero = replacing & ((size == 0) | (size[np.maximum(previous, 0)] == 0))
 
-    slot_of_event = np.cumsum(has_slot, dtype=np.int64) - 1
+    slot_of_event = np.cumsum(has_slot, dtype=np.int64)
+    slot_of_event -= 1
     # Narrow per-event counts and in-place sums: a million events, a few MB less each.
     emits = is_alloc.astype(np.int8)
     emits += replacing
@@ -195,10 +196,16 @@ def build_program(log: AllocationLog) -> ReplayProgram:
         at = first_op[probe] + offset
         op[at], slot[at], op_size[at], op_event[at] = kind, slot_of_event[probe], size[probe], probe
         held[at] = False
+    # The per-event indexes are done with: freed before the streams' and threads' codes
+    del previous, slot_of_event, first_op, rep, alloc, free, partner, probe, at
 
     # Sorted distinct values and each event's index into them (np.unique's answer, by hash).
     stream_codes, streams = pd.factorize(events["stream"].to_numpy(dtype=np.uint64), sort=True)
+    stream_index = stream_codes.astype(np.int32)[op_event]
+    del stream_codes
     thread_codes, threads = pd.factorize(events["thread"].to_numpy(dtype=np.int64), sort=True)
+    thread_index = thread_codes.astype(np.int32)[op_event]
+    del thread_codes
     live_bytes = np.where(held, op_size, 0)
     np.negative(live_bytes, out=live_bytes, where=op == OP_FREE)
     np.cumsum(live_bytes, out=live_bytes)
@@ -223,8 +230,8 @@ def build_program(log: AllocationLog) -> ReplayProgram:
         op=op,
         slot=slot,
         size_bytes=op_size,
-        stream_index=stream_codes.astype(np.int32)[op_event],
-        thread_index=thread_codes.astype(np.int32)[op_event],
+        stream_index=stream_index,
+        thread_index=thread_index,
         event_index=op_event,
         streams=np.asarray(streams, np.uint64),
         threads=np.asarray(threads, np.int64),

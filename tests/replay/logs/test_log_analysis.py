@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 from hipmem.replay.logs.analysis import (
     ALLOCATE,
@@ -145,3 +147,23 @@ def test_empty_log_has_no_peak(tmp_path: Path) -> None:
     s = analyze(load_log([path]))
     assert (s.events, s.peak, s.peak_live_bytes, s.span_ns) == (0, None, 0, 0)
     assert s.as_dict()["live_at_end"] == {"count": 0, "bytes": 0}
+
+
+def test_previous_rows_over_many_blocks_with_failures() -> None:
+    # More rows than one block of the sort's scatter, pointers reused, failures between them
+    from hipmem.replay.logs.analysis import _BLOCK_ROWS, _previous_rows
+    from hipmem.replay.logs.events import ALLOCATE_FAILURE
+
+    rng = np.random.default_rng(35)
+    rows = 3 * _BLOCK_ROWS + 17
+    action = rng.choice(np.array([ALLOCATE, FREE, ALLOCATE_FAILURE], np.int8), rows)
+    pointer = rng.integers(0, 5_000, rows).astype(np.uint64)
+    events = pd.DataFrame({"action": action, "pointer": pointer})
+    expected = np.full(rows, -1, np.int64)
+    last_at: dict[int, int] = {}
+    for row in range(rows):  # the row before at the same pointer; failures touch none
+        if action[row] == ALLOCATE_FAILURE:
+            continue
+        expected[row] = last_at.get(int(pointer[row]), -1)
+        last_at[int(pointer[row])] = row
+    assert np.array_equal(_previous_rows(events), expected)
