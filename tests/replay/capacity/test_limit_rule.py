@@ -13,6 +13,7 @@ from hipmem.replay.capacity import search as capacity_search
 from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.program import build_program
 from hipmem.replay.logs.events import AllocationLog
+from hipmem.replay.rmm.virtual import VirtualRmm
 
 import hipmem
 
@@ -28,8 +29,8 @@ def logs(rmm_releases: object) -> dict[str, AllocationLog]:
 
 def _search(log: AllocationLog, spec: str, release: str, monkeypatch: pytest.MonkeyPatch,
             *, by_replays: bool) -> tuple[dict[str, object], int]:  # fmt: skip
-    """The search's result, and how many real replays it made."""
-    real = capacity_search.replay
+    """The search's result, and how many real replays it made (driver processes run)."""
+    real = VirtualRmm.replay
     made = []
 
     def counted(*args: object, **kwargs: object) -> object:
@@ -37,7 +38,7 @@ def _search(log: AllocationLog, spec: str, release: str, monkeypatch: pytest.Mon
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
     with monkeypatch.context() as patch:
-        patch.setattr(capacity_search, "replay", counted)
+        patch.setattr(VirtualRmm, "replay", counted)
         if by_replays:  # the search as it was: every probe a replay, one after another
             patch.setattr(capacity_search, "VIRTUAL_RMM", "not this target")
         found = capacity_search.find_capacity(
