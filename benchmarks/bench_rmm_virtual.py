@@ -17,6 +17,11 @@ Medians are printed with the machine's name. The issue's targets: the search und
 RSS under 300 MB. Needs a fetched RMM (`hipmem rmm fetch`).
 
     .venv/bin/python benchmarks/bench_rmm_virtual.py [--runs 3] [--events 1000000]
+        [--against OTHER_CHECKOUT] [--device MI210] [--logs tiled,random] [--search-only]
+
+`--against` runs another checkout's search (its own .venv) in the same rounds, alternating,
+and says whether the two print the same JSON: a before/after on one machine at one load.
+Peak RSS is the largest process of each command (`ru_maxrss` of its children, per run).
 """
 
 from __future__ import annotations
@@ -25,12 +30,12 @@ import argparse
 import gzip
 import json
 import platform
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -98,39 +103,82 @@ def _time(step: int) -> str:
     return f"{int(seconds // 3600):02d}:{int(seconds // 60) % 60:02d}:{seconds % 60:09.6f}"
 
 
-def hipmem(*args: str) -> tuple[float, int, str]:
-    """Wall seconds, peak RSS (bytes) of the child, stdout."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+# Runs one command and says what it and its children used: each run's own figures (this
+# process's RUSAGE_CHILDREN only grows, so it cannot tell one run's peak from the last's).
+_MEASURED = """
+import json, resource, subprocess, sys
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True, check=False)
+used = resource.getrusage(resource.RUSAGE_CHILDREN)
+sys.stdout.write(done.stdout)
+sys.stderr.write(done.stderr)
+sys.stderr.write("\\nMEASURED " + json.dumps({"rc": done.returncode, "rss": used.ru_maxrss * 1024,
+                 "cpu": used.ru_utime + used.ru_stime}) + "\\n")
+"""
+
+
+@dataclass
+class Run:
+    wall_s: float
+    cpu_s: float
+    peak_rss_bytes: int  # the largest process of the command (hipmem's own, or a driver)
+    stdout: str
+
+
+def hipmem(*args: str, python: str = sys.executable) -> Run:
+    """One fresh `hipmem` process (with `python`: another checkout's), measured."""
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "hipmem.cli.main", *args, "--strict"],
-                          capture_output=True, text=True, check=False)  # fmt: skip
+    command = [sys.executable, "-c", _MEASURED, python, "-m", "hipmem.cli.main", *args, "--strict"]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - start
-    if done.returncode not in (0, 1) or "Warning" in done.stderr:
-        raise SystemExit(done.stderr)
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return wall, max(rss, before) * 1024, done.stdout
+    said, _, measured = done.stderr.rpartition("MEASURED ")
+    figures = json.loads(measured)
+    if figures["rc"] not in (0, 1) or "Warning" in said:
+        raise SystemExit(said)
+    return Run(wall, figures["cpu"], figures["rss"], done.stdout)
 
 
-def measure(name: str, log: Path, runs: int) -> None:
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def measure(name: str, log: Path, runs: int, pythons: dict[str, str], device: list[str],
+            rates_too: bool) -> None:  # fmt: skip
+    """`runs` rounds; in each, every checkout's search in turn (side by side, fresh
+    processes), and this checkout's events/s if `rates_too`."""
     rates: dict[str, list[float]] = {spec: [] for spec in RESOURCES}
-    searches, peaks, events = [], [], 0
+    searches: dict[str, list[Run]] = {who: [] for who in pythons}
+    answers: dict[str, set[str]] = {who: set() for who in pythons}
+    loads, events = [load_average()], 0
     specs = [a for spec in RESOURCES for a in ("-r", spec)]
     for _ in range(runs):
-        _, _, out = hipmem("replay", str(log), *specs, "--backend", "virtual", "--json")
-        for report in json.loads(out)["resources"]:
-            rates[report["resource"]].append(report["events_per_s"])
-            events = report["log_events"]
-        wall, rss, _ = hipmem("replay", str(log), *specs, "--backend", "virtual",
-                              "--find-capacity", "--json")  # fmt: skip
-        searches.append(wall)
-        peaks.append(rss)
-    print(f"{name}: {events:,} events")
-    for spec, values in rates.items():
-        print(f"  {spec:<8} {statistics.median(values) / 1e6:6.2f} M events/s")
-    print(
-        f"  --find-capacity of pool, arena, binning (and the fits on every preset): "
-        f"{statistics.median(searches):.1f} s, peak RSS {max(peaks) / 2**20:.0f} MiB"
-    )
+        if rates_too:
+            out = hipmem("replay", str(log), *specs, "--backend", "virtual", *device, "--json")
+            for report in json.loads(out.stdout)["resources"]:
+                rates[report["resource"]].append(report["events_per_s"])
+                events = report["log_events"]
+        for who, python in pythons.items():
+            run = hipmem("replay", str(log), *specs, "--backend", "virtual", *device,
+                         "--find-capacity", "--json", python=python)  # fmt: skip
+            searches[who].append(run)
+            answers[who].add(run.stdout)
+        loads.append(load_average())
+    print(f"{name}{' ' + ' '.join(device) if device else ''}: load average {' -> '.join(loads)}")
+    if rates_too:
+        print(f"  {events:,} events")
+        for spec, values in rates.items():
+            print(f"  {spec:<8} {statistics.median(values) / 1e6:6.2f} M events/s")
+    for who, done in searches.items():
+        walls = ", ".join(f"{r.wall_s:.1f}" for r in done)
+        print(
+            f"  --find-capacity of pool, arena, binning (and the fits on every preset), {who}: "
+            f"{statistics.median(r.wall_s for r in done):.1f} s ({walls}), CPU "
+            f"{statistics.median(r.cpu_s for r in done):.1f} s, peak RSS "
+            f"{max(r.peak_rss_bytes for r in done) / 2**20:.0f} MiB"
+            + ("" if len(answers[who]) == 1 else " (ANSWERS DIFFER between runs)")
+        )
+    if len(pythons) > 1:
+        same = len({a for found in answers.values() for a in found}) == 1
+        print(f"  the checkouts' JSON answers are {'byte-identical' if same else 'DIFFERENT'}")
 
 
 def main() -> int:
@@ -140,6 +188,11 @@ def main() -> int:
     parser.add_argument(
         "--write", nargs=3, metavar=("KIND", "PATH", "EVENTS"), help=argparse.SUPPRESS
     )
+    parser.add_argument("--against", type=Path, help="another checkout (with its .venv): its "
+                        "search runs side by side with this one's")  # fmt: skip
+    parser.add_argument("--device", help="the virtual GPU (default: the options' default)")
+    parser.add_argument("--logs", default="tiled,random")
+    parser.add_argument("--search-only", action="store_true", help="no events/s replays")
     args = parser.parse_args()
     if args.write:
         kind, path, events = args.write
@@ -148,13 +201,17 @@ def main() -> int:
     print(f"machine: {platform.node()} ({platform.processor() or platform.machine()}), "
           f"medians of {args.runs} fresh processes")  # fmt: skip
     with tempfile.TemporaryDirectory() as temp:
-        for name in ("tiled", "random"):
+        for name in args.logs.split(","):
             log = Path(temp) / f"{name}.csv.gz"
             # Written by a process of its own: a child forked from this one would count this
             # one's memory (the million rows) in its peak RSS until it execs.
             subprocess.run([sys.executable, __file__, "--write", name, str(log),
                             str(args.events)], check=True)  # fmt: skip
-            measure(name, log, args.runs)
+            pythons = {"this checkout": sys.executable}
+            if args.against:
+                pythons[str(args.against)] = str(args.against / ".venv" / "bin" / "python")
+            device = ["--device", args.device] if args.device else []
+            measure(name, log, args.runs, pythons, device, not args.search_only)
     return 0
 
 

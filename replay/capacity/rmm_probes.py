@@ -102,8 +102,8 @@ class Ahead:
 
     def guess(self, asking: int, if_passes: int | None, if_fails: int | None) -> None:
         """The search is about to ask for `asking`; its next is `if_passes` or `if_fails`."""
-        for size in [s for s in self._made if s not in (asking, if_passes, if_fails)]:
-            self._drop(size)
+        for stale in [s for s in self._made if s not in (asking, if_passes, if_fails)]:
+            self._drop(stale)
         size = if_fails if self.last is False else if_passes
         if size is None or size in self._made or not CORES.take_spare():
             return

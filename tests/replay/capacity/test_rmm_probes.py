@@ -53,7 +53,7 @@ def test_probes_made_ahead_find_what_replays_one_after_another_find(logs, monkey
                                               probes=probes)  # fmt: skip
     assert found.as_dict() == expected
     # guesses were made and used: each a probe the search asked for
-    probed = [p["size_bytes"] for p in expected["probes"]]  # type: ignore[union-attr]
+    probed = [probe.size_bytes for probe in found.probes]
     assert set(taken) <= set(probed)
     if len(probed) > 6:
         assert taken
