@@ -9,7 +9,10 @@ pass only the virtual ones here).
 `CORES` counts the replays running at once: each takes a core (`held`) and waits for one when
 all are taken, so searches side by side, with their confirming replays, never run more
 replays than there are cores; a replay made only in case it is needed (a search's next probe,
-guessed) runs only on a core nobody waits for (`spare`).
+guessed) runs only on a core free at that moment (`take_spare`).
+
+Ctrl-C (or any error) in one task, or in the thread waiting on them, stops the others at
+their next replay (`Stopped`): the command ends within one replay, not after every search.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -32,21 +35,30 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
+class Stopped(Exception):
+    """The tasks were asked to stop (another one failed, or Ctrl-C): no replay starts."""
+
+
 class Cores:
     """The cores replays may take, one each."""
 
     def __init__(self, count: int) -> None:
         self._free = threading.Semaphore(count)
+        self.stopping = threading.Event()
 
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
         """A core for one replay, waited for."""
         with self._free:
+            if self.stopping.is_set():
+                raise Stopped("stopped before this replay")
             yield
 
     def take_spare(self) -> bool:
         """A core if one is free now (True; `give_back` it), else none: for a replay made
         only in case it is needed."""
+        if self.stopping.is_set():
+            return False
         return self._free.acquire(blocking=False)
 
     def give_back(self) -> None:
@@ -63,11 +75,32 @@ def run_each(tasks: Sequence[Callable[[], T]], workers: int | None = None) -> li
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hipmem-search") as pool:
         futures = [pool.submit(task) for task in tasks]
         try:
+            wait(futures, return_when=FIRST_EXCEPTION)  # a failure, or all done
+            failed = [f for f in futures if f.done() and f.exception() is not None]
+            if failed:
+                failed[0].result()  # raises its error
             return [future.result() for future in futures]
         except BaseException:
+            # the others stop at their next replay; whoever asked first lets replays go on
+            # again once every task here has ended (a run_each inside a task does not)
+            asked = not CORES.stopping.is_set()
+            CORES.stopping.set()
             for future in futures:
                 future.cancel()
+            _wait_through_interrupts(futures)
+            if asked:
+                CORES.stopping.clear()
             raise
+
+
+def _wait_through_interrupts(futures: list[Future[T]]) -> None:
+    """Until every started task has ended (a second Ctrl-C does not abandon them)."""
+    while True:
+        try:
+            wait(futures)
+            return
+        except KeyboardInterrupt:
+            continue
 
 
 CORES = Cores(cores())

@@ -4,11 +4,12 @@ command finds, for each, what it finds searching that resource alone, probes and
 from __future__ import annotations
 
 import json
+import threading
 from functools import partial
 from pathlib import Path
 
 import pytest
-from hipmem.replay.capacity.at_once import run_each
+from hipmem.replay.capacity.at_once import CORES, run_each
 
 from tests.cli_run import hipmem
 
@@ -42,3 +43,26 @@ def test_run_each_keeps_the_order_and_raises_a_task_s_error():
 
     with pytest.raises(ValueError, match="task 2"):
         run_each([lambda: 1, fails, lambda: 3], workers=2)
+
+
+def test_a_failing_task_stops_the_others_at_their_next_replay():
+    started = threading.Event()
+    replays: list[int] = []
+
+    def endless() -> str:
+        started.set()
+        for _ in range(1_000_000):
+            with CORES.held():  # what each replay of a search goes through
+                replays.append(1)
+        return "never stopped"
+
+    def fails() -> str:
+        started.wait()
+        raise ValueError("task 2")
+
+    with pytest.raises(ValueError, match="task 2"):
+        run_each([endless, fails], workers=2)
+    assert len(replays) < 1_000_000
+    assert not CORES.stopping.is_set()  # later commands' replays go on
+    with CORES.held():
+        pass
