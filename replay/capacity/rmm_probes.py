@@ -53,9 +53,19 @@ class RmmProbes:
         return VirtualRmm(self.files, self.program.slot_count, len(self.program.streams), spec,
                           target.rmm)  # fmt: skip
 
-    def replay(self, gpu: VirtualRmm, device: Device, *, stop_on_failure: bool) -> RmmProbe:
-        """One replay on `device`, on a core of its own (waited for)."""
+    def replay(
+        self,
+        gpu: VirtualRmm,
+        device: Device,
+        *,
+        stop_on_failure: bool,
+        while_held: Callable[[], None] | None = None,
+    ) -> RmmProbe:
+        """One replay on `device`, on a core of its own (waited for); `while_held` is called
+        once the core is this replay's."""
         with CORES.held():
+            if while_held is not None:
+                while_held()
             return gpu.replay(device, stop_on_failure=stop_on_failure)
 
     def answer(self, run: RmmProbe, spec: ResourceSpec, target: ReplayTarget) -> bool:
@@ -65,12 +75,17 @@ class RmmProbes:
         refuse_too_small_device(self.log, self.program, spec, target.device, run)
         return run.failure_count == 0
 
-    def replays(self, spec: ResourceSpec, target: ReplayTarget) -> bool:
+    def replays(
+        self,
+        spec: ResourceSpec,
+        target: ReplayTarget,
+        while_held: Callable[[], None] | None = None,
+    ) -> bool:
         """Does the log replay through `spec` on the target's device with no failure (stopping
         at the first)?"""
         assert target.device is not None
         with self.gpu(spec, target) as gpu:
-            run = self.replay(gpu, target.device, stop_on_failure=True)
+            run = self.replay(gpu, target.device, stop_on_failure=True, while_held=while_held)
         return self.answer(run, spec, target)
 
     def close(self) -> None:
@@ -88,9 +103,11 @@ class Ahead:
     probe before it (replay/capacity/search.py asks with both possible next sizes).
 
     Which of the two is guessed: the one that follows if the probe under way goes as the one
-    before it went (near its answer a bisection meets runs of one outcome). A guess that can
-    no longer be asked for is cancelled, freeing its core. The search records a probe made
-    ahead where and as it asks for it: the same probes, in the same order, as without."""
+    before it went (near its answer a bisection meets runs of one outcome). It starts once the
+    probe under way has its core (`start`), never taking the core that probe waits for. A
+    guess that can no longer be asked for is cancelled, freeing its core. The search records a
+    probe made ahead where and as it asks for it: the same probes, in the same order, as
+    without."""
 
     def __init__(
         self, probes: RmmProbes, sized: Callable[[int], ResourceSpec], target: ReplayTarget
@@ -98,13 +115,18 @@ class Ahead:
         self._probes, self._sized, self._target = probes, sized, target
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hipmem-ahead")
         self._made: dict[int, tuple[VirtualRmm, Future[RmmProbe]]] = {}
+        self._next: int | None = None  # the guess to start
         self.last: bool | None = None  # how the last probe went
 
     def guess(self, asking: int, if_passes: int | None, if_fails: int | None) -> None:
         """The search is about to ask for `asking`; its next is `if_passes` or `if_fails`."""
         for stale in [s for s in self._made if s not in (asking, if_passes, if_fails)]:
             self._drop(stale)
-        size = if_fails if self.last is False else if_passes
+        self._next = if_fails if self.last is False else if_passes
+
+    def start(self) -> None:
+        """Make the guess, if a core is spare now (the probe under way holds its own)."""
+        size, self._next = self._next, None
         if size is None or size in self._made or not CORES.take_spare():
             return
         assert self._target.device is not None
@@ -123,7 +145,10 @@ class Ahead:
     def take(self, size: int) -> RmmProbe | None:
         """The replay of `size` made ahead, if one was (its error raised here)."""
         made = self._made.pop(size, None)
-        return None if made is None else made[1].result()
+        if made is None:
+            return None
+        self.start()  # the probe under way is the one made ahead: it holds its core
+        return made[1].result()
 
     def _drop(self, size: int) -> None:
         gpu, future = self._made.pop(size)
@@ -133,6 +158,7 @@ class Ahead:
 
     def forget(self) -> None:
         """Cancel every guess not asked for."""
+        self._next = None
         for size in list(self._made):
             self._drop(size)
 

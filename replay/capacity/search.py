@@ -136,7 +136,7 @@ def _search(
             made = ahead.take(size_bytes) if ahead is not None and made_ahead else None
             if made is not None:
                 return probes.answer(made, sized, target)
-            return probes.replays(sized, target)
+            return probes.replays(sized, target, ahead.start if ahead is not None else None)
         report = replay(log, sized, probe_options, program=program, target=target)
         return report.failure_count == 0 and report.outcome == "completed"
 
