@@ -31,7 +31,6 @@ import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
 from ..explain.requests import recorded_failed_rows
 from ..logs.analysis import previous_allocations
@@ -165,47 +164,21 @@ def build_program(log: AllocationLog) -> ReplayProgram:
     op_event = np.empty(total, dtype=np.int64)
     held = np.ones(total, dtype=bool)  # the op changes the bytes the log holds
 
-    # Implicit frees of replaced blocks come first, then the allocate itself.
-    rep = np.flatnonzero(replacing)
-    at = first_op[rep]
-    op[at], slot[at], op_size[at], op_event[at] = (
-        OP_FREE,
-        slot_of_event[previous[rep]],
-        size[previous[rep]],
-        rep,
-    )
-    alloc = np.flatnonzero(is_alloc)
-    at = first_op[alloc] + replacing[alloc]
-    op[at], slot[at], op_size[at], op_event[at] = (
-        OP_ALLOCATE,
-        slot_of_event[alloc],
-        size[alloc],
-        alloc,
-    )
-    free = np.flatnonzero(matched_free)
-    at = first_op[free]
-    partner = previous[free]
-    op[at], slot[at], op_size[at], op_event[at] = (
-        OP_FREE,
-        slot_of_event[partner],
-        size[partner],
-        free,
-    )
-    probe = np.flatnonzero(is_probe)
-    for offset, kind in ((0, OP_ALLOCATE), (1, OP_FREE)):
-        at = first_op[probe] + offset
-        op[at], slot[at], op_size[at], op_event[at] = kind, slot_of_event[probe], size[probe], probe
-        held[at] = False
+    # Implicit frees of replaced blocks come first, then the allocate itself. Each kind of op
+    # is placed a block of events at a time: no whole-length index arrays besides these.
+    ops = (op, slot, op_size, op_event, held)
+    places = (slot_of_event, size, first_op)
+    _place(ops, places, replacing, OP_FREE, previous, None, True)
+    _place(ops, places, is_alloc, OP_ALLOCATE, None, replacing, True)
+    _place(ops, places, matched_free, OP_FREE, previous, None, True)
+    _place(ops, places, is_probe, OP_ALLOCATE, None, None, False)
+    _place(ops, places, is_probe, OP_FREE, None, 1, False)
     # The per-event indexes are done with: freed before the streams' and threads' codes
-    del previous, slot_of_event, first_op, rep, alloc, free, partner, probe, at
+    del previous, slot_of_event, first_op, places, ops
 
-    # Sorted distinct values and each event's index into them (np.unique's answer, by hash).
-    stream_codes, streams = pd.factorize(events["stream"].to_numpy(dtype=np.uint64), sort=True)
-    stream_index = stream_codes.astype(np.int32)[op_event]
-    del stream_codes
-    thread_codes, threads = pd.factorize(events["thread"].to_numpy(dtype=np.int64), sort=True)
-    thread_index = thread_codes.astype(np.int32)[op_event]
-    del thread_codes
+    # Sorted distinct streams and threads, and each op's index into them
+    streams, stream_index = _sorted_codes(events["stream"].to_numpy(dtype=np.uint64), op_event)
+    threads, thread_index = _sorted_codes(events["thread"].to_numpy(dtype=np.int64), op_event)
     live_bytes = np.where(held, op_size, 0)
     np.negative(live_bytes, out=live_bytes, where=op == OP_FREE)
     np.cumsum(live_bytes, out=live_bytes)
@@ -240,6 +213,52 @@ def build_program(log: AllocationLog) -> ReplayProgram:
         log_events=n,
         anomalies=anomalies,
     )
+
+
+_BLOCK_EVENTS = 1 << 16
+
+
+def _sorted_codes(values: np.ndarray, op_event: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted distinct `values` and, for each op, the index of its event's value among
+    them (int32): np.unique's answer, a block at a time (a factorize of the whole column
+    took 40 MiB for a million events; a log has a handful of streams and threads)."""
+    distinct = np.unique(values[:_BLOCK_EVENTS])
+    for start in range(_BLOCK_EVENTS, len(values), _BLOCK_EVENTS):
+        block = np.unique(values[start : start + _BLOCK_EVENTS])
+        if not np.isin(block, distinct, assume_unique=True).all():
+            distinct = np.union1d(distinct, block)
+    codes = np.empty(len(op_event), dtype=np.int32)
+    for start in range(0, len(op_event), _BLOCK_EVENTS):
+        at = op_event[start : start + _BLOCK_EVENTS]
+        codes[start : start + _BLOCK_EVENTS] = np.searchsorted(distinct, values[at])
+    return distinct, codes
+
+
+def _place(
+    ops: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    places: tuple[np.ndarray, np.ndarray, np.ndarray],
+    rows: np.ndarray,
+    kind: int,
+    source: np.ndarray | None,
+    shift: np.ndarray | int | None,
+    held: bool,
+) -> None:
+    """Write one kind of op for each event of `rows` (a mask): at the event's first op (plus
+    `shift`: an int, or a per-event mask of ops placed before it), the slot and size of
+    `source[event]` (the event's allocate) or of the event itself."""
+    op, slot, op_size, op_event, held_ops = ops
+    slot_of_event, size, first_op = places
+    for start in range(0, len(rows), _BLOCK_EVENTS):
+        event = start + np.flatnonzero(rows[start : start + _BLOCK_EVENTS])
+        of = event if source is None else source[event]
+        at = first_op[event]
+        if isinstance(shift, np.ndarray):
+            at += shift[event]
+        elif shift:
+            at += shift
+        op[at], slot[at], op_size[at], op_event[at] = kind, slot_of_event[of], size[of], event
+        if not held:
+            held_ops[at] = False
 
 
 def _examples(

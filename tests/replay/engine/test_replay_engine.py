@@ -415,3 +415,32 @@ def test_a_timed_pass_that_stops_the_replay_is_the_pass_reported(real):
     report = replay(log, limit, options, program=program)
     assert report.outcome == "stopped at first failure"
     assert report.pass_wall_ns == (report.wall_ns,) and report.timed_pass_wall_ns is None
+
+
+def test_program_streams_and_threads_are_each_op_s_own(real):
+    log, program = real
+    events = log.events
+    assert (np.diff(program.streams.astype(np.float64)) > 0).all()  # sorted, distinct
+    assert (np.diff(program.threads) > 0).all()
+    stream_of_op = events["stream"].to_numpy()[program.event_index]
+    assert (program.streams[program.stream_index] == stream_of_op).all()
+    thread_of_op = events["thread"].to_numpy()[program.event_index]
+    assert (program.threads[program.thread_index] == thread_of_op).all()
+
+
+@pytest.mark.parametrize("distinct", [1, 7, 300_000])
+def test_sorted_codes_over_many_blocks_are_pandas_sorted_factorize(distinct):
+    import pandas as pd
+    from hipmem.replay.engine.program import _BLOCK_EVENTS, _sorted_codes
+
+    rng = np.random.default_rng(distinct)
+    values = rng.integers(0, 2**63, distinct, dtype=np.uint64)[
+        rng.integers(0, distinct, 5 * _BLOCK_EVENTS + 3)
+    ]
+    op_event = rng.integers(0, len(values), 3 * len(values) // 2)
+    codes, uniques = pd.factorize(values, sort=True)
+    distinct_values, op_codes = _sorted_codes(values, op_event)
+    assert np.array_equal(distinct_values, uniques)
+    assert op_codes.dtype == np.int32 and np.array_equal(op_codes, codes[op_event])
+    empty, none = _sorted_codes(values[:0], op_event[:0])
+    assert len(empty) == 0 and len(none) == 0
