@@ -57,7 +57,9 @@ def find_capacities(
         contextlib.ExitStack() as stack,
     ):
         # The program written once for every replay of RMM's resources on the virtual GPU
-        probes = stack.enter_context(RmmProbes.write(log, program, options)) if on_rmm else None
+        probes = (
+            stack.enter_context(RmmProbes.write(log, program, options.streams)) if on_rmm else None
+        )
 
         def search(at: int) -> CapacityResult | NoCapacityFound:
             try:

@@ -246,9 +246,9 @@ def fits(
     if spec.kind != "torch":
         if target is None or target.rmm is None:
             target = target_on(Backend("virtual"), spec, options)
-        if probes is not None:
+        if probes is not None and probes.streams == "logged":
             return _rmm_fits(spec, target, chosen, probes)
-        with RmmProbes.write(log, program, options) as written:
+        with RmmProbes.write(log, program, "logged") as written:
             return _rmm_fits(spec, target, chosen, written)
     session = _Session(log, spec, options, program, target)
     found: list[Fit] = []

@@ -22,7 +22,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ..engine.allocator_replay import refuse_too_small_device
-from ..engine.options import ReplayOptions
 from ..engine.program import ReplayProgram, on_default_stream, program_arrays
 from ..engine.resources import ResourceSpec
 from ..engine.target import ReplayTarget
@@ -35,17 +34,21 @@ from .at_once import CORES
 
 @dataclass
 class RmmProbes:
-    """One command's program on disk, for every RMM replay on the virtual GPU (close it)."""
+    """One command's program on disk, for every RMM replay on the virtual GPU (close it).
+    `streams`: the program's streams, "logged" or "default" (every call on the default
+    stream, as the engine replays `--streams default`; the fits table replays the logged
+    streams whatever the option, as it always has)."""
 
     log: AllocationLog
     program: ReplayProgram
     files: ProgramFiles
+    streams: str
 
     @classmethod
-    def write(cls, log: AllocationLog, program: ReplayProgram, options: ReplayOptions) -> RmmProbes:
-        if options.streams == "default":  # as the engine replays it (replay/engine/run.py)
+    def write(cls, log: AllocationLog, program: ReplayProgram, streams: str) -> RmmProbes:
+        if streams == "default":  # as the engine replays it (replay/engine/run.py)
             program = on_default_stream(program)
-        return cls(log, program, ProgramFiles(program_arrays(program)))
+        return cls(log, program, ProgramFiles(program_arrays(program)), streams)
 
     def gpu(self, spec: ResourceSpec, target: ReplayTarget) -> VirtualRmm:
         """`spec`'s resource on this program (each replay a process of its own)."""

@@ -106,8 +106,8 @@ def find_capacity(
 
     if target.loop == VIRTUAL_RMM:  # the driver alone on the program's files, no report
         with contextlib.ExitStack() as stack:
-            if probes is None:
-                probes = stack.enter_context(RmmProbes.write(log, program, base))
+            if probes is None or probes.streams != base.streams:
+                probes = stack.enter_context(RmmProbes.write(log, program, base.streams))
             ahead = stack.enter_context(contextlib.closing(
                 Ahead(probes, partial(_sized, spec, option), target)))  # fmt: skip
             return _search(log, spec, program, probe_options, option, result, resolution_bytes,

@@ -11,6 +11,7 @@ import pytest
 from hipmem.replay.capacity import rmm_probes
 from hipmem.replay.capacity import search as capacity_search
 from hipmem.replay.capacity.at_once import Cores
+from hipmem.replay.capacity.fits import fits
 from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.program import build_program
 from hipmem.replay.logs.events import AllocationLog
@@ -48,7 +49,7 @@ def test_probes_made_ahead_find_what_replays_one_after_another_find(logs, monkey
     monkeypatch.setattr(rmm_probes, "CORES", Cores(2))  # a spare core, however busy the host
     monkeypatch.setattr(rmm_probes.Ahead, "take", take)
     program = build_program(log)
-    with rmm_probes.RmmProbes.write(log, program, options) as probes:
+    with rmm_probes.RmmProbes.write(log, program, options.streams) as probes:
         found = capacity_search.find_capacity(log, parsed, options, program=program,
                                               probes=probes)  # fmt: skip
     assert found.as_dict() == expected
@@ -70,3 +71,21 @@ def test_a_device_too_small_for_the_first_allocation_is_the_replay_s_error(logs,
         capacity_search.find_capacity(log, spec, options)
     assert str(by_probe.value) == str(by_replay.value)
     assert "too small for the log's first allocation" in str(by_probe.value)
+
+
+def test_streams_default_probes_the_default_stream_and_fits_the_logged_ones(logs, monkeypatch):
+    log = logs[LOGS[1]]  # 5 streams
+    options = ReplayOptions(backend="virtual", rmm_version="25.4", streams="default")
+    spec = hipmem.parse_spec("pool")
+    with monkeypatch.context() as patch:
+        patch.setattr(capacity_search, "VIRTUAL_RMM", "not this target")
+        expected = capacity_search.find_capacity(log, spec, options).as_dict()
+    program = build_program(log)
+    logged = ReplayOptions(backend="virtual", rmm_version="25.4")
+    with rmm_probes.RmmProbes.write(log, program, "default") as probes:
+        found = capacity_search.find_capacity(log, spec, options, program=program, probes=probes)
+        assert found.as_dict() == expected
+        # the fits table replays the logged streams, with the option or without, as before
+        assert fits(log, spec, options, program=program, probes=probes) == fits(
+            log, spec, logged, program=program
+        )
