@@ -81,6 +81,16 @@ def test_figures_do_not_depend_on_the_block_size(path: Path) -> None:
             }
 
 
+def test_several_files_at_every_block_size() -> None:
+    # Rows are late only against the row before in the same file: file edges inside blocks.
+    log = load_log(sorted(DATA_LOGS.glob("*.csv")) + REAL_LOGS)
+    whole = analyze(log).as_dict()
+    assert whole["anomalies"]["out_of_time_order"] > 0
+    for rows in SMALL_BLOCKS:
+        with block_rows(rows):
+            assert analyze(log).as_dict() == whole, rows
+
+
 def test_largest_allocations_as_walked() -> None:
     for path in ALL_LOGS:
         rows, _ = read_rows(path)
