@@ -10,7 +10,8 @@ fresh child processes time, side by side:
 
 - `pickle.load` of the decompressed stream (what the old reader did before walking the tree);
 - `hipmem.replay.snapshots.reader.read_snapshot` (the numpy columns the replay needs), with the C
-  machine (`replay/snapshots/csrc/snapshot_reader.c`, built into the cache before the first child);
+  machine (`replay/snapshots/csrc/snapshot_reader.c`, an extension built when hipmem was
+  installed and imported with its package, as `pickle` imports `_pickle`);
 - with `--python-machine`, the same with the Python reference machine
   (`HIPMEM_SNAPSHOT_READER=python`), its time beside the C one's.
 
@@ -207,9 +208,9 @@ def main() -> None:
     parser.add_argument("--python-machine", action="store_true",
                         help="also time the Python reference machine")  # fmt: skip
     args = parser.parse_args()
-    from hipmem.replay.snapshots.native import build
+    from hipmem.replay.snapshots.native import load
 
-    build()  # built once, as on a user's first read: no child pays for the compiler
+    load()  # the C machine is built at install (setup.py): say so now if it was not
     folder = args.keep or Path(tempfile.mkdtemp(prefix="bench-snapshot-"))
     folder.mkdir(parents=True, exist_ok=True)
     files = sorted(SNAPSHOTS.glob("*.pickle.gz"))
