@@ -147,7 +147,7 @@ def test_field_mutated_snapshots_read_the_same(
         at = index % len(trace)
         if field == "<entry>":
             trace[at] = value  # the entry itself replaced by another value
-        elif field == "<delete>":
+        elif field == "<delete>" and isinstance(trace[at], dict):
             trace[at] = {k: v for k, v in trace[at].items() if k != "size"}
         elif isinstance(trace[at], dict):
             trace[at] = {**trace[at], field: value}
