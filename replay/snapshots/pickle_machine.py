@@ -5,9 +5,10 @@ million entries do not fit in a CI runner) and, whatever `find_class` refuses, i
 can still ask for any amount of memory. This reader runs the pickle machine itself, admitting
 only the opcodes `pickle` writes for the types a snapshot holds (dict, list, tuple, str,
 bytes, int, float, bool, None, and the memo), and hands every dict with an `action` key to a
-trace sink the moment it is appended to a list: the entry becomes column values there and is
-dropped, with its memo slot and its `frames` list, so a snapshot's entries are never all in
-memory at once.
+trace sink the moment it is appended to a list (or, in a batch of appends, as soon as the next
+item begins): the entry becomes column values there and is dropped, with its memo slot and its
+`frames` list, so a snapshot holds one entry in memory at a time, not all (nor a batch of
+1,000).
 
 Bounded by construction:
 
@@ -268,6 +269,16 @@ class RestrictedPickle:
                     stack.append(str(buf[start : start + size], "utf-8", "surrogatepass"))
                     pos = start + size
                 elif op == 0x7D:  # EMPTY_DICT
+                    # A dict begins after a trace entry in a list's batch: the entry is done,
+                    # so the batch so far is appended now, not at the batch's APPENDS (pickle
+                    # batches 1,000 items: this holds one entry at a time, not 1,000).
+                    first = marks[-1] if marks else 0
+                    if 0 < first < len(stack) and type(stack[first - 1]) is list:
+                        top = stack[-1]
+                        if type(top) is dict and "action" in top:
+                            items = stack[first:]
+                            del stack[first:]
+                            put_items(stack[-1], items, base + pos - 1)
                     stack.append({})
                     cells += 1
                 elif op == 0x75 or op == 0x73:  # SETITEMS, SETITEM
