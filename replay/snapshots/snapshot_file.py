@@ -77,14 +77,11 @@ class GzipStream:
         self._inflate = zlib.decompressobj(_GZIP_WBITS)
         # Reads never ask past the size: a read of 64 KiB allocates 64 KiB, whatever it gets.
         self._left_bytes = size = os.fstat(file.fileno()).st_size - file.tell()
+        self._input = self._read_input()  # the whole of a small file, in one read
         self._first_bytes = 0
-        if 18 <= size <= _WHOLE_BYTES:  # a header and a trailer at least
-            start = file.tell()
-            file.seek(start + size - 4)
-            hint = int.from_bytes(file.read(4), "little")
-            file.seek(start)
+        if 18 <= size == len(self._input):  # a header and a trailer at least
+            hint = int.from_bytes(self._input[-4:], "little")
             self._first_bytes = min(hint, _WHOLE_BYTES) + 1  # + 1: the member's end seen
-        self._input = self._read_input()
 
     def _read_input(self) -> bytes:
         data = self._file.read(min(self._left_bytes, _INPUT_BYTES)) if self._left_bytes else b""

@@ -1,8 +1,9 @@
 /* The restricted snapshot pickle machine and its trace sink, in C.
  *
- * A port, opcode for opcode, of `replay/snapshot_pickle.py` (`RestrictedPickle._run`) and of
- * the trace sink `replay/snapshot.py` (`_TraceList.entry` / `other`): the Python machine is
- * the reference, and tests/test_snapshot_native.py checks that both give the same columns,
+ * A port, opcode for opcode, of `replay/snapshots/pickle_machine.py` (`RestrictedPickle._run`)
+ * and of the trace sink of `replay/snapshots/reader.py` (`_TraceList.entry` / `other`, and the
+ * columns of `_TraceList.made_from_rows`): the Python machine is the reference, and
+ * tests/replay/snapshots/test_snapshot_native.py checks that both give the same columns,
  * skipped entries and errors, byte for byte. Why C: the Python machine runs ~4x the time of
  * `pickle.load` (C) on large snapshots; the issue asks for at most that time.
  *
@@ -13,15 +14,18 @@
  * bytes (the caller's cap, checked before any length is read), objects held at once
  * (`max_cells`), open MARKs, nothing recursive. Messages are made by the Python machine's
  * own methods (`_error`, `_refused`, `_cap_error`, `_cells_error`) and `excerpt`, so both
- * say the same words.
+ * say the same words. Memory it allocates is Python's (PyMem_Raw*, bytearrays), so
+ * tracemalloc counts it (benchmarks/bench_snapshot_read.py).
  *
- * Built on first use by `replay/snapshot_native.py` (the system C compiler, Python's
- * headers) into hipmem's cache and checked on every load (`hipmem/_core/build_cache.py`).
+ * A plain CPython extension (`hipmem.replay.snapshots._snapshot_reader`), built when hipmem is
+ * installed (setup.py) and imported by `replay/snapshots/native.py` with its package.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+
+static PyObject *ACTION; /* "action", interned at module init: the key that makes an entry */
 
 /* ---------- an open-addressing map, uint64 -> int64 (pointers or addresses) ---------- */
 
@@ -157,7 +161,7 @@ static PyObject *column_take(Column *c, Py_ssize_t item) {
 enum { COL_LINE, COL_TIME_NS, COL_ACTION, COL_POINTER, COL_SIZE, COL_STREAM, N_ROW_COLUMNS };
 enum { RES_TIME_NS, RES_LEVEL, N_RES_COLUMNS };
 
-/* ---------- the trace sink (snapshot.py's _TraceList, for one list) ---------- */
+/* ---------- the trace sink (reader.py's _TraceList, for one list) ---------- */
 
 typedef struct {
     PyObject *py; /* the _TraceList made by new_sink (it keeps the list alive) */
@@ -208,8 +212,7 @@ typedef struct {
     int have_first;
     int64_t first_us, day_start_us;
     /* keys and names */
-    PyObject *k_action, *k_time_us, *k_addr, *k_size, *k_stream, *k_frames, *k_device_free;
-    PyObject *tracked; /* action name -> kind */
+    PyObject *k_action; /* "action", interned once (module init) */
     PyObject *zero;
 } Machine;
 
@@ -310,7 +313,7 @@ static int next_line(Machine *m, Sink *s, int64_t *line) {
     return 0;
 }
 
-/* snapshot.py's _not_an_entry */
+/* reader.py's _not_an_entry */
 static PyObject *not_an_entry(Machine *m, PyObject *item) {
     int shared = item == m->dropped;
     if (!shared && PyDict_CheckExact(item)) {
@@ -359,10 +362,6 @@ static int skip_field(Machine *m, Sink *s, int64_t line, PyObject *action, PyObj
     return 0;
 }
 
-static PyObject *get(PyObject *dict, PyObject *key) {
-    return PyDict_GetItemWithError(dict, key); /* borrowed; NULL: missing (or an error set) */
-}
-
 /* An entry's fields, found in one pass over the dict (borrowed; NULL: missing). */
 typedef struct {
     PyObject *action, *time_us, *addr, *size, *stream, *frames, *device_free;
@@ -404,6 +403,25 @@ static void scan_fields(Machine *m, PyObject *item, Fields *f) {
     }
 }
 
+/* reader.py's _TRACKED: the kind of an action (an exact str), or -1 when it is not one the
+   columns follow. By length and bytes, as field_index: no hashing per entry. */
+static int tracked_kind(PyObject *action) {
+    if (PyUnicode_KIND(action) != PyUnicode_1BYTE_KIND) return -1;
+    const char *text = (const char *)PyUnicode_1BYTE_DATA(action);
+    switch (PyUnicode_GET_LENGTH(action)) {
+    case 3: return !memcmp(text, "oom", 3) ? KIND_OOM : -1;
+    case 5: return !memcmp(text, "alloc", 5) ? KIND_ALLOC : -1;
+    case 11: return !memcmp(text, "segment_map", 11) ? KIND_SEGMENT_ALLOC : -1;
+    case 12: return !memcmp(text, "segment_free", 12) ? KIND_SEGMENT_FREE : -1;
+    case 13:
+        return !memcmp(text, "segment_alloc", 13)   ? KIND_SEGMENT_ALLOC
+               : !memcmp(text, "segment_unmap", 13) ? KIND_SEGMENT_FREE
+                                                    : -1;
+    case 14: return !memcmp(text, "free_completed", 14) ? KIND_FREE : -1;
+    default: return -1;
+    }
+}
+
 static int sink_entry(Machine *m, Sink *s, PyObject *item, const Fields *f) {
     int64_t line;
     if (next_line(m, s, &line) < 0) return -1;
@@ -435,9 +453,8 @@ static int sink_entry(Machine *m, Sink *s, PyObject *item, const Fields *f) {
         m->first_us = time_us;
         m->day_start_us = time_us - time_us % m->day_us;
     }
-    PyObject *kind_obj = get(m->tracked, action);
-    if (!kind_obj) return PyErr_Occurred() ? -1 : 0;
-    long kind = PyLong_AsLong(kind_obj);
+    int kind = tracked_kind(action);
+    if (kind < 0) return 0;
     values[0] = f->addr ? f->addr : m->zero; /* item.get("addr", 0) */
     values[1] = f->size;
     values[2] = f->stream;
@@ -548,7 +565,7 @@ static Sink *sink_for(Machine *m, PyObject *target, int make) {
         m->max_entries = PyLong_AsLongLong(max);
         Py_DECREF(max);
         if (m->max_entries == -1 && PyErr_Occurred()) return NULL;
-        /* The sink's other limits (snapshot.py's MAX_KEPT_SKIPS, MAX_TIME_US, DAY_US) */
+        /* The sink's other limits (reader.py's MAX_KEPT_SKIPS, MAX_TIME_US, DAY_US) */
         PyObject *limits = PyObject_GetAttrString(m->shared, "sink_limits");
         if (!limits) return NULL;
         long long kept;
@@ -1377,21 +1394,8 @@ static void machine_free(Machine *m) {
     PyMem_RawFree(m->sinks);
     Py_XDECREF(m->shared);
     Py_XDECREF(m->want_lines);
-    Py_XDECREF(m->k_action);
-    Py_XDECREF(m->k_time_us);
-    Py_XDECREF(m->k_addr);
-    Py_XDECREF(m->k_size);
-    Py_XDECREF(m->k_stream);
-    Py_XDECREF(m->k_frames);
-    Py_XDECREF(m->k_device_free);
-    Py_XDECREF(m->tracked);
     Py_XDECREF(m->zero);
 }
-
-static const char *TRACKED_NAMES[] = {"alloc", "free_completed", "oom", "segment_alloc",
-                                      "segment_map", "segment_free", "segment_unmap"};
-static const long TRACKED_KINDS[] = {KIND_ALLOC, KIND_FREE, KIND_OOM, KIND_SEGMENT_ALLOC,
-                                     KIND_SEGMENT_ALLOC, KIND_SEGMENT_FREE, KIND_SEGMENT_FREE};
 
 /* run(machine, read, max_bytes, max_cells, new_sink, keep_frames, sinks, consts)
    consts: (DROPPED, BigInt, excerpt, _Truncated, SnapshotError, (ALLOCATE, FREE,
@@ -1416,25 +1420,10 @@ static PyObject *reader_run(PyObject *self, PyObject *args) {
     m.max_bytes = max_bytes;
     m.max_cells = max_cells;
     m.keep_frames = keep_frames;
-    m.k_action = PyUnicode_InternFromString("action");
-    m.k_time_us = PyUnicode_InternFromString("time_us");
-    m.k_addr = PyUnicode_InternFromString("addr");
-    m.k_size = PyUnicode_InternFromString("size");
-    m.k_stream = PyUnicode_InternFromString("stream");
-    m.k_frames = PyUnicode_InternFromString("frames");
-    m.k_device_free = PyUnicode_InternFromString("device_free");
-    m.tracked = PyDict_New();
+    m.k_action = ACTION;
     m.zero = PyLong_FromLong(0);
     PyObject *result = NULL;
-    if (!m.k_action || !m.k_time_us || !m.k_addr || !m.k_size || !m.k_stream || !m.k_frames ||
-        !m.k_device_free || !m.tracked || !m.zero)
-        goto done;
-    for (int k = 0; k < 7; k++) {
-        PyObject *kind = PyLong_FromLong(TRACKED_KINDS[k]);
-        int bad = !kind || PyDict_SetItemString(m.tracked, TRACKED_NAMES[k], kind) < 0;
-        Py_XDECREF(kind);
-        if (bad) goto done;
-    }
+    if (!m.zero) goto done;
     /* No cycle collection while the machine runs: what it builds is a tree (a cycle only in
        a hostile pickle, collected afterwards), and the collector would walk the kept
        segments again and again as entries come and go. */
@@ -1456,4 +1445,7 @@ static struct PyModuleDef MODULE = {
     PyModuleDef_HEAD_INIT, "_snapshot_reader", NULL, -1, METHODS, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__snapshot_reader(void) { return PyModule_Create(&MODULE); }
+PyMODINIT_FUNC PyInit__snapshot_reader(void) {
+    if (!ACTION && !(ACTION = PyUnicode_InternFromString("action"))) return NULL;
+    return PyModule_Create(&MODULE);
+}
