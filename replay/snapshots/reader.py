@@ -381,7 +381,9 @@ class _DeviceTrace:
                 "of a real device"
             )
         times = np.frombuffer(times_ns, dtype=np.int64)
-        levels = np.frombuffer(changes, dtype=np.int64) + start_bytes
+        levels = np.frombuffer(changes, dtype=np.int64)  # the changes summed from 0
+        if start_bytes or not last_use:  # else the machine's sums are the levels already
+            levels = levels + start_bytes
         peak_bytes = max(start_bytes, int(levels[peak_at]) if peak_at >= 0 else 0)
         conf = settings.get("PYTORCH_CUDA_ALLOC_CONF")
         where = self.source
