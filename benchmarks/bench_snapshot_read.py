@@ -18,7 +18,11 @@ fresh child processes time, side by side:
 Each child imports the same modules first, then reads the file once; it reports the wall
 time of the read alone and its peak resident memory (ru_maxrss) above what it held after the
 imports (for files under 1 MB, which do not move it, the heap's peak as tracemalloc counts
-it, in one more child each). A file under 1 MB is then read again in the same child, without
+it, in one more child each). tracemalloc counts what both sides allocate: Python objects,
+numpy's arrays, bytearrays, and PyMem_RawMalloc, through which CPython's zlib allocates its
+state and window (both sides inflate with it) and the C machine every buffer of its own
+(stack, memo, read buffer, maps; it calls no plain `malloc`), so the comparison is like for
+like. A file under 1 MB is then read again in the same child, without
 the one-time costs of a first read (loading the C machine, first calls). Medians of `--runs`
 children (pickle.load of a file over 1 MB once: a 10 M-entry snapshot needs about 5 GB).
 `--inspect` also runs `hipmem log inspect` on the largest generated snapshot and reports the

@@ -91,7 +91,7 @@ class GzipStream:
     def read(self, size: int) -> bytes:
         want = max(size, self._first_bytes)
         self._first_bytes = 0
-        parts = []
+        parts: list[bytes] = []
         while want > 0:
             inflate = self._inflate
             if inflate.eof:  # the member ended: another may follow
