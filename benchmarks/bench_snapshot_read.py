@@ -197,6 +197,12 @@ def _inspect_peak_mib(path: Path) -> tuple[float, float]:
     return wall_s, int(done.stdout) / 1024
 
 
+def _ms(wall_s: float) -> str:
+    """Milliseconds to three significant digits (0.26 ms and 34,400 ms alike)."""
+    wall_ms = wall_s * 1000
+    return f"{wall_ms:,.0f}" if wall_ms >= 100 else f"{wall_ms:.3g}"
+
+
 def _entries(path: Path) -> int:
     from hipmem.replay.snapshots.reader import read_snapshot
 
@@ -226,7 +232,7 @@ def main() -> None:
     print(f"machine: {platform.platform()}, python {platform.python_version()}")
     hows = ("pickle", "reader", "python") if args.python_machine else ("pickle", "reader")
     extra = " Python machine s | its ratio |" if args.python_machine else ""
-    print("| snapshot | entries | pickle.load s | reader s | time ratio | pickle.load MiB | "
+    print("| snapshot | entries | pickle.load ms | reader ms | time ratio | pickle.load MiB | "
           f"reader MiB | memory ratio | read again: time ratio |{extra}")  # fmt: skip
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * (2 if extra else 0))
     for path in files:
@@ -238,14 +244,14 @@ def main() -> None:
             peak = {how: statistics.median(r["peak_mib"] for r in runs[how]) for how in runs}
         else:  # too small to move ru_maxrss: the heap's peak as tracemalloc counts it
             peak = {how: _child(path, how, traced=True)["peak_mib"] for how in runs}
-        python = (f" {wall['python']:.3f} | {wall['python'] / wall['pickle']:.1f}x |"
+        python = (f" {_ms(wall['python'])} | {wall['python'] / wall['pickle']:.1f}x |"
                   if "python" in wall else "")  # fmt: skip
         again = ""
         if not big:
             again_s = {how: statistics.median(r["again_s"] for r in runs[how]) for how in runs}
             again = f"{again_s['reader'] / again_s['pickle']:.2f}x"
         print(
-            f"| {path.name} | {_entries(path):,} | {wall['pickle']:.3f} | {wall['reader']:.3f} | "
+            f"| {path.name} | {_entries(path):,} | {_ms(wall['pickle'])} | {_ms(wall['reader'])} | "
             f"{wall['reader'] / wall['pickle']:.2f}x | {peak['pickle']:.1f} | "
             f"{peak['reader']:.1f} | {peak['reader'] / peak['pickle']:.2f} | {again} |{python}",
             flush=True,
