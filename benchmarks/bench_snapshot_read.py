@@ -231,7 +231,7 @@ def main() -> None:
         files.append(target)
     print(f"machine: {platform.platform()}, python {platform.python_version()}")
     hows = ("pickle", "reader", "python") if args.python_machine else ("pickle", "reader")
-    extra = " Python machine s | its ratio |" if args.python_machine else ""
+    extra = " Python machine ms | its ratio |" if args.python_machine else ""
     print("| snapshot | entries | pickle.load ms | reader ms | time ratio | pickle.load MiB | "
           f"reader MiB | memory ratio | read again: time ratio |{extra}")  # fmt: skip
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * (2 if extra else 0))
