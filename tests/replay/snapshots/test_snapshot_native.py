@@ -214,6 +214,25 @@ def test_the_caps_say_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert python == native
 
 
+def test_a_batch_of_appends_is_read_an_entry_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pickle appends 1,000 items per APPENDS; held until then, this batch would be ~7,000
+    # objects, past a cap of 2,000. Each entry is read as the next begins: one at a time.
+    entries = [
+        {"action": "alloc", "addr": 4096 * (i + 1), "size": i + 1, "stream": 0, "time_us": i}
+        for i in range(1000)
+    ]
+    path = tmp_path / "batch.pickle"
+    path.write_bytes(pickle.dumps({"device_traces": [entries], "segments": []}, protocol=4))
+    monkeypatch.setattr(snapshot, "MAX_HELD_OBJECTS", 2000)
+    python, native = _both(path, monkeypatch)
+    assert python[0] != "error", python
+    assert python == native
+    columns, _, _, recording = python[0]
+    assert recording["trace_entries"] == 1000 and columns["size_bytes"][1][-1] == 1000
+
+
 def _hipmem(env: dict[str, str], *args: str, block_native: bool = False) -> Any:
     """`hipmem ARGS` in a fresh process; `block_native`: as installed without the C reader
     (its import fails, as when setuptools could not build the optional extension)."""
