@@ -16,7 +16,7 @@ Bounded by construction:
   header longer than what is left is refused before anything is allocated;
 - objects: every object kept (a container item or a memo slot) counts against `max_cells`;
   an entry handed to the sink gives its cells back. Sharing costs one cell per reference;
-  walks over shared parts count each visit (see `snapshot.py`);
+  walks over shared parts count each visit (see `reader.py`);
 - nesting: nothing here recurses; tuples hold only scalars (PyTorch's are `(0, 0)` pool ids)
   and dict keys are scalars, so hashing and comparing never recurse either;
 - messages: an input value is described by its type and size, or by a short escaped excerpt.

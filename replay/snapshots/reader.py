@@ -21,7 +21,7 @@ Each device's `device_traces[N]` becomes one source of an `AllocationLog`, named
   named, never read as a different size. Sums are Python integers, checked against 2**63.
 
 A pickle can run any code while it loads, and snapshots come from other machines: the reader
-(`snapshot_pickle.py`) runs the pickle machine itself, admits only the plain data a snapshot
+(`pickle_machine.py`) runs the pickle machine itself, admits only the plain data a snapshot
 holds, and turns each trace entry into column values as soon as it is complete (no object
 tree of the whole file); see docs/hostile-input.md for the bounds.
 """
@@ -100,7 +100,8 @@ class _Shared:
 
 class _TraceList:
     """One list's trace entries as they stream past: rows (line, time_us, action, address,
-    size, stream, interleaved int64), reserved-bytes changes, and what was skipped."""
+    size, stream, interleaved int64), reserved-bytes changes, and what was skipped. The C
+    machine fills `made` (finished columns) instead of the rows and changes."""
 
     def __init__(self, target: list[Any], shared: _Shared) -> None:
         self.target = target  # kept alive, so its id names no other list while read
