@@ -4,7 +4,8 @@ built when hipmem is installed.
 `pickle_machine.RestrictedPickle` (Python) is the reference; this is the same machine and the
 same trace sink in C, a plain CPython extension module (`_snapshot_reader`) that setuptools
 builds at install time (setup.py) and this module imports with its package, as `pickle`
-imports `_pickle`: nothing is built, looked up or checked when a snapshot is read. Both give
+imports `_pickle`: nothing is built, looked up or checked when a snapshot is read (in a
+checkout, `pip install -e .` builds it in place, and again after the C source changes). Both give
 the same columns, skipped entries and messages (tests/replay/snapshots/test_snapshot_native.py);
 the C one in about the time of a plain `pickle.load` of the file (docs/benchmarks.md).
 
