@@ -10,14 +10,19 @@ fresh child processes time, side by side:
 
 - `pickle.load` of the decompressed stream (what the old reader did before walking the tree);
 - `hipmem.replay.snapshots.reader.read_snapshot` (the numpy columns the replay needs), with the C
-  machine (`replay/snapshots/csrc/snapshot_reader.c`, built into the cache before the first child);
+  machine (`replay/snapshots/csrc/snapshot_reader.c`, an extension built when hipmem was
+  installed and imported with its package, as `pickle` imports `_pickle`);
 - with `--python-machine`, the same with the Python reference machine
   (`HIPMEM_SNAPSHOT_READER=python`), its time beside the C one's.
 
 Each child imports the same modules first, then reads the file once; it reports the wall
 time of the read alone and its peak resident memory (ru_maxrss) above what it held after the
 imports (for files under 1 MB, which do not move it, the heap's peak as tracemalloc counts
-it, in one more child each). A file under 1 MB is then read again in the same child, without
+it, in one more child each). tracemalloc counts what both sides allocate: Python objects,
+numpy's arrays, bytearrays, and PyMem_RawMalloc, through which CPython's zlib allocates its
+state and window (both sides inflate with it) and the C machine every buffer of its own
+(stack, memo, read buffer, maps; it calls no plain `malloc`), so the comparison is like for
+like. A file under 1 MB is then read again in the same child, without
 the one-time costs of a first read (loading the C machine, first calls). Medians of `--runs`
 children (pickle.load of a file over 1 MB once: a 10 M-entry snapshot needs about 5 GB).
 `--inspect` also runs `hipmem log inspect` on the largest generated snapshot and reports the
@@ -192,6 +197,12 @@ def _inspect_peak_mib(path: Path) -> tuple[float, float]:
     return wall_s, int(done.stdout) / 1024
 
 
+def _ms(wall_s: float) -> str:
+    """Milliseconds to three significant digits (0.26 ms and 34,400 ms alike)."""
+    wall_ms = wall_s * 1000
+    return f"{wall_ms:,.0f}" if wall_ms >= 100 else f"{wall_ms:.3g}"
+
+
 def _entries(path: Path) -> int:
     from hipmem.replay.snapshots.reader import read_snapshot
 
@@ -207,9 +218,9 @@ def main() -> None:
     parser.add_argument("--python-machine", action="store_true",
                         help="also time the Python reference machine")  # fmt: skip
     args = parser.parse_args()
-    from hipmem.replay.snapshots.native import build
+    from hipmem.replay.snapshots.native import load
 
-    build()  # built once, as on a user's first read: no child pays for the compiler
+    load()  # the C machine is built at install (setup.py): say so now if it was not
     folder = args.keep or Path(tempfile.mkdtemp(prefix="bench-snapshot-"))
     folder.mkdir(parents=True, exist_ok=True)
     files = sorted(SNAPSHOTS.glob("*.pickle.gz"))
@@ -220,8 +231,8 @@ def main() -> None:
         files.append(target)
     print(f"machine: {platform.platform()}, python {platform.python_version()}")
     hows = ("pickle", "reader", "python") if args.python_machine else ("pickle", "reader")
-    extra = " Python machine s | its ratio |" if args.python_machine else ""
-    print("| snapshot | entries | pickle.load s | reader s | time ratio | pickle.load MiB | "
+    extra = " Python machine ms | its ratio |" if args.python_machine else ""
+    print("| snapshot | entries | pickle.load ms | reader ms | time ratio | pickle.load MiB | "
           f"reader MiB | memory ratio | read again: time ratio |{extra}")  # fmt: skip
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * (2 if extra else 0))
     for path in files:
@@ -233,14 +244,14 @@ def main() -> None:
             peak = {how: statistics.median(r["peak_mib"] for r in runs[how]) for how in runs}
         else:  # too small to move ru_maxrss: the heap's peak as tracemalloc counts it
             peak = {how: _child(path, how, traced=True)["peak_mib"] for how in runs}
-        python = (f" {wall['python']:.3f} | {wall['python'] / wall['pickle']:.1f}x |"
+        python = (f" {_ms(wall['python'])} | {wall['python'] / wall['pickle']:.1f}x |"
                   if "python" in wall else "")  # fmt: skip
         again = ""
         if not big:
             again_s = {how: statistics.median(r["again_s"] for r in runs[how]) for how in runs}
             again = f"{again_s['reader'] / again_s['pickle']:.2f}x"
         print(
-            f"| {path.name} | {_entries(path):,} | {wall['pickle']:.3f} | {wall['reader']:.3f} | "
+            f"| {path.name} | {_entries(path):,} | {_ms(wall['pickle'])} | {_ms(wall['reader'])} | "
             f"{wall['reader'] / wall['pickle']:.2f}x | {peak['pickle']:.1f} | "
             f"{peak['reader']:.1f} | {peak['reader'] / peak['pickle']:.2f} | {again} |{python}",
             flush=True,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hipmem._core.skipped_input import (
     SHOWN_PLACES,
@@ -17,14 +18,15 @@ from hipmem._core.skipped_input import (
     refuse_skipped,
 )
 
-from ..sizing.calls.logs import CallLog, read_call_log
 from ..sizing.calls.spec import Call, parse_call
-from ..sizing.calls.workload_file import read_workload_entries
 from ..sizing.errors import CallLogError, UsageError
 from ..sizing.rocm.catalog import Catalog, load_catalog
 from ..sizing.sweeps.plan import SweptCall, plan_sweep
 from ..sizing.sweeps.range import DEFAULT_MAX_POINTS, BadSweep, parse_sweep
 from . import output
+
+if TYPE_CHECKING:
+    from ..sizing.calls.logs import CallLog
 
 _PROBLEMS_SHOWN = 5  # per log file; the rest are counted
 
@@ -57,8 +59,17 @@ def gather_calls(
     catalog = catalog or load_catalog()
     calls: list[tuple[Call, int] | SweptCall] = []
     calls.extend(_command_line_calls(sources, catalog))
-    for path in sources.workloads:
-        calls.extend(read_workload_entries(path, catalog, max_points=sources.max_points))
+    if sources.workloads:
+        # Imported here: its schema and YAML readers (jsonschema, PyYAML) take about 60 ms to
+        # import, which a command line of calls alone should not pay.
+        from ..sizing.calls.workload_file import read_workload_entries
+
+        for path in sources.workloads:
+            calls.extend(read_workload_entries(path, catalog, max_points=sources.max_points))
+    if sources.from_logs:
+        # Imported here, as the workload reader above: the log formats read YAML (PyYAML, about
+        # 13 ms to import).
+        from ..sizing.calls.logs import read_call_log
     for path in sources.from_logs:
         with output.progress(f"reading {path.name}", transfer=True) as report:
             log = read_call_log(path, catalog, progress=report)

@@ -137,7 +137,8 @@ def _answer_again(argv: list[str]) -> int | None:
         root = cache_dir()
     except CacheUnusable:
         return None  # the command itself says what is wrong with the cache, in one line
-    key = answer_cache.key_for(argv, root)
+    changeable = answer_cache.changeable_state(argv, root)
+    key = answer_cache.key_for(argv, root, changeable=changeable)
     if key is None:
         return None
     kept = answer_cache.lookup(root, key)
@@ -153,8 +154,10 @@ def _answer_again(argv: list[str]) -> int | None:
         code = _answer(argv)
     finally:
         sys.stdout, sys.stderr = streams
-    # Kept only when nothing it depends on changed while it ran (a fetch, a build).
-    if code in (0, 1) and answer_cache.key_for(argv, root) == key:
+    # Kept only when nothing it depends on changed while it ran (a fetch, a build, a named
+    # file it wrote): the rest of the key (hipmem's files, the environment) a command never
+    # changes, so it is not computed again.
+    if code in (0, 1) and answer_cache.changeable_state(argv, root) == changeable:
         answer_cache.store(root, key, out.text(), err.text(), code)
     return code
 

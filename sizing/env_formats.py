@@ -28,8 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from hipmem._core.alloc_conf import is_alloc_conf
 
 from .errors import SizingError, UsageError
@@ -121,19 +119,19 @@ class _Quoted(str):
     """A string PyYAML must write in double quotes."""
 
 
-class _KubernetesDumper(yaml.SafeDumper):
-    pass
-
-
-_KubernetesDumper.add_representer(
-    _Quoted, lambda dumper, text: dumper.represent_scalar("tag:yaml.org,2002:str", text, '"')
-)
-
-
 def _kubernetes_yaml(env: list[EnvVar]) -> str:
+    # Imported here: PyYAML takes about 13 ms to import, and only this format needs it.
+    import yaml
+
+    class KubernetesDumper(yaml.SafeDumper):
+        pass
+
+    KubernetesDumper.add_representer(
+        _Quoted, lambda dumper, text: dumper.represent_scalar("tag:yaml.org,2002:str", text, '"')
+    )
     # Always quoted: an unquoted 4732160 would be an int, which Kubernetes rejects for `value`.
     items = [{"name": v.name, "value": _Quoted(v.value)} for v in env]
-    return yaml.dump({"env": items}, Dumper=_KubernetesDumper, sort_keys=False)
+    return yaml.dump({"env": items}, Dumper=KubernetesDumper, sort_keys=False)
 
 
 def write_github(

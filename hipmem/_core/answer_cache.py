@@ -6,8 +6,9 @@ stderr and exit code) is kept in `<cache>/answers/<key>.json`, the key a SHA256 
 
 - the command line as typed, the working folder, and the environment variables hipmem, ROCm
   and the terminal read (`_ENV_PREFIXES`);
-- hipmem itself: its version and the size and time of every source file (an edit or an
-  upgrade is another key);
+- hipmem itself: the size and time of every source file (an edit is another key), and the
+  time of the folders packages are installed in (`site.getsitepackages()`: a `pip install`
+  or upgrade of hipmem or of what it imports adds or replaces files there);
 - every file the command line names (call logs, workloads): its bytes;
 - the libraries: the manifests of the cached ROCm releases and hipBLASLt builds (every
   library file's recorded size and SHA256), the records of the HIP stand-in builds, and
@@ -15,7 +16,8 @@ stderr and exit code) is kept in `<cache>/answers/<key>.json`, the key a SHA256 
   cache): their times.
 
 Only answers given while none of that changed are kept (a query that fetched or built
-something is asked again next time, and kept then), and only when both stdout and stderr
+something is asked again next time, and kept then: what a command itself can change, its named
+files and the libraries, is looked at again after it ran), and only when both stdout and stderr
 are piped (a terminal's output depends on its width and colours); snapshots, plots and
 `--format github` (which writes files) are never answered from here. A hit prints the kept
 output and exits with its code before typer, rich or any library is imported.
@@ -30,7 +32,9 @@ import hashlib
 import importlib.util
 import json
 import os
+import site
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 COMMANDS = ("size", "recommend", "check")
@@ -50,22 +54,46 @@ def answers_dir(cache_root: Path) -> Path:
     return cache_root / "answers"
 
 
-def key_for(argv: list[str], cache_root: Path, env: dict[str, str] | None = None) -> str | None:
-    """The key of this command line's answer, or None when it is not kept."""
+def key_for(
+    argv: list[str],
+    cache_root: Path,
+    env: dict[str, str] | None = None,
+    *,
+    changeable: str | None = None,
+) -> str | None:
+    """The key of this command line's answer, or None when it is not kept. `changeable`:
+    `changeable_state` of the same command line, when the caller has it already."""
     if not argv or argv[0] not in COMMANDS:
         return None
     if any(word == never or word.startswith(never + "=") or (never == "github" and
            "github" in word) for word in argv for never in _NEVER):  # fmt: skip
         return None
     environ = os.environ if env is None else env
+    if changeable is None:
+        changeable = changeable_state(argv, cache_root, environ)
+    if changeable is None:
+        return None
     digest = hashlib.sha256()
     _add(digest, "format", str(FORMAT), "argv", *argv, "cwd", str(Path.cwd()))
     for name in sorted(environ):
         if name.startswith(_ENV_PREFIXES):
             _add(digest, name, environ[name])
-    if not _add_sources(digest) or not _add_inputs(digest, argv):
+    if not _add_sources(digest):
         return None
-    _add_libraries(digest, cache_root, environ)
+    _add(digest, "changeable", changeable)
+    return digest.hexdigest()
+
+
+def changeable_state(
+    argv: list[str], cache_root: Path, env: Mapping[str, str] | None = None
+) -> str | None:
+    """The part of the key a command can change while it runs: the files it names and the
+    libraries (a fetch, a build). Looked at again after an answer: only an answer given while
+    it stayed the same is kept. None: a named file too large to hash, not kept."""
+    digest = hashlib.sha256()
+    if not _add_inputs(digest, argv):
+        return None
+    _add_libraries(digest, cache_root, os.environ if env is None else env)
     return digest.hexdigest()
 
 
@@ -117,30 +145,45 @@ def _add(digest: hashlib._Hash, *parts: str) -> None:
 
 
 def _add_sources(digest: hashlib._Hash) -> bool:
-    try:
-        from importlib.metadata import version
-
-        _add(digest, "version", version("hipmem"))
-    except Exception:  # run from a source tree never installed: the files still say it
-        _add(digest, "version", "unknown")
+    # The folders packages are installed in: installing or upgrading one there (hipmem,
+    # typer, rich, a library) adds or renames files in it, which changes its time. Cheaper
+    # than asking importlib.metadata for versions (milliseconds a lookup), and it covers every
+    # dependency. Not all of sys.path: its first entry is the script's or the working folder.
+    for folder in _site_folders():
+        with contextlib.suppress(OSError):
+            info = Path(folder).stat()
+            _add(digest, "site-folder", folder, str(info.st_mtime_ns), str(info.st_ino))
     for package in _SOURCE_PACKAGES:
         # Where the import system finds the package: the folders differ between a checkout
         # (sizing/) and an install (hipmem/sizing/), the files do not.
         spec = importlib.util.find_spec(package)
         if spec is None or not spec.submodule_search_locations:
             return False
-        folder = Path(next(iter(spec.submodule_search_locations)))
         try:
-            for parent, dirs, names in os.walk(folder):
-                dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-                for name in sorted(n for n in names if not n.endswith(".pyc")):
-                    path = Path(parent, name)
-                    info = path.stat()
-                    where = str(path.relative_to(folder))
-                    _add(digest, package, where, str(info.st_size), str(info.st_mtime_ns))
+            _add_folder(digest, package, next(iter(spec.submodule_search_locations)), "")
         except OSError:
             return False
     return True
+
+
+def _site_folders() -> list[str]:
+    folders = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE:
+        folders.append(site.getusersitepackages())
+    return folders
+
+
+def _add_folder(digest: hashlib._Hash, package: str, folder: str, where: str) -> None:
+    """The size and time of every file below `folder` (os.scandir: no Path per file)."""
+    with os.scandir(folder) as entries:
+        found = sorted(entries, key=lambda entry: entry.name)
+    for entry in found:
+        if entry.is_dir(follow_symlinks=False):
+            if entry.name != "__pycache__":
+                _add_folder(digest, package, entry.path, f"{where}{entry.name}/")
+        elif not entry.name.endswith(".pyc"):
+            info = entry.stat()
+            _add(digest, package, where + entry.name, str(info.st_size), str(info.st_mtime_ns))
 
 
 def _add_inputs(digest: hashlib._Hash, argv: list[str]) -> bool:
@@ -165,7 +208,7 @@ def _add_inputs(digest: hashlib._Hash, argv: list[str]) -> bool:
     return True
 
 
-def _add_libraries(digest: hashlib._Hash, cache_root: Path, environ: object) -> None:
+def _add_libraries(digest: hashlib._Hash, cache_root: Path, env: Mapping[str, str]) -> None:
     for pattern in ("rocm/*/manifest.json", "hipblaslt/*/manifest.json", "shim/*/build.json",
                     "code-objects/*/build.json"):  # fmt: skip
         for path in sorted(cache_root.glob(pattern)):
@@ -174,7 +217,6 @@ def _add_libraries(digest: hashlib._Hash, cache_root: Path, environ: object) -> 
             except OSError:
                 _add(digest, str(path), "unreadable")
     places = ["/opt/rocm/lib", "/etc/ld.so.cache"]
-    env = environ if isinstance(environ, dict) else dict(os.environ)
     places += [f"{env[v]}/lib" for v in ("ROCM_PATH", "ROCM_HOME") if env.get(v)]
     places += [env["HIPMEM_ROCM_LIBDIR"]] if env.get("HIPMEM_ROCM_LIBDIR") else []
     places += [d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d]

@@ -28,7 +28,9 @@ import numpy.typing as npt
 import pandas as pd
 
 from .events import ALLOCATE, ALLOCATE_FAILURE, FREE, AllocationLog, LineRef, Recording
-from .owner_figures import action_counts, owner_live_bytes
+from .owner_figures import owner_figures, owner_live_bytes
+from .pointer_links import BLOCK_ROWS, BoolArray, RowArray, pointer_links
+from .row_figures import RowFigures, SizeBuckets, live_blocks, row_figures
 
 #: How many line numbers each anomaly keeps, and how many largest allocations are listed.
 FIRST_LINES = 5
@@ -232,8 +234,8 @@ class LiveTrace:
     """Live bytes after each event, and the pointer links the rules were applied through."""
 
     live_bytes: Int64Array  # after each event (int64, one per row)
-    prev_alloc: Int64Array  # row of the live allocation an event meets at its pointer, or -1
-    next_event: Int64Array  # next row touching the same pointer, or -1
+    prev_alloc: RowArray  # row of the live allocation an event meets at its pointer, or -1
+    has_next: BoolArray  # a later row (not a failure) touches the same pointer
 
 
 def live_trace(events: pd.DataFrame) -> LiveTrace:
@@ -243,67 +245,102 @@ def live_trace(events: pd.DataFrame) -> LiveTrace:
     effect depends only on the row before it at that pointer: if that row is an allocate,
     the pointer is live with that size; otherwise (a free, or none) it is not live.
     """
-    n = len(events)
     action = events["action"].to_numpy()
     size = events["size_bytes"].to_numpy()
-    prev_event = _previous_rows(events)
-    # The next row at a pointer is the one whose previous row it is (links form chains);
-    # arrays are reused in place: 20 M rows are 160 MB a column.
-    has_prev = prev_event >= 0
-    next_event = np.full(n, -1, np.int64)
-    next_event[prev_event[has_prev]] = np.flatnonzero(has_prev)
-    prev_alloc = _allocations_only(prev_event, action, has_prev)
-    old_size = np.zeros(n, np.int64)
-    old_size[has_prev] = size[prev_alloc[has_prev]]
-    del has_prev
-    is_alloc = action == ALLOCATE
-    delta = np.where(is_alloc, size, 0).astype(np.int64, copy=False)
-    np.subtract(delta, old_size, out=delta, where=is_alloc | (action == FREE))
-    del old_size
-    return LiveTrace(np.cumsum(delta, out=delta), prev_alloc, next_event)  # in place
+    links = pointer_links(action, events["pointer"].to_numpy())
+    live = np.empty(len(action), np.int64)
+    for start, block in live_blocks(action, size, links.prev_alloc):
+        live[start : start + len(block)] = block
+    return LiveTrace(live, links.prev_alloc, links.has_next)
 
 
-def previous_allocations(events: pd.DataFrame) -> Int64Array:
+def previous_allocations(events: pd.DataFrame) -> RowArray:
     """`live_trace(events).prev_alloc` alone (what a replay program needs), in less memory."""
-    prev_event = _previous_rows(events)
-    return _allocations_only(prev_event, events["action"].to_numpy(), prev_event >= 0)
-
-
-def _previous_rows(events: pd.DataFrame) -> Int64Array:
-    """The row before each row at its pointer (failures touch none), or -1.
-
-    By a stable sort of the pointers: rows of one pointer end up side by side in log order,
-    and each follows its previous one. (A group-by of the pointers' codes answered the same
-    with three times the memory: 80 MiB above the log for a million rows.)"""
     action = events["action"].to_numpy()
-    pointer = events["pointer"].to_numpy()
-    failures = action == ALLOCATE_FAILURE
-    rows = np.flatnonzero(~failures) if failures.any() else None
-    del failures
-    order = np.argsort(pointer if rows is None else pointer[rows], kind="stable")
-    sorted_pointers = pointer[order] if rows is None else pointer[rows[order]]
-    follows = np.flatnonzero(sorted_pointers[1:] == sorted_pointers[:-1])  # at order[i + 1]
-    del sorted_pointers
-    if rows is not None:
-        order = rows[order]
-    prev_event = np.full(len(pointer), -1, np.int64)
-    for start in range(0, len(follows), _BLOCK_ROWS):  # in blocks: no whole-length temporaries
-        at = follows[start : start + _BLOCK_ROWS]
-        prev_event[order[at + 1]] = order[at]
-    return prev_event
+    return pointer_links(action, events["pointer"].to_numpy(), want_next=False).prev_alloc
 
 
-_BLOCK_ROWS = 1 << 16
+def _at(events: pd.DataFrame, column: str, row: int) -> int:
+    """One cell as a Python int."""
+    return int(events[column].to_numpy()[row])
 
 
-def _allocations_only(
-    prev_event: Int64Array, action: np.ndarray, has_prev: npt.NDArray[np.bool_]
-) -> Int64Array:
-    """`prev_event` where that row is an allocate, else -1, in place; `has_prev` (prev_event
-    >= 0) becomes that mask."""
-    has_prev[has_prev] = action[prev_event[has_prev]] == ALLOCATE
-    prev_event[~has_prev] = -1
-    return prev_event
+def _ref(events: pd.DataFrame, sources: list[str], row: int) -> LineRef:
+    return LineRef(sources[_at(events, "file_index", row)], _at(events, "line", row))
+
+
+#: The anomaly kinds `row_figures` counts, by the names they are reported under, in order.
+ANOMALY_NAMES = {
+    "free_unknown": Effect.FREE_UNKNOWN.value,
+    "replaced": Effect.REPLACED_LIVE.value,
+    "replaced_zero": Effect.REPLACED_LIVE_ZERO_SIZE.value,
+    "size_mismatch": Effect.FREED_SIZE_MISMATCH.value,
+    "late": "out_of_time_order",
+    "failed": Effect.FAILED.value,
+}
+
+
+def analyze(log: AllocationLog) -> LogSummary:
+    """All figures of `hipmem log inspect`: every row read once, a block at a time, beside
+    the pointer links (memory near one int32 column on top of the log's own)."""
+    events = log.events
+    sources = log.sources
+    action = events["action"].to_numpy()
+    size = events["size_bytes"].to_numpy()
+    time_ns = events["time_ns"].to_numpy()
+    n = len(events)
+    links = pointer_links(action, events["pointer"].to_numpy())
+    rows = row_figures(
+        action, size, time_ns, events["file_index"].to_numpy(), links.prev_alloc,
+        links.has_next, names=ANOMALY_NAMES, first_kept=FIRST_LINES,
+        failures_kept=FAILURES_KEPT, largest_kept=LARGEST,
+    )  # fmt: skip
+    anomalies = [
+        Anomaly(
+            name,
+            ANOMALY_DESCRIPTIONS[name],
+            rows.anomaly_counts[name],
+            [_ref(events, sources, r) for r in rows.anomaly_rows[name]],
+        )
+        for name in ANOMALY_NAMES.values()
+    ]
+    per_thread = _groups(events, links.prev_alloc, "thread")
+    per_stream = _groups(events, links.prev_alloc, "stream")
+    return LogSummary(
+        sources=list(sources),
+        events=n,
+        allocate_rows=rows.allocate_rows,
+        free_rows=rows.free_rows,
+        failure_rows=rows.failure_rows,
+        first_time_ns=int(time_ns.min()) if n else None,
+        last_time_ns=int(time_ns.max()) if n else None,
+        span_ns=int(time_ns.max() - time_ns.min()) if n else 0,
+        threads=len(per_thread),
+        streams=len(per_stream),
+        peak=_peak(events, sources, rows),
+        live_at_end_count=rows.live_at_end_count,
+        live_at_end_bytes=rows.live_at_end_bytes,
+        zero_byte_allocations=rows.zero_byte_allocations,
+        zero_byte_live_at_end=rows.zero_byte_live_at_end,
+        per_thread=per_thread,
+        per_stream=per_stream,
+        size_histogram=_buckets(rows.buckets),
+        largest=_largest(events, sources, links.prev_alloc, rows.largest_rows),
+        anomalies=anomalies,
+        failures=_failures(events, sources, rows.failures),
+        skipped_count=log.skipped_count,
+        skipped=[LineRef(s.source, s.line) for s in log.skipped],
+        skipped_reasons=[s.reason for s in log.skipped],
+        recordings=list(log.recordings),
+    )
+
+
+def _peak(events: pd.DataFrame, sources: list[str], rows: RowFigures) -> PeakPoint | None:
+    if rows.peak_row < 0:  # no row with live bytes above 0
+        return None
+    row = rows.peak_row
+    ref = _ref(events, sources, row)
+    return PeakPoint(rows.peak_live_bytes, row, ref.source, ref.line, _at(events, "time_ns", row))
 
 
 def owner_traces(
@@ -319,165 +356,78 @@ def owner_traces(
     )
 
 
-def _at(events: pd.DataFrame, column: str, row: int) -> int:
-    """One cell as a Python int."""
-    return int(events[column].to_numpy()[row])
-
-
-def _ref(events: pd.DataFrame, sources: list[str], row: int) -> LineRef:
-    return LineRef(sources[_at(events, "file_index", row)], _at(events, "line", row))
-
-
-def _anomaly(
-    name: str, mask: npt.NDArray[np.bool_], events: pd.DataFrame, sources: list[str]
-) -> Anomaly:
-    rows = np.flatnonzero(mask)
-    first = [_ref(events, sources, int(r)) for r in rows[:FIRST_LINES]]
-    return Anomaly(name, ANOMALY_DESCRIPTIONS[name], len(rows), first)
-
-
-def analyze(log: AllocationLog) -> LogSummary:
-    """All figures of `hipmem log inspect`, computed over whole columns."""
-    events = log.events
-    sources = log.sources
-    action = events["action"].to_numpy()
-    size = events["size_bytes"].to_numpy()
-    time_ns = events["time_ns"].to_numpy()
-    file_index = events["file_index"].to_numpy()
-    n = len(events)
-    trace = live_trace(events)
-    prev = trace.prev_alloc
-    is_alloc = action == ALLOCATE
-    is_free = action == FREE
-    is_failure = action == ALLOCATE_FAILURE
-    safe_prev = np.maximum(prev, 0)
-
-    replaced = is_alloc & (prev >= 0)
-    replaced_zero = replaced & ((size == 0) | (size[safe_prev] == 0))
-    late = np.zeros(n, np.bool_)
-    late[1:] = (time_ns[1:] < time_ns[:-1]) & (file_index[1:] == file_index[:-1])
-    anomalies = [
-        _anomaly(Effect.FREE_UNKNOWN.value, is_free & (prev < 0), events, sources),
-        _anomaly(Effect.REPLACED_LIVE.value, replaced & ~replaced_zero, events, sources),
-        _anomaly(Effect.REPLACED_LIVE_ZERO_SIZE.value, replaced_zero, events, sources),
-        _anomaly(
-            Effect.FREED_SIZE_MISMATCH.value,
-            is_free & (prev >= 0) & (size != size[safe_prev]),
-            events,
-            sources,
-        ),
-        _anomaly("out_of_time_order", late, events, sources),
-        _anomaly(Effect.FAILED.value, is_failure, events, sources),
-    ]
-
-    # An allocation is live at the end when no later row touches its pointer.
-    live_end = is_alloc & (trace.next_event < 0)
-    zero = size == 0
-    return LogSummary(
-        sources=list(sources),
-        events=n,
-        allocate_rows=int(is_alloc.sum()),
-        free_rows=int(is_free.sum()),
-        failure_rows=int(is_failure.sum()),
-        first_time_ns=int(time_ns.min()) if n else None,
-        last_time_ns=int(time_ns.max()) if n else None,
-        span_ns=int(time_ns.max() - time_ns.min()) if n else 0,
-        threads=int(events["thread"].nunique()),
-        streams=int(events["stream"].nunique()),
-        peak=_peak(events, sources, trace.live_bytes),
-        live_at_end_count=int((live_end & ~zero).sum()),
-        live_at_end_bytes=int(size[live_end].sum()),
-        zero_byte_allocations=int((is_alloc & zero).sum()),
-        zero_byte_live_at_end=int((live_end & zero).sum()),
-        per_thread=_groups(events, trace, "thread"),
-        per_stream=_groups(events, trace, "stream"),
-        size_histogram=size_histogram(size[is_alloc]),
-        largest=_largest(events, sources, trace),
-        anomalies=anomalies,
-        failures=_failures(events, sources, trace.live_bytes),
-        skipped_count=log.skipped_count,
-        skipped=[LineRef(s.source, s.line) for s in log.skipped],
-        skipped_reasons=[s.reason for s in log.skipped],
-        recordings=list(log.recordings),
+def _groups(events: pd.DataFrame, prev_alloc: RowArray, column: str) -> list[GroupFigures]:
+    owners = owner_figures(
+        events[column].to_numpy(),
+        events["action"].to_numpy(),
+        events["size_bytes"].to_numpy(),
+        prev_alloc,
     )
-
-
-def _peak(events: pd.DataFrame, sources: list[str], live: Int64Array) -> PeakPoint | None:
-    if not len(live) or live.max() <= 0:
-        return None
-    row = int(np.argmax(live))  # the first row where the maximum is reached
-    ref = _ref(events, sources, row)
-    return PeakPoint(int(live[row]), row, ref.source, ref.line, _at(events, "time_ns", int(row)))
-
-
-def _groups(events: pd.DataFrame, trace: LiveTrace, column: str) -> list[GroupFigures]:
-    keys, counts = action_counts(events[column].to_numpy(), events["action"].to_numpy())
-    traces = owner_traces(events, trace, column)
-    peaks = {key: int(max(0, live.max())) for key, (_, live) in traces.items()}
     return [
         GroupFigures(
             key=int(key),
             events=int(row.sum()),
-            allocate_rows=int(row[0]),
-            free_rows=int(row[1]),
-            failure_rows=int(row[2]),
-            peak_live_bytes=peaks.get(int(key), 0),
+            allocate_rows=int(row[ALLOCATE]),
+            free_rows=int(row[FREE]),
+            failure_rows=int(row[ALLOCATE_FAILURE]),
+            peak_live_bytes=int(peak),
         )
-        for key, row in zip(keys, counts, strict=True)
+        for key, row, peak in zip(
+            owners.keys, owners.action_rows, owners.peak_live_bytes, strict=True
+        )
     ]
 
 
 def size_histogram(sizes_bytes: Int64Array) -> list[SizeBucket]:
     """Power-of-two buckets [2^k, 2^(k+1)) of non-zero sizes, lowest first; empty ones left out."""
-    sizes = sizes_bytes[sizes_bytes > 0]
-    if not len(sizes):
-        return []
-    _, exponent = np.frexp(sizes.astype(np.float64))
-    k = exponent.astype(np.int64) - 1
-    # float64 rounding can lift a size just under 2^k above 53 bits into bucket k: fix it.
-    k -= (np.left_shift(np.int64(1), k) > sizes).astype(np.int64)
-    counts = np.bincount(k)
-    totals = pd.Series(sizes).groupby(k).sum()  # exact int64 sums
+    buckets = SizeBuckets()
+    for start in range(0, len(sizes_bytes), BLOCK_ROWS):
+        buckets.add(sizes_bytes[start : start + BLOCK_ROWS])
+    return _buckets(buckets)
+
+
+def _buckets(buckets: SizeBuckets) -> list[SizeBucket]:
     return [
-        SizeBucket(1 << int(b), 1 << (int(b) + 1), int(counts[b]), int(totals[b]))
-        for b in np.flatnonzero(counts)
+        SizeBucket(
+            1 << int(b), 1 << (int(b) + 1), int(buckets.counts[b]), int(buckets.totals_bytes[b])
+        )
+        for b in np.flatnonzero(buckets.counts)
     ]
 
 
-def _largest(events: pd.DataFrame, sources: list[str], trace: LiveTrace) -> list[LargeAllocation]:
+def _largest(
+    events: pd.DataFrame, sources: list[str], prev_alloc: RowArray, rows: list[int]
+) -> list[LargeAllocation]:
     action = events["action"].to_numpy()
-    size = events["size_bytes"].to_numpy()
-    rows = np.flatnonzero(action == ALLOCATE)
-    if not len(rows):
-        return []
-    top = rows[np.argsort(-size[rows], kind="stable")[:LARGEST]]
     result = []
-    for row in top:
-        nxt = int(trace.next_event[row])
-        ref = _ref(events, sources, int(row))
+    for row in rows:
+        # The row after an allocate at its pointer is the one that meets it there.
+        after = np.flatnonzero(prev_alloc == row)
+        ref = _ref(events, sources, row)
         result.append(
             LargeAllocation(
                 source=ref.source,
                 line=ref.line,
-                size_bytes=int(size[row]),
-                pointer=_at(events, "pointer", int(row)),
-                thread=_at(events, "thread", int(row)),
-                stream=_at(events, "stream", int(row)),
-                freed=nxt >= 0 and int(action[nxt]) == FREE,
+                size_bytes=_at(events, "size_bytes", row),
+                pointer=_at(events, "pointer", row),
+                thread=_at(events, "thread", row),
+                stream=_at(events, "stream", row),
+                freed=len(after) > 0 and int(action[after[0]]) == FREE,
             )
         )
     return result
 
 
-def _failures(events: pd.DataFrame, sources: list[str], live: Int64Array) -> list[FailureRow]:
-    rows = np.flatnonzero(events["action"].to_numpy() == ALLOCATE_FAILURE)[:FAILURES_KEPT]
+def _failures(
+    events: pd.DataFrame, sources: list[str], failures: list[tuple[int, int]]
+) -> list[FailureRow]:
     return [
         FailureRow(
-            source=_ref(events, sources, int(r)).source,
-            line=_ref(events, sources, int(r)).line,
-            size_bytes=_at(events, "size_bytes", int(r)),
-            live_bytes=int(live[r]),  # a failure changes nothing: after == before
-            time_ns=_at(events, "time_ns", int(r)),
+            source=_ref(events, sources, r).source,
+            line=_ref(events, sources, r).line,
+            size_bytes=_at(events, "size_bytes", r),
+            live_bytes=live,  # a failure changes nothing: after == before
+            time_ns=_at(events, "time_ns", r),
         )
-        for r in rows
+        for r, live in failures
     ]

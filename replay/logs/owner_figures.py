@@ -1,33 +1,75 @@
 """Per-owner figures of a log (the owner is the thread or stream that allocated), in memory
-that stays near the size of the columns: counting by `np.bincount` over factorized keys and
-a per-owner running sum over a radix sort, where pandas' `crosstab` and `groupby` built
-several frames of the whole log (2 GB for 20 M rows; replay.logs.analysis states the rules).
+that stays near the size of the columns: counting by `np.bincount` over the sorted distinct
+owners and a per-owner running sum over a radix sort, where pandas' `crosstab` and `groupby`
+built several frames of the whole log (2 GB for 20 M rows; replay.logs.analysis states the
+rules). `owner_figures` (what `log inspect` reports) goes a block of rows at a time and keeps
+only a running total and peak per owner; `owner_live_bytes` (what a plot draws) keeps every
+change.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
 from .events import ALLOCATE, ALLOCATE_FAILURE, FREE
+from .pointer_links import BLOCK_ROWS, RowArray
 
 Int64Array = npt.NDArray[np.int64]
 
 
-def action_counts(owner: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, Int64Array]:
-    """The distinct owners, ascending, and for each its rows of ALLOCATE, FREE and
-    ALLOCATE_FAILURE (an (owners, 3) array)."""
-    codes, keys = pd.factorize(owner, sort=True)
-    codes *= 3  # in place: one array of the log's length, not three
-    codes += action
-    counts = np.bincount(codes, minlength=3 * len(keys)).reshape(-1, 3)
+@dataclass
+class OwnerFigures:
+    """The distinct owners, ascending, and for each its rows per action and peak live bytes."""
+
+    keys: np.ndarray
+    action_rows: Int64Array  # (owners, 3): rows of ALLOCATE, FREE and ALLOCATE_FAILURE
+    peak_live_bytes: Int64Array  # the most its allocations held at once (0 if none)
+
+
+def owner_figures(
+    owner: np.ndarray, action: np.ndarray, size: Int64Array, prev_alloc: RowArray
+) -> OwnerFigures:
+    """Each owner's rows per action and its peak live bytes (the maximum of the running sums
+    `owner_live_bytes` gives, and 0), a block of rows at a time."""
+    keys = np.sort(pd.unique(owner))
+    counts = np.zeros(3 * len(keys), np.int64)
+    running = np.zeros(len(keys), np.int64)  # each owner's live bytes so far
+    peaks = np.zeros(len(keys), np.int64)
+    for start in range(0, len(owner), BLOCK_ROWS):
+        block = slice(start, start + BLOCK_ROWS)
+        codes = np.searchsorted(keys, owner[block])
+        counts += np.bincount(codes * 3 + action[block], minlength=3 * len(keys))
+        rows, owners, deltas = _changes(owner, action, size, prev_alloc, block)
+        if len(rows):
+            _running_peaks(np.searchsorted(keys, owners), deltas, running, peaks)
     order = [ALLOCATE, FREE, ALLOCATE_FAILURE]
-    return np.asarray(keys), counts[:, order].astype(np.int64)
+    return OwnerFigures(np.asarray(keys), counts.reshape(-1, 3)[:, order], peaks)
+
+
+def _running_peaks(
+    codes: np.ndarray, deltas: Int64Array, running: Int64Array, peaks: Int64Array
+) -> None:
+    """Add one block's changes (in log order) to each owner's running sum and peak."""
+    narrow = codes.astype(np.int16) if len(running) < (1 << 15) else codes
+    order = np.argsort(narrow, kind="stable")  # each owner's changes stay in log order
+    del narrow
+    codes, deltas = codes[order], deltas[order]
+    starts = np.flatnonzero(np.concatenate(([True], codes[1:] != codes[:-1])))
+    owners = codes[starts]
+    sums = np.cumsum(deltas)
+    # Within a run of one owner: its running sum so far, plus the sum its earlier blocks left.
+    before = sums[starts] - deltas[starts] - running[owners]
+    sums -= np.repeat(before, np.diff(np.append(starts, len(sums))))
+    np.maximum.at(peaks, owners, np.maximum.reduceat(sums, starts))
+    running[owners] = sums[np.append(starts[1:], len(sums)) - 1]
 
 
 def owner_live_bytes(
-    owner: np.ndarray, action: np.ndarray, size: Int64Array, prev_alloc: Int64Array
+    owner: np.ndarray, action: np.ndarray, size: Int64Array, prev_alloc: RowArray
 ) -> dict[int, tuple[Int64Array, Int64Array]]:
     """For each owner, the rows where its live bytes changed and its live bytes after each.
 
@@ -36,7 +78,7 @@ def owner_live_bytes(
     if len(owner) and bool((owner == owner[0]).all()):  # one thread or stream: no grouping
         rows, live = _changes(owner[:1], action, size, prev_alloc, owned=False)[::2]
         return {int(owner[0]): (rows, np.cumsum(live, out=live))} if len(rows) else {}
-    rows, owners, deltas = _changes(owner, action, size, prev_alloc, owned=True)
+    rows, owners, deltas = _changes(owner, action, size, prev_alloc)
     codes, keys = pd.factorize(owners, sort=True)
     del owners
     result: dict[int, tuple[Int64Array, Int64Array]] = {}
@@ -53,26 +95,37 @@ def owner_live_bytes(
 
 
 def _changes(
-    owner: np.ndarray, action: np.ndarray, size: Int64Array, prev_alloc: Int64Array, *, owned: bool
+    owner: np.ndarray,
+    action: np.ndarray,
+    size: Int64Array,
+    prev_alloc: RowArray,
+    block: slice = slice(0, None),
+    *,
+    owned: bool = True,
 ) -> tuple[Int64Array, np.ndarray, Int64Array]:
-    """The rows that change some owner's live bytes (a replacing allocate twice), whose
-    bytes they change (only when `owned`: else `owner` is left as given) and by how much."""
-    is_alloc = action == ALLOCATE
-    has_prev = prev_alloc >= 0
-    rows = np.flatnonzero(is_alloc | ((action == FREE) & has_prev))
+    """The rows of `block` that change some owner's live bytes (a replacing allocate twice),
+    whose bytes they change (only when `owned`: else `owner` is left as given) and by how
+    much."""
+    start = block.start or 0
+    kinds, prev = action[block], prev_alloc[block]
+    is_alloc = kinds == ALLOCATE
+    has_prev = prev >= 0
+    rows = np.flatnonzero(is_alloc | ((kinds == FREE) & has_prev))
     mine = is_alloc[rows]
-    source = prev_alloc[rows]  # whose bytes change: the allocating row's
+    source = prev[rows].astype(np.int64)  # whose bytes change: the allocating row's
+    rows += start
     np.copyto(source, rows, where=mine)
     owners = owner[source] if owned else owner
     deltas = size[source]
     np.negative(deltas, out=deltas, where=~mine)
     del mine, source
     # An allocate at a live pointer (rare: an anomaly) first debits the replaced block.
-    extra_rows = np.flatnonzero(is_alloc & has_prev)
-    if len(extra_rows):
-        at = np.searchsorted(rows, extra_rows)  # before the row's own change
-        old = prev_alloc[extra_rows]
-        rows = np.insert(rows, at, extra_rows)
+    extra = np.flatnonzero(is_alloc & has_prev)
+    if len(extra):
+        old = prev[extra]
+        extra += start
+        at = np.searchsorted(rows, extra)  # before the row's own change
+        rows = np.insert(rows, at, extra)
         if owned:
             owners = np.insert(owners, at, owner[old])
         deltas = np.insert(deltas, at, -size[old])

@@ -5,9 +5,10 @@ million entries do not fit in a CI runner) and, whatever `find_class` refuses, i
 can still ask for any amount of memory. This reader runs the pickle machine itself, admitting
 only the opcodes `pickle` writes for the types a snapshot holds (dict, list, tuple, str,
 bytes, int, float, bool, None, and the memo), and hands every dict with an `action` key to a
-trace sink the moment it is appended to a list: the entry becomes column values there and is
-dropped, with its memo slot and its `frames` list, so a snapshot's entries are never all in
-memory at once.
+trace sink the moment it is appended to a list (or, in a batch of appends, as soon as the next
+item begins): the entry becomes column values there and is dropped, with its memo slot and its
+`frames` list, so a snapshot holds one entry in memory at a time, not all (nor a batch of
+1,000).
 
 Bounded by construction:
 
@@ -15,7 +16,7 @@ Bounded by construction:
   header longer than what is left is refused before anything is allocated;
 - objects: every object kept (a container item or a memo slot) counts against `max_cells`;
   an entry handed to the sink gives its cells back. Sharing costs one cell per reference;
-  walks over shared parts count each visit (see `snapshot.py`);
+  walks over shared parts count each visit (see `reader.py`);
 - nesting: nothing here recurses; tuples hold only scalars (PyTorch's are `(0, 0)` pool ids)
   and dict keys are scalars, so hashing and comparing never recurse either;
 - messages: an input value is described by its type and size, or by a short escaped excerpt.
@@ -268,6 +269,16 @@ class RestrictedPickle:
                     stack.append(str(buf[start : start + size], "utf-8", "surrogatepass"))
                     pos = start + size
                 elif op == 0x7D:  # EMPTY_DICT
+                    # A dict begins after a trace entry in a list's batch: the entry is done,
+                    # so the batch so far is appended now, not at the batch's APPENDS (pickle
+                    # batches 1,000 items: this holds one entry at a time, not 1,000).
+                    first = marks[-1] if marks else 0
+                    if 0 < first < len(stack) and type(stack[first - 1]) is list:
+                        top = stack[-1]
+                        if type(top) is dict and "action" in top:
+                            items = stack[first:]
+                            del stack[first:]
+                            put_items(stack[-1], items, base + pos - 1)
                     stack.append({})
                     cells += 1
                 elif op == 0x75 or op == 0x73:  # SETITEMS, SETITEM

@@ -21,15 +21,14 @@ Each device's `device_traces[N]` becomes one source of an `AllocationLog`, named
   named, never read as a different size. Sums are Python integers, checked against 2**63.
 
 A pickle can run any code while it loads, and snapshots come from other machines: the reader
-(`snapshot_pickle.py`) runs the pickle machine itself, admits only the plain data a snapshot
+(`pickle_machine.py`) runs the pickle machine itself, admits only the plain data a snapshot
 holds, and turns each trace entry into column values as soon as it is complete (no object
 tree of the whole file); see docs/hostile-input.md for the bounds.
 """
 
 from __future__ import annotations
 
-import gzip
-import io
+import zlib
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -57,7 +56,7 @@ from .pickle_machine import (
     SnapshotRefused,
     excerpt,
 )
-from .snapshot_file import GZIP_MAGIC, READ_BYTES, CappedReader, max_bytes_from_env
+from .snapshot_file import GZIP_MAGIC, GzipStream, capped_read, max_bytes_from_env
 
 __all__ = ["DevicePart", "Frame", "SnapshotError", "SnapshotRefused", "read_snapshot"]
 
@@ -101,7 +100,8 @@ class _Shared:
 
 class _TraceList:
     """One list's trace entries as they stream past: rows (line, time_us, action, address,
-    size, stream, interleaved int64), reserved-bytes changes, and what was skipped."""
+    size, stream, interleaved int64), reserved-bytes changes, and what was skipped. The C
+    machine fills `made` (finished columns) instead of the rows and changes."""
 
     def __init__(self, target: list[Any], shared: _Shared) -> None:
         self.target = target  # kept alive, so its id names no other list while read
@@ -115,6 +115,34 @@ class _TraceList:
         self.skipped: list[tuple[int, str]] = []
         self.skipped_count = 0
         self.frames: dict[int, list[Frame]] = {}
+        # The C machine's columns, made as it read (see `made_from_rows`); None: the Python
+        # machine's rows above.
+        self.made: tuple[Any, ...] | None = None
+
+    def made_from_rows(self) -> tuple[Any, ...]:
+        """The Python machine's rows as the C machine hands its columns over: line, time_ns,
+        action (int8), pointer, size, stream; the reserved level's times (ns) and changes
+        summed from 0 (wrapping in int64, exact when `_recording`'s check passes), the
+        exact sums of its growth and of its changes, and the index of its first maximum."""
+        table = np.frombuffer(self.rows, dtype=np.int64).reshape(-1, 6)
+        pairs = np.frombuffer(self.reserved, dtype=np.int64).reshape(-1, 2)
+        deltas = pairs[:, 1]
+        # Each delta is below 2**63, so 32-bit halves of the sums add up exactly in int64.
+        growth = deltas[deltas > 0]
+        grown_bytes = (int((growth >> 32).sum()) << 32) + int((growth & 0xFFFFFFFF).sum())
+        net_bytes = (int((deltas >> 32).sum()) << 32) + int((deltas & 0xFFFFFFFF).sum())
+        levels = np.cumsum(deltas, dtype=np.int64)
+        return (
+            np.ascontiguousarray(table[:, 0]),
+            table[:, 1] * 1000,  # |span_us| <= MAX_TIME_US: fits int64
+            table[:, 2].astype(np.int8),
+            *(np.ascontiguousarray(table[:, k]) for k in (3, 4, 5)),
+            pairs[:, 0] * 1000,
+            levels,
+            grown_bytes,
+            net_bytes,
+            int(np.argmax(levels)) if len(levels) else -1,
+        )
 
     def _next_line(self) -> int:
         self.count += 1
@@ -226,14 +254,15 @@ def _load(
     """The snapshot's top-level dict, its trace entries handed to `_TraceList`s as read."""
     name = str(path)
     limit = max_bytes_from_env() if max_bytes is None else max_bytes
-    with path.open("rb") as probe:
-        gzipped = probe.read(2) == GZIP_MAGIC
     shared = _Shared(want_lines)
-    try:
-        with gzip.open(path, "rb") if gzipped else path.open("rb") as raw:
-            reader = io.BufferedReader(CappedReader(raw, limit, name), READ_BYTES)
+    # One open, unbuffered: gzip and the machine read in chunks of their own.
+    with path.open("rb", buffering=0) as file:
+        gzipped = file.read(2) == GZIP_MAGIC
+        file.seek(0)
+        try:
+            source: Any = GzipStream(file) if gzipped else file
             machine = restricted_pickle()(  # the C machine, or this reference in Python
-                reader.read,
+                capped_read(source.read, limit, name),
                 name,
                 max_bytes=limit,
                 # entry_frames keeps every frames list (one may be shared with the entry
@@ -243,12 +272,12 @@ def _load(
                 keep_frames=bool(want_lines),
             )
             data = machine.load()
-    except SnapshotError as err:
-        if str(err).startswith(name):
-            raise
-        raise SnapshotError(f"{name}: {err}") from None
-    except (EOFError, OSError, ValueError) as err:  # a damaged gzip stream
-        raise SnapshotError(f"{name}: not a readable snapshot ({err})") from None
+        except SnapshotError as err:
+            if str(err).startswith(name):
+                raise
+            raise SnapshotError(f"{name}: {err}") from None
+        except (EOFError, OSError, ValueError, zlib.error) as err:  # a damaged gzip stream
+            raise SnapshotError(f"{name}: not a readable snapshot ({err})") from None
     if type(data) is not dict or type(data.get("device_traces")) is not list:
         raise SnapshotError(f"{name}: a pickle, but not a memory snapshot (no device_traces)")
     return data, machine, shared
@@ -262,6 +291,10 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> list[DevicePar
     segments = _segments_by_device(path, data.get("segments"), len(traces))
     total_entries = 0
     parts = []
+    uses: dict[int, int] = {}  # devices per trace list (a list may be shared)
+    for trace in traces:
+        if type(trace) is list:
+            uses[id(trace)] = uses.get(id(trace), 0) + 1
     for device, trace in enumerate(traces):
         if type(trace) is not list:
             continue
@@ -276,8 +309,9 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> list[DevicePar
             )
         if not (trace or device_segments or entries):
             continue
+        uses[id(trace)] -= 1
         reader = _DeviceTrace(f"{path}#dev{device}", device, shared)
-        parts.append(reader.read(trace, entries, device_segments, settings))
+        parts.append(reader.read(trace, entries, device_segments, settings, not uses[id(trace)]))
     if not parts:
         raise SnapshotError(f"{path}: the snapshot holds no trace (was _record_memory_history on?)")
     return parts
@@ -296,38 +330,34 @@ class _DeviceTrace:
         entries: Any,
         segments: list[dict[str, Any]],
         settings: dict[str, Any],
+        last_use: bool,
     ) -> DevicePart:
         stream = entries if isinstance(entries, _TraceList) else _TraceList([], self.shared)
+        made = list(stream.made if stream.made is not None else stream.made_from_rows())
+        if last_use:
+            stream.made = None  # the columns below hold the buffers, and nothing else
         # Items appended before the first entry (lines 1..len(trace)) are not entries.
         skipped = [(line, _not_an_entry(item)) for line, item in enumerate(trace, start=1)]
         skipped_count = len(skipped) + stream.skipped_count
         kept = (skipped[:MAX_KEPT_SKIPS] + stream.skipped)[:MAX_KEPT_SKIPS]
         pre = list(stream.pre)
         pre += _blocks_active_at_dump(segments, stream.live)
-        table = np.frombuffer(stream.rows, dtype=np.int64).reshape(-1, 6)
-        first_ns = int(table[0, 1]) * 1000 if len(table) else 0
-        pre_table = np.array(
-            [(0, 0, ALLOCATE, ptr, size, strm) for ptr, size, strm in pre], dtype=np.int64
-        ).reshape(-1, 6)
-
-        # Column by column, so that at most one column is held twice at a time.
-        def column(k: int) -> np.ndarray:
-            return np.concatenate([pre_table[:, k], table[:, k]])
-
-        time_ns = column(1)
-        time_ns *= 1000
-        time_ns[: len(pre_table)] = first_ns
-        rows_count = len(time_ns)
-        columns = {
-            "line": column(0),
-            "thread": np.zeros(rows_count, dtype=np.int64),
-            "time_ns": time_ns,
-            "action": column(2).astype(np.int8),
-            "pointer": column(3).view(np.uint64),  # every value is in [0, 2**63)
-            "size_bytes": column(4),
-            "stream": column(5).view(np.uint64),
-        }
-        recording = self._recording(stream, len(trace) + stream.count - len(stream.target),
+        columns: dict[str, np.ndarray] = {}
+        first_ns = 0
+        for name, k, dtype in _ROW_COLUMNS:
+            column = np.frombuffer(made[k], dtype=dtype)  # the machine's buffer, no copy
+            made[k] = None
+            if name == "time_ns" and len(column):
+                first_ns = int(column[0])
+            if pre:  # column by column: at most one column is held twice at a time
+                column = np.concatenate((_pre_column(pre, name, first_ns, dtype), column))
+            elif not last_use:  # a list shared by devices: each device's columns its own
+                column = column.copy()
+            columns[name] = column
+            if name == "line":
+                columns["thread"] = np.zeros(len(column), dtype=np.int64)
+        recording = self._recording(stream, made[len(_ROW_COLUMNS):], last_use,
+                                    len(trace) + stream.count - len(stream.target),
                                     len(pre), segments, settings)  # fmt: skip
         rows = [SkippedRow(self.source, line, reason) for line, reason in kept]
         return DevicePart(columns, rows, skipped_count, recording)
@@ -335,18 +365,15 @@ class _DeviceTrace:
     def _recording(
         self,
         stream: _TraceList,
+        made: list[Any],
+        last_use: bool,
         trace_entries: int,
         pre_count: int,
         segments: list[dict[str, Any]],
         settings: dict[str, Any],
     ) -> Recording:
         end_bytes = sum(s["total_size"] for s in segments if _is_count(s.get("total_size")))
-        pairs = np.frombuffer(stream.reserved, dtype=np.int64).reshape(-1, 2)
-        times, deltas = pairs[:, 0] * 1000, pairs[:, 1]
-        # Each delta is below 2**63, so 32-bit halves of the growth sum exactly in int64.
-        growth = deltas[deltas > 0]
-        grown_bytes = (int((growth >> 32).sum()) << 32) + int((growth & 0xFFFFFFFF).sum())
-        net_bytes = (int((deltas >> 32).sum()) << 32) + int((deltas & 0xFFFFFFFF).sum())
+        times_ns, changes, grown_bytes, net_bytes, peak_at = made
         start_bytes = max(0, end_bytes - net_bytes)
         # Every level lies in [end - grown, start + grown]: below 2**62, no int64 sum wraps.
         if max(end_bytes, start_bytes) + grown_bytes >= MAX_RESERVED_BYTES:
@@ -354,8 +381,10 @@ class _DeviceTrace:
                 f"{self.source}: the segments add up to more than 2**62 bytes; not a snapshot "
                 "of a real device"
             )
-        levels = start_bytes + np.cumsum(deltas, dtype=np.int64)
-        peak_at = int(np.argmax(levels)) if len(levels) else -1
+        times = np.frombuffer(times_ns, dtype=np.int64)
+        levels = np.frombuffer(changes, dtype=np.int64)  # the changes summed from 0
+        if start_bytes or not last_use:  # else the machine's sums are the levels already
+            levels = levels + start_bytes
         peak_bytes = max(start_bytes, int(levels[peak_at]) if peak_at >= 0 else 0)
         conf = settings.get("PYTORCH_CUDA_ALLOC_CONF")
         where = self.source
@@ -371,10 +400,36 @@ class _DeviceTrace:
             peak_reserved_time_ns=(
                 int(times[peak_at]) if peak_at >= 0 and peak_bytes > start_bytes else None
             ),
-            reserved_time_ns=times,
+            reserved_time_ns=times if last_use else times.copy(),
             reserved_bytes=levels,
             ooms=[OomEvent(LineRef(where, line), size, free) for line, size, free in stream.ooms],
         )
+
+
+# The event columns in the order the machines hand them over (`_TraceList.made_from_rows`).
+_ROW_COLUMNS = (
+    ("line", 0, np.int64),
+    ("time_ns", 1, np.int64),
+    ("action", 2, np.int8),
+    ("pointer", 3, np.uint64),  # every value is in [0, 2**63)
+    ("size_bytes", 4, np.int64),
+    ("stream", 5, np.uint64),
+)
+
+
+def _pre_column(
+    pre: list[tuple[int, int, int]], name: str, first_ns: int, dtype: Any
+) -> np.ndarray:
+    """Column `name` of the allocations made before recording began (line 0, at the time
+    of the first entry)."""
+    if name == "line":
+        return np.zeros(len(pre), dtype=dtype)
+    if name == "time_ns":
+        return np.full(len(pre), first_ns, dtype=dtype)
+    if name == "action":
+        return np.full(len(pre), ALLOCATE, dtype=dtype)
+    k = {"pointer": 0, "size_bytes": 1, "stream": 2}[name]
+    return np.array([row[k] for row in pre], dtype=dtype)
 
 
 def _blocks_active_at_dump(

@@ -13,7 +13,6 @@ from pathlib import Path
 from hipmem._core.skipped_input import NothingToAnswer, SkippedPlace, refuse_skipped
 
 from ..calls.spec import DECIMAL
-from ..calls.workload_file import read_workload_matmuls
 from ..errors import BadArgument, CallLogError
 from ..rocm.locator import Libraries
 from ..rocm.on_demand import OnDemand
@@ -110,6 +109,12 @@ def read_workloads(paths: list[Path]) -> tuple[dict[MatmulCall, int], int]:
     """The hipBLASLt calls of workload files (with counts), and how many other calls they hold."""
     found: dict[MatmulCall, int] = {}
     others = 0
+    if not paths:
+        return found, others
+    # Imported here: jsonschema and PyYAML take about 60 ms to import, which every `size`,
+    # `recommend` and `check` of calls alone would pay (they ask this about hipBLASLt calls).
+    from ..calls.workload_file import read_workload_matmuls
+
     for path in paths:
         calls, rest = read_workload_matmuls(path)
         others += rest

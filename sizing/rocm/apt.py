@@ -10,7 +10,6 @@ import hashlib
 import shutil
 import subprocess
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,6 +164,10 @@ def download(file: PackageFile, target: Path, on_bytes: Callable[[int], None]) -
     if have >= file.size_bytes:
         partial.unlink()
         have = 0
+    # Imported here: urllib.request (http.client, email, ...) takes about 15 ms to import,
+    # which every answer from the cache would pay; only a download needs it.
+    import urllib.request
+
     request = urllib.request.Request(file.url, headers={"Range": f"bytes={have}-"} if have else {})
     try:
         with urllib.request.urlopen(request, timeout=60) as response:

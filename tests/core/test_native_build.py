@@ -20,7 +20,6 @@ BUILDS = {
     "replay/rmm/build.py": {"tool", "compile_part"},
     "replay/engine/native.py": {"find_compiler", "compile_step"},
     "sizing/worker/shim_build.py": {"find_compiler", "compile_step"},
-    "replay/snapshots/native.py": {"find_compiler", "compile_step"},
 }
 COMPILERS = ("cc", "gcc", "g++", "c++", "clang", "clang++")
 

@@ -76,6 +76,10 @@ def test_the_wheel_installs_and_sizes_a_call_in_a_fresh_venv(
     api = _run(python, "-c", "import hipmem.cli.main, hipmem; print(hipmem.SizingSession)",
                cwd=tmp_path)  # fmt: skip
     assert api.returncode == 0 and "hipmem.sizing.session.SizingSession" in api.stdout, api
+    # The C snapshot reader came with the wheel: the default machine, nothing built on use.
+    reader = _run(python, "-c", "from hipmem.replay.snapshots import native; "
+                  "print(native.restricted_pickle().__name__)", cwd=tmp_path)  # fmt: skip
+    assert reader.stdout.strip() == "NativeRestrictedPickle", reader
 
 
 def _site_packages_of_this_run() -> str:
@@ -98,6 +102,35 @@ def test_the_wheel_installs_one_top_level_package(wheel: Path) -> None:
                  "replay/virtual/vcuda/replay_loop.hpp", "replay/snapshots/csrc/snapshot_reader.c",
                  "py.typed"):  # fmt: skip
         assert f"hipmem/{data}" in names
+    # The snapshot reader's C machine is built into the wheel (setup.py), so the wheel is
+    # for one platform and Python, and its stub ships for type checkers.
+    assert any(
+        n.startswith("hipmem/replay/snapshots/_snapshot_reader.") and n.endswith(".so")
+        for n in names
+    ), names
+    assert "hipmem/replay/snapshots/_snapshot_reader.pyi" in names
+    assert not wheel.name.endswith("-none-any.whl"), wheel.name
+
+
+@pytest.mark.slow
+def test_a_build_without_a_c_compiler_still_makes_the_wheel(tmp_path: Path) -> None:
+    # The C snapshot reader is optional: with no compiler the wheel is made without it, and
+    # snapshots are read by the Python machine (tests/replay/snapshots/test_snapshot_native.py).
+    missing = tmp_path / "no-cc"
+    env = {**os.environ, "CC": str(missing), "LDSHARED": f"{missing} -shared"}
+    done = subprocess.run(
+        [sys.executable, "-m", "build", "-o", tmp_path, REPO],  # from the sdist, as the fixture
+        capture_output=True, text=True, env=env, cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert 'building extension "hipmem.replay.snapshots._snapshot_reader" failed' in (
+        done.stdout + done.stderr
+    )
+    (found,) = tmp_path.glob("hipmem-*.whl")
+    with zipfile.ZipFile(found) as archive:
+        names = archive.namelist()
+    assert "hipmem/replay/snapshots/native.py" in names
+    assert not [n for n in names if n.endswith(".so")], names
 
 
 def test_import_hipmem_is_cheap_and_names_the_api() -> None:

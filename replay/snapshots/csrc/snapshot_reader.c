@@ -1,8 +1,9 @@
 /* The restricted snapshot pickle machine and its trace sink, in C.
  *
- * A port, opcode for opcode, of `replay/snapshot_pickle.py` (`RestrictedPickle._run`) and of
- * the trace sink `replay/snapshot.py` (`_TraceList.entry` / `other`): the Python machine is
- * the reference, and tests/test_snapshot_native.py checks that both give the same columns,
+ * A port, opcode for opcode, of `replay/snapshots/pickle_machine.py` (`RestrictedPickle._run`)
+ * and of the trace sink of `replay/snapshots/reader.py` (`_TraceList.entry` / `other`, and the
+ * columns of `_TraceList.made_from_rows`): the Python machine is the reference, and
+ * tests/replay/snapshots/test_snapshot_native.py checks that both give the same columns,
  * skipped entries and errors, byte for byte. Why C: the Python machine runs ~4x the time of
  * `pickle.load` (C) on large snapshots; the issue asks for at most that time.
  *
@@ -13,15 +14,18 @@
  * bytes (the caller's cap, checked before any length is read), objects held at once
  * (`max_cells`), open MARKs, nothing recursive. Messages are made by the Python machine's
  * own methods (`_error`, `_refused`, `_cap_error`, `_cells_error`) and `excerpt`, so both
- * say the same words.
+ * say the same words. Memory it allocates is Python's (PyMem_Raw*, bytearrays), so
+ * tracemalloc counts it (benchmarks/bench_snapshot_read.py).
  *
- * Built on first use by `replay/snapshot_native.py` (the system C compiler, Python's
- * headers) into hipmem's cache and checked on every load (`hipmem/_core/build_cache.py`).
+ * A plain CPython extension (`hipmem.replay.snapshots._snapshot_reader`), built when hipmem is
+ * installed (setup.py) and imported by `replay/snapshots/native.py` with its package.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+
+static PyObject *ACTION; /* "action", interned at module init: the key that makes an entry */
 
 /* ---------- an open-addressing map, uint64 -> int64 (pointers or addresses) ---------- */
 
@@ -115,46 +119,61 @@ static int map_pop(Map *m, uint64_t key, int64_t *value) {
     return 1;
 }
 
-/* ---------- an int64 column buffer: a bytearray grown in place, handed over whole ---------- */
+/* ---------- a column buffer: a bytearray grown in place, handed over whole ---------- */
 
 typedef struct {
     PyObject *bytes; /* bytearray */
-    Py_ssize_t used, cap; /* in int64 values */
+    Py_ssize_t used, cap; /* in values */
 } Column;
 
-static int column_extend(Column *c, const int64_t *values, Py_ssize_t n) {
-    if (c->used + n > c->cap) {
-        /* array('q')'s growth (1/8 more), not doubling: at 10 M entries the rows are 480 MB */
-        Py_ssize_t cap = c->used + n + (c->used >> 3) + 1024;
-        if (!c->bytes) {
-            c->bytes = PyByteArray_FromStringAndSize(NULL, cap * 8);
-            if (!c->bytes) return -1;
-        } else if (PyByteArray_Resize(c->bytes, cap * 8) < 0) {
-            return -1;
-        }
-        c->cap = cap;
+/* Room for `n` more values of `item` bytes each. */
+static int column_room(Column *c, Py_ssize_t n, Py_ssize_t item) {
+    if (c->used + n <= c->cap) return 0;
+    /* array('q')'s growth (1/8 more), not doubling: at 10 M entries a column is 80 MB. The
+       first block is small (64 values), so a snapshot of a hundred entries costs ~1 KB. */
+    Py_ssize_t cap = c->used + n + (c->used >> 3) + 64;
+    if (!c->bytes) {
+        c->bytes = PyByteArray_FromStringAndSize(NULL, cap * item);
+        if (!c->bytes) return -1;
+    } else if (PyByteArray_Resize(c->bytes, cap * item) < 0) {
+        return -1;
     }
-    memcpy(PyByteArray_AS_STRING(c->bytes) + c->used * 8, values, (size_t)n * 8);
-    c->used += n;
+    c->cap = cap;
     return 0;
 }
 
+static inline void column_put64(Column *c, int64_t value) {
+    memcpy(PyByteArray_AS_STRING(c->bytes) + c->used * 8, &value, 8);
+    c->used++;
+}
+
 /* The bytearray of exactly the values written (a new reference). */
-static PyObject *column_take(Column *c) {
+static PyObject *column_take(Column *c, Py_ssize_t item) {
     if (!c->bytes) return PyByteArray_FromStringAndSize(NULL, 0);
-    if (PyByteArray_Resize(c->bytes, c->used * 8) < 0) return NULL;
+    if (PyByteArray_Resize(c->bytes, c->used * item) < 0) return NULL;
     PyObject *out = c->bytes;
     c->bytes = NULL;
     c->used = c->cap = 0;
     return out;
 }
 
-/* ---------- the trace sink (snapshot.py's _TraceList, for one list) ---------- */
+/* The event columns of reader.py's DeviceTrace, in its order, and what PyTorch reserved. */
+enum { COL_LINE, COL_TIME_NS, COL_ACTION, COL_POINTER, COL_SIZE, COL_STREAM, N_ROW_COLUMNS };
+enum { RES_TIME_NS, RES_LEVEL, N_RES_COLUMNS };
+
+/* ---------- the trace sink (reader.py's _TraceList, for one list) ---------- */
 
 typedef struct {
     PyObject *py; /* the _TraceList made by new_sink (it keeps the list alive) */
     PyObject *pre, *ooms, *skipped; /* its own lists, appended to here */
-    Column rows, reserved;
+    Column rows[N_ROW_COLUMNS]; /* int64 each, but the action's int8 */
+    Column reserved[N_RES_COLUMNS];
+    /* The reserved level's changes summed as they come (wrapping in uint64, exact whenever
+       reader.py's 2**62 check passes), its first maximum, and exact sums for that check. */
+    uint64_t level;
+    int64_t peak_level;
+    Py_ssize_t peak_at;
+    __int128 grown, net;
     Map live;
     int64_t count, skipped_count;
 } Sink;
@@ -193,8 +212,7 @@ typedef struct {
     int have_first;
     int64_t first_us, day_start_us;
     /* keys and names */
-    PyObject *k_action, *k_time_us, *k_addr, *k_size, *k_stream, *k_frames, *k_device_free;
-    PyObject *tracked; /* action name -> kind */
+    PyObject *k_action; /* "action", interned once (module init) */
     PyObject *zero;
 } Machine;
 
@@ -295,7 +313,7 @@ static int next_line(Machine *m, Sink *s, int64_t *line) {
     return 0;
 }
 
-/* snapshot.py's _not_an_entry */
+/* reader.py's _not_an_entry */
 static PyObject *not_an_entry(Machine *m, PyObject *item) {
     int shared = item == m->dropped;
     if (!shared && PyDict_CheckExact(item)) {
@@ -344,10 +362,6 @@ static int skip_field(Machine *m, Sink *s, int64_t line, PyObject *action, PyObj
     return 0;
 }
 
-static PyObject *get(PyObject *dict, PyObject *key) {
-    return PyDict_GetItemWithError(dict, key); /* borrowed; NULL: missing (or an error set) */
-}
-
 /* An entry's fields, found in one pass over the dict (borrowed; NULL: missing). */
 typedef struct {
     PyObject *action, *time_us, *addr, *size, *stream, *frames, *device_free;
@@ -389,6 +403,25 @@ static void scan_fields(Machine *m, PyObject *item, Fields *f) {
     }
 }
 
+/* reader.py's _TRACKED: the kind of an action (an exact str), or -1 when it is not one the
+   columns follow. By length and bytes, as field_index: no hashing per entry. */
+static int tracked_kind(PyObject *action) {
+    if (PyUnicode_KIND(action) != PyUnicode_1BYTE_KIND) return -1;
+    const char *text = (const char *)PyUnicode_1BYTE_DATA(action);
+    switch (PyUnicode_GET_LENGTH(action)) {
+    case 3: return !memcmp(text, "oom", 3) ? KIND_OOM : -1;
+    case 5: return !memcmp(text, "alloc", 5) ? KIND_ALLOC : -1;
+    case 11: return !memcmp(text, "segment_map", 11) ? KIND_SEGMENT_ALLOC : -1;
+    case 12: return !memcmp(text, "segment_free", 12) ? KIND_SEGMENT_FREE : -1;
+    case 13:
+        return !memcmp(text, "segment_alloc", 13)   ? KIND_SEGMENT_ALLOC
+               : !memcmp(text, "segment_unmap", 13) ? KIND_SEGMENT_FREE
+                                                    : -1;
+    case 14: return !memcmp(text, "free_completed", 14) ? KIND_FREE : -1;
+    default: return -1;
+    }
+}
+
 static int sink_entry(Machine *m, Sink *s, PyObject *item, const Fields *f) {
     int64_t line;
     if (next_line(m, s, &line) < 0) return -1;
@@ -420,9 +453,8 @@ static int sink_entry(Machine *m, Sink *s, PyObject *item, const Fields *f) {
         m->first_us = time_us;
         m->day_start_us = time_us - time_us % m->day_us;
     }
-    PyObject *kind_obj = get(m->tracked, action);
-    if (!kind_obj) return PyErr_Occurred() ? -1 : 0;
-    long kind = PyLong_AsLong(kind_obj);
+    int kind = tracked_kind(action);
+    if (kind < 0) return 0;
     values[0] = f->addr ? f->addr : m->zero; /* item.get("addr", 0) */
     values[1] = f->size;
     values[2] = f->stream;
@@ -466,11 +498,33 @@ static int sink_entry(Machine *m, Sink *s, PyObject *item, const Fields *f) {
         Py_DECREF(row);
         if (done < 0) return -1;
     } else {
-        int64_t pair[2] = {span_us, kind == KIND_SEGMENT_ALLOC ? size : -size};
-        return column_extend(&s->reserved, pair, 2);
+        /* |span_us| <= MAX_TIME_US, so the nanoseconds fit int64 */
+        int64_t delta = kind == KIND_SEGMENT_ALLOC ? size : -size;
+        Column *r = s->reserved;
+        if (column_room(&r[RES_TIME_NS], 1, 8) < 0 || column_room(&r[RES_LEVEL], 1, 8) < 0)
+            return -1;
+        s->level += (uint64_t)delta;
+        if (s->peak_at < 0 || (int64_t)s->level > s->peak_level) {
+            s->peak_at = r[RES_LEVEL].used;
+            s->peak_level = (int64_t)s->level;
+        }
+        if (delta > 0) s->grown += delta;
+        s->net += delta;
+        column_put64(&r[RES_TIME_NS], span_us * 1000);
+        column_put64(&r[RES_LEVEL], (int64_t)s->level);
+        return 0;
     }
-    int64_t row[6] = {line, span_us, m->action_codes[kind], address, size, stream};
-    return column_extend(&s->rows, row, 6);
+    Column *c = s->rows;
+    for (int k = 0; k < N_ROW_COLUMNS; k++)
+        if (column_room(&c[k], 1, k == COL_ACTION ? 1 : 8) < 0) return -1;
+    column_put64(&c[COL_LINE], line);
+    column_put64(&c[COL_TIME_NS], span_us * 1000);
+    PyByteArray_AS_STRING(c[COL_ACTION].bytes)[c[COL_ACTION].used++] =
+        (char)m->action_codes[kind];
+    column_put64(&c[COL_POINTER], address);
+    column_put64(&c[COL_SIZE], size);
+    column_put64(&c[COL_STREAM], stream);
+    return 0;
 }
 
 /* The sink of `target` (a list), made with new_sink on its first entry. */
@@ -487,6 +541,7 @@ static Sink *sink_for(Machine *m, PyObject *target, int make) {
     }
     Sink *s = &m->sinks[m->n_sinks];
     memset(s, 0, sizeof *s);
+    s->peak_at = -1;
     s->py = PyObject_CallOneArg(m->new_sink, target);
     if (!s->py) return NULL;
     m->n_sinks++; /* from here on, freed with the machine */
@@ -510,7 +565,7 @@ static Sink *sink_for(Machine *m, PyObject *target, int make) {
         m->max_entries = PyLong_AsLongLong(max);
         Py_DECREF(max);
         if (m->max_entries == -1 && PyErr_Occurred()) return NULL;
-        /* The sink's other limits (snapshot.py's MAX_KEPT_SKIPS, MAX_TIME_US, DAY_US) */
+        /* The sink's other limits (reader.py's MAX_KEPT_SKIPS, MAX_TIME_US, DAY_US) */
         PyObject *limits = PyObject_GetAttrString(m->shared, "sink_limits");
         if (!limits) return NULL;
         long long kept;
@@ -536,13 +591,39 @@ static Sink *sink_for(Machine *m, PyObject *target, int make) {
     return s;
 }
 
-/* Hand each sink's columns and counts to its _TraceList, and the day to their shared state. */
+static PyObject *int128_to_long(__int128 value) {
+    unsigned char raw[16];
+    for (int k = 0; k < 16; k++) raw[k] = (unsigned char)((unsigned __int128)value >> (8 * k));
+    return _PyLong_FromByteArray(raw, 16, 1, 1);
+}
+
+/* Hand each sink's columns and counts to its _TraceList (`made`, as its `made_from_rows`
+   makes them in Python), and the day to their shared state. */
 static int sinks_finish(Machine *m) {
     for (Py_ssize_t i = 0; i < m->n_sinks; i++) {
         Sink *s = &m->sinks[i];
-        PyObject *rows = column_take(&s->rows), *reserved = column_take(&s->reserved);
+        PyObject *made = PyTuple_New(N_ROW_COLUMNS + N_RES_COLUMNS + 3);
         PyObject *live = PyDict_New();
-        int bad = !rows || !reserved || !live;
+        int bad = !made || !live;
+        for (int k = 0; !bad && k < N_ROW_COLUMNS; k++) {
+            PyObject *column = column_take(&s->rows[k], k == COL_ACTION ? 1 : 8);
+            bad = !column;
+            if (column) PyTuple_SET_ITEM(made, k, column);
+        }
+        for (int k = 0; !bad && k < N_RES_COLUMNS; k++) {
+            PyObject *column = column_take(&s->reserved[k], 8);
+            bad = !column;
+            if (column) PyTuple_SET_ITEM(made, N_ROW_COLUMNS + k, column);
+        }
+        PyObject *tail[3] = {NULL, NULL, NULL};
+        if (!bad) {
+            tail[0] = int128_to_long(s->grown);
+            tail[1] = int128_to_long(s->net);
+            tail[2] = PyLong_FromSsize_t(s->peak_at);
+            bad = !tail[0] || !tail[1] || !tail[2];
+            for (int k = 0; k < 3; k++)
+                if (tail[k]) PyTuple_SET_ITEM(made, N_ROW_COLUMNS + N_RES_COLUMNS + k, tail[k]);
+        }
         for (size_t j = 0; !bad && j < s->live.cap; j++) {
             if (s->live.state[j] != 1) continue;
             PyObject *k = PyLong_FromLongLong((long long)s->live.keys[j]);
@@ -553,13 +634,11 @@ static int sinks_finish(Machine *m) {
         }
         PyObject *count = bad ? NULL : PyLong_FromLongLong(s->count);
         PyObject *skipped = bad ? NULL : PyLong_FromLongLong(s->skipped_count);
-        bad = bad || !count || !skipped || PyObject_SetAttrString(s->py, "rows", rows) < 0 ||
-              PyObject_SetAttrString(s->py, "reserved", reserved) < 0 ||
+        bad = bad || !count || !skipped || PyObject_SetAttrString(s->py, "made", made) < 0 ||
               PyObject_SetAttrString(s->py, "live", live) < 0 ||
               PyObject_SetAttrString(s->py, "count", count) < 0 ||
               PyObject_SetAttrString(s->py, "skipped_count", skipped) < 0;
-        Py_XDECREF(rows);
-        Py_XDECREF(reserved);
+        Py_XDECREF(made);
         Py_XDECREF(live);
         Py_XDECREF(count);
         Py_XDECREF(skipped);
@@ -614,7 +693,7 @@ static int memo_set(Machine *m, Py_ssize_t index, PyObject *value /* borrowed */
 
 static int memo_grow(Machine *m, Py_ssize_t length) {
     if (length > m->memo_cap) {
-        Py_ssize_t cap = m->memo_cap ? m->memo_cap : 1024;
+        Py_ssize_t cap = m->memo_cap ? m->memo_cap : 64; /* grown by doubling */
         while (cap < length) cap *= 2;
         PyObject **grown = PyMem_RawRealloc(m->memo, cap * sizeof(PyObject *));
         if (!grown) {
@@ -921,10 +1000,25 @@ static PyObject *run_machine(Machine *m) {
             pos += head + (Py_ssize_t)size;
             break;
         }
-        case 0x7D: /* EMPTY_DICT */
+        case 0x7D: { /* EMPTY_DICT */
+            /* A dict begins after a trace entry in a list's batch: the batch so far is
+               appended now (pickle_machine.py: one entry held at a time, not 1,000). */
+            Py_ssize_t first = m->n_marks ? m->marks[m->n_marks - 1] : 0;
+            if (first > 0 && first < m->depth && PyList_CheckExact(m->stack[first - 1]) &&
+                PyDict_CheckExact(m->stack[m->depth - 1])) {
+                int entry = PyDict_Contains(m->stack[m->depth - 1], m->k_action);
+                if (entry < 0) return NULL;
+                if (entry) {
+                    int done = put_items(m, m->stack[first - 1], m->stack + first,
+                                         m->depth - first, m->base + pos - 1);
+                    drop_from(m, first);
+                    if (done < 0) return NULL;
+                }
+            }
             if (push(m, PyDict_New()) < 0) return NULL;
             m->cells += 1;
             break;
+        }
         case 0x75: case 0x73: { /* SETITEMS, SETITEM */
             Py_ssize_t first;
             if (op == 0x75) {
@@ -1293,28 +1387,15 @@ static void machine_free(Machine *m) {
         Py_XDECREF(s->pre);
         Py_XDECREF(s->ooms);
         Py_XDECREF(s->skipped);
-        Py_XDECREF(s->rows.bytes);
-        Py_XDECREF(s->reserved.bytes);
+        for (int k = 0; k < N_ROW_COLUMNS; k++) Py_XDECREF(s->rows[k].bytes);
+        for (int k = 0; k < N_RES_COLUMNS; k++) Py_XDECREF(s->reserved[k].bytes);
         map_free(&s->live);
     }
     PyMem_RawFree(m->sinks);
     Py_XDECREF(m->shared);
     Py_XDECREF(m->want_lines);
-    Py_XDECREF(m->k_action);
-    Py_XDECREF(m->k_time_us);
-    Py_XDECREF(m->k_addr);
-    Py_XDECREF(m->k_size);
-    Py_XDECREF(m->k_stream);
-    Py_XDECREF(m->k_frames);
-    Py_XDECREF(m->k_device_free);
-    Py_XDECREF(m->tracked);
     Py_XDECREF(m->zero);
 }
-
-static const char *TRACKED_NAMES[] = {"alloc", "free_completed", "oom", "segment_alloc",
-                                      "segment_map", "segment_free", "segment_unmap"};
-static const long TRACKED_KINDS[] = {KIND_ALLOC, KIND_FREE, KIND_OOM, KIND_SEGMENT_ALLOC,
-                                     KIND_SEGMENT_ALLOC, KIND_SEGMENT_FREE, KIND_SEGMENT_FREE};
 
 /* run(machine, read, max_bytes, max_cells, new_sink, keep_frames, sinks, consts)
    consts: (DROPPED, BigInt, excerpt, _Truncated, SnapshotError, (ALLOCATE, FREE,
@@ -1339,25 +1420,10 @@ static PyObject *reader_run(PyObject *self, PyObject *args) {
     m.max_bytes = max_bytes;
     m.max_cells = max_cells;
     m.keep_frames = keep_frames;
-    m.k_action = PyUnicode_InternFromString("action");
-    m.k_time_us = PyUnicode_InternFromString("time_us");
-    m.k_addr = PyUnicode_InternFromString("addr");
-    m.k_size = PyUnicode_InternFromString("size");
-    m.k_stream = PyUnicode_InternFromString("stream");
-    m.k_frames = PyUnicode_InternFromString("frames");
-    m.k_device_free = PyUnicode_InternFromString("device_free");
-    m.tracked = PyDict_New();
+    m.k_action = ACTION;
     m.zero = PyLong_FromLong(0);
     PyObject *result = NULL;
-    if (!m.k_action || !m.k_time_us || !m.k_addr || !m.k_size || !m.k_stream || !m.k_frames ||
-        !m.k_device_free || !m.tracked || !m.zero)
-        goto done;
-    for (int k = 0; k < 7; k++) {
-        PyObject *kind = PyLong_FromLong(TRACKED_KINDS[k]);
-        int bad = !kind || PyDict_SetItemString(m.tracked, TRACKED_NAMES[k], kind) < 0;
-        Py_XDECREF(kind);
-        if (bad) goto done;
-    }
+    if (!m.zero) goto done;
     /* No cycle collection while the machine runs: what it builds is a tree (a cycle only in
        a hostile pickle, collected afterwards), and the collector would walk the kept
        segments again and again as entries come and go. */
@@ -1379,4 +1445,7 @@ static struct PyModuleDef MODULE = {
     PyModuleDef_HEAD_INIT, "_snapshot_reader", NULL, -1, METHODS, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__snapshot_reader(void) { return PyModule_Create(&MODULE); }
+PyMODINIT_FUNC PyInit__snapshot_reader(void) {
+    if (!ACTION && !(ACTION = PyUnicode_InternFromString("action"))) return NULL;
+    return PyModule_Create(&MODULE);
+}

@@ -1,0 +1,14 @@
+# The C snapshot reader (csrc/snapshot_reader.c), built at install time by setup.py.
+from typing import Any
+
+def run(
+    machine: Any,
+    read: Any,
+    max_bytes: int,
+    max_cells: int,
+    new_sink: Any,
+    keep_frames: bool,
+    sinks: dict[int, Any],
+    consts: tuple[Any, ...],
+    /,
+) -> Any: ...
