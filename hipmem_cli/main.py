@@ -17,7 +17,7 @@ import signal
 import sys
 from typing import Any
 
-from hipmem._core.freed_memory import return_freed_memory
+from hipmem._core.freed_memory import use_system_pool
 
 from . import output
 
@@ -86,7 +86,7 @@ def build_app(argv: list[str]) -> Any:
 
 def main() -> None:
     """Console-script entry point."""
-    return_freed_memory()  # before any large array: hipmem/_core/freed_memory.py says why
+    use_system_pool()  # before pyarrow is imported: hipmem/_core/freed_memory.py says why
     signal.signal(signal.SIGINT, _on_ctrl_c)
     try:
         code = _run(sys.argv[1:])

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hipmem._core.freed_memory import release_freed_memory
+
 from ..explain.requests import recorded_failed_rows
 from ..logs.analysis import previous_allocations
 from ..logs.events import ALLOCATE, ALLOCATE_FAILURE, FREE, AllocationLog, LineRef
@@ -128,6 +130,12 @@ class ReplayProgram:
 
 def build_program(log: AllocationLog) -> ReplayProgram:
     """Build the program of `log` by the rules in this module's docstring (vectorised)."""
+    program = _build(log)
+    release_freed_memory()  # the build's temporaries, each the length of the log
+    return program
+
+
+def _build(log: AllocationLog) -> ReplayProgram:
     events = log.events
     action = events["action"].to_numpy(dtype=np.int8)
     pointer = events["pointer"].to_numpy(dtype=np.uint64)

@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from hipmem._core.freed_memory import release_freed_memory
 from hipmem._core.progress import ProgressCallback
 from hipmem._core.skipped_input import NothingToAnswer
 
@@ -103,6 +104,7 @@ def load_log_file(path: Path, file_index: int, *, source: str | None = None) -> 
     skipped.sort(key=lambda s: s.line)
     del table
     pa.default_memory_pool().release_unused()  # arrow keeps freed memory otherwise
+    release_freed_memory()  # and so does malloc: the CSV's buffers and columns
 
     if len(bad_rows):
         keep = ~bad

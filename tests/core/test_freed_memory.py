@@ -1,6 +1,6 @@
 """The CLI's process hands freed arrays' memory back to the system (hipmem/_core/
-freed_memory.py): glibc's mmap threshold fixed, arrow's pool the system's. Each case runs in
-a fresh process, since both settings hold for a whole process."""
+freed_memory.py): glibc's freed heap pages trimmed where a stage ends, arrow's pool the
+system's. Each case runs in a fresh process (the heap and arrow's pool are the process's)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,6 @@ import pytest
 SCRIPT = """
 import sys
 import numpy as np
-if sys.argv[1] == "fixed":
-    from hipmem._core.freed_memory import return_freed_memory
-    assert return_freed_memory()
 def rss():
     for line in open("/proc/self/status"):
         if line.startswith("VmRSS"):
@@ -31,6 +28,9 @@ for i in range(16):
     kept.append(np.ones(25_000, np.int64))
 held = rss() - before
 del arrays
+if sys.argv[1] == "released":
+    from hipmem._core.freed_memory import release_freed_memory
+    assert release_freed_memory()
 print(held >> 20, (rss() - before) >> 20)
 """
 
@@ -47,14 +47,14 @@ def test_freed_arrays_leave_the_process():
     held, left_plain = _resident_mib("plain")
     assert held >= 64
     assert left_plain >= 48  # the C allocator kept them: what the fix is for
-    held, left_fixed = _resident_mib("fixed")
-    assert held >= 64 and left_fixed <= 8
+    held, left_released = _resident_mib("released")
+    assert held >= 64 and left_released <= 8
 
 
 def test_arrow_uses_the_system_pool_unless_the_user_chose():
     code = (
-        "from hipmem._core.freed_memory import return_freed_memory\n"
-        "return_freed_memory()\n"
+        "from hipmem._core.freed_memory import use_system_pool\n"
+        "use_system_pool()\n"
         "import pyarrow as pa\n"
         "print(pa.default_memory_pool().backend_name)\n"
     )
