@@ -56,6 +56,14 @@ from .pickle_machine import (
     SnapshotRefused,
     excerpt,
 )
+from .segments import (
+    INT64_END,
+    blocks_active_at_dump,
+    count_or_none,
+    is_count,
+    plain_settings,
+    segments_by_device,
+)
 from .snapshot_file import GZIP_MAGIC, GzipStream, capped_read, max_bytes_from_env
 
 __all__ = ["DevicePart", "Frame", "SnapshotError", "SnapshotRefused", "read_snapshot"]
@@ -67,7 +75,6 @@ MAX_HELD_OBJECTS = 16_000_000  # objects held at once besides the trace: segment
 MAX_KEPT_SKIPS = 100
 MAX_FRAMES = 10_000  # frames kept for the one entry `entry_frames` asks about
 DAY_US = 86_400 * 10**6
-_INT64_END = 1 << 63
 # Bounds that keep every sum and time in int64 (docs/hostile-input.md).
 MAX_RESERVED_BYTES = 1 << 62
 MAX_TIME_US = (2**63 - 1) // 1000  # so any time_ns, and any difference of two, fits int64
@@ -166,7 +173,7 @@ class _TraceList:
 
     def _skip_field(self, line: int, action: str, values: tuple[Any, ...]) -> None:
         for key, value in zip(("addr", "size", "stream", "time_us"), values, strict=True):
-            if type(value) is not int or not 0 <= value < _INT64_END:
+            if type(value) is not int or not 0 <= value < INT64_END:
                 big = (type(value) is int and value > 0) or type(value) is BigInt
                 why = "is past 2**63 - 1" if big else "is not a non-negative integer"
                 reason = f"{action} entry: {key} {excerpt(value)} {why}"
@@ -200,10 +207,10 @@ class _TraceList:
             and type(size) is int
             and type(stream) is int
             and type(time_us) is int
-            and 0 <= address < _INT64_END
-            and 0 <= size < _INT64_END
-            and 0 <= stream < _INT64_END
-            and 0 <= time_us < _INT64_END
+            and 0 <= address < INT64_END
+            and 0 <= size < INT64_END
+            and 0 <= stream < INT64_END
+            and 0 <= time_us < INT64_END
         ):
             self._skip_field(line, action, (address, size, stream, time_us))
             return
@@ -220,7 +227,7 @@ class _TraceList:
         elif kind == 2:
             address = 0
             free: Any = item.get("device_free")
-            free_ok = type(free) is int and 0 <= free < _INT64_END
+            free_ok = type(free) is int and 0 <= free < INT64_END
             self.ooms.append((line, size, free if free_ok else None))
         else:
             self.reserved.extend((span_us, size if kind == 3 else -size))
@@ -242,7 +249,7 @@ def _frames_of(frames: Any) -> list[Frame]:
         if type(frame) is not dict:
             continue
         filename, line, name = frame.get("filename"), frame.get("line"), frame.get("name")
-        number = _count(line)
+        number = count_or_none(line)
         if type(filename) is str and number is not None and type(name) is str:
             found.append(Frame(filename, number, name))
     return found
@@ -287,8 +294,8 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> list[DevicePar
     """Every device of the snapshot that holds a trace or segments, in device order."""
     data, machine, shared = _load(path, max_bytes)
     traces: list[Any] = data["device_traces"]
-    settings = _plain_settings(data.get("allocator_settings"))
-    segments = _segments_by_device(path, data.get("segments"), len(traces))
+    settings = plain_settings(data.get("allocator_settings"))
+    segments = segments_by_device(path, data.get("segments"), len(traces), MAX_HELD_OBJECTS)
     total_entries = 0
     parts = []
     uses: dict[int, int] = {}  # devices per trace list (a list may be shared)
@@ -341,7 +348,7 @@ class _DeviceTrace:
         skipped_count = len(skipped) + stream.skipped_count
         kept = (skipped[:MAX_KEPT_SKIPS] + stream.skipped)[:MAX_KEPT_SKIPS]
         pre = list(stream.pre)
-        pre += _blocks_active_at_dump(segments, stream.live)
+        pre += blocks_active_at_dump(segments, stream.live)
         columns: dict[str, np.ndarray] = {}
         first_ns = 0
         for name, k, dtype in _ROW_COLUMNS:
@@ -372,7 +379,7 @@ class _DeviceTrace:
         segments: list[dict[str, Any]],
         settings: dict[str, Any],
     ) -> Recording:
-        end_bytes = sum(s["total_size"] for s in segments if _is_count(s.get("total_size")))
+        end_bytes = sum(s["total_size"] for s in segments if is_count(s.get("total_size")))
         times_ns, changes, grown_bytes, net_bytes, peak_at = made
         start_bytes = max(0, end_bytes - net_bytes)
         # Every level lies in [end - grown, start + grown]: below 2**62, no int64 sum wraps.
@@ -430,76 +437,6 @@ def _pre_column(
         return np.full(len(pre), ALLOCATE, dtype=dtype)
     k = {"pointer": 0, "size_bytes": 1, "stream": 2}[name]
     return np.array([row[k] for row in pre], dtype=dtype)
-
-
-def _blocks_active_at_dump(
-    segments: list[dict[str, Any]], live: dict[int, int]
-) -> list[tuple[int, int, int]]:
-    found = []
-    for segment in segments:
-        stream = segment.get("stream")
-        blocks = segment.get("blocks")
-        for block in blocks if type(blocks) is list else []:
-            if type(block) is not dict:
-                continue
-            state = block.get("state")
-            if type(state) is not str or not state.startswith("active"):
-                continue
-            address, size = _count(block.get("address")), _count(block.get("requested_size"))
-            if address is None or size is None or address in live:
-                continue
-            found.append((address, size, _count(stream) or 0))
-    return found
-
-
-def _segments_by_device(path: Path, segments: Any, devices: int) -> dict[int, list[dict[str, Any]]]:
-    """Segments per device. Walking them visits every block of every segment, shared ones
-    once per reference, so the visits are counted against the held-objects cap."""
-    found: dict[int, list[dict[str, Any]]] = {}
-    visits = 0
-    for segment in segments if type(segments) is list else []:
-        if type(segment) is not dict:
-            continue
-        device = segment.get("device")
-        if type(device) is not int or not 0 <= device < devices:
-            continue
-        blocks = segment.get("blocks")
-        visits += 1 + (len(blocks) if type(blocks) is list else 0)
-        if visits > MAX_HELD_OBJECTS:
-            raise SnapshotError(
-                f"{path}: the segments hold more than {MAX_HELD_OBJECTS:,} blocks, counting "
-                "each shared one every time it is referenced"
-            )
-        found.setdefault(device, []).append(segment)
-    return found
-
-
-def _plain_settings(settings: Any) -> dict[str, Any]:
-    """The allocator settings PyTorch writes (str keys; numbers, strings, bools and a dict of
-    them): anything else is left out, so the JSON of a recording is always writable. One
-    level deep only: nothing here recurses, whatever the pickle nests."""
-    if type(settings) is not dict:
-        return {}
-    scalar = (str, int, float, bool, type(None))
-    return {
-        key: value
-        for key, value in settings.items()
-        if type(key) is str
-        and (
-            type(value) in scalar
-            or (type(value) is dict and all(type(k) is str and type(v) in scalar
-                                            for k, v in value.items()))
-        )
-    }  # fmt: skip
-
-
-def _is_count(value: Any) -> bool:
-    return type(value) is int and 0 <= value < _INT64_END
-
-
-def _count(value: Any) -> int | None:
-    """`value` when it is a non-negative int64 (not a bool), else None."""
-    return value if type(value) is int and 0 <= value < _INT64_END else None
 
 
 def entry_frames(where: LineRef, *, max_bytes: int | None = None) -> list[Frame]:

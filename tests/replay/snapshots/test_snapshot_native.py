@@ -275,3 +275,18 @@ def test_without_the_extension_the_python_machine_reads() -> None:
     assert forced.stderr.count("\n") == 1, forced.stderr
     assert "the C snapshot reader was not built when hipmem was installed" in forced.stderr
     assert "pip install" in forced.stderr
+
+
+def test_a_reader_built_in_place_is_as_new_as_its_source() -> None:
+    # In a checkout, `pip install -e .` builds the C machine beside its package; an edit of
+    # its source without building again would test the old machine against the Python one.
+    module = snapshot_native._native_module
+    if module is None or module.__file__ is None:
+        pytest.skip("installed without the C snapshot reader")
+    built = Path(module.__file__)
+    source = REPO / "replay" / "snapshots" / "csrc" / "snapshot_reader.c"
+    if built.parent != source.parent.parent:
+        pytest.skip("an installed package: its source is not here")
+    assert built.stat().st_mtime >= source.stat().st_mtime, (
+        f"{built.name} is older than {source.name}: run `pip install -e .` to build it again"
+    )
