@@ -92,6 +92,12 @@ def main() -> None:
         code = _run(sys.argv[1:])
     except KeyboardInterrupt:
         code = 130
+    except Exception:
+        # Where Python wraps what a call raises, a Ctrl-C arrives as another error: a dataclass
+        # made while a module is imported turns it into a RuntimeError (`__set_name__`).
+        if not _interrupted:
+            raise
+        code = 130
     if _interrupted:
         output.interrupted()
     sys.exit(code)
@@ -169,6 +175,8 @@ def _answer(argv: list[str]) -> int:
     except KeyboardInterrupt:
         raise
     except Exception as err:  # the boundary: even a bug is reported as one line
+        if _interrupted:  # a Ctrl-C wrapped on its way (main says where): not a bug
+            raise
         return _report(err)
     return result if isinstance(result, int) else 0
 

@@ -116,7 +116,10 @@ def _dask_cuda() -> Any:
 
 
 def _local_cluster(plan: ClusterPlan) -> Any:
-    quiet = logging.ERROR  # worker restarts are reported by the sweep, not as log noise
+    # Worker restarts and failed pairs are reported by the sweep, one line each, not as Dask's
+    # log noise; nor is a worker's heartbeat that meets a scheduler already closing (an ERROR
+    # with a traceback at shutdown on a loaded machine, although every pair ran).
+    quiet = logging.CRITICAL
     if plan.kind == "cuda" and _dask_cuda() is not None:
         from dask_cuda import LocalCUDACluster
 

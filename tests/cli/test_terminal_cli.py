@@ -284,6 +284,33 @@ def test_ctrl_c_is_one_line_and_exit_130(wait_s: float) -> None:
     assert stderr == "Error: interrupted\n" and stdout == ""
 
 
+# A Ctrl-C that lands while a module's dataclass is made reaches hipmem as a RuntimeError
+# (Python wraps what `__set_name__` raises): here it is made to land there every time.
+_CTRL_C_IN_SET_NAME = """
+import os, signal, sys
+from hipmem.cli import main as cli
+
+class Field:
+    def __set_name__(self, owner, name):
+        os.kill(os.getpid(), signal.SIGINT)  # the handler raises here
+
+def run(argv):
+    class Made:
+        good = Field()
+    return 0
+
+cli._run = run
+sys.argv = ["hipmem", "replay"]
+cli.main()
+"""
+
+
+def test_ctrl_c_wrapped_on_its_way_is_still_one_line_and_exit_130() -> None:
+    done = subprocess.run([str(Path(HIPMEM).with_name("python")), "-c", _CTRL_C_IN_SET_NAME],
+                          capture_output=True, text=True, cwd=REPO, timeout=60)  # fmt: skip
+    assert (done.returncode, done.stderr, done.stdout) == (130, "Error: interrupted\n", "")
+
+
 def test_on_a_terminal_the_table_is_boxed_when_it_fits(rocm: Path) -> None:
     seen = on_terminal("size", "-d", "MI210", "dgetrf:m=1024,n=1024", columns=200)
     assert (
