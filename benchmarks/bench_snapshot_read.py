@@ -60,13 +60,14 @@ path, how, traced = Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "traced"
 if traced:
     import tracemalloc
     tracemalloc.start()
+def read():
+    if how == "pickle":
+        with (gzip.open(path) if path.name.endswith(".gz") else path.open("rb")) as file:
+            return pickle.load(file)
+    return snapshot.read_snapshot(path)
 base_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 start = time.perf_counter()
-if how == "pickle":
-    with (gzip.open(path) if path.name.endswith(".gz") else path.open("rb")) as file:
-        result = pickle.load(file)
-else:
-    result = snapshot.read_snapshot(path)
+result = read()
 wall_s = time.perf_counter() - start
 peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 grown_kib = tracemalloc.get_traced_memory()[1] / 1024 if traced else peak_kib - base_kib
@@ -74,11 +75,7 @@ again_s = None
 if path.stat().st_size < 1 << 20:  # a small file read again: without one-time costs
     del result
     start = time.perf_counter()
-    if how == "pickle":
-        with (gzip.open(path) if path.name.endswith(".gz") else path.open("rb")) as file:
-            result = pickle.load(file)
-    else:
-        result = snapshot.read_snapshot(path)
+    result = read()
     again_s = time.perf_counter() - start
 print(json.dumps({"wall_s": wall_s, "peak_mib": grown_kib / 1024,
                   "total_mib": peak_kib / 1024, "again_s": again_s}))
