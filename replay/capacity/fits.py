@@ -38,6 +38,7 @@ from ..logs.events import AllocationLog
 from ..pytorch import resource as torch_resource
 from ..virtual.devices import FITS_DEVICES, Device
 from ..virtual.gpu import ProbeResult, VirtualGpu
+from . import arena_rule
 from .result import CapacityResult, NoCapacityFound, Probe
 from .rmm_probes import RmmProbes
 
@@ -262,29 +263,37 @@ def fits(
 def _rmm_fits(
     spec: ResourceSpec, target: ReplayTarget, devices: list[Device], probes: RmmProbes
 ) -> list[Fit]:
-    """RMM's resource on each device. Only arena asks the device its size (its default size is
-    half the free memory); the others meet it only when it refuses a cudaMalloc. So for them
-    one replay on the largest device stands for every device whose memory it never came near
-    (its peak, in the device's pages, fits); the others are replayed. A device too small for
-    what the resource takes at its making does not fit, every allocation refused."""
+    """RMM's resource on each device, from one replay on the largest where RMM's rules say
+    another device replays the same. Arena asks the device its size (half the free memory) and
+    replays alike on the devices `arena_rule` names; the others meet a device only when it
+    refuses a cudaMalloc, so the largest's replay stands for every device whose memory it never
+    came near (its peak, in the device's pages, fits). The rest are replayed. A device too
+    small for what the resource takes at its making does not fit, every allocation refused."""
     from ..rmm.virtual import RmmProbe
 
     allocations = int((probes.program.op == OP_ALLOCATE).sum())
     found: list[Fit] = []
     with probes.gpu(spec, target) as gpu:
-
-        def replay(device: Device) -> RmmProbe:
-            return probes.replay(gpu, device, stop_on_failure=False)
-
         largest = max(devices, key=lambda d: d.memory_bytes)
-        base: RmmProbe | None = None if spec.kind == "arena" else replay(largest)
+        base = probes.replay(gpu, largest, stop_on_failure=False)
+        base_arena_bytes = arena_rule.arena_bytes(spec, largest)
         # Devices alike in what RMM can see of them (memory, pages; not the name) replay alike
-        made: dict[tuple[int, int], RmmProbe] = {}
+        made: dict[tuple[int, int], RmmProbe] = {
+            (largest.memory_bytes, largest.granularity_bytes): base
+        }
         for device in devices:
-            run = base
-            if run is None or run.device_refusals or run.device_peak_bytes > device.memory_bytes:
-                alike = (device.memory_bytes, device.granularity_bytes)
-                run = made[alike] = made.get(alike) or replay(device)
+            if spec.kind == "arena":
+                size = arena_rule.arena_bytes(spec, device)
+                if arena_rule.replays_alike(base, base_arena_bytes, device, size):
+                    found.append(Fit(device, base.replayed, size, base.failure_count))
+                    continue
+            elif not base.device_refusals and base.device_peak_bytes <= device.memory_bytes:
+                found.append(Fit(device, base.replayed, base.peak_reserved_bytes,
+                                 base.failure_count))  # fmt: skip
+                continue
+            alike = (device.memory_bytes, device.granularity_bytes)
+            run = made.get(alike) or probes.replay(gpu, device, stop_on_failure=False)
+            made[alike] = run
             if run.setup_refused is not None and run.device_refusals:
                 found.append(Fit(device, False, 0, allocations))
                 continue

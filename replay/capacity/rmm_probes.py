@@ -29,7 +29,7 @@ from ..logs.events import AllocationLog
 from ..rmm.virtual import RmmProbe, VirtualRmm, VirtualRmmFailed
 from ..virtual.devices import Device
 from ..virtual.gpu import ProgramFiles
-from .at_once import CORES
+from .at_once import CORES, cores
 
 
 @dataclass
@@ -106,8 +106,10 @@ class Ahead:
     probe before it (replay/capacity/search.py asks with both possible next sizes).
 
     Which of the two is guessed: the one that follows if the probe under way goes as the one
-    before it went (near its answer a bisection meets runs of one outcome). It starts once the
-    probe under way has its core (`start`), never taking the core that probe waits for. A
+    before it went (near its answer a bisection meets runs of one outcome), or the other where
+    that one would end the search. It starts once the probe under way has its core (`start`),
+    never taking the core that probe waits for; when the probe under way was itself made
+    ahead, the next guess starts beside it, on the core the search left free. A
     guess that can no longer be asked for is cancelled, freeing its core. The search records a
     probe made ahead where and as it asks for it: the same probes, in the same order, as
     without."""
@@ -116,7 +118,9 @@ class Ahead:
         self, probes: RmmProbes, sized: Callable[[int], ResourceSpec], target: ReplayTarget
     ) -> None:
         self._probes, self._sized, self._target = probes, sized, target
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hipmem-ahead")
+        # A thread per core: a guess starts on the core it took, not after the one before it
+        # (the search may be waiting for that one, made ahead, while a core stands idle).
+        self._pool = ThreadPoolExecutor(max_workers=cores(), thread_name_prefix="hipmem-ahead")
         self._made: dict[int, tuple[VirtualRmm, Future[RmmProbe]]] = {}
         self._next: int | None = None  # the guess to start
         self.last: bool | None = None  # how the last probe went
@@ -125,7 +129,8 @@ class Ahead:
         """The search is about to ask for `asking`; its next is `if_passes` or `if_fails`."""
         for stale in [s for s in self._made if s not in (asking, if_passes, if_fails)]:
             self._drop(stale)
-        self._next = if_fails if self.last is False else if_passes
+        likely, other = (if_fails, if_passes) if self.last is False else (if_passes, if_fails)
+        self._next = likely if likely is not None else other  # the search's last: either
 
     def start(self) -> None:
         """Make the guess, if a core is spare now (the probe under way holds its own)."""

@@ -121,6 +121,8 @@ class RmmProbe:
     latency_ns: np.ndarray | None
     samples: ReservedSamples | None = None
     setup_refused: str | None = None  # RMM refused memory while making the resource
+    # arena: how far into its arena it ever carved, at most (rmm_replay.cpp); -1 otherwise
+    arena_extent_bytes: int = -1
 
     @property
     def replayed(self) -> bool:
@@ -189,6 +191,7 @@ class VirtualRmm:
             failure_reserved_bytes=np.array(answer["failure_reserved_bytes"], dtype=np.int64),
             latency_ns=latency,
             samples=samples,
+            arena_extent_bytes=int(answer["arena_extent_bytes"]),
         )
 
     def _ask(self, line: str, device: Device, size: int) -> dict[str, Any]:

@@ -85,12 +85,14 @@ std::string json_text(std::string text) {
 class Upstream final : public device_memory_resource {
  public:
   int64_t current_bytes = 0, peak_bytes = 0, calls = 0;
+  char* first = nullptr;  // the first block handed out: an arena's whole arena
 
  private:
   rmm::mr::cuda_memory_resource cuda_;
 
   void* do_allocate(std::size_t bytes, rmm::cuda_stream_view stream) override {
     void* ptr = cuda_.allocate(bytes, stream);
+    if (first == nullptr) first = static_cast<char*>(ptr);
     current_bytes += static_cast<int64_t>(bytes);
     peak_bytes = current_bytes > peak_bytes ? current_bytes : peak_bytes;
     if (bytes != 0) ++calls;  // cudaMalloc(0) takes nothing: a null pointer, as on a GPU
@@ -167,13 +169,36 @@ bool is_refusal(std::exception const& err) {
   return dynamic_cast<rmm::bad_alloc const*>(&err) != nullptr;  // out_of_memory is one too
 }
 
+// How far into its arena an arena resource ever carved, at most: every carve from the arena's
+// free end (RMM's global_arena::first_fit) is a superblock of max(1 MiB, the request as the
+// resource rounds it) whose first block is the allocation that asked for it, so each
+// allocation's offset plus that size bounds it. replay/capacity/arena_rule.py says why this
+// decides which other arena sizes replay alike.
+std::size_t arena_reach(char const* arena, void const* ptr, std::size_t bytes) {
+#ifdef RMM_ARENA_USE_SIZE_CLASSES
+  bytes = rmm::mr::detail::arena::align_to_size_class(bytes);
+#else
+  bytes = rmm::align_up(bytes, rmm::CUDA_ALLOCATION_ALIGNMENT);
+#endif
+  std::size_t const superblock = rmm::mr::detail::arena::superblock::minimum_size;
+  return static_cast<std::size_t>(static_cast<char const*>(ptr) - arena) +
+         (bytes > superblock ? bytes : superblock);
+}
+
 // RMM's resource stack, as replay_loop.hpp calls it.
 struct RmmCalls {
   Stack& stack;
   std::vector<rmm::cuda_stream_view> const& streams;
+  bool arena;
+  std::size_t* arena_extent_bytes;
 
   void* allocate(std::size_t bytes, int32_t stream) {
-    return stack.top->allocate(bytes, streams[static_cast<size_t>(stream)]);
+    void* ptr = stack.top->allocate(bytes, streams[static_cast<size_t>(stream)]);
+    if (arena && ptr != nullptr) {
+      std::size_t const reach = arena_reach(stack.device.first, ptr, bytes);
+      if (reach > *arena_extent_bytes) *arena_extent_bytes = reach;
+    }
+    return ptr;
   }
   static bool refused(std::exception const& err) { return is_refusal(err); }
   void deallocate(void* ptr, std::size_t bytes, int32_t stream) {
@@ -182,9 +207,9 @@ struct RmmCalls {
   int64_t reserved_bytes() const { return stack.device.current_bytes; }
 };
 
-Pass run_pass(Program const& p, Stack& stack, bool stop_on_failure, int64_t* latency,
-              Sampler* sampler) {
-  RmmCalls calls{stack, p.streams};
+Pass run_pass(Program const& p, Stack& stack, bool arena, std::size_t* arena_extent_bytes,
+              bool stop_on_failure, int64_t* latency, Sampler* sampler) {
+  RmmCalls calls{stack, p.streams, arena, arena_extent_bytes};
   return hipmem::run_pass(p, calls, stop_on_failure, latency, sampler);
 }
 
@@ -203,6 +228,8 @@ std::string probe(Program const& p, Config const& config, std::string const& dir
   sampler.every = sample_every;
   Pass last;
   int64_t best = INT64_MAX, peak_reserved = 0, upstream_calls = 0;
+  std::size_t arena_extent = 0;
+  bool const arena = config.kind == "arena";
   {
     std::unique_ptr<Stack> stack;
     try {
@@ -222,7 +249,8 @@ std::string probe(Program const& p, Config const& config, std::string const& dir
              "}";
     }
     for (int r = 0; r < repeats; ++r) {
-      last = run_pass(p, *stack, stop_on_failure, time_calls && r == 0 ? latency.data() : nullptr,
+      last = run_pass(p, *stack, arena, &arena_extent, stop_on_failure,
+                      time_calls && r == 0 ? latency.data() : nullptr,
                       sample_every > 0 && r == 0 ? &sampler : nullptr);
       best = last.wall_ns < best ? last.wall_ns : best;
     }
@@ -258,7 +286,8 @@ std::string probe(Program const& p, Config const& config, std::string const& dir
       << ",\"segment_allocations\":" << upstream_calls << ",\"num_ooms\":" << last.failures
       << ",\"num_alloc_retries\":0,\"device_bytes\":" << device_bytes
       << ",\"device_peak_bytes\":" << device_peak << ",\"device_refusals\":" << device_refusals
-      << ",\"free_bytes\":" << free_bytes;
+      << ",\"free_bytes\":" << free_bytes
+      << ",\"arena_extent_bytes\":" << (arena ? static_cast<long long>(arena_extent) : -1);
   write_list(out, "failure_op", last.failure_op);
   write_list(out, "failure_live_bytes", last.failure_live_bytes);
   write_list(out, "failure_reserved_bytes", last.failure_reserved_bytes);

@@ -5,7 +5,12 @@ RMM's real code on the committed logs."""
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 from hipmem.replay.capacity import rmm_probes
@@ -89,3 +94,56 @@ def test_streams_default_probes_the_default_stream_and_fits_the_logged_ones(logs
         assert fits(log, spec, options, program=program, probes=probes) == fits(
             log, spec, logged, program=program
         )
+
+
+class _HeldGpu:
+    """A replay that runs until the test lets it end: the scheduling of guesses, alone."""
+
+    def __init__(self, size: int, started: list[int], release: threading.Event) -> None:
+        self.size, self._started, self._release = size, started, release
+
+    def replay(self, device: object, *, stop_on_failure: bool) -> int:
+        self._started.append(self.size)
+        assert self._release.wait(60)
+        return self.size
+
+    def cancel(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _eventually(condition: Callable[[], bool]) -> bool:
+    for _ in range(600):  # a thread's start, not work: any machine is far quicker
+        if condition():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_the_next_guess_starts_while_the_guess_taken_still_runs(monkeypatch):
+    """The search takes a guess made ahead and waits for it; the guess after it starts on the
+    core left free at once, not behind it (one thread of guesses left a core idle), and where
+    the likelier next probe is none (the search would end) the other is guessed."""
+    monkeypatch.setattr(rmm_probes, "CORES", Cores(2))
+    started: list[int] = []
+    release = threading.Event()
+    probes = SimpleNamespace(gpu=lambda size, target: _HeldGpu(size, started, release))
+    sized: Any = lambda size: size  # noqa: E731 - the fake gpu takes the size as its spec
+    ahead = rmm_probes.Ahead(cast(Any, probes), sized, cast(Any, SimpleNamespace(device="gpu")))
+    try:
+        ahead.last = True
+        ahead.guess(10, 5, 15)
+        with rmm_probes.CORES.held():  # the probe of 10 under way, on its core
+            ahead.start()
+            assert _eventually(lambda: started == [5])
+        ahead.last = True  # 10 passed: the search asks for 5, made ahead
+        ahead.guess(5, None, 7)  # if 5 passes the search ends: guess 7
+        taking = threading.Thread(target=ahead.take, args=(5,))
+        taking.start()
+        assert _eventually(lambda: started == [5, 7])  # while 5 still runs
+    finally:
+        release.set()
+        ahead.close()
+    taking.join()

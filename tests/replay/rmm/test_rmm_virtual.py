@@ -271,6 +271,67 @@ def test_fits_are_each_devices_own_replay(logs, spec):
     assert not fits[3].fits  # 4 MiB: not even the first 16 MiB request
 
 
+@pytest.mark.parametrize("release", RELEASES)
+def test_arena_fits_by_the_rule_are_each_devices_own_replay(logs, release, monkeypatch):
+    """The fits table answers an arena on a device from the largest device's replay where
+    replay/capacity/arena_rule.py says it replays alike (its arena at least the reach + 1 MiB),
+    and replays the others: on every committed log, at the rule's edge and on either side of
+    it, each answer is the device's own replay's."""
+    from hipmem.replay.capacity.rmm_probes import RmmProbes
+    from hipmem.replay.virtual.devices import custom_device, find_device
+
+    replayed: list[tuple[int, Any]] = []
+    real_replay = RmmProbes.replay
+
+    def replay(self: RmmProbes, gpu: Any, device: Any, **kw: Any) -> Any:
+        run = real_replay(self, gpu, device, **kw)
+        replayed.append((device.memory_bytes, run))
+        return run
+
+    monkeypatch.setattr(RmmProbes, "replay", replay)
+    options = ReplayOptions(backend="virtual", rmm_version=release)
+    largest = find_device("MI355X")
+    for name, log in logs.items():
+        replayed.clear()
+        hipmem.fits(log, hipmem.parse_spec("arena"), options, devices=[largest])
+        ((_, base),) = replayed
+        reach = base.arena_extent_bytes
+        assert base.peak_reserved_bytes == largest.memory_bytes // 2 and reach > 0, name
+        # arenas (half the memory): at the edge, 256 bytes below, at the reach, half of it
+        arenas = [reach + MiB, reach + MiB - 256, reach, reach // 2 // 256 * 256, 24 * 1024 * MiB]
+        devices = [largest, *(custom_device(2 * a) for a in arenas), find_device("MI210")]
+        replayed.clear()
+        fits = hipmem.fits(log, hipmem.parse_spec("arena"), options, devices=devices)
+        by_rule = {d.memory_bytes for d in devices} - {size for size, _ in replayed}
+        mi210 = find_device("MI210").memory_bytes
+        assert by_rule == {2 * (reach + MiB), 2 * 24 * 1024 * MiB, mi210}
+        for fit, device in zip(fits, devices, strict=True):
+            alone = _replay(log, "arena", device_memory_bytes=device.memory_bytes,
+                            rmm_version=release)  # fmt: skip
+            assert (fit.fits, fit.peak_reserved_bytes, fit.refused_count) == (
+                alone.failure_count == 0,
+                alone.peak_reserved_bytes,
+                alone.failure_count,
+            ), (name, device.name)
+
+
+def test_arena_of_a_given_size_fits_alike_where_the_device_holds_it(logs):
+    from hipmem.replay.virtual.devices import custom_device, find_device
+
+    log = logs[REAL_LOGS[-1].name]
+    devices = [find_device("MI355X"), custom_device(1536 * MiB), custom_device(512 * MiB)]
+    fits = hipmem.fits(log, hipmem.parse_spec("arena:size=1GiB"),
+                       ReplayOptions(backend="virtual"), devices=devices)  # fmt: skip
+    for fit, device in zip(fits[:2], devices, strict=False):
+        alone = _replay(log, "arena:size=1GiB", device_memory_bytes=device.memory_bytes)
+        assert (fit.fits, fit.peak_reserved_bytes, fit.refused_count) == (
+            True,
+            1024 * MiB,
+            alone.failure_count,
+        ), device.name
+    assert not fits[2].fits and fits[2].peak_reserved_bytes == 0  # no room for the arena
+
+
 def test_fetch_repairs_a_damaged_release(tmp_path, rmm_releases):
     cache = _cache_with(tmp_path, rmm_releases, "25.4.0")
     tree = cache / "rmm" / "25.4.0" / "rmm-tree.zip"
