@@ -18,9 +18,13 @@ Prepare here (a machine with internet and g++; no GPU needed), then carry one fo
         # fetches both releases (hipmem rmm fetch), builds 4 drivers into
         # build/rmm-gpu-check/ (about 6 MB; `build/` is git-ignored)
 
-On the GPU machine (no internet; python3 with numpy and pandas; hipmem need not be installed,
-the repository root goes on sys.path), with the device tool's carry ["build/rmm-gpu-check"]:
+On the GPU machine (no internet; python3 with numpy and pandas), hipmem installed from the
+checkout (its folders install as hipmem.replay etc., so the repository root on sys.path is not
+enough), the wheels it lacks there carried in the git-ignored `.whl/` (`pip download -d .whl
+pyelftools setuptools` here), with the device tool's carry ["build/rmm-gpu-check", ".whl"]:
 
+    python3 -m pip install -q --no-index --no-deps .whl/*.whl
+    python3 -m pip install -q --no-index --no-deps --no-build-isolation -e .
     python3 benchmarks/gpu_rmm_virtual_check.py [--capacity] [--logs FILE ...] [--json OUT]
 
 Logs: tests/data/real/*.csv.gz, samples/serve-first-2000.csv.gz and shared/logs/*.csv.gz
