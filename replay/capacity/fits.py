@@ -36,6 +36,7 @@ from ..engine.target import VIRTUAL_TORCH, ReplayTarget, target_on
 from ..errors import ReplayError, ReplayUsageError
 from ..logs.events import AllocationLog
 from ..pytorch import resource as torch_resource
+from ..rmm.virtual import RmmProbe
 from ..virtual.devices import FITS_DEVICES, Device
 from ..virtual.gpu import ProbeResult, VirtualGpu
 from . import arena_rule
@@ -269,8 +270,6 @@ def _rmm_fits(
     refuses a cudaMalloc, so the largest's replay stands for every device whose memory it never
     came near (its peak, in the device's pages, fits). The rest are replayed. A device too
     small for what the resource takes at its making does not fit, every allocation refused."""
-    from ..rmm.virtual import RmmProbe
-
     allocations = int((probes.program.op == OP_ALLOCATE).sum())
     found: list[Fit] = []
     with probes.gpu(spec, target) as gpu:
