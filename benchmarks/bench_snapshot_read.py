@@ -6,7 +6,7 @@
 For each committed snapshot (tests/data/snapshots) and each generated one (the trace of
 `train-default` repeated until it holds `--events` trace entries, its frames lists shared
 the way PyTorch shares them; copies after the second repeat its bytes, times included),
-fresh child processes time, side by side:
+fresh child processes time, side by side (taking turns):
 
 - `pickle.load` of the decompressed stream (what the old reader did before walking the tree);
 - `hipmem.replay.snapshots.reader.read_snapshot` (the numpy columns the replay needs), with the C
@@ -200,6 +200,19 @@ def _ms(wall_s: float) -> str:
     return f"{wall_ms:,.0f}" if wall_ms >= 100 else f"{wall_ms:.3g}"
 
 
+def _alternating(
+    path: Path, hows: tuple[str, ...], runs: int, big: bool
+) -> dict[str, list[dict[str, float]]]:
+    """`runs` children of each kind, taking turns (pickle, reader, pickle, ...), so a drift in
+    the machine's load falls on both alike; for a file over 1 MB, pickle.load's once."""
+    found: dict[str, list[dict[str, float]]] = {how: [] for how in hows}
+    for turn in range(runs):
+        for how in hows:
+            if turn == 0 or not big or how == "reader":
+                found[how].append(_child(path, how))
+    return found
+
+
 def _entries(path: Path) -> int:
     from hipmem.replay.snapshots.reader import read_snapshot
 
@@ -234,8 +247,7 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * (2 if extra else 0))
     for path in files:
         big = path.stat().st_size > 1 << 20
-        runs = {how: [_child(path, how) for _ in range(1 if big and how != "reader" else args.runs)]
-                for how in hows}  # fmt: skip
+        runs = _alternating(path, hows, args.runs, big)
         wall = {how: statistics.median(r["wall_s"] for r in runs[how]) for how in runs}
         if big:  # resident memory grown past what the imports took
             peak = {how: statistics.median(r["peak_mib"] for r in runs[how]) for how in runs}

@@ -12,3 +12,6 @@ def run(
     consts: tuple[Any, ...],
     /,
 ) -> Any: ...
+def device_segments(
+    segments: Any, devices: int, max_visits: int, /
+) -> dict[int, tuple[int, int, list[tuple[int, int, int]]]] | None: ...

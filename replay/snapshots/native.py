@@ -19,6 +19,7 @@ and how to get it, rather than the quiet fallback).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -26,6 +27,7 @@ from ..errors import ReplayError
 from ..logs.events import ALLOCATE, ALLOCATE_FAILURE, FREE
 from . import pickle_machine as snapshot_pickle
 from .pickle_machine import DROPPED, BigInt, RestrictedPickle, SnapshotError, excerpt
+from .segments import DeviceSegments, device_segments
 
 try:
     from . import _snapshot_reader as _native
@@ -63,6 +65,14 @@ def restricted_pickle() -> type[RestrictedPickle]:
         load()  # raises, saying how to get it
         return NativeRestrictedPickle
     raise NativeReaderUnavailable(f"{READER_ENV}={choice!r}: expected 'python' or 'native'")
+
+
+def device_segments_of(
+    machine: RestrictedPickle,
+) -> Callable[[Any, int, int], dict[int, DeviceSegments] | None]:
+    """The walk of the segments that goes with the machine: in C after the C machine."""
+    native = isinstance(machine, NativeRestrictedPickle)
+    return load().device_segments if native else device_segments
 
 
 class NativeRestrictedPickle(RestrictedPickle):

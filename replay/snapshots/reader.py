@@ -47,7 +47,7 @@ from ..logs.events import (
     SkippedRow,
 )
 from .frames import Frame
-from .native import restricted_pickle
+from .native import device_segments_of, restricted_pickle
 from .pickle_machine import (
     DROPPED,
     BigInt,
@@ -56,15 +56,14 @@ from .pickle_machine import (
     SnapshotRefused,
     excerpt,
 )
-from .segments import (
-    INT64_END,
-    blocks_active_at_dump,
-    count_or_none,
-    is_count,
-    plain_settings,
-    segments_by_device,
+from .segments import INT64_END, DeviceSegments, count_or_none, plain_settings
+from .snapshot_file import (
+    GZIP_MAGIC,
+    GzipStream,
+    capped_read,
+    max_bytes_from_env,
+    small_file_read,
 )
-from .snapshot_file import GZIP_MAGIC, GzipStream, capped_read, max_bytes_from_env
 
 __all__ = ["DevicePart", "Frame", "SnapshotError", "SnapshotRefused", "read_snapshot"]
 
@@ -130,7 +129,8 @@ class _TraceList:
         """The Python machine's rows as the C machine hands its columns over: line, time_ns,
         action (int8), pointer, size, stream; the reserved level's times (ns) and changes
         summed from 0 (wrapping in int64, exact when `_recording`'s check passes), the
-        exact sums of its growth and of its changes, and the index of its first maximum."""
+        exact sums of its growth and of its changes, and the index of its first maximum with
+        that maximum and its time (ns), so no reader indexes the arrays for them."""
         table = np.frombuffer(self.rows, dtype=np.int64).reshape(-1, 6)
         pairs = np.frombuffer(self.reserved, dtype=np.int64).reshape(-1, 2)
         deltas = pairs[:, 1]
@@ -139,6 +139,7 @@ class _TraceList:
         grown_bytes = (int((growth >> 32).sum()) << 32) + int((growth & 0xFFFFFFFF).sum())
         net_bytes = (int((deltas >> 32).sum()) << 32) + int((deltas & 0xFFFFFFFF).sum())
         levels = np.cumsum(deltas, dtype=np.int64)
+        peak_at = int(np.argmax(levels)) if len(levels) else -1
         return (
             np.ascontiguousarray(table[:, 0]),
             table[:, 1] * 1000,  # |span_us| <= MAX_TIME_US: fits int64
@@ -148,7 +149,9 @@ class _TraceList:
             levels,
             grown_bytes,
             net_bytes,
-            int(np.argmax(levels)) if len(levels) else -1,
+            peak_at,
+            int(levels[peak_at]) if peak_at >= 0 else 0,
+            int(pairs[peak_at, 0]) * 1000 if peak_at >= 0 else 0,
         )
 
     def _next_line(self) -> int:
@@ -264,12 +267,14 @@ def _load(
     shared = _Shared(want_lines)
     # One open, unbuffered: gzip and the machine read in chunks of their own.
     with path.open("rb", buffering=0) as file:
-        gzipped = file.read(2) == GZIP_MAGIC
-        file.seek(0)
         try:
-            source: Any = GzipStream(file) if gzipped else file
+            read = small_file_read(file, limit)
+            if read is None:
+                gzipped = file.read(2) == GZIP_MAGIC
+                file.seek(0)
+                read = capped_read((GzipStream(file) if gzipped else file).read, limit, name)
             machine = restricted_pickle()(  # the C machine, or this reference in Python
-                capped_read(source.read, limit, name),
+                read,
                 name,
                 max_bytes=limit,
                 # entry_frames keeps every frames list (one may be shared with the entry
@@ -295,7 +300,12 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> list[DevicePar
     data, machine, shared = _load(path, max_bytes)
     traces: list[Any] = data["device_traces"]
     settings = plain_settings(data.get("allocator_settings"))
-    segments = segments_by_device(path, data.get("segments"), len(traces), MAX_HELD_OBJECTS)
+    segments = device_segments_of(machine)(data.get("segments"), len(traces), MAX_HELD_OBJECTS)
+    if segments is None:
+        raise SnapshotError(
+            f"{path}: the segments hold more than {MAX_HELD_OBJECTS:,} blocks, counting "
+            "each shared one every time it is referenced"
+        )
     total_entries = 0
     parts = []
     uses: dict[int, int] = {}  # devices per trace list (a list may be shared)
@@ -305,7 +315,7 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> list[DevicePar
     for device, trace in enumerate(traces):
         if type(trace) is not list:
             continue
-        device_segments = segments.get(device, [])
+        device_segments = segments.get(device, _NO_SEGMENTS)
         entries = machine.sinks.get(id(trace))
         # A list shared between devices is read once but made into columns per device.
         total_entries += entries.count if isinstance(entries, _TraceList) else len(trace)
@@ -314,7 +324,7 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> list[DevicePar
                 f"{path}: the devices hold more than {MAX_TOTAL_TRACE_ENTRIES:,} trace entries "
                 "in all, counting a list shared by several devices once for each"
             )
-        if not (trace or device_segments or entries):
+        if not (trace or device_segments[0] or entries):
             continue
         uses[id(trace)] -= 1
         reader = _DeviceTrace(f"{path}#dev{device}", device, shared)
@@ -322,6 +332,9 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> list[DevicePar
     if not parts:
         raise SnapshotError(f"{path}: the snapshot holds no trace (was _record_memory_history on?)")
     return parts
+
+
+_NO_SEGMENTS: DeviceSegments = (0, 0, [])
 
 
 class _DeviceTrace:
@@ -335,7 +348,7 @@ class _DeviceTrace:
         self,
         trace: list[Any],
         entries: Any,
-        segments: list[dict[str, Any]],
+        segments: DeviceSegments,
         settings: dict[str, Any],
         last_use: bool,
     ) -> DevicePart:
@@ -347,14 +360,14 @@ class _DeviceTrace:
         skipped = [(line, _not_an_entry(item)) for line, item in enumerate(trace, start=1)]
         skipped_count = len(skipped) + stream.skipped_count
         kept = (skipped[:MAX_KEPT_SKIPS] + stream.skipped)[:MAX_KEPT_SKIPS]
-        pre = list(stream.pre)
-        pre += blocks_active_at_dump(segments, stream.live)
+        live = stream.live  # blocks active at dump time that no trace entry left live:
+        pre = stream.pre + [block for block in segments[2] if block[0] not in live]
         columns: dict[str, np.ndarray] = {}
         first_ns = 0
         for name, k, dtype in _ROW_COLUMNS:
             column = np.frombuffer(made[k], dtype=dtype)  # the machine's buffer, no copy
             made[k] = None
-            if name == "time_ns" and len(column):
+            if name == "time_ns" and len(column) and pre:
                 first_ns = int(column[0])
             if pre:  # column by column: at most one column is held twice at a time
                 column = np.concatenate((_pre_column(pre, name, first_ns, dtype), column))
@@ -365,7 +378,7 @@ class _DeviceTrace:
                 columns["thread"] = np.zeros(len(column), dtype=np.int64)
         recording = self._recording(stream, made[len(_ROW_COLUMNS):], last_use,
                                     len(trace) + stream.count - len(stream.target),
-                                    len(pre), segments, settings)  # fmt: skip
+                                    len(pre), segments[1], settings)  # fmt: skip
         rows = [SkippedRow(self.source, line, reason) for line, reason in kept]
         return DevicePart(columns, rows, skipped_count, recording)
 
@@ -376,11 +389,10 @@ class _DeviceTrace:
         last_use: bool,
         trace_entries: int,
         pre_count: int,
-        segments: list[dict[str, Any]],
+        end_bytes: int,
         settings: dict[str, Any],
     ) -> Recording:
-        end_bytes = sum(s["total_size"] for s in segments if is_count(s.get("total_size")))
-        times_ns, changes, grown_bytes, net_bytes, peak_at = made
+        times_ns, changes, grown_bytes, net_bytes, peak_at, peak_level, peak_time_ns = made
         start_bytes = max(0, end_bytes - net_bytes)
         # Every level lies in [end - grown, start + grown]: below 2**62, no int64 sum wraps.
         if max(end_bytes, start_bytes) + grown_bytes >= MAX_RESERVED_BYTES:
@@ -392,7 +404,7 @@ class _DeviceTrace:
         levels = np.frombuffer(changes, dtype=np.int64)  # the changes summed from 0
         if start_bytes or not last_use:  # else the machine's sums are the levels already
             levels = levels + start_bytes
-        peak_bytes = max(start_bytes, int(levels[peak_at]) if peak_at >= 0 else 0)
+        peak_bytes = max(start_bytes, start_bytes + peak_level if peak_at >= 0 else 0)
         conf = settings.get("PYTORCH_CUDA_ALLOC_CONF")
         where = self.source
         return Recording(
@@ -404,9 +416,9 @@ class _DeviceTrace:
             pre_recording_allocations=pre_count,
             start_reserved_bytes=start_bytes,
             peak_reserved_bytes=peak_bytes,
-            peak_reserved_time_ns=(
-                int(times[peak_at]) if peak_at >= 0 and peak_bytes > start_bytes else None
-            ),
+            peak_reserved_time_ns=peak_time_ns
+            if peak_at >= 0 and peak_bytes > start_bytes
+            else None,
             reserved_time_ns=times if last_use else times.copy(),
             reserved_bytes=levels,
             ooms=[OomEvent(LineRef(where, line), size, free) for line, size, free in stream.ooms],

@@ -2,23 +2,16 @@
 dicts of exactly those types; anything else is left out (never a silently different size).
 
 The segments give what was reserved when the snapshot was taken and the blocks still active
-then (allocations made before recording began); the settings are kept one level deep, so the
-JSON of a recording is always writable. Nothing here recurses, whatever the pickle nests.
+then (allocations made before recording began, where no trace entry left them live); the
+settings are kept one level deep, so the JSON of a recording is always writable. Nothing here
+recurses, whatever the pickle nests.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from .pickle_machine import SnapshotError
-
 INT64_END = 1 << 63
-
-
-def is_count(value: Any) -> bool:
-    """`value` is a non-negative int64 (not a bool)."""
-    return type(value) is int and 0 <= value < INT64_END
 
 
 def count_or_none(value: Any) -> int | None:
@@ -26,35 +19,18 @@ def count_or_none(value: Any) -> int | None:
     return value if type(value) is int and 0 <= value < INT64_END else None
 
 
-def blocks_active_at_dump(
-    segments: list[dict[str, Any]], live: dict[int, int]
-) -> list[tuple[int, int, int]]:
-    """(address, requested size, stream) of each block still active when the snapshot was
-    taken that no trace entry left live (`live`): allocations made before recording began."""
-    found = []
-    for segment in segments:
-        stream = segment.get("stream")
-        blocks = segment.get("blocks")
-        for block in blocks if type(blocks) is list else []:
-            if type(block) is not dict:
-                continue
-            state = block.get("state")
-            if type(state) is not str or not state.startswith("active"):
-                continue
-            address = count_or_none(block.get("address"))
-            size = count_or_none(block.get("requested_size"))
-            if address is None or size is None or address in live:
-                continue
-            found.append((address, size, count_or_none(stream) or 0))
-    return found
+# Per device: how many segments, the sum of their sizes (what was reserved at dump time), and
+# (address, requested size, stream) of each block active then, in the segments' order.
+DeviceSegments = tuple[int, int, list[tuple[int, int, int]]]
 
 
-def segments_by_device(
-    path: Path, segments: Any, devices: int, max_visits: int
-) -> dict[int, list[dict[str, Any]]]:
-    """Segments per device. Walking them visits every block of every segment, shared ones
-    once per reference, so the visits are counted against the held-objects cap."""
-    found: dict[int, list[dict[str, Any]]] = {}
+def device_segments(
+    segments: Any, devices: int, max_visits: int
+) -> dict[int, DeviceSegments] | None:
+    """The segments of each device in [0, devices) as `DeviceSegments`; None when they hold
+    more than `max_visits` segments and blocks, counting a shared one at each reference.
+    The C machine's module does the same walk (`device_segments` in snapshot_reader.c)."""
+    found: dict[int, DeviceSegments] = {}
     visits = 0
     for segment in segments if type(segments) is list else []:
         if type(segment) is not dict:
@@ -63,13 +39,22 @@ def segments_by_device(
         if type(device) is not int or not 0 <= device < devices:
             continue
         blocks = segment.get("blocks")
-        visits += 1 + (len(blocks) if type(blocks) is list else 0)
+        blocks = blocks if type(blocks) is list else []
+        visits += 1 + len(blocks)
         if visits > max_visits:
-            raise SnapshotError(
-                f"{path}: the segments hold more than {max_visits:,} blocks, counting "
-                "each shared one every time it is referenced"
-            )
-        found.setdefault(device, []).append(segment)
+            return None
+        count, end_bytes, active = found.get(device, (0, 0, []))
+        stream = count_or_none(segment.get("stream")) or 0
+        for block in blocks:
+            state = block.get("state") if type(block) is dict else None
+            if type(state) is not str or not state.startswith("active"):
+                continue
+            address = count_or_none(block.get("address"))
+            size = count_or_none(block.get("requested_size"))
+            if address is not None and size is not None:
+                active.append((address, size, stream))
+        total_bytes = count_or_none(segment.get("total_size")) or 0
+        found[device] = (count + 1, end_bytes + total_bytes, active)
     return found
 
 

@@ -19,7 +19,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 PICKLE_PROTO = 0x80  # protocol 2+ pickles (PyTorch writes 4) start with PROTO
 _GZIP_WBITS = 16 + zlib.MAX_WBITS  # a gzip member: zlib reads its header and checks its trailer
 _INPUT_BYTES = 1 << 16  # compressed bytes read at a time
-_WHOLE_BYTES = 1 << 16  # a member this small (its trailer says) is inflated in one call
+_WHOLE_BYTES = 1 << 16  # a file this small is read, and inflated, in one call
 
 
 def is_snapshot(path: Path) -> bool:
@@ -62,26 +62,56 @@ def capped_read(
     return read_capped
 
 
+def small_file_read(file: Any, limit_bytes: int) -> Callable[[int], bytes] | None:
+    """A reader of the pickle bytes of a small file, read and inflated in one call each (a
+    small snapshot's read time is mostly calls): its first call gives them all, the next
+    ones nothing. Small: at most 64 KiB, inflating to at most 64 KiB and `limit_bytes`, a
+    gzip file one whole member. None for any other file, a damaged one too: `GzipStream`
+    reads it from the start and says what is wrong where. Inflated in one call, a small
+    member needs no 32 KiB window from zlib."""
+    size = os.fstat(file.fileno()).st_size
+    if size > _WHOLE_BYTES:
+        return None
+    raw = file.read(size + 1)  # a read allocates what it asks for: no more than the file
+    most_bytes = min(limit_bytes, _WHOLE_BYTES)
+    data = _small_pickle_bytes(raw, most_bytes) if len(raw) <= _WHOLE_BYTES else b""
+    if not data:
+        file.seek(0)
+        return None
+    rest = [data]
+    return lambda size: rest.pop() if rest else b""
+
+
+def _small_pickle_bytes(raw: bytes, most_bytes: int) -> bytes:
+    """`raw` (a whole file) as pickle bytes of at most `most_bytes`; b"" when it is not."""
+    if raw[:2] != GZIP_MAGIC:
+        return raw if len(raw) <= most_bytes else b""
+    # The trailer's size is untrusted, only a hint: what is inflated is bounded by it, and
+    # zlib's output buffer no larger (+ 1: the member's end seen).
+    hint_bytes = int.from_bytes(raw[-4:], "little") if len(raw) >= 18 else most_bytes + 1
+    if hint_bytes > most_bytes:
+        return b""
+    inflate = zlib.decompressobj(_GZIP_WBITS)
+    try:
+        data = inflate.decompress(raw, hint_bytes + 1)
+    except zlib.error:
+        return b""
+    whole = inflate.eof and not inflate.unused_data.strip(b"\0")  # one member, no more
+    return data if whole and len(data) <= most_bytes else b""
+
+
 class GzipStream:
     """The decompressed bytes of a gzip file, member after member as `gzip` reads them (zero
     padding between members skipped), from one open file, inflating only what `read` asks
-    for: the output is bounded whatever the input.
-
-    A small file (its trailer's ISIZE, an untrusted hint, at most 64 KiB) is inflated in one
-    call on the first read, which may then return more than asked (at most 64 KiB): zlib then
-    needs no 32 KiB window, and a snapshot of a hundred entries costs a few KiB, not 40.
-    Damaged data raises `zlib.error` or `EOFError` (truncated)."""
+    for: the output is bounded whatever the input. Damaged data raises `zlib.error` or
+    `EOFError` (truncated)."""
 
     def __init__(self, file: Any) -> None:
         self._file = file
         self._inflate = zlib.decompressobj(_GZIP_WBITS)
         # Reads never ask past the size: a read of 64 KiB allocates 64 KiB, whatever it gets.
-        self._left_bytes = size = os.fstat(file.fileno()).st_size - file.tell()
-        self._input = self._read_input()  # the whole of a small file, in one read
-        self._first_bytes = 0
-        if 18 <= size == len(self._input):  # a header and a trailer at least
-            hint = int.from_bytes(self._input[-4:], "little")
-            self._first_bytes = min(hint, _WHOLE_BYTES) + 1  # + 1: the member's end seen
+        self._left_bytes = os.fstat(file.fileno()).st_size - file.tell()
+        self._input = self._read_input()
 
     def _read_input(self) -> bytes:
         data = self._file.read(min(self._left_bytes, _INPUT_BYTES)) if self._left_bytes else b""
@@ -89,8 +119,7 @@ class GzipStream:
         return data
 
     def read(self, size: int) -> bytes:
-        want = max(size, self._first_bytes)
-        self._first_bytes = 0
+        want = size
         parts: list[bytes] = []
         while want > 0:
             inflate = self._inflate

@@ -26,6 +26,13 @@
 #include <string.h>
 
 static PyObject *ACTION; /* "action", interned at module init: the key that makes an entry */
+/* The keys of segments and blocks that device_segments reads, and the prefix of a block
+   state that is active; interned at module init. */
+enum { K_DEVICE, K_BLOCKS, K_TOTAL_SIZE, K_STREAM, K_STATE, K_ADDRESS, K_REQUESTED_SIZE,
+       K_ACTIVE, N_KEYS };
+static const char *KEY_NAMES[N_KEYS] = {"device", "blocks", "total_size", "stream", "state",
+                                        "address", "requested_size", "active"};
+static PyObject *KEYS[N_KEYS];
 
 /* ---------- an open-addressing map, uint64 -> int64 (pointers or addresses) ---------- */
 
@@ -160,6 +167,8 @@ static PyObject *column_take(Column *c, Py_ssize_t item) {
 /* The event columns of reader.py's DeviceTrace, in its order, and what PyTorch reserved. */
 enum { COL_LINE, COL_TIME_NS, COL_ACTION, COL_POINTER, COL_SIZE, COL_STREAM, N_ROW_COLUMNS };
 enum { RES_TIME_NS, RES_LEVEL, N_RES_COLUMNS };
+/* after the columns: grown, net, peak_at, peak level, peak time (ns) */
+enum { N_MADE_COUNTS = 5 };
 
 /* ---------- the trace sink (reader.py's _TraceList, for one list) ---------- */
 
@@ -171,7 +180,7 @@ typedef struct {
     /* The reserved level's changes summed as they come (wrapping in uint64, exact whenever
        reader.py's 2**62 check passes), its first maximum, and exact sums for that check. */
     uint64_t level;
-    int64_t peak_level;
+    int64_t peak_level, peak_time_ns;
     Py_ssize_t peak_at;
     __int128 grown, net;
     Map live;
@@ -179,6 +188,8 @@ typedef struct {
 } Sink;
 
 enum { KIND_ALLOC, KIND_FREE, KIND_OOM, KIND_SEGMENT_ALLOC, KIND_SEGMENT_FREE };
+
+enum { PEND_PAIRS = 16, STRING_SLOTS = 64, SHORT_STRING_BYTES = 16 };
 
 typedef struct {
     /* what the caller passed */
@@ -214,6 +225,12 @@ typedef struct {
     /* keys and names */
     PyObject *k_action; /* "action", interned once (module init) */
     PyObject *zero;
+    /* The trace entry last built, held back as its keys and values (see `pend_entry`) */
+    PyObject *pend_dict;
+    PyObject *pend_items[2 * PEND_PAIRS];
+    Py_ssize_t pend_n;
+    /* Short strings made lately, by their bytes (see `short_string`) */
+    PyObject *strings[STRING_SLOTS];
 } Machine;
 
 /* The `{:,}` of an integer, as a new str. */
@@ -389,18 +406,20 @@ static int field_index(PyObject *key) {
     }
 }
 
+static void field_put(Fields *f, PyObject *key, PyObject *value) {
+    PyObject **slots[7] = {&f->action, &f->time_us, &f->addr, &f->size,
+                           &f->stream, &f->frames, &f->device_free};
+    int k = field_index(key);
+    if (k >= 0) *slots[k] = value;
+}
+
 /* One pass over the dict: cheaper than seven lookups, and the same answer (a dict holds at
    most one key equal to each name). */
 static void scan_fields(Machine *m, PyObject *item, Fields *f) {
     memset(f, 0, sizeof *f);
-    PyObject **slots[7] = {&f->action, &f->time_us, &f->addr, &f->size,
-                           &f->stream, &f->frames, &f->device_free};
     Py_ssize_t at = 0;
     PyObject *key, *value;
-    while (PyDict_Next(item, &at, &key, &value)) {
-        int k = field_index(key);
-        if (k >= 0) *slots[k] = value;
-    }
+    while (PyDict_Next(item, &at, &key, &value)) field_put(f, key, value);
 }
 
 /* reader.py's _TRACKED: the kind of an action (an exact str), or -1 when it is not one the
@@ -507,6 +526,7 @@ static int sink_entry(Machine *m, Sink *s, PyObject *item, const Fields *f) {
         if (s->peak_at < 0 || (int64_t)s->level > s->peak_level) {
             s->peak_at = r[RES_LEVEL].used;
             s->peak_level = (int64_t)s->level;
+            s->peak_time_ns = span_us * 1000;
         }
         if (delta > 0) s->grown += delta;
         s->net += delta;
@@ -602,7 +622,7 @@ static PyObject *int128_to_long(__int128 value) {
 static int sinks_finish(Machine *m) {
     for (Py_ssize_t i = 0; i < m->n_sinks; i++) {
         Sink *s = &m->sinks[i];
-        PyObject *made = PyTuple_New(N_ROW_COLUMNS + N_RES_COLUMNS + 3);
+        PyObject *made = PyTuple_New(N_ROW_COLUMNS + N_RES_COLUMNS + N_MADE_COUNTS);
         PyObject *live = PyDict_New();
         int bad = !made || !live;
         for (int k = 0; !bad && k < N_ROW_COLUMNS; k++) {
@@ -615,14 +635,17 @@ static int sinks_finish(Machine *m) {
             bad = !column;
             if (column) PyTuple_SET_ITEM(made, N_ROW_COLUMNS + k, column);
         }
-        PyObject *tail[3] = {NULL, NULL, NULL};
+        PyObject *tail[N_MADE_COUNTS] = {NULL};
         if (!bad) {
             tail[0] = int128_to_long(s->grown);
             tail[1] = int128_to_long(s->net);
             tail[2] = PyLong_FromSsize_t(s->peak_at);
-            bad = !tail[0] || !tail[1] || !tail[2];
-            for (int k = 0; k < 3; k++)
+            tail[3] = PyLong_FromLongLong(s->peak_at >= 0 ? s->peak_level : 0);
+            tail[4] = PyLong_FromLongLong(s->peak_at >= 0 ? s->peak_time_ns : 0);
+            for (int k = 0; k < N_MADE_COUNTS; k++) {
+                bad |= !tail[k];
                 if (tail[k]) PyTuple_SET_ITEM(made, N_ROW_COLUMNS + N_RES_COLUMNS + k, tail[k]);
+            }
         }
         for (size_t j = 0; !bad && j < s->live.cap; j++) {
             if (s->live.state[j] != 1) continue;
@@ -717,6 +740,29 @@ static void memo_drop(Machine *m, PyObject *container) {
         memo_set(m, (Py_ssize_t)index, m->dropped);
 }
 
+/* A str of at most SHORT_STRING_BYTES bytes, interned: PyTorch writes some anew for every
+   entry ("N/A", the compile_context), and the memo keeps each; interned, they are one.
+   The last ASCII one made from each slot's bytes is kept, so a repeat costs no decoding
+   and no lookup in the interned table. */
+static PyObject *short_string(Machine *m, const char *start, Py_ssize_t size) {
+    uint32_t hash = 2166136261u ^ (uint32_t)size; /* FNV-1a */
+    for (Py_ssize_t k = 0; k < size; k++) hash = (hash ^ (unsigned char)start[k]) * 16777619u;
+    PyObject **slot = &m->strings[hash % STRING_SLOTS];
+    PyObject *seen = *slot;
+    if (seen && PyUnicode_GET_LENGTH(seen) == size && !memcmp(PyUnicode_DATA(seen), start, size)) {
+        Py_INCREF(seen);
+        return seen;
+    }
+    PyObject *value = PyUnicode_DecodeUTF8(start, size, "surrogatepass");
+    if (!value) return NULL;
+    PyUnicode_InternInPlace(&value);
+    if (PyUnicode_IS_ASCII(value)) {
+        Py_INCREF(value);
+        Py_XSETREF(*slot, value);
+    }
+    return value;
+}
+
 /* `buf` from pos on, with at least `need` bytes unless the stream ends first. */
 static int more(Machine *m, Py_ssize_t *pos, unsigned __int128 need) {
     Py_ssize_t rest = *pos < m->end ? m->end - *pos : 0;
@@ -777,8 +823,89 @@ static int more(Machine *m, Py_ssize_t *pos, unsigned __int128 need) {
     return 0;
 }
 
+/* ---------- a trace entry held back ----------
+   Nearly every dict of a snapshot is a trace entry, read into columns as soon as the next
+   one begins and dropped: filling it only to scan its keys again cost more than the rest
+   of the machine. So SETITEMS on a fresh dict with the key "action" keeps the keys and
+   values aside, the dict left empty (`pend_entry`), and the entry is read from them
+   (`put_items`). Anything else that could see the dict fills it first (`pend_fill`): any
+   opcode but those that only push a new value or check for it (`keeps_pending`), a BINGET
+   that fetches it, SETITEMS or APPENDS that take it other than as a list's item. So what
+   the machine hands out, and every message, is what filling it at once gives. Only plain
+   entries are held: keys interned strs (equal only when the same object, and hashing
+   cannot fail), none twice, at most PEND_PAIRS, the dict not among its own values. */
+
+static void pend_release(Machine *m) {
+    for (Py_ssize_t k = 0; k < m->pend_n; k++) Py_DECREF(m->pend_items[k]);
+    m->pend_n = 0;
+    Py_CLEAR(m->pend_dict);
+}
+
+/* Fill the held-back dict with its keys and values, as SETITEMS would have. */
+static int pend_fill(Machine *m) {
+    int done = 0;
+    for (Py_ssize_t k = 0; !done && k < m->pend_n; k += 2)
+        done = PyDict_SetItem(m->pend_dict, m->pend_items[k], m->pend_items[k + 1]);
+    pend_release(m);
+    return done;
+}
+
+/* Fill it when `object` is it. */
+static int pend_fill_if(Machine *m, PyObject *object) {
+    return m->pend_dict && object == m->pend_dict ? pend_fill(m) : 0;
+}
+
+/* SETITEMS's n items onto `target` (a dict): 1 when held back (the stack no longer owns
+   them), 0 when not a plain entry on a fresh dict, -1 on an error. */
+static int pend_entry(Machine *m, PyObject *target, PyObject **items, Py_ssize_t n) {
+    if (PyDict_GET_SIZE(target) || n < 2 || n > 2 * PEND_PAIRS || n % 2) return 0;
+    int has_action = 0;
+    for (Py_ssize_t k = 0; k < n; k += 2) {
+        PyObject *key = items[k];
+        if (!PyUnicode_CheckExact(key) || !PyUnicode_CHECK_INTERNED(key) ||
+            items[k + 1] == target)
+            return 0;
+        for (Py_ssize_t j = 0; j < k; j += 2)
+            if (items[j] == key) return 0;
+        has_action |= key == m->k_action;
+    }
+    if (!has_action) return 0;
+    if (m->pend_dict && pend_fill(m) < 0) return -1; /* one held at a time */
+    memcpy(m->pend_items, items, (size_t)n * sizeof *items);
+    m->pend_n = n;
+    Py_INCREF(target);
+    m->pend_dict = target;
+    return 1;
+}
+
+static void pend_fields(Machine *m, Fields *f) {
+    memset(f, 0, sizeof *f);
+    for (Py_ssize_t k = 0; k < m->pend_n; k += 2)
+        field_put(f, m->pend_items[k], m->pend_items[k + 1]);
+}
+
+/* Whether `item` (an exact dict) is a trace entry: it holds "action". */
+static int is_entry(Machine *m, PyObject *item) {
+    return item == m->pend_dict ? 1 : PyDict_Contains(item, m->k_action);
+}
+
+/* The opcodes that leave a held-back entry as it is: they push a new value, or check
+   for it themselves. */
+static int keeps_pending(int op) {
+    switch (op) {
+    case 0x68: case 0x6A: case 0x94: case 0x28: case 0x7D: case 0x75: case 0x73:
+    case 0x65: case 0x61: case 0x5D: case 0x8F: case 0x95:
+    case 0x4B: case 0x4A: case 0x4D: case 0x8A: case 0x47: case 0x88: case 0x89: case 0x4E:
+    case 0x8C: case 0x58: case 0x8D: case 0x43: case 0x42: case 0x8E:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 static int put_items(Machine *m, PyObject *target, PyObject **items, Py_ssize_t n,
                      int64_t offset) {
+    if (pend_fill_if(m, target) < 0) return -1;
     if (!PyList_CheckExact(target)) {
         fail_excerpt(m, offset, "APPENDS to %U, not a list", target);
         return -1;
@@ -788,15 +915,19 @@ static int put_items(Machine *m, PyObject *target, PyObject **items, Py_ssize_t 
         PyObject *item = items[i];
         int entry = 0;
         if (PyDict_CheckExact(item)) {
-            entry = PyDict_Contains(item, m->k_action);
+            entry = is_entry(m, item);
             if (entry < 0) return -1;
         }
         if (entry) {
             if (!sink && !(sink = sink_for(m, target, 1))) return -1;
+            int held = item == m->pend_dict;
             Fields fields;
-            scan_fields(m, item, &fields);
+            if (held)
+                pend_fields(m, &fields);
+            else
+                scan_fields(m, item, &fields);
             if (sink_entry(m, sink, item, &fields) < 0) return -1;
-            m->cells -= PyDict_GET_SIZE(item) + 1;
+            m->cells -= (held ? m->pend_n / 2 : PyDict_GET_SIZE(item)) + 1;
             memo_drop(m, item);
             PyObject *frames = fields.frames;
             if (frames && PyList_CheckExact(frames) && !m->keep_frames) {
@@ -809,6 +940,7 @@ static int put_items(Machine *m, PyObject *target, PyObject **items, Py_ssize_t 
                     m->cells -= length + 1;
                 }
             }
+            if (held) pend_release(m); /* its frames too, when no longer needed */
             /* A second reference to it is not an entry again. Held by nothing else (the
                memo slot just dropped), it dies at once: nothing can see it, leave it. */
             if (Py_REFCNT(item) > 1) {
@@ -903,10 +1035,12 @@ static PyObject *run_machine(Machine *m) {
         }
         const char *buf = m->buf;
         op = (unsigned char)buf[pos++];
+        if (m->pend_dict && !keeps_pending(op) && pend_fill(m) < 0) return NULL;
         switch (op) {
         case 0x68: /* BINGET */
             if (pos >= m->end) goto index_error;
             if ((unsigned char)buf[pos] >= m->memo_len) goto index_error;
+            if (pend_fill_if(m, m->memo[(unsigned char)buf[pos]]) < 0) return NULL;
             Py_INCREF(m->memo[(unsigned char)buf[pos]]);
             if (push(m, m->memo[(unsigned char)buf[pos]]) < 0) return NULL;
             pos += 1;
@@ -938,6 +1072,7 @@ static PyObject *run_machine(Machine *m) {
             }
             uint32_t index = u32(buf + pos);
             if (index >= (uint64_t)m->memo_len) goto index_error;
+            if (pend_fill_if(m, m->memo[index]) < 0) return NULL;
             Py_INCREF(m->memo[index]);
             if (push(m, m->memo[index]) < 0) return NULL;
             pos += 4;
@@ -983,16 +1118,20 @@ static PyObject *run_machine(Machine *m) {
             if (want(m, &pos, &safe, (unsigned __int128)head + size) < 0) return NULL;
             const char *start = m->buf + pos + head;
             PyObject *value;
-            if (is_str) {
+            if (is_str && size <= SHORT_STRING_BYTES) {
+                value = short_string(m, start, (Py_ssize_t)size);
+                if (!value && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                    PyErr_Clear();
+                    fail(m, m->base + pos, "a string that is not UTF-8");
+                    return NULL;
+                }
+            } else if (is_str) {
                 value = PyUnicode_DecodeUTF8(start, (Py_ssize_t)size, "surrogatepass");
                 if (!value && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
                     PyErr_Clear();
                     fail(m, m->base + pos, "a string that is not UTF-8");
                     return NULL;
                 }
-                /* PyTorch writes some short strings anew for every entry ("N/A", the
-                   compile_context), and the memo keeps each: interned, they are one. */
-                if (value && size <= 16) PyUnicode_InternInPlace(&value);
             } else {
                 value = PyBytes_FromStringAndSize(start, (Py_ssize_t)size);
             }
@@ -1006,7 +1145,7 @@ static PyObject *run_machine(Machine *m) {
             Py_ssize_t first = m->n_marks ? m->marks[m->n_marks - 1] : 0;
             if (first > 0 && first < m->depth && PyList_CheckExact(m->stack[first - 1]) &&
                 PyDict_CheckExact(m->stack[m->depth - 1])) {
-                int entry = PyDict_Contains(m->stack[m->depth - 1], m->k_action);
+                int entry = is_entry(m, m->stack[m->depth - 1]);
                 if (entry < 0) return NULL;
                 if (entry) {
                     int done = put_items(m, m->stack[first - 1], m->stack + first,
@@ -1043,6 +1182,20 @@ static PyObject *run_machine(Machine *m) {
             if (n % 2) {
                 fail(m, offset, "a key without a value");
                 return NULL;
+            }
+            if (m->pend_dict) { /* the one held back, seen here as other than an entry */
+                int seen = target == m->pend_dict;
+                for (Py_ssize_t k = 0; k < n; k++) seen |= items[k] == m->pend_dict;
+                if (seen && pend_fill(m) < 0) return NULL;
+            }
+            if (op == 0x75) {
+                int held = pend_entry(m, target, items, n);
+                if (held < 0) return NULL;
+                if (held) { /* the items are the held-back entry's now */
+                    m->depth = first;
+                    m->cells += n >> 1;
+                    break;
+                }
             }
             for (Py_ssize_t k = 0; k < n; k += 2) {
                 if (PyDict_SetItem(target, items[k], items[k + 1]) < 0) {
@@ -1373,6 +1526,8 @@ static PyObject *run_machine(Machine *m) {
 }
 
 static void machine_free(Machine *m) {
+    pend_release(m);
+    for (int k = 0; k < STRING_SLOTS; k++) Py_XDECREF(m->strings[k]);
     drop_from(m, 0);
     PyMem_RawFree(m->stack);
     for (Py_ssize_t i = 0; i < m->memo_len; i++) Py_DECREF(m->memo[i]);
@@ -1436,8 +1591,117 @@ done:
     return result;
 }
 
+/* ---------- the segments (segments.py's device_segments) ---------- */
+
+typedef struct {
+    int64_t device, count;
+    __int128 end_bytes;
+    PyObject *active; /* list of (address, requested size, stream) */
+} DeviceSum;
+
+/* d[key] when d holds it; NULL (borrowed) when not, and on an error (PyErr_Occurred). */
+static PyObject *get(PyObject *d, int key) { return PyDict_GetItemWithError(d, KEYS[key]); }
+
+/* The active blocks of one segment, appended to `active`: 0, or -1 on an error. */
+static int add_active(PyObject *blocks, int64_t stream, PyObject *active) {
+    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(blocks); j++) {
+        PyObject *block = PyList_GET_ITEM(blocks, j);
+        if (!PyDict_CheckExact(block)) continue;
+        PyObject *state = get(block, K_STATE);
+        if (!state && PyErr_Occurred()) return -1;
+        if (!state || !PyUnicode_CheckExact(state)) continue;
+        Py_ssize_t starts = PyUnicode_Tailmatch(state, KEYS[K_ACTIVE], 0, PY_SSIZE_T_MAX, -1);
+        if (starts < 0) return -1;
+        PyObject *address = starts ? get(block, K_ADDRESS) : NULL;
+        PyObject *size = address ? get(block, K_REQUESTED_SIZE) : NULL;
+        if (PyErr_Occurred()) return -1;
+        int64_t a, n;
+        if (!count_of(address, &a) || !count_of(size, &n)) continue;
+        PyObject *row = Py_BuildValue("(LLL)", (long long)a, (long long)n, (long long)stream);
+        int done = row ? PyList_Append(active, row) : -1;
+        Py_XDECREF(row);
+        if (done < 0) return -1;
+    }
+    return 0;
+}
+
+/* One segment into its device's sum (found or made through `index`): 0, 1 when it counts
+   for no device, 2 when `visits` (grown by the segment and its blocks) passes the most, or
+   -1 on an error. */
+static int add_segment(PyObject *segment, Py_ssize_t devices, Map *index, DeviceSum **sums,
+                       Py_ssize_t *n_sums, int64_t *visits, int64_t max_visits) {
+    if (!PyDict_CheckExact(segment)) return 1;
+    PyObject *device_obj = get(segment, K_DEVICE);
+    int64_t device;
+    if (!count_of(device_obj, &device) || device >= devices) return PyErr_Occurred() ? -1 : 1;
+    PyObject *blocks = get(segment, K_BLOCKS);
+    if (!blocks && PyErr_Occurred()) return -1;
+    if (blocks && !PyList_CheckExact(blocks)) blocks = NULL;
+    *visits += 1 + (blocks ? PyList_GET_SIZE(blocks) : 0);
+    if (*visits > max_visits) return 2;
+    Py_ssize_t at = map_find(index, (uint64_t)device);
+    if (at < 0) {
+        DeviceSum *grown = PyMem_RawRealloc(*sums, (size_t)(*n_sums + 1) * sizeof(DeviceSum));
+        if (!grown) return PyErr_NoMemory(), -1;
+        *sums = grown;
+        DeviceSum *fresh = &grown[*n_sums];
+        memset(fresh, 0, sizeof *fresh);
+        fresh->device = device;
+        if (!(fresh->active = PyList_New(0))) return -1;
+        if (map_put(index, (uint64_t)device, *n_sums) < 0) return -1;
+        at = map_find(index, (uint64_t)device);
+        (*n_sums)++;
+    }
+    DeviceSum *sum = &(*sums)[index->values[at]];
+    sum->count++;
+    int64_t value;
+    if (count_of(get(segment, K_TOTAL_SIZE), &value)) sum->end_bytes += value;
+    int64_t stream = 0;
+    if (!count_of(get(segment, K_STREAM), &stream)) stream = 0;
+    if (PyErr_Occurred()) return -1;
+    return blocks ? add_active(blocks, stream, sum->active) : 0;
+}
+
+/* device_segments(segments, devices, max_visits): segments.py's walk, the same answer. */
+static PyObject *device_segments(PyObject *self, PyObject *args) {
+    PyObject *segments;
+    Py_ssize_t devices;
+    long long max_visits;
+    if (!PyArg_ParseTuple(args, "OnL", &segments, &devices, &max_visits)) return NULL;
+    Map index;
+    memset(&index, 0, sizeof index);
+    DeviceSum *sums = NULL;
+    Py_ssize_t n_sums = 0;
+    int64_t visits = 0;
+    int bad = 0, over = 0;
+    Py_ssize_t length = PyList_CheckExact(segments) ? PyList_GET_SIZE(segments) : 0;
+    for (Py_ssize_t i = 0; !bad && !over && i < length; i++) {
+        int done = add_segment(PyList_GET_ITEM(segments, i), devices, &index, &sums, &n_sums,
+                               &visits, max_visits);
+        bad = done < 0;
+        over = done == 2;
+    }
+    PyObject *found = bad ? NULL : over ? Py_NewRef(Py_None) : PyDict_New();
+    for (Py_ssize_t k = 0; k < n_sums; k++) {
+        if (found && found != Py_None) {
+            PyObject *value = Py_BuildValue("(LNO)", (long long)sums[k].count,
+                                            int128_to_long(sums[k].end_bytes), sums[k].active);
+            PyObject *key = PyLong_FromLongLong(sums[k].device);
+            if (!value || !key || PyDict_SetItem(found, key, value) < 0) Py_CLEAR(found);
+            Py_XDECREF(value);
+            Py_XDECREF(key);
+        }
+        Py_DECREF(sums[k].active);
+    }
+    PyMem_RawFree(sums);
+    map_free(&index);
+    return found;
+}
+
 static PyMethodDef METHODS[] = {
     {"run", reader_run, METH_VARARGS, "Run the restricted snapshot pickle machine."},
+    {"device_segments", device_segments, METH_VARARGS,
+     "The segments of each device: count, reserved bytes and active blocks."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1447,5 +1711,7 @@ static struct PyModuleDef MODULE = {
 
 PyMODINIT_FUNC PyInit__snapshot_reader(void) {
     if (!ACTION && !(ACTION = PyUnicode_InternFromString("action"))) return NULL;
+    for (int k = 0; k < N_KEYS; k++)
+        if (!KEYS[k] && !(KEYS[k] = PyUnicode_InternFromString(KEY_NAMES[k]))) return NULL;
     return PyModule_Create(&MODULE);
 }

@@ -157,6 +157,54 @@ def test_field_mutated_snapshots_read_the_same(
     assert python == native
 
 
+_SEGMENT_FIELDS = ("device", "blocks", "total_size", "stream", "<segment>")
+_BLOCK_FIELDS = ("state", "address", "requested_size", "<block>")
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    name=st.sampled_from(MUTATED),
+    changes=st.lists(
+        st.tuples(
+            st.integers(min_value=0, max_value=10**6),
+            st.sampled_from(_SEGMENT_FIELDS + _BLOCK_FIELDS),
+            st.one_of(_VALUES, st.sampled_from(["active_allocated", "active_pending_free"])),
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+)
+def test_segment_mutated_snapshots_read_the_same(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    changes: list[tuple[int, str, Any]],
+) -> None:
+    # The segments are walked in C after the C machine (`device_segments`), in Python after
+    # the Python one: the same devices, reserved bytes and blocks active at dump time.
+    data = pickle.loads(_DECOMPRESSED[name])
+    segments = data["segments"]
+    for index, field, value in changes:
+        segment = segments[index % len(segments)]
+        blocks = segment.get("blocks") if isinstance(segment, dict) else None
+        if field == "<segment>":
+            segments[index % len(segments)] = value
+        elif field in _SEGMENT_FIELDS and isinstance(segment, dict):
+            segment[field] = value
+        elif isinstance(blocks, list) and blocks:
+            at = index % len(blocks)
+            if field == "<block>":
+                blocks[at] = value
+            elif isinstance(blocks[at], dict):
+                blocks[at][field] = value
+    path = tmp_path / "segments.pickle"
+    path.write_bytes(pickle.dumps(data, protocol=4))
+    python, native = _both(path, monkeypatch)
+    assert python == native
+
+
 @pytest.mark.parametrize(
     "body",
     [
@@ -185,6 +233,62 @@ def test_field_mutated_snapshots_read_the_same(
     ],
 )
 def test_hostile_opcodes_say_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: bytes
+) -> None:
+    path = tmp_path / "raw.pickle"
+    path.write_bytes(b"\x80\x04" + body)
+    python, native = _both(path, monkeypatch)
+    assert python == native
+
+
+_ENTRY = {"action": "alloc", "addr": 4096, "size": 512, "stream": 0, "time_us": 7}
+_HELD = b"}\x94(\x8c\x06action\x8c\x05alloc\x8c\x04sizeK\x05u"  # memo 0, held back
+
+
+def _shared_entry(where: str) -> Any:
+    entry = dict(_ENTRY)  # one object, so pickle writes it once and BINGETs it after
+    return {
+        "value first": {"segments": [{"device": 0, "x": entry}], "device_traces": [[entry]]},
+        "value after": {"device_traces": [[entry]], "segments": [{"x": entry}]},
+        "two lists": {"device_traces": [[entry], [entry]], "segments": []},
+        "tuple first": {"t": (entry,), "device_traces": [[entry]]},
+        "top level": entry,
+        "a list of its own": {"device_traces": [[entry]], "other": [entry]},
+    }[where]
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["value first", "value after", "two lists", "tuple first", "top level", "a list of its own"],
+)
+def test_an_entry_read_elsewhere_reads_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    # The C machine holds an entry's keys and values back, its dict empty, until it is read
+    # into columns; wherever else the dict shows up first, it must already be whole.
+    path = tmp_path / "shared.pickle"
+    path.write_bytes(pickle.dumps(_shared_entry(where), protocol=4))
+    python, native = _both(path, monkeypatch)
+    assert python == native
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        _HELD + b"(K\x01e.",  # APPENDS to it: the message shows it whole
+        _HELD + b"h\x00\x85.",  # fetched again, then in a tuple
+        _HELD + b"0h\x00\x85.",  # popped, fetched from the memo
+        _HELD + b"(\x8c\x06streamK\x00u\x85.",  # a second SETITEMS
+        _HELD + b"\x85.",  # in a tuple
+        _HELD + b"}(\x8c\x01ah\x00u\x86.",  # a value of another dict
+        _HELD + b"}(h\x00K\x01u.",  # a key of another dict
+        b"}\x94(\x8c\x06actionh\x00u\x85.",  # its own value: never held
+        b"}(\x8c\x06action\x8c\x05alloc\x8c\x06action\x8c\x03oomu\x85.",  # a key twice
+        b"}(\x8c\x11action_is_longer_\x8c\x01a\x8c\x06actionK\x01u\x85.",  # a long key
+        _HELD + b"\x8a\x01\x01.",  # LONG1 leaves it held; STOP fills it
+    ],
+)
+def test_a_held_back_entry_says_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: bytes
 ) -> None:
     path = tmp_path / "raw.pickle"
