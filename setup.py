@@ -6,13 +6,18 @@ CPython extension (`hipmem.replay.snapshots._snapshot_reader`), imported with it
 says the extension failed), and snapshots are then read by the Python machine
 (`replay/snapshots/native.py`)."""
 
+from pathlib import Path
+
 from setuptools import Extension, setup
 
 setup(
     ext_modules=[
         Extension(
             "hipmem.replay.snapshots._snapshot_reader",
-            sources=["replay/snapshots/csrc/snapshot_reader.c"],
+            sources=sorted(str(p) for p in Path("replay/snapshots/csrc").glob("*.c")),
+            depends=sorted(str(p) for p in Path("replay/snapshots/csrc").glob("*.h")),
+            # Only the module's init is exported: the files' shared functions stay inside.
+            extra_compile_args=["-fvisibility=hidden"],
             optional=True,
         )
     ]

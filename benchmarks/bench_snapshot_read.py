@@ -10,7 +10,7 @@ fresh child processes time, side by side (taking turns):
 
 - `pickle.load` of the decompressed stream (what the old reader did before walking the tree);
 - `hipmem.replay.snapshots.reader.read_snapshot` (the numpy columns the replay needs), with the C
-  machine (`replay/snapshots/csrc/snapshot_reader.c`, an extension built when hipmem was
+  machine (`replay/snapshots/csrc/`, an extension built when hipmem was
   installed and imported with its package, as `pickle` imports `_pickle`);
 - with `--python-machine`, the same with the Python reference machine
   (`HIPMEM_SNAPSHOT_READER=python`), its time beside the C one's.

@@ -1,5 +1,5 @@
-"""The restricted snapshot pickle machine in C (`replay/snapshots/csrc/snapshot_reader.c`),
-built when hipmem is installed.
+"""The restricted snapshot pickle machine in C (`replay/snapshots/csrc/`, its files named in
+reader.h), built when hipmem is installed.
 
 `pickle_machine.RestrictedPickle` (Python) is the reference; this is the same machine and the
 same trace sink in C, a plain CPython extension module (`_snapshot_reader`) that setuptools

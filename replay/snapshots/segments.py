@@ -29,7 +29,7 @@ def device_segments(
 ) -> dict[int, DeviceSegments] | None:
     """The segments of each device in [0, devices) as `DeviceSegments`; None when they hold
     more than `max_visits` segments and blocks, counting a shared one at each reference.
-    The C machine's module does the same walk (`device_segments` in snapshot_reader.c)."""
+    The C machine's module does the same walk (`device_segments`, csrc/segments.c)."""
     found: dict[int, DeviceSegments] = {}
     visits = 0
     for segment in segments if type(segments) is list else []:

@@ -3,11 +3,14 @@ runs `hipmem --version` and sizes a call with the real libraries."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
 import venv
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -22,12 +25,23 @@ def _run(*command: str | Path, **kwargs: object) -> subprocess.CompletedProcess[
     )  # type: ignore[call-overload]
 
 
+@contextmanager
+def _one_build_at_a_time(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A build of the checkout makes its sdist in a folder of the checkout itself: two at once
+    (two test workers) take each other's files. The lock is in the folder the workers share."""
+    lock = tmp_path_factory.getbasetemp().parent / "hipmem-build.lock"
+    with lock.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dist")
     # The sdist first, then the wheel from it (build's default): what a user's pip does, and
     # no stale `build/` folder of the checkout (an older layout's modules) can leak in.
-    done = _run(sys.executable, "-m", "build", "-o", out, REPO, cwd=REPO)
+    with _one_build_at_a_time(tmp_path_factory):
+        done = _run(sys.executable, "-m", "build", "-o", out, REPO, cwd=REPO)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     warnings = [
         line for line in (done.stdout + done.stderr).splitlines() if "warning" in line.lower()
@@ -99,7 +113,8 @@ def test_the_wheel_installs_one_top_level_package(wheel: Path) -> None:
                  "replay/engine/csrc/replay_core.cu", "replay/pytorch/csrc/torch_replay.cpp",
                  "replay/virtual/vcuda/virtual_cuda.c", "replay/virtual/vcuda/vcuda_replay.cpp",
                  "replay/virtual/vcuda/libcudart.so.13.map", "replay/rmm/csrc/rmm_replay.cpp",
-                 "replay/virtual/vcuda/replay_loop.hpp", "replay/snapshots/csrc/snapshot_reader.c",
+                 "replay/virtual/vcuda/replay_loop.hpp", "replay/snapshots/csrc/machine.c",
+                 "replay/snapshots/csrc/reader.h",
                  "py.typed"):  # fmt: skip
         assert f"hipmem/{data}" in names
     # The snapshot reader's C machine is built into the wheel (setup.py), so the wheel is
@@ -113,15 +128,18 @@ def test_the_wheel_installs_one_top_level_package(wheel: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_build_without_a_c_compiler_still_makes_the_wheel(tmp_path: Path) -> None:
+def test_a_build_without_a_c_compiler_still_makes_the_wheel(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     # The C snapshot reader is optional: with no compiler the wheel is made without it, and
     # snapshots are read by the Python machine (tests/replay/snapshots/test_snapshot_native.py).
     missing = tmp_path / "no-cc"
     env = {**os.environ, "CC": str(missing), "LDSHARED": f"{missing} -shared"}
-    done = subprocess.run(
-        [sys.executable, "-m", "build", "-o", tmp_path, REPO],  # from the sdist, as the fixture
-        capture_output=True, text=True, env=env, cwd=tmp_path, check=False,
-    )  # fmt: skip
+    with _one_build_at_a_time(tmp_path_factory):
+        done = subprocess.run(
+            [sys.executable, "-m", "build", "-o", tmp_path, REPO],  # from the sdist, as the fixture
+            capture_output=True, text=True, env=env, cwd=tmp_path, check=False,
+        )  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert 'building extension "hipmem.replay.snapshots._snapshot_reader" failed' in (
         done.stdout + done.stderr
