@@ -22,9 +22,13 @@ it, in one more child each). tracemalloc counts what both sides allocate: Python
 numpy's arrays, bytearrays, and PyMem_RawMalloc, through which CPython's zlib allocates its
 state and window (both sides inflate with it) and the C machine every buffer of its own
 (stack, memo, read buffer, maps; it calls no plain `malloc`), so the comparison is like for
-like. A file under 1 MB is then read again in the same child, without
-the one-time costs of a first read (loading the C machine, first calls). Medians of `--runs`
-children (pickle.load of a file over 1 MB once: a 10 M-entry snapshot needs about 5 GB).
+like. Before the read the child freezes what the imports left to the cycle collector
+(`gc.freeze()`): otherwise whether a collection of those leftovers falls inside a read of a
+few hundred entries depends on how many objects the imports happened to leave (five more
+objects moved oom's read by 60 µs), not on the reader. A file under 1 MB is then read again
+in the same child, without the one-time costs of a first read (first calls). Medians of
+`--runs` children, with the fastest and slowest (pickle.load of a file over 1 MB once: a
+10 M-entry snapshot needs about 5 GB).
 `--inspect` also runs `hipmem log inspect` on the largest generated snapshot and reports the
 child's peak memory. Targets (issue 33):
 read time <= pickle.load's, read peak <= half of pickle.load's; `log inspect` of 10 M
@@ -52,7 +56,7 @@ SNAPSHOTS = REPO / "tests" / "data" / "snapshots"
 SOURCE = SNAPSHOTS / "train-default.pickle.gz"
 
 _CHILD = """
-import gzip, json, pickle, resource, sys, time
+import gc, gzip, json, pickle, resource, sys, time
 from pathlib import Path
 import numpy
 from hipmem.replay.snapshots import reader as snapshot
@@ -65,6 +69,7 @@ def read():
         with (gzip.open(path) if path.name.endswith(".gz") else path.open("rb")) as file:
             return pickle.load(file)
     return snapshot.read_snapshot(path)
+gc.freeze()  # both reads start from an empty young generation (the docstring says why)
 base_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 start = time.perf_counter()
 result = read()
@@ -213,6 +218,13 @@ def _alternating(
     return found
 
 
+def _spread(runs: list[dict[str, float]]) -> str:
+    """The median wall time of the children, with the fastest and slowest when several."""
+    walls = sorted(r["wall_s"] for r in runs)
+    median = _ms(statistics.median(walls))
+    return f"{median} ({_ms(walls[0])}–{_ms(walls[-1])})" if len(walls) > 1 else median
+
+
 def _entries(path: Path) -> int:
     from hipmem.replay.snapshots.reader import read_snapshot
 
@@ -242,7 +254,8 @@ def main() -> None:
     print(f"machine: {platform.platform()}, python {platform.python_version()}")
     hows = ("pickle", "reader", "python") if args.python_machine else ("pickle", "reader")
     extra = " Python machine ms | its ratio |" if args.python_machine else ""
-    print("| snapshot | entries | pickle.load ms | reader ms | time ratio | pickle.load MiB | "
+    print("| snapshot | entries | pickle.load ms (range) | reader ms (range) | time ratio | "
+          "pickle.load MiB | "
           f"reader MiB | memory ratio | read again: time ratio |{extra}")  # fmt: skip
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * (2 if extra else 0))
     for path in files:
@@ -260,7 +273,8 @@ def main() -> None:
             again_s = {how: statistics.median(r["again_s"] for r in runs[how]) for how in runs}
             again = f"{again_s['reader'] / again_s['pickle']:.2f}x"
         print(
-            f"| {path.name} | {_entries(path):,} | {_ms(wall['pickle'])} | {_ms(wall['reader'])} | "
+            f"| {path.name} | {_entries(path):,} | {_spread(runs['pickle'])} | "
+            f"{_spread(runs['reader'])} | "
             f"{wall['reader'] / wall['pickle']:.2f}x | {peak['pickle']:.1f} | "
             f"{peak['reader']:.1f} | {peak['reader'] / peak['pickle']:.2f} | {again} |{python}",
             flush=True,

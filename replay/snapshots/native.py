@@ -75,26 +75,28 @@ def device_segments_of(
     return load().device_segments if native else device_segments
 
 
+# What the C machine takes from the Python one: its markers, errors and bounds.
+_CONSTS = (
+    DROPPED,
+    BigInt,
+    excerpt,
+    snapshot_pickle._Truncated,
+    SnapshotError,
+    (ALLOCATE, FREE, ALLOCATE_FAILURE),
+    snapshot_pickle._CHUNK_BYTES,
+    snapshot_pickle._MAX_CHUNK_BYTES,
+    snapshot_pickle._LOOKAHEAD,
+    snapshot_pickle._MAX_MARKS,
+    snapshot_pickle._MEMO_GAP,
+    snapshot_pickle._LONG_DECODED_BYTES,
+)
+
+
 class NativeRestrictedPickle(RestrictedPickle):
     """`RestrictedPickle` with its loop in C: same arguments, sinks, results and messages."""
 
     def _run(self) -> Any:
         # The sink's own limits are read from its `shared.sink_limits` (reader.py).
-        p = snapshot_pickle
-        consts = (
-            DROPPED,
-            BigInt,
-            excerpt,
-            p._Truncated,
-            SnapshotError,
-            (ALLOCATE, FREE, ALLOCATE_FAILURE),
-            p._CHUNK_BYTES,
-            p._MAX_CHUNK_BYTES,
-            p._LOOKAHEAD,
-            p._MAX_MARKS,
-            p._MEMO_GAP,
-            p._LONG_DECODED_BYTES,
-        )
         return load().run(
             self,
             self._read,
@@ -103,5 +105,5 @@ class NativeRestrictedPickle(RestrictedPickle):
             self._new_sink,
             self._keep_frames,
             self.sinks,
-            consts,
+            _CONSTS,
         )

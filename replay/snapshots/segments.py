@@ -62,16 +62,21 @@ def plain_settings(settings: Any) -> dict[str, Any]:
     """The allocator settings PyTorch writes (str keys; numbers, strings, bools and a dict of
     them): anything else is left out, so the JSON of a recording is always writable. One
     level deep only: nothing here recurses, whatever the pickle nests."""
-    if type(settings) is not dict:
-        return {}
-    scalar = (str, int, float, bool, type(None))
-    return {
-        key: value
-        for key, value in settings.items()
-        if type(key) is str
-        and (
-            type(value) in scalar
-            or (type(value) is dict and all(type(k) is str and type(v) in scalar
-                                            for k, v in value.items()))
-        )
-    }  # fmt: skip
+    kept: dict[str, Any] = {}
+    for key, value in settings.items() if type(settings) is dict else ():
+        if type(key) is str and (type(value) in _SCALARS or _is_plain_dict(value)):
+            kept[key] = value
+    return kept
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _is_plain_dict(value: Any) -> bool:
+    """A dict of str keys and scalar values (roundup_power2_divisions)."""
+    if type(value) is not dict:
+        return False
+    for key, item in value.items():
+        if type(key) is not str or type(item) not in _SCALARS:
+            return False
+    return True
