@@ -4,18 +4,19 @@
  * and of the trace sink of `replay/snapshots/reader.py` (`_TraceList.entry` / `other`, and the
  * columns of `_TraceList.made_from_rows`): the Python machine is the reference, and
  * tests/replay/snapshots/test_snapshot_native.py checks that both give the same columns,
- * skipped entries and errors, byte for byte. Why C: the Python machine runs ~4x the time of
- * `pickle.load` (C) on large snapshots; the issue asks for at most that time.
+ * skipped entries and errors, byte for byte. Why C: the Python machine runs 7x to 10x the
+ * time of `pickle.load` (C); issue 33 asks for at most that time.
  *
  * What is kept as Python objects is what the Python machine keeps (the snapshot's dicts,
- * lists and scalars, so the code reading segments and settings is shared); a trace entry
+ * lists and scalars, so the code reading the settings is shared; the segments are walked in C
+ * too, segments.c, with segments.py's `device_segments` its reference); a trace entry
  * becomes column values in C buffers (bytearrays handed to the sink at the end, no copy) the
- * moment it is appended to its list, and is dropped. The bounds are the Python machine's:
- * bytes (the caller's cap, checked before any length is read), objects held at once
- * (`max_cells`), open MARKs, nothing recursive. Messages are made by the Python machine's
- * own methods (`_error`, `_refused`, `_cap_error`, `_cells_error`) and `excerpt`, so both
- * say the same words. Memory it allocates is Python's (PyMem_Raw*, bytearrays), so
- * tracemalloc counts it (benchmarks/bench_snapshot_read.py).
+ * moment it is appended to its list, and is dropped, its dict never filled (pending.c). The
+ * bounds are the Python machine's: bytes (the caller's cap, checked before any length is
+ * read), objects held at once (`max_cells`), open MARKs, nothing recursive. Messages are
+ * made by the Python machine's own methods (`_error`, `_refused`, `_cap_error`,
+ * `_cells_error`) and `excerpt`, so both say the same words. Memory it allocates is Python's
+ * (PyMem_Raw*, bytearrays), so tracemalloc counts it (benchmarks/bench_snapshot_read.py).
  *
  * A plain CPython extension (`hipmem.replay.snapshots._snapshot_reader`), built when hipmem is
  * installed (setup.py) and imported by `replay/snapshots/native.py` with its package. Its
