@@ -120,21 +120,16 @@ _VALUES = st.one_of(
 _FIELDS = ("action", "addr", "size", "stream", "time_us", "frames", "device_free", "extra")
 
 
+def _changes(fields: tuple[str, ...], values: Any) -> Any:
+    """One to four (index, field, value) changes to make to a committed snapshot."""
+    item = st.tuples(st.integers(min_value=0, max_value=10**6), st.sampled_from(fields), values)
+    return st.lists(item, min_size=1, max_size=4)
+
+
 @settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(
-    name=st.sampled_from(MUTATED),
-    changes=st.lists(
-        st.tuples(
-            st.integers(min_value=0, max_value=10**6),
-            st.sampled_from((*_FIELDS, "<entry>", "<delete>")),
-            _VALUES,
-        ),
-        min_size=1,
-        max_size=4,
-    ),
-)
+@given(name=st.sampled_from(MUTATED), changes=_changes((*_FIELDS, "<entry>", "<delete>"), _VALUES))
 def test_field_mutated_snapshots_read_the_same(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -166,14 +161,9 @@ _BLOCK_FIELDS = ("state", "address", "requested_size", "<block>")
 )
 @given(
     name=st.sampled_from(MUTATED),
-    changes=st.lists(
-        st.tuples(
-            st.integers(min_value=0, max_value=10**6),
-            st.sampled_from(_SEGMENT_FIELDS + _BLOCK_FIELDS),
-            st.one_of(_VALUES, st.sampled_from(["active_allocated", "active_pending_free"])),
-        ),
-        min_size=1,
-        max_size=4,
+    changes=_changes(
+        _SEGMENT_FIELDS + _BLOCK_FIELDS,
+        st.one_of(_VALUES, st.sampled_from(["active_allocated", "active_pending_free"])),
     ),
 )
 def test_segment_mutated_snapshots_read_the_same(
