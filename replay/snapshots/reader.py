@@ -315,7 +315,7 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> list[DevicePar
     for device, trace in enumerate(traces):
         if type(trace) is not list:
             continue
-        device_segments = segments.get(device, _NO_SEGMENTS)
+        segment_count, end_bytes, active = segments.get(device, _NO_SEGMENTS)
         entries = machine.sinks.get(id(trace))
         # A list shared between devices is read once but made into columns per device.
         total_entries += entries.count if isinstance(entries, _TraceList) else len(trace)
@@ -324,11 +324,12 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> list[DevicePar
                 f"{path}: the devices hold more than {MAX_TOTAL_TRACE_ENTRIES:,} trace entries "
                 "in all, counting a list shared by several devices once for each"
             )
-        if not (trace or device_segments[0] or entries):
+        if not (trace or segment_count or entries):
             continue
         uses[id(trace)] -= 1
         reader = _DeviceTrace(f"{path}#dev{device}", device, shared)
-        parts.append(reader.read(trace, entries, device_segments, settings, not uses[id(trace)]))
+        last_use = not uses[id(trace)]
+        parts.append(reader.read(trace, entries, end_bytes, active, settings, last_use))
     if not parts:
         raise SnapshotError(f"{path}: the snapshot holds no trace (was _record_memory_history on?)")
     return parts
@@ -348,10 +349,13 @@ class _DeviceTrace:
         self,
         trace: list[Any],
         entries: Any,
-        segments: DeviceSegments,
+        end_bytes: int,
+        active: list[tuple[int, int, int]],
         settings: dict[str, Any],
         last_use: bool,
     ) -> DevicePart:
+        """`end_bytes`: what the device's segments held at dump time; `active`: (address,
+        requested size, stream) of each block active then (`segments.device_segments`)."""
         stream = entries if isinstance(entries, _TraceList) else _TraceList([], self.shared)
         made = list(stream.made if stream.made is not None else stream.made_from_rows())
         if last_use:
@@ -361,7 +365,7 @@ class _DeviceTrace:
         skipped_count = len(skipped) + stream.skipped_count
         kept = (skipped[:MAX_KEPT_SKIPS] + stream.skipped)[:MAX_KEPT_SKIPS]
         live = stream.live  # blocks active at dump time that no trace entry left live:
-        pre = stream.pre + [block for block in segments[2] if block[0] not in live]
+        pre = stream.pre + [block for block in active if block[0] not in live]
         columns: dict[str, np.ndarray] = {}
         first_ns = 0
         for name, k, dtype in _ROW_COLUMNS:
@@ -378,7 +382,7 @@ class _DeviceTrace:
                 columns["thread"] = np.zeros(len(column), dtype=np.int64)
         recording = self._recording(stream, made[len(_ROW_COLUMNS):], last_use,
                                     len(trace) + stream.count - len(stream.target),
-                                    len(pre), segments[1], settings)  # fmt: skip
+                                    len(pre), end_bytes, settings)  # fmt: skip
         rows = [SkippedRow(self.source, line, reason) for line, reason in kept]
         return DevicePart(columns, rows, skipped_count, recording)
 
