@@ -55,6 +55,14 @@ def _both(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
     return _read(path, "python", monkeypatch), _read(path, "native", monkeypatch)
 
 
+def _raw_reads_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: bytes) -> None:
+    """A protocol 4 pickle of `body`'s opcodes reads alike (or fails alike) in both machines."""
+    path = tmp_path / "raw.pickle"
+    path.write_bytes(b"\x80\x04" + body)
+    python, native = _both(path, monkeypatch)
+    assert python == native
+
+
 def test_the_native_reader_is_the_default_here() -> None:
     # This machine has a C compiler and Python's headers: the C machine must be the one used.
     assert "HIPMEM_SNAPSHOT_READER" not in os.environ
@@ -225,10 +233,7 @@ def test_segment_mutated_snapshots_read_the_same(
 def test_hostile_opcodes_say_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: bytes
 ) -> None:
-    path = tmp_path / "raw.pickle"
-    path.write_bytes(b"\x80\x04" + body)
-    python, native = _both(path, monkeypatch)
-    assert python == native
+    _raw_reads_the_same(tmp_path, monkeypatch, body)
 
 
 _ENTRY = {"action": "alloc", "addr": 4096, "size": 512, "stream": 0, "time_us": 7}
@@ -281,10 +286,7 @@ def test_an_entry_read_elsewhere_reads_the_same(
 def test_a_held_back_entry_says_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: bytes
 ) -> None:
-    path = tmp_path / "raw.pickle"
-    path.write_bytes(b"\x80\x04" + body)
-    python, native = _both(path, monkeypatch)
-    assert python == native
+    _raw_reads_the_same(tmp_path, monkeypatch, body)
 
 
 def test_the_caps_say_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
