@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import zlib
 from array import array
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -105,25 +105,46 @@ class _Shared:
 
 
 class _TraceList:
-    """One list's trace entries as they stream past: rows (line, time_us, action, address,
-    size, stream, interleaved int64), reserved-bytes changes, and what was skipped. The C
-    machine fills `made` (finished columns) instead of the rows and changes."""
+    """What one list's trace entries came to: counts, what was skipped, the blocks live at
+    the end and those freed that were allocated before recording, OOMs, the frames kept, and
+    `made`, the finished columns. The C machine fills it as it reads; `_TraceRows` is the
+    Python machine's sink, which fills the same fields."""
+
+    __slots__ = ("count", "frames", "live", "made", "ooms", "pre", "shared", "skipped",
+                 "skipped_count", "target")  # fmt: skip
 
     def __init__(self, target: list[Any], shared: _Shared) -> None:
         self.target = target  # kept alive, so its id names no other list while read
         self.shared = shared
         self.count = len(target)  # items appended before the first entry stay in the list
-        self.rows = array("q")
-        self.reserved = array("q")  # time_us, delta (interleaved)
         self.pre: list[tuple[int, int, int]] = []  # (pointer, size, stream) before recording
         self.live: dict[int, int] = {}
         self.ooms: list[tuple[int, int, int | None]] = []  # line, size, device_free
         self.skipped: list[tuple[int, str]] = []
         self.skipped_count = 0
         self.frames: dict[int, list[Frame]] = {}
-        # The C machine's columns, made as it read (see `made_from_rows`); None: the Python
-        # machine's rows above.
-        self.made: tuple[Any, ...] | None = None
+        # Line, time_ns, action, pointer, size, stream columns; the reserved level's times
+        # and levels; its sums and peak (`_TraceRows.made_from_rows` says what each is).
+        self.made: tuple[Any, ...] = ()
+
+    def keep_frames(self, line: int, frames: Any) -> None:
+        """Keep the frames of entry `line` (one `entries_frames` asks about)."""
+        found = _frames_of(frames)
+        if found:
+            self.frames[line] = found
+
+
+class _TraceRows(_TraceList):
+    """The Python machine's sink for one list: each trace entry as it streams past becomes a
+    row (line, time_us, action, address, size, stream, interleaved int64) or a reserved-bytes
+    change, made into the columns the C machine makes at the end (`made_from_rows`)."""
+
+    __slots__ = ("reserved", "rows")
+
+    def __init__(self, target: list[Any], shared: _Shared) -> None:
+        super().__init__(target, shared)
+        self.rows = array("q")
+        self.reserved = array("q")  # time_us, delta (interleaved)
 
     def made_from_rows(self) -> tuple[Any, ...]:
         """The Python machine's rows as the C machine hands its columns over: line, time_ns,
@@ -167,12 +188,6 @@ class _TraceList:
 
     def other(self, item: Any) -> None:
         self.skip(self._next_line(), _not_an_entry(item))
-
-    def keep_frames(self, line: int, frames: Any) -> None:
-        """Keep the frames of entry `line` (one `entries_frames` asks about)."""
-        found = _frames_of(frames)
-        if found:
-            self.frames[line] = found
 
     def _skip_field(self, line: int, action: str, values: tuple[Any, ...]) -> None:
         for key, value in zip(("addr", "size", "stream", "time_us"), values, strict=True):
@@ -273,14 +288,19 @@ def _load(
                 gzipped = file.read(2) == GZIP_MAGIC
                 file.seek(0)
                 read = capped_read((GzipStream(file) if gzipped else file).read, limit, name)
-            machine = restricted_pickle()(  # the C machine, or this reference in Python
+            machine_type = restricted_pickle()  # the C machine, or the reference in Python
+            # The C machine fills a list's columns itself; the Python one hands it entries.
+            sink_type: Callable[[list[Any], _Shared], Any] = (
+                _TraceRows if machine_type is RestrictedPickle else _TraceList
+            )
+            machine = machine_type(
                 read,
                 name,
                 max_bytes=limit,
                 # entry_frames keeps every frames list (one may be shared with the entry
                 # asked about); the file was read once already within the usual cap.
                 max_cells=MAX_HELD_OBJECTS * (4 if want_lines else 1),
-                new_sink=lambda target: _TraceList(target, shared),
+                new_sink=lambda target: sink_type(target, shared),
                 keep_frames=bool(want_lines),
             )
             data = machine.load()
@@ -356,10 +376,10 @@ class _DeviceTrace:
     ) -> DevicePart:
         """`end_bytes`: what the device's segments held at dump time; `active`: (address,
         requested size, stream) of each block active then (`segments.device_segments`)."""
-        stream = entries if isinstance(entries, _TraceList) else _TraceList([], self.shared)
-        made = list(stream.made if stream.made is not None else stream.made_from_rows())
+        stream = entries if isinstance(entries, _TraceList) else _TraceRows([], self.shared)
+        made = list(stream.made_from_rows() if isinstance(stream, _TraceRows) else stream.made)
         if last_use:
-            stream.made = None  # the columns below hold the buffers, and nothing else
+            stream.made = ()  # the columns below hold the buffers, and nothing else
         # Items appended before the first entry (lines 1..len(trace)) are not entries.
         skipped = [(line, _not_an_entry(item)) for line, item in enumerate(trace, start=1)]
         skipped_count = len(skipped) + stream.skipped_count
@@ -429,7 +449,7 @@ class _DeviceTrace:
         )
 
 
-# The event columns in the order the machines hand them over (`_TraceList.made_from_rows`).
+# The event columns in the order the machines hand them over (`_TraceRows.made_from_rows`).
 _ROW_COLUMNS = (
     ("line", 0, np.int64),
     ("time_ns", 1, np.int64),

@@ -1,4 +1,4 @@
-/* The trace sink: reader.py's _TraceList for one list, in C. Each trace entry appended to a
+/* The trace sink: reader.py's _TraceRows for one list, in C. Each trace entry appended to a
    list becomes column values the moment it is read (`sink_entry`), anything else appended
    after the first entry a skipped one (`sink_other`); at the end each sink hands its
    columns and counts to its _TraceList (`sinks_finish`). */
@@ -59,7 +59,7 @@ int sink_other(Machine *m, Sink *s, PyObject *item) {
 
 static const char *FIELD_NAMES[4] = {"addr", "size", "stream", "time_us"};
 
-/* _TraceList._skip_field: the first field that is not a count names the skip. */
+/* _TraceRows._skip_field: the first field that is not a count names the skip. */
 static int skip_field(Machine *m, Sink *s, int64_t line, PyObject *action, PyObject **values) {
     for (int k = 0; k < 4; k++) {
         int64_t v;
@@ -307,8 +307,8 @@ Sink *sink_for(Machine *m, PyObject *target, int make) {
     return s;
 }
 
-/* Hand each sink's columns and counts to its _TraceList (`made`, as its `made_from_rows`
-   makes them in Python), and the day to their shared state. */
+/* Hand each sink's columns and counts to its _TraceList (`made`, as
+   `_TraceRows.made_from_rows` makes them in Python), and the day to their shared state. */
 int sinks_finish(Machine *m) {
     for (Py_ssize_t i = 0; i < m->n_sinks; i++) {
         Sink *s = &m->sinks[i];
