@@ -2,6 +2,7 @@
 
     python benchmarks/bench_snapshot_read.py [--runs 3] [--events 1000000 10000000]
                                              [--inspect] [--keep DIR] [--python-machine]
+                                             [--split]
 
 For each committed snapshot (tests/data/snapshots) and each generated one (the trace of
 `train-default` repeated until it holds `--events` trace entries, its frames lists shared
@@ -13,7 +14,11 @@ fresh child processes time, side by side (taking turns):
   machine (`replay/snapshots/csrc/`, an extension built when hipmem was
   installed and imported with its package, as `pickle` imports `_pickle`);
 - with `--python-machine`, the same with the Python reference machine
-  (`HIPMEM_SNAPSHOT_READER=python`), its time beside the C one's.
+  (`HIPMEM_SNAPSHOT_READER=python`), its time beside the C one's;
+- with `--split`, the reading alone (`reader._load`: open, inflate and the C machine, which
+  leaves the trace entries as column buffers), without making the result the replay needs
+  (the segments walked, the settings, the nine numpy arrays, the `Recording`): what each
+  half costs, where a small snapshot's time goes.
 
 Each child imports the same modules first, then reads the file once; it reports the wall
 time of the read alone and its peak resident memory (ru_maxrss) above what it held after the
@@ -68,6 +73,8 @@ def read():
     if how == "pickle":
         with (gzip.open(path) if path.name.endswith(".gz") else path.open("rb")) as file:
             return pickle.load(file)
+    if how == "split":
+        return snapshot._load(path, None)
     return snapshot.read_snapshot(path)
 gc.freeze()  # both reads start from an empty young generation (the docstring says why)
 base_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -169,7 +176,7 @@ def _bytes_written_since(target: Path, out: Any, start: int) -> bytes:
 def _child(path: Path, how: str, traced: bool = False) -> dict[str, float]:
     machine = "python" if how == "python" else "native"
     done = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(path), "pickle" if how == "pickle" else "reader",
+        [sys.executable, "-c", _CHILD, str(path), how if how in ("pickle", "split") else "reader",
          "traced" if traced else "rss"],
         capture_output=True,
         text=True,
@@ -209,11 +216,12 @@ def _alternating(
     path: Path, hows: tuple[str, ...], runs: int, big: bool
 ) -> dict[str, list[dict[str, float]]]:
     """`runs` children of each kind, taking turns (pickle, reader, pickle, ...), so a drift in
-    the machine's load falls on both alike; for a file over 1 MB, pickle.load's once."""
+    the machine's load falls on both alike; for a file over 1 MB, pickle.load's (and the
+    Python machine's) once."""
     found: dict[str, list[dict[str, float]]] = {how: [] for how in hows}
     for turn in range(runs):
         for how in hows:
-            if turn == 0 or not big or how == "reader":
+            if turn == 0 or not big or how in ("reader", "split"):
                 found[how].append(_child(path, how))
     return found
 
@@ -239,6 +247,8 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="where generated snapshots are kept/reused")
     parser.add_argument("--python-machine", action="store_true",
                         help="also time the Python reference machine")  # fmt: skip
+    parser.add_argument("--split", action="store_true",
+                        help="also time the reading alone, without making the result")  # fmt: skip
     args = parser.parse_args()
     from hipmem.replay.snapshots.native import load
 
@@ -252,12 +262,14 @@ def main() -> None:
             generate(events, target)
         files.append(target)
     print(f"machine: {platform.platform()}, python {platform.python_version()}")
-    hows = ("pickle", "reader", "python") if args.python_machine else ("pickle", "reader")
+    hows = ("pickle", "reader", *(("python",) if args.python_machine else ()),
+            *(("split",) if args.split else ()))  # fmt: skip
     extra = " Python machine ms | its ratio |" if args.python_machine else ""
+    extra += " reading alone ms | its ratio |" if args.split else ""
     print("| snapshot | entries | pickle.load ms (range) | reader ms (range) | time ratio | "
           "pickle.load MiB | "
           f"reader MiB | memory ratio | read again: time ratio |{extra}")  # fmt: skip
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * (2 if extra else 0))
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * extra.count("|"))
     for path in files:
         big = path.stat().st_size > 1 << 20
         runs = _alternating(path, hows, args.runs, big)
@@ -266,8 +278,8 @@ def main() -> None:
             peak = {how: statistics.median(r["peak_mib"] for r in runs[how]) for how in runs}
         else:  # too small to move ru_maxrss: the heap's peak as tracemalloc counts it
             peak = {how: _child(path, how, traced=True)["peak_mib"] for how in runs}
-        python = (f" {_ms(wall['python'])} | {wall['python'] / wall['pickle']:.1f}x |"
-                  if "python" in wall else "")  # fmt: skip
+        cells = "".join(f" {_ms(wall[how])} | {wall[how] / wall['pickle']:.2f}x |"
+                         for how in ("python", "split") if how in wall)  # fmt: skip
         again = ""
         if not big:
             again_s = {how: statistics.median(r["again_s"] for r in runs[how]) for how in runs}
@@ -276,7 +288,7 @@ def main() -> None:
             f"| {path.name} | {_entries(path):,} | {_spread(runs['pickle'])} | "
             f"{_spread(runs['reader'])} | "
             f"{wall['reader'] / wall['pickle']:.2f}x | {peak['pickle']:.1f} | "
-            f"{peak['reader']:.1f} | {peak['reader'] / peak['pickle']:.2f} | {again} |{python}",
+            f"{peak['reader']:.1f} | {peak['reader'] / peak['pickle']:.2f} | {again} |{cells}",
             flush=True,
         )
     if args.inspect and args.events:
