@@ -21,7 +21,14 @@ supported entry points. Every error raised is a `hipmem.HipmemError` with an `ex
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from hipmem._core.package_folders import find_parts_beside
+
+# In a checkout that Python found first (the working folder of `python -c`), the parts are
+# folders beside this one: hipmem/_core/package_folders.py says why.
+find_parts_beside(Path(__file__).parent)
 
 # name -> (module, attribute)
 _API = {

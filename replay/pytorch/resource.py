@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from hipmem._core.byte_sizes import MiB
+from hipmem._core.package_folders import child_environment
 
 from ..engine.resources import ResourceSpec
 from ..errors import ReplayError, ReplayUsageError
@@ -144,11 +145,16 @@ def run_torch(
 
 
 def _run_worker(source: Path, target: Path, conf: str) -> None:
-    env = {**os.environ, ALLOC_CONF: conf}
+    # The worker imports the hipmem this process runs, never a `hipmem/` folder of the user's
+    # working folder (a clone's root, which `python -m` would put first): it starts in the
+    # folder of its files, with this hipmem's folder first on its path.
+    env = child_environment({**os.environ, ALLOC_CONF: conf})
     command = [sys.executable, "-m", "hipmem.replay.pytorch.worker", str(source), str(target)]
     # The worker's GPU memory is the driver's to take back when it ends, whatever happens:
     # a Ctrl-C here ends it (same process group) and every byte goes back with it.
-    with subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True) as worker:
+    with subprocess.Popen(
+        command, env=env, cwd=source.parent, stderr=subprocess.PIPE, text=True
+    ) as worker:
         try:
             _, errors = worker.communicate()
         except KeyboardInterrupt:

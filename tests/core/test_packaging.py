@@ -161,3 +161,81 @@ def test_import_hipmem_is_cheap_and_names_the_api() -> None:
     assert done.returncode == 0, done.stderr
     for name in ("SizingSession", "recommend", "load_log", "replay", "find_capacity"):
         assert name in done.stdout
+
+
+# Any install, any directory: the CLI, its worker process and the Python API work the same
+# whether hipmem came as a wheel, by `pip install .` or `pip install -e .`, and whether they run
+# in the clone's root (where Python puts the clone's own `hipmem/` folder first for `python -c`
+# and `python -m`) or anywhere else.
+SAMPLE = REPO / "samples" / "serve-first-2000.csv.gz"
+_API_PROBE = (
+    "import sys, hipmem; log = hipmem.load_log(sys.argv[1]); "
+    "print(hipmem.replay(log, hipmem.parse_spec('host')).peak_requested_bytes)"
+)
+# The PyTorch replay worker, started as the library starts it; its input is missing, so it
+# must get as far as reading it: the module was found (it needs no torch for that).
+_WORKER_PROBE = (
+    "import sys; from pathlib import Path; from hipmem.replay.pytorch import resource\n"
+    "folder = Path(sys.argv[1])\n"
+    "try:\n"
+    "    resource._run_worker(folder / 'in.npz', folder / 'out.npz', '')\n"
+    "except resource.TorchUnavailable as err:\n"
+    "    print(err)\n"
+)
+
+
+def _venv_with(folder: Path, *install: str | Path) -> Path:
+    """A fresh venv holding hipmem installed by `pip install *install` (no dependencies: those
+    of this test run, seen through a path file, as in the wheel test above)."""
+    venv.create(folder, with_pip=True)
+    (site,) = (folder / "lib").glob("python3*/site-packages")
+    (site / "dependencies.pth").write_text(_site_packages_of_this_run() + "\n")
+    done = _run(folder / "bin" / "pip", "install", "-q", "--no-deps", *install, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return folder / "bin"
+
+
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The `bin` folder of each way of installing: the wheel, and `pip install .`; the
+    editable install is this test run's own (the README's test command makes it)."""
+    ways = {"wheel": _venv_with(tmp_path_factory.mktemp("wheel-venv"), wheel)}
+    with _one_build_at_a_time(tmp_path_factory):  # pip builds in the checkout too
+        ways["pip install ."] = _venv_with(tmp_path_factory.mktemp("dot-venv"), ".")
+    return ways
+
+
+def _editable_bin() -> Path:
+    found = _run(sys.executable, "-c", "import hipmem; print(hipmem.__file__)", cwd="/")
+    if not found.stdout.startswith(str(REPO)):
+        pytest.skip("this test run's hipmem is not an editable install of this checkout")
+    return Path(sys.executable).parent
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("way", ["wheel", "pip install .", "pip install -e ."])
+@pytest.mark.parametrize("where", ["the clone's root", "another folder"])
+def test_cli_worker_and_api_work_for_any_install_from_any_folder(
+    installed: dict[str, Path], way: str, where: str, tmp_path: Path
+) -> None:
+    bin_dir = _editable_bin() if way == "pip install -e ." else installed[way]
+    cwd = REPO if where == "the clone's root" else tmp_path
+    cli = _run(bin_dir / "hipmem", "log", "inspect", "--json", SAMPLE, cwd=cwd)
+    assert cli.returncode == 0, cli.stderr[-2000:]
+    api = _run(bin_dir / "python", "-c", _API_PROBE, SAMPLE, cwd=cwd)
+    assert api.returncode == 0 and int(api.stdout) > 0, api.stderr[-2000:]
+    # `-P` (3.11+): the parent imports the installed hipmem, not the clone's, as the console
+    # script does; the worker it starts must too, whatever folder it was started in.
+    for safe_path in ([], ["-P"]) if sys.version_info >= (3, 11) else ([],):
+        worker = _run(bin_dir / "python", *safe_path, "-c", _WORKER_PROBE, tmp_path, cwd=cwd)
+        assert worker.returncode == 0, worker.stderr[-2000:]
+        assert "in.npz" in worker.stdout and "specification" not in worker.stdout, worker
+
+
+def test_the_checkout_maps_the_parts_as_pyproject_does() -> None:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    from hipmem._core.package_folders import PARTS
+
+    with (REPO / "pyproject.toml").open("rb") as handle:
+        declared = tomllib.load(handle)["tool"]["setuptools"]["package-dir"]
+    assert declared == PARTS
