@@ -5,9 +5,14 @@ every file's size and SHA256 (ROCm releases: `sizing.rocm_fetch`; hipBLASLt buil
 `sizing.hipblaslt_fetch`; PyTorch allocators: `replay.torch_fetch`), native code built on
 first use, each folder with its own record (`_core.build_cache`: the virtual GPU, the HIP
 stand-in, the replay core, placeholder code objects), the private apt index of the fetches,
-and the answers of repeated queries (`sizing.answer_cache`). Removal takes the fetch lock of
+and the answers of repeated queries (`_core.answer_cache`). Removal takes the fetch lock of
 the part it removes, so it never pulls a tree from under a running fetch; whatever is removed
 is fetched or built again by the next command that needs it.
+
+Verifying reads everything again: every fetched file against its manifest's SHA256, every
+build against its record, every kept answer against its digest; and a release or build whose
+fetch was interrupted (its folder there, its manifest missing, unreadable or short of
+packages, a download left in `debs/`) is named as incomplete, with the fetch that completes it.
 """
 
 from __future__ import annotations
@@ -20,14 +25,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hipmem._core import build_cache
-from hipmem._core.cache_lock import cache_lock
+from hipmem._core import answer_cache, build_cache
+from hipmem._core.cache_lock import cache_lock, held_elsewhere
 from hipmem._core.cache_root import cache_dir
 from hipmem._core.errors import UsageError
 from hipmem.replay.pytorch import fetch as torch_fetch
 from hipmem.replay.pytorch import release as torch_release
 from hipmem.sizing.hipblaslt import fetch as hipblaslt_fetch
+from hipmem.sizing.hipblaslt.releases import HIPBLASLT_RELEASES
 from hipmem.sizing.rocm import fetch as rocm_fetch
+from hipmem.sizing.rocm.releases import RELEASES, find_release
 
 BUILD_KINDS = ("vcuda", "shim", "replay-core", "code-objects", "rmm", "rmm-build")
 KINDS = ("rocm", "hipblaslt", "torch", "builds", "answers", "apt")
@@ -70,15 +77,29 @@ class CacheEntry:
 @dataclass(frozen=True)
 class Damage:
     entry: CacheEntry
-    first: str  # the first damaged file (relative) or what is wrong
-    count: int  # damaged files
+    first: str  # the first damaged file (relative) or, when incomplete, what is missing
+    count: int  # damaged files (0: incomplete)
+    why: str = ""  # what is wrong with `first`, when the file's name does not say it
+
+    @property
+    def state(self) -> str:
+        return "damaged" if self.count else "incomplete"
+
+    def describe(self) -> str:
+        """`ROCm 7.2 in PATH is damaged (file F); repair: hipmem rocm fetch --rocm 7.2 ...`"""
+        said = self.first
+        if self.count:
+            files = f"{self.count} files, first" if self.count > 1 else "file"
+            said = f"{files} {self.first}{': ' + self.why if self.why else ''}"
+        where = f"{self.entry.what} in {self.entry.path}"
+        return f"{where} is {self.state} ({said}); repair: {self.entry.repair}"
 
 
 def list_cache() -> list[CacheEntry]:
     """Every part of the cache, fetched trees first."""
     root = cache_dir()
     entries: list[CacheEntry] = []
-    for release in rocm_fetch.cached_releases():
+    for release in _release_folders():  # with a manifest or not: a fetch interrupted too
         found = rocm_fetch.read_manifest(rocm_fetch.offline_dir(release) / "manifest.json")
         folder = rocm_fetch.offline_dir(release)
         entries.append(CacheEntry(
@@ -87,7 +108,7 @@ def list_cache() -> list[CacheEntry]:
             found.archs if found else [], found.fetched_by if found else "",
             f"hipmem rocm fetch --rocm {release} --no-hipblaslt",
         ))  # fmt: skip
-    for version in hipblaslt_fetch.cached_hipblaslt():
+    for version in _hipblaslt_folders():
         folder = hipblaslt_fetch.hipblaslt_dir() / version
         built = hipblaslt_fetch.read_manifest(folder / "manifest.json")
         host = hipblaslt_fetch.find_hipblaslt(version).host_rocm
@@ -121,7 +142,8 @@ def list_cache() -> list[CacheEntry]:
     answers = root / "answers"
     if answers.is_dir():
         entries.append(CacheEntry("answers", "answers", answers, _disk_bytes(answers),
-                                  None, "answers"))  # fmt: skip
+                                  None, "kept answers",
+                                  repair="hipmem cache remove --kind answers"))  # fmt: skip
     apt = rocm_fetch.rocm_dir() / "apt"
     if apt.is_dir():
         entries.append(CacheEntry("apt", "apt", apt, _disk_bytes(apt),
@@ -130,41 +152,97 @@ def list_cache() -> list[CacheEntry]:
 
 
 def verify_cache(progress: Callable[[str], None] | None = None) -> list[Damage]:
-    """Every fetched file re-hashed, every build checked; what is damaged."""
+    """Every fetched file re-hashed, every build and kept answer checked; what is damaged or
+    incomplete."""
     say = progress or (lambda what: None)
     found: list[Damage] = []
     for entry in list_cache():
         say(f"checking {entry.what}")
-        damaged = _damage_of(entry)
-        if damaged:
-            found.append(Damage(entry, damaged[0], len(damaged)))
+        damage = _damage_of(entry)
+        if damage is not None:
+            found.append(damage)
     return found
 
 
-def _damage_of(entry: CacheEntry) -> list[str]:
-    if entry.kind == "rocm":
-        state = rocm_fetch.read_manifest(entry.path / "manifest.json")
-        return (
-            ["manifest.json unreadable"]
-            if state is None
-            else state.damaged_files(hashes=True, rehash=True)
-        )
-    if entry.kind == "hipblaslt":
-        built = hipblaslt_fetch.read_manifest(entry.path / "manifest.json")
-        return (
-            ["manifest.json unreadable"]
-            if built is None
-            else built.damaged_files(hashes=True, rehash=True)
-        )
+def _damage_of(entry: CacheEntry) -> Damage | None:
+    if entry.kind in ("rocm", "hipblaslt"):
+        return _fetched_tree_damage(entry)
     if entry.kind == "torch":
         fetched = torch_fetch.read_manifest(entry.path / torch_fetch.MANIFEST_NAME)
-        return (
-            ["manifest.json unreadable"] if fetched is None else fetched.damaged_files(hashes=True)
-        )
+        if fetched is None:
+            return Damage(entry, "manifest.json unreadable", 1)
+        return _of_files(entry, fetched.damaged_files(hashes=True))
     if entry.kind == "builds":
         problem = build_cache.folder_damage(entry.path)
-        return [] if problem in (None, "missing") else [problem or ""]
-    return []
+        return None if problem in (None, "missing") else Damage(entry, problem or "", 1)
+    if entry.kind == "answers":
+        return _answers_damage(entry)
+    return None
+
+
+def _of_files(entry: CacheEntry, damaged: list[str], why: str = "") -> Damage | None:
+    return Damage(entry, damaged[0], len(damaged), why) if damaged else None
+
+
+def _fetched_tree_damage(entry: CacheEntry) -> Damage | None:
+    """A ROCm release or hipBLASLt build: incomplete (a fetch interrupted: no manifest, an
+    unreadable one, packages missing, a download left behind), else its files re-hashed."""
+    manifest = entry.path / "manifest.json"
+    module = rocm_fetch if entry.kind == "rocm" else hipblaslt_fetch
+    state = module.read_manifest(manifest)
+    if state is not None:
+        damaged = _of_files(entry, state.damaged_files(hashes=True, rehash=True))
+        if damaged is not None:
+            return damaged
+    if state is None:
+        missing = "manifest.json unreadable" if manifest.exists() else "no manifest.json"
+    else:
+        missing = _packages_missing(entry, state.packages)
+    if (entry.path / "debs").exists():
+        missing = ", ".join(filter(None, [missing, "an unfinished download in debs/"]))
+    if not missing:
+        return None
+    if held_elsewhere(rocm_fetch.rocm_dir()):
+        missing += ": a fetch is under way now; verify again once it is done"
+    else:
+        missing += ": its fetch was interrupted"
+    return Damage(entry, missing, 0)
+
+
+def _packages_missing(entry: CacheEntry, packages: dict[str, str]) -> str:
+    """`3 of 9 packages missing`, or "" when every package the release pins is there."""
+    if entry.kind == "rocm":
+        release = find_release(entry.name)
+        wanted, pinned = list(release.packages), release.pinned
+    else:
+        pinned = hipblaslt_fetch.find_hipblaslt(entry.name).pinned
+        wanted = [name for name, _ in pinned]
+    absent = [name for name in wanted if name not in packages]
+    absent += [name for name, version in pinned if name in packages and packages[name] != version]
+    if not absent:
+        return ""
+    return f"{len(absent)} of {len(wanted)} packages missing, first {absent[0]}"
+
+
+def _answers_damage(entry: CacheEntry) -> Damage | None:
+    """Every kept answer against its digest and the key it is kept under."""
+    bad: list[tuple[str, str]] = []
+    for path in sorted(entry.path.glob("*.json")):
+        if not path.name.startswith("."):
+            why = answer_cache.entry_damage(path)
+            if why is not None:
+                bad.append((path.name, why))
+    return Damage(entry, bad[0][0], len(bad), bad[0][1]) if bad else None
+
+
+def _release_folders() -> list[str]:
+    """The releases with a folder in the cache (a manifest or not), oldest first."""
+    return [r.name for r in RELEASES if rocm_fetch.offline_dir(r.name).is_dir()]
+
+
+def _hipblaslt_folders() -> list[str]:
+    base = hipblaslt_fetch.hipblaslt_dir()
+    return [r.version for r in HIPBLASLT_RELEASES if (base / r.version).is_dir()]
 
 
 def remove(

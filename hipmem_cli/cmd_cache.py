@@ -54,23 +54,20 @@ def list_command(json: JsonOption = False) -> None:
     "repairs it); 2 usage.\n\n" + _DOCS,
 )
 def verify_command(json: JsonOption = False) -> None:
-    """Re-hash every fetched file and check every build; name what is damaged and the
-    command that repairs it."""
+    """Re-hash every fetched file, check every build and kept answer; name what is damaged
+    or incomplete (a fetch interrupted) and the command that repairs it."""
     from hipmem import cache_inventory
 
     with output.progress("checking the cache") as report:
         damage = cache_inventory.verify_cache(lambda what: report(0, None, what))
     if json:
         output.print_json({"damaged": [
-            {**d.entry.as_dict(), "first": d.first, "files": d.count, "repair": d.entry.repair}
+            {**d.entry.as_dict(), "state": d.state, "first": d.first, "files": d.count,
+             "why": d.why or None, "repair": d.entry.repair}
             for d in damage
         ]})  # fmt: skip
     for found in damage:
-        files = f"{found.count} files, first" if found.count > 1 else "file"
-        output.fail(
-            f"{found.entry.what} in {found.entry.path} is damaged ({files} {found.first}); "
-            f"repair: {found.entry.repair}"
-        )
+        output.fail(found.describe())
     if damage:
         raise typer.Exit(1)
     if not json:

@@ -145,12 +145,16 @@ def _answer_again(argv: list[str]) -> int | None:
         return None  # the command itself says what is wrong with the cache, in one line
     changeable = answer_cache.changeable_state(argv, root)
     key = answer_cache.key_for(argv, root, changeable=changeable)
-    if key is None:
+    if key is None or changeable is None:
         return None
-    kept = answer_cache.lookup(root, key)
+    try:
+        kept = answer_cache.lookup(root, key, changeable)
+    except answer_cache.DamagedAnswer as damaged:
+        # Said before the answer's streams are kept: the answer kept again is without it.
+        output.warning(str(damaged))
+        answer_cache.drop(damaged.path)
+        kept = None
     if kept is not None:
-        from . import output
-
         output.replay_answer(kept[0], kept[1])
         return kept[2]
     streams = sys.stdout, sys.stderr
@@ -163,8 +167,8 @@ def _answer_again(argv: list[str]) -> int | None:
     # Kept only when nothing it depends on changed while it ran (a fetch, a build, a named
     # file it wrote): the rest of the key (hipmem's files, the environment) a command never
     # changes, so it is not computed again.
-    if code in (0, 1) and answer_cache.changeable_state(argv, root) == changeable:
-        answer_cache.store(root, key, out.text(), err.text(), code)
+    if code in answer_cache.KEPT_CODES and answer_cache.changeable_state(argv, root) == changeable:
+        answer_cache.store(root, key, changeable, out.text(), err.text(), code)
     return code
 
 

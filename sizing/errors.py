@@ -35,6 +35,23 @@ class LibraryNotFound(SizingError):
     """rocBLAS or rocSOLVER could not be found in any searched place."""
 
 
+class CacheDamaged(LibraryNotFound):
+    """A file of a fetched tree is not what its fetch recorded: missing, of another size, or
+    of another SHA256. `what` names the tree ("the cached ROCm 7.2"), `file` the first damaged
+    file (relative to the tree), `repair` the command that repairs it."""
+
+    def __init__(self, what: str, file: str, repair: str) -> None:
+        self.what, self.file, self.repair = what, file, repair
+        super().__init__(
+            f"{what} is damaged ({file} changed since it was fetched); run `{repair}` to repair it"
+        )
+
+    @property
+    def reason(self) -> str:
+        """The damage without the repair, as a line that goes on to repair it says it."""
+        return f"{self.what} is damaged ({self.file} changed since it was fetched)"
+
+
 class MissingSymbol(SizingError):
     """The installed library version lacks a function the request needs."""
 

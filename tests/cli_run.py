@@ -41,6 +41,9 @@ def hipmem(
     """`hipmem ARGS` in this process, piped: (exit code, stdout, stderr) as a subprocess's."""
     from hipmem.cli import output
     from hipmem.cli.main import _run
+    from hipmem.sizing.rocm import tree_check
+
+    tree_check.forget_checked()  # a fresh process has checked no fetched tree yet
 
     with (
         _environ(environment(unset, **env)),

@@ -11,9 +11,11 @@ stderr and exit code) is kept in `<cache>/answers/<key>.json`, the key a SHA256 
   or upgrade of hipmem or of what it imports adds or replaces files there);
 - every file the command line names (call logs, workloads): its bytes;
 - the libraries: the manifests of the cached ROCm releases and hipBLASLt builds (every
-  library file's recorded size and SHA256), the records of the HIP stand-in builds, and
-  where a local install could answer instead (`/opt/rocm/lib`, `$ROCM_PATH`, the loader's
-  cache): their times.
+  library file's recorded size and SHA256) and the stamp of every file they record (inode,
+  size, change and modification times: a library edited after an answer was kept is another
+  key, and the query that answers it checks the library's hashes), the records of the HIP
+  stand-in builds, and where a local install could answer instead (`/opt/rocm/lib`,
+  `$ROCM_PATH`, the loader's cache): their times.
 
 Only answers given while none of that changed are kept (a query that fetched or built
 something is asked again next time, and kept then: what a command itself can change, its named
@@ -21,6 +23,15 @@ files and the libraries, is looked at again after it ran), and only when both st
 are piped (a terminal's output depends on its width and colours); snapshots, plots and
 `--format github` (which writes files) are never answered from here. A hit prints the kept
 output and exits with its code before typer, rich or any library is imported.
+
+A kept answer is checked on every use: its file holds, besides the answer, the key it was kept
+under, the changeable state it was computed from (`changeable_state`) and a SHA256 over all of
+them (`FORMAT` 2). An entry whose digest does not hold (edited, cut short), that was moved under
+another key's name, or that was computed from other libraries raises `DamagedAnswer`: the
+caller says so in one line, drops it and answers again. The digest catches damage and hand
+edits, not a forger who recomputes it: one who can write the cache can as well replace the
+libraries and their manifests. `hipmem cache verify` checks every entry the same way
+(`entry_damage`).
 
 This module imports only the standard library: it runs before anything else is loaded.
 """
@@ -33,12 +44,15 @@ import importlib.util
 import json
 import os
 import site
+import stat
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 COMMANDS = ("size", "recommend", "check")
-FORMAT = 1
+KEPT_CODES = (0, 1)  # the exit codes of answers kept: done, or a check that does not pass
+FORMAT = 2  # 2: the key, the changeable state and the digest kept beside the answer
 _ENV_PREFIXES = ("HIPMEM_", "ROCM", "ROCBLAS", "ROCSOLVER", "HIPBLASLT", "HIP_", "HSA_",
                  "LD_", "PYTHON", "COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR", "TERM",
                  "PYTORCH_", "CUDA_", "GITHUB_")  # fmt: skip
@@ -48,6 +62,8 @@ _NEVER = ("--from-snapshot", "--plot", "github", "-h", "--help", "--debug")
 # The packages whose files decide a sizing answer (their folders, subfolders included).
 _SOURCE_PACKAGES = ("hipmem._core", "hipmem.cli", "hipmem.sizing")
 _MAX_INPUT_BYTES = 64 << 20  # a named file larger than this is not hashed: not kept
+_MAX_ANSWER_BYTES = 64 << 20  # a kept answer larger than this is not read: damaged
+_MAX_MANIFEST_BYTES = 16 << 20  # as sizing.rocm.fetch.MAX_MANIFEST_BYTES
 
 
 def answers_dir(cache_root: Path) -> Path:
@@ -97,24 +113,83 @@ def changeable_state(
     return digest.hexdigest()
 
 
-def lookup(cache_root: Path, key: str) -> tuple[str, str, int] | None:
-    """(stdout, stderr, exit code) kept under `key`, or None."""
-    try:
-        data = json.loads((answers_dir(cache_root) / f"{key}.json").read_text())
-        if data.get("format") != FORMAT:
-            return None
-        return str(data["stdout"]), str(data["stderr"]), int(data["code"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+class DamagedAnswer(Exception):
+    """A kept answer that fails its check: `path`, and `why` in a few words."""
+
+    def __init__(self, path: Path, why: str) -> None:
+        self.path, self.why = path, why
+        super().__init__(f"the kept answer {path} {why}; dropped it, answering again")
+
+
+def lookup(cache_root: Path, key: str, changeable: str) -> tuple[str, str, int] | None:
+    """(stdout, stderr, exit code) kept under `key`, or None when none is. Raises
+    `DamagedAnswer` when one is kept there but fails its check, or was computed from another
+    `changeable` state (the libraries, the named files) than this command line's."""
+    path = answers_dir(cache_root) / f"{key}.json"
+    if not os.path.lexists(path):
         return None
+    kept = read_entry(path)
+    if kept["changeable"] != changeable:
+        raise DamagedAnswer(path, "was computed from other libraries or files")
+    return kept["stdout"], kept["stderr"], kept["code"]
 
 
-def store(cache_root: Path, key: str, stdout: str, stderr: str, code: int) -> None:
+def read_entry(path: Path) -> dict[str, Any]:
+    """A kept answer's fields, once its digest holds and it is kept under its own key (the
+    file's name); raises `DamagedAnswer` otherwise."""
+    try:
+        info = path.lstat()
+        if not stat.S_ISREG(info.st_mode):  # a link or a device planted here is never read
+            raise DamagedAnswer(path, "is not a regular file")
+        if info.st_size > _MAX_ANSWER_BYTES:
+            raise DamagedAnswer(path, "is larger than any answer")
+        data = json.loads(path.read_text())
+    except (OSError, ValueError, RecursionError) as err:
+        raise DamagedAnswer(path, "cannot be read") from err
+    fields = {"key": str, "changeable": str, "stdout": str, "stderr": str, "code": int,
+              "digest": str}  # fmt: skip
+    if not (isinstance(data, dict) and data.get("format") == FORMAT and all(
+            type(data.get(name)) is kind for name, kind in fields.items())
+            and data["code"] in KEPT_CODES):  # fmt: skip
+        raise DamagedAnswer(path, "is not an answer hipmem keeps")
+    if data["digest"] != _digest(data):
+        raise DamagedAnswer(path, "does not match its digest: edited or damaged")
+    if data["key"] != path.stem:
+        raise DamagedAnswer(path, "is kept under another command line's key: moved or copied")
+    return data
+
+
+def entry_damage(path: Path) -> str | None:
+    """What is wrong with a kept answer's file on its own (`hipmem cache verify`), or None."""
+    try:
+        read_entry(path)
+    except DamagedAnswer as damaged:
+        return damaged.why
+    return None
+
+
+def drop(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink()
+
+
+def store(cache_root: Path, key: str, changeable: str, stdout: str, stderr: str, code: int) -> None:
     """Keep an answer (replaced in one step; a failure to write is no failure of the query)."""
     from hipmem._core.atomic_write import write_text_atomically
 
-    payload = {"format": FORMAT, "stdout": stdout, "stderr": stderr, "code": code}
+    payload: dict[str, Any] = {"format": FORMAT, "key": key, "changeable": changeable,
+                               "code": code, "stdout": stdout, "stderr": stderr}  # fmt: skip
+    payload["digest"] = _digest(payload)
     with contextlib.suppress(OSError):
         write_text_atomically(answers_dir(cache_root) / f"{key}.json", json.dumps(payload))
+
+
+def _digest(entry: dict[str, Any]) -> str:
+    """SHA256 over what a kept answer says and what it was computed from."""
+    digest = hashlib.sha256()
+    _add(digest, "answer", str(FORMAT), entry["key"], entry["changeable"], str(entry["code"]),
+         entry["stdout"], entry["stderr"])  # fmt: skip
+    return digest.hexdigest()
 
 
 class Tee:
@@ -140,8 +215,10 @@ def piped() -> bool:
 
 
 def _add(digest: hashlib._Hash, *parts: str) -> None:
+    # surrogatepass: every str encodes, one for one (an undecodable byte of a file name, a
+    # lone "\ud800" in an edited answer file) and none raises.
     for part in parts:
-        digest.update(part.encode(errors="surrogateescape") + b"\0")
+        digest.update(part.encode(errors="surrogatepass") + b"\0")
 
 
 def _add_sources(digest: hashlib._Hash) -> bool:
@@ -209,8 +286,10 @@ def _add_inputs(digest: hashlib._Hash, argv: list[str]) -> bool:
 
 
 def _add_libraries(digest: hashlib._Hash, cache_root: Path, env: Mapping[str, str]) -> None:
-    for pattern in ("rocm/*/manifest.json", "hipblaslt/*/manifest.json", "shim/*/build.json",
-                    "code-objects/*/build.json"):  # fmt: skip
+    for pattern in ("rocm/*/manifest.json", "hipblaslt/*/manifest.json"):
+        for path in sorted(cache_root.glob(pattern)):
+            _add_fetched_tree(digest, path)
+    for pattern in ("shim/*/build.json", "code-objects/*/build.json"):
         for path in sorted(cache_root.glob(pattern)):
             try:
                 _add(digest, str(path), hashlib.sha256(path.read_bytes()).hexdigest())
@@ -226,3 +305,29 @@ def _add_libraries(digest: hashlib._Hash, cache_root: Path, env: Mapping[str, st
             _add(digest, place, str(info.st_mtime_ns), str(info.st_ino))
         except OSError:
             _add(digest, place, "absent")
+
+
+def _add_fetched_tree(digest: hashlib._Hash, manifest: Path) -> None:
+    """A fetched tree: its manifest (every file's recorded SHA256) and the stamp of every file
+    it records (as `sizing.rocm.tree_check` stamps them: inode, size, change and modification
+    times), so that a library written after an answer was kept is another key. os.stat on
+    joined strings: a few microseconds a file, 650 files in a ROCm release."""
+    try:
+        info = manifest.stat()
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_MANIFEST_BYTES:
+            raise ValueError("not a manifest hipmem writes")
+        data = manifest.read_bytes()
+        files = json.loads(data)["files"]
+        _add(digest, str(manifest), hashlib.sha256(data).hexdigest())
+        root = f"{manifest.parent}/root/"
+        stamps = []
+        for relative in files:
+            try:
+                info = os.stat(root + relative)  # noqa: PTH116 (no Path per file: speed)
+                stamps.append(f"{relative}\0{info.st_ino}\0{info.st_size}\0{info.st_ctime_ns}"
+                              f"\0{info.st_mtime_ns}\0")  # fmt: skip
+            except OSError:
+                stamps.append(f"{relative}\0absent\0")
+        digest.update("".join(stamps).encode(errors="surrogatepass"))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        _add(digest, str(manifest), "unreadable")

@@ -24,3 +24,17 @@ def cache_lock(folder: Path, holder: str, notice: Callable[[str], None]) -> Iter
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def held_elsewhere(folder: Path) -> bool:
+    """Whether a process holds `folder`/fetch.lock now (a fetch under way); never waits."""
+    try:
+        with (folder / "fetch.lock").open("rb") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    except OSError:
+        return False  # no lock file: no fetch ever ran here
+    return False

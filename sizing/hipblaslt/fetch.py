@@ -26,9 +26,10 @@ from hipmem._core.atomic_write import write_text_atomically
 from hipmem._core.cache_root import cache_dir
 from hipmem._core.progress import ProgressCallback, no_progress
 
-from ..errors import FetchError, LibraryNotFound, PinnedVersionGone
+from ..errors import CacheDamaged, FetchError, LibraryNotFound, PinnedVersionGone
 from ..rocm import apt
 from ..rocm import fetch as rocm_fetch
+from ..rocm.tree_check import checked_on_use, tree_damage
 from ..rocm.unpack import unpack
 from .releases import HIPBLASLT_RELEASES, HipblasltRelease, find_hipblaslt
 
@@ -63,7 +64,7 @@ class OfflineHipblaslt:
     def damaged_files(self, *, hashes: bool = False, rehash: bool = False) -> list[str]:
         """Files missing, replaced by a link, or changed since the fetch (by size; by SHA256
         too with `hashes`, as a fetch checks them)."""
-        return rocm_fetch.tree_damage(self.root, self.files, hashes=hashes, rehash=rehash)
+        return tree_damage(self.root, self.files, hashes=hashes, rehash=rehash)
 
 
 def hipblaslt_dir() -> Path:
@@ -71,23 +72,23 @@ def hipblaslt_dir() -> Path:
 
 
 def load_hipblaslt(version: str) -> OfflineHipblaslt | None:
-    """The cached build, or None; a damaged one is an error saying how to repair it."""
+    """The cached build, or None; a damaged one is an error saying how to repair it.
+    Checked against the manifest's hashes on first use in the process, as ROCm's
+    (`rocm_fetch.load_offline`)."""
     manifest = hipblaslt_dir() / version / MANIFEST_NAME
     if not manifest.is_file():
         return None
     found = read_manifest(manifest)
     release = find_hipblaslt(version)
-    repair = f"run `hipmem rocm fetch --rocm {release.host_rocm}` to repair it"
+    repair = f"hipmem rocm fetch --rocm {release.host_rocm}"
     if found is None or any(found.packages.get(n) != v for n, v in release.pinned):
         raise LibraryNotFound(
-            f"the cached hipBLASLt {version} in {manifest.parent} is incomplete; {repair}"
+            f"the cached hipBLASLt {version} in {manifest.parent} is incomplete; "
+            f"run `{repair}` to repair it"
         )
-    damaged = found.damaged_files()
+    damaged = checked_on_use(found.root, found.files, manifest)
     if damaged:
-        raise LibraryNotFound(
-            f"the cached hipBLASLt {version} is damaged ({damaged[0]} changed since it was "
-            f"fetched); {repair}"
-        )
+        raise CacheDamaged(f"the cached hipBLASLt {version}", damaged[0], repair)
     return found
 
 

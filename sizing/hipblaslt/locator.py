@@ -32,6 +32,7 @@ from ..rocm.locator import (
     MixedReleases,
     cache_label,
     cached_libraries,
+    damage_reason,
     is_cache_label,
 )
 from ..rocm.on_demand import OnDemand
@@ -204,10 +205,10 @@ def _load_or_fetch(
     data of the device's arch. `missing`: what to say when it is not in the cache."""
     try:
         found = load_hipblaslt(release.version)
-    except LibraryNotFound:
+    except LibraryNotFound as err:
         if on_demand.offline_by is not None:
-            raise  # its message names the fetch that repairs it
-        return on_demand.hipblaslt(release, f"the cached {release.label} is incomplete or damaged")
+            raise  # its message names the file and the fetch that repairs it
+        return on_demand.hipblaslt(release, damage_reason(err, f"the cached {release.label}"))
     if found is None:
         return on_demand.hipblaslt(release, missing or f"{release.label} is not in the cache")
     if on_demand.lacks_solution_data(release, found.archs):

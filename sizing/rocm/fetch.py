@@ -40,8 +40,8 @@ from hipmem._core.cache_lock import cache_lock
 from hipmem._core.cache_root import cache_dir
 from hipmem._core.progress import ProgressCallback, no_progress
 
-from ..errors import FetchError, LibraryNotFound
-from .apt import DEFAULT_MIRROR, PackageFile, download, resolve_packages, sha256
+from ..errors import CacheDamaged, FetchError, LibraryNotFound
+from .apt import DEFAULT_MIRROR, PackageFile, download, resolve_packages
 from .releases import (
     NEWEST,
     RELEASES,
@@ -49,6 +49,7 @@ from .releases import (
     find_release,
     sort_key,
 )
+from .tree_check import checked_on_use, tree_damage
 from .unpack import unpack
 
 LIB_SUBDIR = "usr/lib/x86_64-linux-gnu"
@@ -57,6 +58,8 @@ BY_COMMAND = "hipmem rocm fetch"
 ON_FIRST_USE = "fetched on first use"
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = 2
+MAX_MANIFEST_BYTES = 16 << 20  # a release's is 100 to 200 KB; larger is not a fetch's: unread
+_HEX = "0123456789abcdef"
 
 
 @dataclass
@@ -105,54 +108,9 @@ class OfflineRocm:
         return total
 
     def damaged_files(self, *, hashes: bool = False, rehash: bool = False) -> list[str]:
-        """Files missing or changed since the fetch: by size (cheap), or also by SHA256."""
+        """Files missing or changed since the fetch: by size (cheap), or also by SHA256
+        (files whose stamp holds are not read again, unless `rehash`: `tree_check`)."""
         return tree_damage(self.root, self.files, hashes=hashes, rehash=rehash)
-
-
-VERIFIED_NAME = "verified.json"
-
-
-def tree_damage(
-    root: Path, files: dict[str, list[Any]], *, hashes: bool, rehash: bool = False
-) -> list[str]:
-    """The recorded files ([size, sha256, ...] by path under `root`) that are missing, of
-    another size, or (`hashes`) of another SHA256. What is read is what a query would load,
-    through a link if one is there (a link to the same bytes is no damage); a repair never
-    writes through one (`unpack`).
-
-    A file hashed intact is noted in `verified.json` beside `root` with its inode, size and
-    change time: while those stay, a fetch with nothing to do need not read it again (any
-    write to it changes them). `rehash` reads every file anyway (`hipmem cache verify`)."""
-    verified = _read_verified(root) if hashes and not rehash else {}
-    stamps: dict[str, list[int]] = {}
-    damaged = []
-    for relative, entry in files.items():
-        path = root / relative
-        size, digest, skip = entry[0], entry[1], entry[3:5]
-        try:
-            info = path.stat()
-            whole = stat.S_ISREG(info.st_mode) and info.st_size == size
-            stamp = [info.st_ino, info.st_size, info.st_ctime_ns, info.st_mtime_ns]
-            if whole and hashes and verified.get(relative) != stamp:
-                whole = sha256(path, skip) == digest
-            if whole:
-                stamps[relative] = stamp
-            else:
-                damaged.append(relative)
-        except OSError:
-            damaged.append(relative)
-    if hashes:
-        with contextlib.suppress(OSError):
-            write_text_atomically(root.parent / VERIFIED_NAME, json.dumps(stamps))
-    return damaged
-
-
-def _read_verified(root: Path) -> dict[str, list[int]]:
-    try:
-        data = json.loads((root.parent / VERIFIED_NAME).read_text())
-        return {str(k): list(v) for k, v in data.items()} if isinstance(data, dict) else {}
-    except (OSError, ValueError, TypeError, AttributeError):
-        return {}
 
 
 @dataclass(frozen=True)
@@ -184,8 +142,10 @@ def offline_dir(release: str) -> Path:
 def load_offline(release: str) -> OfflineRocm | None:
     """The cached libraries of a completed fetch of `release`, or None when there is none.
 
-    A damaged cache (a manifest cut short, a library truncated) is an error that says to
-    run the fetch again, which repairs it."""
+    Checked against the manifest's hashes on first use in the process (`tree_check`: a file
+    whose stamp still holds is not read again). A damaged cache (a manifest cut short, a
+    library truncated or edited) is an error that says to run the fetch again, which
+    repairs it."""
     manifest = offline_dir(release) / MANIFEST_NAME
     if not manifest.is_file():
         return None
@@ -195,11 +155,10 @@ def load_offline(release: str) -> OfflineRocm | None:
             f"the cached ROCm {release} in {manifest.parent} is incomplete or damaged; "
             f"run `hipmem rocm fetch --rocm {release}` to repair it"
         )
-    damaged = found.damaged_files()
+    damaged = checked_on_use(found.root, found.files, manifest)
     if damaged:
-        raise LibraryNotFound(
-            f"the cached ROCm {release} is damaged ({damaged[0]} changed since it was fetched); "
-            f"run `hipmem rocm fetch --rocm {release}` to repair it"
+        raise CacheDamaged(
+            f"the cached ROCm {release}", damaged[0], f"hipmem rocm fetch --rocm {release}"
         )
     return found
 
@@ -232,20 +191,40 @@ def manifest_fields(path: Path, format_version: int, name_key: str) -> dict[str,
     release or version; None when the manifest is missing, cut short, edited or of another
     format (the fetch rebuilds it)."""
     try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_MANIFEST_BYTES:
+            return None  # a device or a pipe planted here is never read
         data = json.loads(path.read_text())
         if data.get("format") != format_version:
+            return None
+        files = {str(k): list(v) for k, v in data["files"].items()}
+        if not all(_entry_is_sound(relative, entry) for relative, entry in files.items()):
             return None
         return {
             "root": path.parent / "root",
             name_key: str(data[name_key]),
-            "archs": list(data["archs"]),
-            "packages": dict(data["packages"]),
-            "files": {str(k): list(v) for k, v in data["files"].items()},
+            "archs": [str(arch) for arch in data["archs"]],
+            "packages": {str(k): str(v) for k, v in dict(data["packages"]).items()},
+            "files": files,
             "fetched_by": str(data.get("fetched_by", "")),
             "fetched_at": str(data.get("fetched_at", "")),
         }
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None
+
+
+def _entry_is_sound(relative: str, entry: list[Any]) -> bool:
+    """A file's entry as a fetch writes it: a path inside the tree, [size, sha256, package]
+    and, for a library whose GPU code was dropped, the [start, end) range left out of the hash."""
+    if relative.startswith("/") or "/../" in f"/{relative}/" or len(entry) not in (3, 5):
+        return False
+    size, digest, package, *skip = entry
+    numbers = [size, *skip]
+    if not all(type(n) is int and 0 <= n <= size for n in numbers) or not isinstance(package, str):
+        return False
+    if skip and skip[0] > skip[1]:
+        return False
+    return isinstance(digest, str) and len(digest) == 64 and not digest.strip(_HEX)
 
 
 def _is_complete(found: OfflineRocm, release: Release) -> bool:

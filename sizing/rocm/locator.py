@@ -29,7 +29,7 @@ from pathlib import Path
 
 from hipmem._core.close_names import did_you_mean
 
-from ..errors import LibraryNotFound, UsageError
+from ..errors import CacheDamaged, LibraryNotFound, UsageError
 from .elf_file import needed_libraries
 from .fetch import cached_releases, load_offline
 from .on_demand import OnDemand
@@ -171,16 +171,21 @@ def _from_cache(release: str, on_demand: OnDemand | None) -> Libraries:
         return _cached(release)
     try:
         offline = load_offline(release)
-    except LibraryNotFound:
+    except LibraryNotFound as err:
         if on_demand.offline_by is not None:
-            raise  # its message names the fetch that repairs it
-        on_demand.rocm(release, f"the cached ROCm {release} is incomplete or damaged")
+            raise  # its message names the file and the fetch that repairs it
+        on_demand.rocm(release, damage_reason(err, f"the cached ROCm {release}"))
         return _cached(release)
     if offline is None:
         on_demand.rocm(release, f"ROCm {release} is not in the cache")
     elif on_demand.lacks_gemm_data(release, offline.archs):
         on_demand.rocm(release, f"the cached ROCm {release} has no gemm data for {on_demand.arch}")
     return _cached(release)
+
+
+def damage_reason(err: LibraryNotFound, what: str) -> str:
+    """What is wrong with a cached tree, as the line before its repair says it."""
+    return err.reason if isinstance(err, CacheDamaged) else f"{what} is incomplete or damaged"
 
 
 def _unavailable(wanted: str, passed_over: list[str], cached: list[str]) -> str:

@@ -5,10 +5,13 @@ on caches of their own (HIPMEM_CACHE_DIR)."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+from hipmem.sizing.rocm.releases import find_release
 
 from hipmem._core import answer_cache
 from tests.cli_run import hipmem_process
@@ -134,3 +137,54 @@ def test_a_changed_key_misses(rocm72: Path, tmp_path: Path) -> None:
     assert answer_cache.key_for(argv, cache, env) != changed
     assert answer_cache.key_for(["check", "--from-snapshot", "x.pickle"], cache, env) is None
     assert answer_cache.key_for(["recommend", "--format", "github", *CALLS], cache, env) is None
+
+
+def test_verify_names_each_release_whose_fetch_was_interrupted(
+    rocm72: Path, tmp_path: Path
+) -> None:
+    # What a fetch killed midway leaves: a manifest written after each package it unpacked
+    # and a download in debs/; a manifest cut short or overwritten; a folder with no manifest.
+    cache = _mirror_cache(tmp_path, "7.2")
+    manifest = cache / "rocm" / "7.2" / "manifest.json"
+    data = json.loads(manifest.read_text())
+    unpacked = list(data["packages"])[:3]
+    data["packages"] = {name: data["packages"][name] for name in unpacked}
+    data["files"] = {k: v for k, v in data["files"].items() if v[2] in unpacked}
+    manifest.write_text(json.dumps(data))
+    (cache / "rocm" / "7.2" / "debs").mkdir()
+    (cache / "rocm" / "7.2" / "debs" / "libfmt11_11.1.1+ds1-2_amd64.deb").write_bytes(b"!<ar")
+    (cache / "rocm" / "6.4" / "root").mkdir(parents=True)
+    (cache / "rocm" / "6.4" / "manifest.json").write_text("garbage{")
+    (cache / "hipblaslt" / "7.2.4" / "debs").mkdir(parents=True)
+    release = find_release("7.2")
+    missing = [name for name in release.packages if name not in unpacked]
+    lines = {
+        "6.4": f"FAIL ROCm 6.4 in {cache / 'rocm' / '6.4'} is incomplete (manifest.json "
+        "unreadable: its fetch was interrupted); repair: hipmem rocm fetch --rocm 6.4 "
+        "--no-hipblaslt",
+        "7.2": f"FAIL ROCm 7.2 in {cache / 'rocm' / '7.2'} is incomplete ({len(missing)} of "
+        f"{len(release.packages)} packages missing, first {missing[0]}, an unfinished download "
+        "in debs/: its fetch was interrupted); repair: hipmem rocm fetch --rocm 7.2 "
+        "--no-hipblaslt",
+        "7.2.4": f"FAIL hipBLASLt 7.2.4 in {cache / 'hipblaslt' / '7.2.4'} is incomplete (no "
+        "manifest.json, an unfinished download in debs/: its fetch was interrupted); repair: "
+        "hipmem rocm fetch --rocm 7.2",
+    }
+    env = {"HIPMEM_CACHE_DIR": str(cache)}
+    done = hipmem("cache", "verify", **env)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == list(lines.values())
+    listed = json.loads(hipmem("cache", "list", "--json", **env).stdout)["entries"]
+    assert {(e["kind"], e["name"]) for e in listed} >= {
+        ("rocm", "6.4"),
+        ("rocm", "7.2"),
+        ("hipblaslt", "7.2.4"),
+    }
+    # While a fetch holds the lock, an incomplete tree may be one being fetched: said so.
+    with (cache / "rocm" / "fetch.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        running = hipmem("cache", "verify", **env)
+    assert running.returncode == 1
+    assert running.stderr.strip().splitlines()[0] == lines["6.4"].replace(
+        "its fetch was interrupted", "a fetch is under way now; verify again once it is done"
+    )

@@ -6,6 +6,7 @@ cache of its own (HIPMEM_CACHE_DIR), damaging copies, never the user's cache."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -145,3 +146,75 @@ def test_a_build_without_a_record_is_built_quietly_and_a_cut_record_is_said(
     (out / "lib-link.so").unlink()
     (out / "lib-link.so").symlink_to("/etc/passwd")
     assert build_cache.folder_damage(out) == "lib-link.so changed"
+
+
+LIB = Path("usr/lib/x86_64-linux-gnu")
+
+
+def _own_copy(cache: Path, relative: Path) -> Path:
+    """The mirror's link replaced by a copy of its own (holes kept), to damage."""
+    path = cache / "rocm" / "7.2" / "root" / relative
+    real = path.resolve()
+    path.unlink()
+    subprocess.run(["cp", "--sparse=always", str(real), str(path)], check=True)
+    return path
+
+
+def _flip_keeping_size_and_mtime(path: Path, offset: int) -> None:
+    """Bytes inverted in place, the modification time set back: what `ls -l` shows is as before."""
+    before = path.stat()
+    with path.open("r+b") as stream:
+        stream.seek(offset)
+        chunk = stream.read(4)
+        stream.seek(offset)
+        stream.write(bytes(b ^ 0xFF for b in chunk))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+
+
+def test_a_library_with_flipped_bytes_and_its_mtime_restored_is_caught_on_the_next_size(
+    rocm72: Path, tmp_path: Path
+) -> None:
+    cache = _mirror_cache(tmp_path, "7.2")
+    library = _own_copy(cache, LIB / "librocblas.so.5.2")
+    env = {"HIPMEM_CACHE_DIR": str(cache), "HIPMEM_OFFLINE": "1"}
+    args = ("size", "--rocm", "7.2", "-d", "MI300X", "rocsolver_dgetrf:m=4096,n=4096")
+    for _ in range(3):  # builds the stand-in; answers and keeps; answers from what it kept
+        done = hipmem(*args, **env)
+        assert done.returncode == 0 and "17,351,936" in done.stdout, done.stderr
+    assert len(list((cache / "answers").glob("*.json"))) == 1
+    _flip_keeping_size_and_mtime(library, 10_000)
+    said = (
+        "Error: the cached ROCm 7.2 is damaged (usr/lib/x86_64-linux-gnu/librocblas.so.5.2 "
+        "changed since it was fetched); run `hipmem rocm fetch --rocm 7.2` to repair it"
+    )
+    # The kept answer is not given (the library's stamp is part of its key): the query
+    # checks the library, and says so in one line, for size and check alike.
+    for command in (args, ("check", *args[1:], "--value", "32MiB")):
+        damaged = hipmem(*command, **env)
+        assert damaged.returncode == 1
+        assert (damaged.stdout, damaged.stderr.splitlines()) == ("", [said])
+    verify = hipmem("cache", "verify", HIPMEM_CACHE_DIR=str(cache))
+    assert verify.returncode == 1
+    assert "is damaged (file usr/lib/x86_64-linux-gnu/librocblas.so.5.2)" in verify.stderr
+
+
+def test_a_damaged_library_is_fetched_again_by_the_query_saying_which(
+    rocm72: Path, tmp_path: Path
+) -> None:
+    cache = _mirror_cache(tmp_path, "7.2")
+    library = _own_copy(cache, LIB / "libroctx64.so.4.1.0")  # its package is 14 KB
+    whole = library.read_bytes()
+    _flip_keeping_size_and_mtime(library, 100)
+    args = ("size", "--rocm", "7.2", "-d", "MI300X", "--json", "rocsolver_dgetrf:m=4096,n=4096")
+    done = hipmem(*args, HIPMEM_CACHE_DIR=str(cache))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["session_bytes"] == 17_351_936
+    first = done.stderr.splitlines()[0]
+    assert first.startswith(
+        "the cached ROCm 7.2 is damaged (usr/lib/x86_64-linux-gnu/libroctx64.so.4.1.0 changed "
+        "since it was fetched): downloading "
+    )
+    assert "(ROCm 7.2: 1 Debian package;" in first
+    assert library.read_bytes() == whole

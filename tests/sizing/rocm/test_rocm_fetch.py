@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import typer
 from hipmem.sizing.errors import FetchError, PinnedVersionGone
-from hipmem.sizing.rocm import apt, unpack
+from hipmem.sizing.rocm import apt, tree_check, unpack
 from hipmem.sizing.rocm import fetch as rocm_fetch
 from hipmem.sizing.rocm.locator import locate
 from hipmem.sizing.rocm.releases import RELEASES, Release, find_release
@@ -154,6 +154,8 @@ def _mirror_cache(tmp_path: Path, release: str) -> Path:
         for name in files:
             (ours / name).symlink_to(Path(folder, name))
     shutil.copy(real / rocm_fetch.MANIFEST_NAME, mine / rocm_fetch.MANIFEST_NAME)
+    if (real / tree_check.VERIFIED_NAME).is_file():  # the files' stamps hold through the links
+        shutil.copy(real / tree_check.VERIFIED_NAME, mine / tree_check.VERIFIED_NAME)
     if not (tmp_path / "cache" / "rocm" / "apt").exists():
         shutil.copytree(rocm_fetch.rocm_dir() / "apt", tmp_path / "cache" / "rocm" / "apt")
     return tmp_path / "cache"
