@@ -110,10 +110,10 @@ def lookup(cache_root: Path, key: str) -> tuple[str, str, int] | None:
 
 def store(cache_root: Path, key: str, stdout: str, stderr: str, code: int) -> None:
     """Keep an answer (replaced in one step; a failure to write is no failure of the query)."""
-    from hipmem._core.atomic_write import write_text_atomically
+    from hipmem._core.atomic_write import CannotWriteFile, write_text_atomically
 
     payload = {"format": FORMAT, "stdout": stdout, "stderr": stderr, "code": code}
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, CannotWriteFile):
         write_text_atomically(answers_dir(cache_root) / f"{key}.json", json.dumps(payload))
 
 

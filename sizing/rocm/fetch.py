@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hipmem._core.atomic_write import write_text_atomically
+from hipmem._core.atomic_write import CannotWriteFile, write_text_atomically
 from hipmem._core.cache_lock import cache_lock
 from hipmem._core.cache_root import cache_dir
 from hipmem._core.progress import ProgressCallback, no_progress
@@ -141,8 +141,8 @@ def tree_damage(
                 damaged.append(relative)
         except OSError:
             damaged.append(relative)
-    if hashes:
-        with contextlib.suppress(OSError):
+    if hashes:  # a record that cannot be written only costs the next check its hashing
+        with contextlib.suppress(OSError, CannotWriteFile):
             write_text_atomically(root.parent / VERIFIED_NAME, json.dumps(stamps))
     return damaged
 
