@@ -67,6 +67,8 @@ _FLAGS = {
     "device_memory": "--device-memory",
     "snapshots": "--from-snapshot",
     "target": "--for",
+    "cap_bytes": "--cap",
+    "settings": "--alloc-conf",  # explain's settings
 }
 
 

@@ -78,7 +78,7 @@ class ProbeResult:
 
 def check_settings(conf: str) -> None:
     """Settings the virtual GPU cannot run, refused before any work."""
-    if "cudaMallocAsync" in conf:
+    if "MallocAsync" in conf:  # cudaMallocAsync, or ROCm's hipMallocAsync
         raise ReplayUsageError(
             "the virtual GPU runs PyTorch's native caching allocator; backend=cudaMallocAsync "
             "hands memory to the CUDA driver's pools, which only a GPU has"
