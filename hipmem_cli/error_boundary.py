@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-from hipmem._core.errors import HipmemError
+from hipmem._core.errors import MAX_SHOWN_CHARS, HipmemError, shown_value
 
 try:  # recent typer carries its own copy of click; older ones use click itself
     click_exceptions = importlib.import_module("typer._click.exceptions")
@@ -89,6 +89,9 @@ def cli_message(err: HipmemError) -> str:
 _ENVIRONMENT_VARIABLE = re.compile(r"[A-Z][A-Z0-9_]*")
 
 
+# A value typer quotes whole (`--backend '999...'`), shown by its start and length instead.
+_LONG_QUOTED = re.compile(rf"'([^']{{{MAX_SHOWN_CHARS + 1},}})'")
+
 # typer's wording of a bad choice, said as the libraries say theirs: `--threads 'x': not one of`
 _BAD_CHOICE = re.compile(r"Invalid value for '([^']+)': (.*) is not one of (.*?)\.?$")
 
@@ -96,6 +99,7 @@ _BAD_CHOICE = re.compile(r"Invalid value for '([^']+)': (.*) is not one of (.*?)
 def _usage_line(err: Any) -> str:
     """typer's message, made one line, with where to read more."""
     message = " ".join(err.format_message().split()).replace("Value error, ", "")
+    message = _LONG_QUOTED.sub(lambda found: shown_value(found[1]), message)
     choice = _BAD_CHOICE.fullmatch(message)
     if choice:
         flag, value, allowed = choice.groups()

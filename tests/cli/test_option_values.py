@@ -169,6 +169,24 @@ CASES: dict[str, Callable[[Path], Case]] = {
         f"--resource {('binning:min_exp=' + DIGITS)[:40]!r}... (5,016 characters): min_exp: "
         f"expected an integer, got {DIGITS[:40]!r}... (5,000 characters)",
     ),
+    "--scheduler": lambda _: Case(
+        ["fleet", LOG, "-r", "host", "--scheduler", "nan"],
+        {},
+        2,
+        "--scheduler 'nan': not a Dask scheduler address (tcp://host:8786)",
+    ),
+    "-d digits": lambda _: Case(
+        ["size", "-d", DIGITS, CALL],
+        {},
+        2,
+        f"unknown device {DIGITS[:40]!r}... (5,000 characters) (`hipmem devices` lists them)",
+    ),
+    "--backend digits (typer's choice)": lambda _: Case(
+        ["replay", LOG, "-r", "host", "--backend", DIGITS],
+        {},
+        2,
+        f"--backend {DIGITS[:40]!r}... (5,000 characters): not one of auto, cuda, hip",
+    ),
     "XDG_CACHE_HOME a file": lambda tmp: Case(
         ["rocm", "where"],
         {"XDG_CACHE_HOME": str(tmp / "file")},
