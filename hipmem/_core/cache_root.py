@@ -35,7 +35,7 @@ def cache_dir() -> Path:
     try:
         root.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
-        raise CacheUnusable(f"{_source(root)}: {_in_the_way(root)} is not a directory") from None
+        raise CacheUnusable(_not_a_folder(root)) from None
     except OSError as err:
         raise CacheUnusable(f"{_source(root)}: cannot make {root}: {err.strerror}") from None
     return root
@@ -51,6 +51,13 @@ def _source(root: Path) -> str:
     if xdg.strip() and root.parent == Path(xdg).expanduser():
         return f"{_XDG_CACHE_ENV}={xdg} (the cache is $XDG_CACHE_HOME/hipmem; {_ELSEWHERE})"
     return f"the cache folder {root} (HOME's ~/.cache/hipmem; {_ELSEWHERE})"
+
+
+def _not_a_folder(root: Path) -> str:
+    culprit = _in_the_way(root)
+    if culprit == root and os.environ.get(CACHE_ENV):  # the folder the user named itself
+        return f"{CACHE_ENV}={root} is not a directory"
+    return f"{_source(root)}: {culprit} is not a directory"
 
 
 def _in_the_way(root: Path) -> Path:

@@ -201,6 +201,12 @@ CASES: dict[str, Callable[[Path], Case]] = {
         f"the cache folder {tmp / 'file' / '.cache' / 'hipmem'} (HOME's ~/.cache/hipmem; "
         f"HIPMEM_CACHE_DIR sets another): {tmp / 'file'} is not a directory",
     ),
+    "HIPMEM_CACHE_DIR a file": lambda tmp: Case(
+        ["rocm", "where"],
+        {"HIPMEM_CACHE_DIR": str(tmp / "file")},
+        1,
+        f"HIPMEM_CACHE_DIR={tmp / 'file'} is not a directory",
+    ),
     "HIPMEM_CACHE_DIR under a file": lambda tmp: Case(
         ["rocm", "where"],
         {"HIPMEM_CACHE_DIR": str(tmp / "file" / "cache")},
