@@ -52,10 +52,25 @@ def describe(err: BaseException) -> tuple[int, str | None, bool]:
         return err.exit_code, cli_message(err), True
     if isinstance(err, BrokenPipeError):  # `hipmem ... | head`: the reader left; say nothing
         return 1, None, False
+    if isinstance(err, OSError) and _raised_in_output(err):  # `--json > full-disk/x.json`
+        return 1, f"cannot write the standard output: {err.strerror or err}", True
     if isinstance(err, MemoryError):  # the machine's limit, not a bug: what to do about it
         return 1, "out of memory: the input needs more memory than this process may use", True
     message = f"internal error: {type(err).__name__}: {err} (--debug shows the traceback)"
     return 1, message, True
+
+
+def _raised_in_output(err: BaseException) -> bool:
+    """Whether `err` was raised while output.py, the one module that writes the standard
+    output, was writing (files hipmem writes say their own failures: CannotWriteFile)."""
+    from . import output
+
+    frame = err.__traceback__
+    while frame is not None:
+        if frame.tb_frame.f_code.co_filename == output.__file__:
+            return True
+        frame = frame.tb_next
+    return False
 
 
 # Library parameters whose flag is not simply `--` + the name with dashes.

@@ -118,15 +118,29 @@ def store(cache_root: Path, key: str, stdout: str, stderr: str, code: int) -> No
 
 
 class Tee:
-    """A text stream that writes through to another and keeps a copy of what was written."""
+    """A text stream that writes through to another and keeps a copy of what was written.
+    `failed`: a write or flush of the stream failed (a full disk): the answer is not kept,
+    since it is no answer to the query but to that disk."""
 
     def __init__(self, stream: object) -> None:
         self._stream = stream
         self.kept: list[str] = []
+        self.failed = False
 
     def write(self, text: str) -> int:
         self.kept.append(text)
-        return self._stream.write(text)  # type: ignore[attr-defined]
+        try:
+            return self._stream.write(text)  # type: ignore[attr-defined,no-any-return]
+        except OSError:
+            self.failed = True
+            raise
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()  # type: ignore[attr-defined]
+        except OSError:
+            self.failed = True
+            raise
 
     def text(self) -> str:
         return "".join(self.kept)

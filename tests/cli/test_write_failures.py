@@ -10,6 +10,7 @@ space left on device")."""
 
 from __future__ import annotations
 
+import os
 import resource
 import shutil
 import subprocess
@@ -103,3 +104,34 @@ def test_a_full_disk_is_said_as_the_system_says_it(tmp_path: Path, name: str) ->
     assert done.stderr.splitlines()[-1] == (
         f"Error: cannot write {str(out)!r}: No space left on device"
     )
+
+
+def _hipmem_to(stdout: int | Path, args: list[str]) -> subprocess.CompletedProcess[str]:
+    with Path(os.devnull if stdout == subprocess.PIPE else stdout).open("w") as sink:
+        return subprocess.run(
+            [sys.executable, "-m", "hipmem.cli.main", *args],
+            stdout=subprocess.PIPE if stdout == subprocess.PIPE else sink,
+            stderr=subprocess.PIPE, text=True, env=environment(), cwd=REPO, timeout=300,
+            check=False,
+        )  # fmt: skip
+
+
+def test_the_standard_output_on_a_full_disk_is_named() -> None:
+    done = _hipmem_to(Path("/dev/full"), ["log", "inspect", str(LOG), "--json"])
+    assert done.returncode == 1
+    assert done.stderr == "Error: cannot write the standard output: No space left on device\n"
+
+
+def test_an_answer_written_to_a_full_disk_is_not_kept_as_the_answer(rocm72: Path) -> None:
+    # A repeated size is answered from the cache of answers: what the full disk made of the
+    # first one (exit 1, an error line) must not become the answer to the next.
+    args = ["size", "--rocm", "7.2", "-d", "MI300X", "rocsolver_dgetrf:m=777,n=333"]
+    for _ in range(2):
+        full = _hipmem_to(Path("/dev/full"), args)
+        assert full.returncode == 1
+        assert full.stderr.endswith(
+            "Error: cannot write the standard output: No space left on device\n"
+        )
+    piped = _hipmem_to(subprocess.PIPE, args)
+    assert (piped.returncode, piped.stderr) == (0, ""), piped.stderr
+    assert "rocsolver_dgetrf" in piped.stdout
