@@ -54,7 +54,9 @@ def _release(option: str | None) -> str | None:
     if names:
         if names[0] not in catalog_releases():
             known = ", ".join(catalog_releases())
-            raise UsageError(f"{asked_as} '{names[0]}': hipmem has catalogs of ROCm {known}")
+            raise UsageError(
+                f"hipmem has catalogs of ROCm {known}", parameter=asked_as, value=names[0]
+            )
         return names[0]
     from ..sizing.errors import SizingError
     from ..sizing.rocm.locator import locate

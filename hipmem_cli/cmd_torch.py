@@ -92,10 +92,11 @@ def fetch(
     import os
 
     text = torch or (None if wheel else os.environ.get(torch_allocator.TORCH_ENV))
+    asked_as = "torch" if torch else torch_allocator.TORCH_ENV  # named in an error
     names: list[str | None] = [n.strip() for n in (text or "").split(",") if n.strip()] or [None]
     for name in names:  # every name checked before any download
         if name is not None:
-            torch_release.public_version(name)
+            torch_release.public_version(name, parameter=asked_as)
     if wheel is not None and len(names) != 1:
         raise ReplayUsageError("--wheel is one PyTorch: give one --torch version")
     for name in names:

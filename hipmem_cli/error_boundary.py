@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-from hipmem._core.errors import HipmemError
+from hipmem._core.errors import MAX_SHOWN_CHARS, HipmemError, shown_value
 
 try:  # recent typer carries its own copy of click; older ones use click itself
     click_exceptions = importlib.import_module("typer._click.exceptions")
@@ -52,10 +52,25 @@ def describe(err: BaseException) -> tuple[int, str | None, bool]:
         return err.exit_code, cli_message(err), True
     if isinstance(err, BrokenPipeError):  # `hipmem ... | head`: the reader left; say nothing
         return 1, None, False
+    if isinstance(err, OSError) and _raised_in_output(err):  # `--json > full-disk/x.json`
+        return 1, f"cannot write the standard output: {err.strerror or err}", True
     if isinstance(err, MemoryError):  # the machine's limit, not a bug: what to do about it
         return 1, "out of memory: the input needs more memory than this process may use", True
     message = f"internal error: {type(err).__name__}: {err} (--debug shows the traceback)"
     return 1, message, True
+
+
+def _raised_in_output(err: BaseException) -> bool:
+    """Whether `err` was raised while output.py, the one module that writes the standard
+    output, was writing (files hipmem writes say their own failures: CannotWriteFile)."""
+    from . import output
+
+    frame = err.__traceback__
+    while frame is not None:
+        if frame.tb_frame.f_code.co_filename == output.__file__:
+            return True
+        frame = frame.tb_next
+    return False
 
 
 # Library parameters whose flag is not simply `--` + the name with dashes.
@@ -67,6 +82,8 @@ _FLAGS = {
     "device_memory": "--device-memory",
     "snapshots": "--from-snapshot",
     "target": "--for",
+    "cap_bytes": "--cap",
+    "settings": "--alloc-conf",  # explain's settings
 }
 
 
@@ -87,6 +104,9 @@ def cli_message(err: HipmemError) -> str:
 _ENVIRONMENT_VARIABLE = re.compile(r"[A-Z][A-Z0-9_]*")
 
 
+# A value typer quotes whole (`--backend '999...'`), shown by its start and length instead.
+_LONG_QUOTED = re.compile(rf"'([^']{{{MAX_SHOWN_CHARS + 1},}})'")
+
 # typer's wording of a bad choice, said as the libraries say theirs: `--threads 'x': not one of`
 _BAD_CHOICE = re.compile(r"Invalid value for '([^']+)': (.*) is not one of (.*?)\.?$")
 
@@ -94,6 +114,7 @@ _BAD_CHOICE = re.compile(r"Invalid value for '([^']+)': (.*) is not one of (.*?)
 def _usage_line(err: Any) -> str:
     """typer's message, made one line, with where to read more."""
     message = " ".join(err.format_message().split()).replace("Value error, ", "")
+    message = _LONG_QUOTED.sub(lambda found: shown_value(found[1]), message)
     choice = _BAD_CHOICE.fullmatch(message)
     if choice:
         flag, value, allowed = choice.groups()

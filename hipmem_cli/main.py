@@ -119,13 +119,16 @@ def _on_ctrl_c(signum: int, frame: object) -> None:
 def _run(argv: list[str]) -> int:
     flags, argv = split_global_flags(argv)
     output.state.debug = "--debug" in flags
-    if "--version" in flags:
-        output.line(version_text())
-        return 0
-    if "--debug" not in flags:
-        kept = _answer_again(argv)
-        if kept is not None:
-            return kept
+    try:
+        if "--version" in flags:
+            output.line(version_text())
+            return 0
+        if "--debug" not in flags:
+            kept = _answer_again(argv)
+            if kept is not None:
+                return kept
+    except OSError as err:  # a kept answer written to a full disk: the boundary says it
+        return _report(err)
     return _answer(argv)
 
 
@@ -167,7 +170,9 @@ def _answer_again(argv: list[str]) -> int | None:
     # Kept only when nothing it depends on changed while it ran (a fetch, a build, a named
     # file it wrote): the rest of the key (hipmem's files, the environment) a command never
     # changes, so it is not computed again.
-    if code in answer_cache.KEPT_CODES and answer_cache.changeable_state(argv, root) == changeable:
+    kept_whole = not (out.failed or err.failed)  # not an answer to a full disk
+    if (code in answer_cache.KEPT_CODES and kept_whole
+            and answer_cache.changeable_state(argv, root) == changeable):  # fmt: skip
         answer_cache.store(root, key, changeable, out.text(), err.text(), code)
     return code
 

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from hipmem._core.errors import UsageError as HipmemUsageError
+
 from ..sizing.errors import UsageError
 from ..sizing.rocm.locator import Libraries, locate
 from ..sizing.rocm.on_demand import OnDemand, offline_reason
@@ -47,10 +49,10 @@ def _from_environment(asked_as: str) -> Iterator[None]:
     (the CLI's error line names --rocm otherwise)."""
     try:
         yield
-    except UsageError as err:
+    except HipmemUsageError as err:  # the sizing library's, or a shared one (release_text)
         if asked_as != ROCM_ENV or err.parameter != "rocm":
             raise
-        raise UsageError(f"{ROCM_ENV}={err.value!r}: {err.detail}") from None
+        raise UsageError(err.detail, parameter=ROCM_ENV, value=err.value) from None
 
 
 def on_demand(offline: bool, device: Device) -> OnDemand:

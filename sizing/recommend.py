@@ -74,9 +74,11 @@ def parse_headroom(text: str) -> Headroom:
             raise BadSize(f"more than {MAX_PERCENT:,}%", parameter="headroom")
         return Headroom(percent=Fraction(match.group(1)))
     bare = text.strip()
-    if bare.isdigit() and int(bare) != 0:  # 10 could be 10% or 10 bytes: ask, never guess
+    # 10 could be 10% or 10 bytes: ask, never guess (no int(): it refuses 5,000 digits)
+    if bare.isdigit() and bare.strip("0"):
+        number = bare if len(bare) <= 20 else "N"
         raise BadSize(
-            f"a number needs a unit; say {bare}% (a percentage) or {bare}B (bytes)",
+            f"a number needs a unit; say {number}% (a percentage) or {number}B (bytes)",
             parameter="headroom",
             value=text,
         )

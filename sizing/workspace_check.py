@@ -78,7 +78,10 @@ def strtoul(text: str, *, c23: bool = False) -> StrtoulResult:
         position += 1
     if position == start:
         return StrtoulResult(text, 0, 0)  # no digits: glibc sets end back to the very start
-    magnitude = int(text[start:position], base)
+    digits = text[start:position].lstrip("0")
+    # More digits than ULONG_MAX has in base 2 is past it in any base: saturate without
+    # int(), which refuses strings of thousands of digits.
+    magnitude = int(digits, base) if 0 < len(digits) <= 64 else (ULONG_MAX + 1 if digits else 0)
     if magnitude > ULONG_MAX:
         value = ULONG_MAX  # ERANGE: saturates whatever the sign
     else:
@@ -261,7 +264,10 @@ def _shown(setting: WorkspaceSetting) -> str:
         return f"{setting.variable} is unset"
     if not setting.text.strip(_C_SPACES):
         return f"{setting.variable} is empty"
-    return f"{setting.variable}={setting.text.strip(_C_SPACES)}"
+    text = setting.text.strip(_C_SPACES)
+    if len(text) > 40:  # one line stays one line (a value of 5,000 digits)
+        text = f"{text[:20]}... ({len(text):,} characters)"
+    return f"{setting.variable}={text}"
 
 
 def _misfit_reason(shown: str, setting: WorkspaceSetting, misfits: list[CallResult]) -> str:

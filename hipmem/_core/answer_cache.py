@@ -175,12 +175,12 @@ def drop(path: Path) -> None:
 
 def store(cache_root: Path, key: str, changeable: str, stdout: str, stderr: str, code: int) -> None:
     """Keep an answer (replaced in one step; a failure to write is no failure of the query)."""
-    from hipmem._core.atomic_write import write_text_atomically
+    from hipmem._core.atomic_write import CannotWriteFile, write_text_atomically
 
     payload: dict[str, Any] = {"format": FORMAT, "key": key, "changeable": changeable,
                                "code": code, "stdout": stdout, "stderr": stderr}  # fmt: skip
     payload["digest"] = _digest(payload)
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, CannotWriteFile):
         write_text_atomically(answers_dir(cache_root) / f"{key}.json", json.dumps(payload))
 
 
@@ -193,15 +193,29 @@ def _digest(entry: dict[str, Any]) -> str:
 
 
 class Tee:
-    """A text stream that writes through to another and keeps a copy of what was written."""
+    """A text stream that writes through to another and keeps a copy of what was written.
+    `failed`: a write or flush of the stream failed (a full disk): the answer is not kept,
+    since it is no answer to the query but to that disk."""
 
     def __init__(self, stream: object) -> None:
         self._stream = stream
         self.kept: list[str] = []
+        self.failed = False
 
     def write(self, text: str) -> int:
         self.kept.append(text)
-        return self._stream.write(text)  # type: ignore[attr-defined]
+        try:
+            return self._stream.write(text)  # type: ignore[attr-defined,no-any-return]
+        except OSError:
+            self.failed = True
+            raise
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()  # type: ignore[attr-defined]
+        except OSError:
+            self.failed = True
+            raise
 
     def text(self) -> str:
         return "".join(self.kept)

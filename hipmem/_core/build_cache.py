@@ -28,7 +28,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from hipmem._core.atomic_write import umask
+from hipmem._core.atomic_write import naming_write_errors, umask
 
 BUILD_MANIFEST = "build.json"
 BUILD_FORMAT = 1
@@ -144,19 +144,21 @@ def folder_bytes(folder: Path) -> int:
 
 
 def _build(out_dir: Path, make: Callable[[Path], None]) -> None:
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=".build-"))
+    with naming_write_errors(out_dir):  # a full disk names the build, not an internal error
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=".build-"))
     try:
         make(work)
-        files = record_folder(work)
-        manifest = {"format": BUILD_FORMAT, "files": files}
-        (work / BUILD_MANIFEST).write_text(json.dumps(manifest, indent=1))
-        work.chmod(0o777 & ~umask())  # mkdtemp makes 0700: a shared cache follows the umask
-        if os.path.lexists(out_dir):  # damaged: moved aside in one step, then removed
-            aside = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=".damaged-"))
-            out_dir.replace(aside / "build")
-            shutil.rmtree(aside, ignore_errors=True)
-        work.rename(out_dir)
+        with naming_write_errors(out_dir):
+            files = record_folder(work)
+            manifest = {"format": BUILD_FORMAT, "files": files}
+            (work / BUILD_MANIFEST).write_text(json.dumps(manifest, indent=1))
+            work.chmod(0o777 & ~umask())  # mkdtemp makes 0700: a shared cache follows the umask
+            if os.path.lexists(out_dir):  # damaged: moved aside in one step, then removed
+                aside = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=".damaged-"))
+                out_dir.replace(aside / "build")
+                shutil.rmtree(aside, ignore_errors=True)
+            work.rename(out_dir)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

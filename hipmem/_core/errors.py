@@ -35,7 +35,18 @@ class HipmemError(Exception):
             return self.detail
         if self.value is _NO_VALUE:
             return f"{name}: {self.detail}"
-        return f"{name}{joiner}{self.value!r}: {self.detail}"
+        return f"{name}{joiner}{shown_value(self.value)}: {self.detail}"
+
+
+MAX_SHOWN_CHARS = 200  # a path or spec is shown whole; a 5,000-digit value is not
+
+
+def shown_value(value: object) -> str:
+    """`value` as a message shows it: its repr (escaped, quoted), or for a text longer than
+    MAX_SHOWN_CHARS its first 40 characters and its length, so that one line stays one line."""
+    if isinstance(value, str) and len(value) > MAX_SHOWN_CHARS:
+        return f"{value[:40]!r}... ({len(value):,} characters)"
+    return repr(value)
 
 
 class UsageError(HipmemError):

@@ -22,6 +22,14 @@ class OutputPathError(UsageError):
 
 def check_output_file(path: Path, *, parameter: str) -> None:
     """Refuse `path` (naming `parameter`) unless a regular file can be written there."""
+    try:
+        _check_output_file(path, parameter)
+    except OSError as err:  # a name the system refuses (longer than 255 bytes), a loop
+        raise OutputPathError(f"cannot be written: {err.strerror or err}", parameter=parameter,
+                              value=str(path)) from None  # fmt: skip
+
+
+def _check_output_file(path: Path, parameter: str) -> None:
     if path.is_dir():
         raise OutputPathError("is a directory", parameter=parameter, value=str(path))
     if path.exists() and not path.is_file():

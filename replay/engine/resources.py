@@ -23,10 +23,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Union
 
-from hipmem._core.alloc_conf import check_alloc_conf
-from hipmem._core.byte_sizes import format_bytes_exact, parse_bytes
+from hipmem._core.alloc_conf import check_alloc_conf, setting_value_problem
+from hipmem._core.byte_sizes import MiB, format_bytes_exact, parse_bytes
 from hipmem._core.close_names import did_you_mean
-from hipmem._core.errors import HipmemError
+from hipmem._core.errors import HipmemError, shown_value
 
 from ..errors import ReplayUsageError
 
@@ -42,14 +42,14 @@ def _parse_bool(value: str, what: str) -> bool:
         return True
     if lowered in ("0", "false", "no", "off"):
         return False
-    raise ReplayUsageError(f"{what}: expected 0/1 or true/false, got {value!r}")
+    raise ReplayUsageError(f"{what}: expected 0/1 or true/false, got {shown_value(value)}")
 
 
 def _parse_int(value: str, what: str) -> int:
     try:
         return int(value.strip(), 0)
     except ValueError:
-        raise ReplayUsageError(f"{what}: expected an integer, got {value!r}") from None
+        raise ReplayUsageError(f"{what}: expected an integer, got {shown_value(value)}") from None
 
 
 ADVICE = ("preferred_location", "read_mostly", "accessed_by")
@@ -83,15 +83,17 @@ def _size(value: str, what: str) -> int:
     return parse_bytes(value, name=what)
 
 
-def _parse_fraction(value: str, what: str) -> str:
-    # Kept as the text the user wrote: it goes into PYTORCH_CUDA_ALLOC_CONF as is.
-    try:
-        number = float(value)
-    except ValueError:
-        number = -1.0
-    if not 0.0 < number < 1.0:
-        raise ReplayUsageError("expected a fraction between 0 and 1", parameter=what, value=value)
-    return value.strip()
+def _torch_setting(key: str) -> Callable[[str, str], OptionValue]:
+    """A torch spec option that is PyTorch's own key: its value held to that key's rule
+    (hipmem/_core/alloc_conf.py) and kept as written, since it goes into the settings as is."""
+
+    def parse(value: str, what: str) -> str:
+        problem = setting_value_problem(key, value.strip())
+        if problem is not None:
+            raise ReplayUsageError(problem)
+        return value.strip()
+
+    return parse
 
 
 def _parse_settings(value: str, what: str) -> str:
@@ -141,8 +143,8 @@ _OPTIONS: dict[str, dict[str, tuple[_Parser, OptionValue]]] = {
     "torch": {
         "expandable_segments": (_parse_bool, None),
         "max_split_size": (_size, None),
-        "garbage_collection_threshold": (_parse_fraction, None),
-        "roundup_power2_divisions": (_parse_int, None),
+        "garbage_collection_threshold": (_torch_setting("garbage_collection_threshold"), None),
+        "roundup_power2_divisions": (_torch_setting("roundup_power2_divisions"), None),
         "backend": (_choice(("native", "cudaMallocAsync")), None),
         "settings": (_parse_settings, None),
     },
@@ -277,7 +279,27 @@ def _validate(spec: ResourceSpec) -> None:
         initial = spec.option_bytes("initial") or 0
         if maximum is not None and maximum < initial:
             raise ReplayUsageError(f"maximum ({maximum}) is below initial ({initial})")
-    if spec.kind == "torch" and spec.options["settings"] is not None:
+    if spec.kind == "torch":
+        _validate_torch(spec)
+    if spec.kind == "fixed":
+        block = spec.option_bytes("block")
+        prealloc = spec.options["prealloc"]
+        if not block or not isinstance(prealloc, int) or prealloc < 1:
+            raise ReplayUsageError("block and prealloc must be positive")
+
+
+def _validate_torch(spec: ResourceSpec) -> None:
+    """A torch spec's settings, held to PyTorch's rules before any work."""
+    split = spec.option_bytes("max_split_size")
+    if split is not None:
+        if split % MiB:
+            raise ReplayUsageError(
+                f"max_split_size={split:,} bytes: PyTorch takes whole MiB (max_split_size_mb)"
+            )
+        problem = setting_value_problem("max_split_size_mb", str(split // MiB))
+        if problem is not None:
+            raise ReplayUsageError(f"max_split_size={format_bytes_exact(split)}: {problem}")
+    if spec.options["settings"] is not None:
         given = [name for name, value in spec.options.items() if name != "settings" and value]
         if given and spec.options["settings"] == "recorded":
             raise ReplayUsageError(f"settings=recorded takes every setting from the snapshot; "
@@ -285,8 +307,3 @@ def _validate(spec: ResourceSpec) -> None:
         if given:
             raise ReplayUsageError(f"settings= is the whole setting string; put "
                                    f"{', '.join(given)} in it or drop it")  # fmt: skip
-    if spec.kind == "fixed":
-        block = spec.option_bytes("block")
-        prealloc = spec.options["prealloc"]
-        if not block or not isinstance(prealloc, int) or prealloc < 1:
-            raise ReplayUsageError("block and prealloc must be positive")

@@ -214,6 +214,8 @@ def explain(
         torch_version=torch_version,
     )
     options.check()
+    if settings is not None:  # refused before the allocator is found or the snapshot read
+        check_alloc_conf(settings, parameter="settings")
     played = options.virtual_device()
     if cap_bytes is not None and not 0 < cap_bytes <= played.memory_bytes:
         raise ReplayUsageError(

@@ -91,6 +91,11 @@ def fleet_client(scheduler: str | None = None, plan: ClusterPlan | None = None) 
             client = Client(scheduler, timeout="20s")
         except (OSError, TimeoutError) as err:
             raise FleetUnavailable(f"cannot reach the Dask scheduler {scheduler}: {err}") from None
+        except ValueError:  # Dask's address parser: no port, an unknown protocol
+            raise ReplayUsageError(
+                "not a Dask scheduler address (tcp://host:8786)", parameter="scheduler",
+                value=scheduler,
+            ) from None  # fmt: skip
         with client:
             yield client
         return

@@ -8,6 +8,8 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
+from hipmem._core.errors import shown_value
+
 from ..errors import ReplayUsageError
 
 _DEVICE_NAME = re.compile(r"\.dev(\d+)\.csv(\.gz)?$")
@@ -29,11 +31,15 @@ def find_log_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     found: list[Path] = []
     for given in paths:
         path = Path(given)
-        if path.is_file():
-            found.append(path)
-            continue
-        if path.exists():  # a FIFO or a device (/dev/zero): say what it is
-            raise LogFileNotFoundError(f"{given}: {_not_a_file(path)}")
+        try:
+            if path.is_file():
+                found.append(path)
+                continue
+            if path.exists():  # a FIFO or a device (/dev/zero): say what it is
+                raise LogFileNotFoundError(f"{given}: {_not_a_file(path)}")
+        except OSError as err:  # a name the system refuses (longer than 255 bytes), a loop
+            shown = shown_value(str(given))
+            raise LogFileNotFoundError(f"log file {shown}: {err.strerror or err}") from None
         siblings = _device_siblings(path)
         if not siblings:
             raise LogFileNotFoundError(f"log file '{given}' does not exist")

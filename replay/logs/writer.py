@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hipmem._core.atomic_write import atomic_outputs
+from hipmem._core.atomic_write import atomic_outputs, naming_write_errors
 from hipmem._core.output_files import check_output_file
 
 from ..errors import ReplayUsageError
@@ -60,7 +60,10 @@ def write_rmm_csv(log: AllocationLog, path: Path) -> list[Path]:
         for index, (target, tmp) in enumerate(zip(paths, temps, strict=True)):
             rows = np.flatnonzero(file_index == index)
             opener = gzip.open if target.name.endswith(".gz") else open
-            with opener(tmp, "wt", encoding="ascii", newline="") as out:
+            with (
+                naming_write_errors(target),
+                opener(tmp, "wt", encoding="ascii", newline="") as out,
+            ):
                 out.write(HEADER)
                 for start in range(0, len(rows), _ROWS_PER_WRITE):
                     out.write(_lines(log, rows[start : start + _ROWS_PER_WRITE]))

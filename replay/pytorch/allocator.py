@@ -87,8 +87,8 @@ def _field(version_py: str, name: str) -> str | None:
 def locate(version: str | None = None) -> TorchAllocator:
     """The allocator the virtual GPU runs, by the search order of this module's docstring."""
     asked = version or os.environ.get(TORCH_ENV) or None
-    if asked:
-        torch_release.check_asked(asked)
+    if asked:  # an error names where the release came from: --torch, or the variable
+        torch_release.check_asked(asked, parameter="torch" if version else TORCH_ENV)
     tried: list[str] = []
     installed = installed_torch()
     if installed is not None:

@@ -45,7 +45,7 @@ from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from packaging.version import InvalidVersion, Version
 
-from hipmem._core.atomic_write import write_text_atomically
+from hipmem._core.atomic_write import naming_write_errors, write_text_atomically
 from hipmem._core.cache_lock import cache_lock
 from hipmem._core.cache_root import cache_dir
 from hipmem._core.progress import ProgressCallback, no_progress
@@ -364,12 +364,13 @@ def _write_member(
     target = (staged / relative).resolve()
     if staged.resolve() not in target.parents:  # a member named ../x never leaves the tree
         raise TorchFetchError(f"refusing the wheel member {name!r}: it points outside the cache")
-    target.parent.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256()
-    with archive.open(name) as source, target.open("wb") as out:
-        while chunk := source.read(1 << 20):
-            digest.update(chunk)
-            out.write(chunk)
+    with naming_write_errors(target):  # a full disk names the file, not an internal error
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with archive.open(name) as source, target.open("wb") as out:
+            while chunk := source.read(1 << 20):
+                digest.update(chunk)
+                out.write(chunk)
     files[relative] = [target.stat().st_size, digest.hexdigest()]
 
 

@@ -29,6 +29,8 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
+from hipmem._core.release_text import check_release_length
+
 from ..errors import ReplayError, ReplayUsageError
 
 # The oldest release hipmem drives (docs/pytorch-virtual-gpu.md, "Releases"): 2.4 (July 2024)
@@ -72,14 +74,19 @@ class HeaderPackage:
     only: str = ""  # keep only this folder of its include/ (crt/ of nvcc), "" for all
 
 
-def public_version(text: str) -> str:
-    """`2.11.0+cu130` -> `2.11.0`; a text that is no version is a usage error."""
-    wanted = text.strip().split("+")[0]
+EXAMPLE = "2.14 or 2.14.1"
+
+
+def public_version(text: str, *, parameter: str = "torch") -> str:
+    """`2.11.0+cu130` -> `2.11.0`; a text that is no version is a usage error naming
+    `parameter` (`torch`, the CLI's --torch, or the variable HIPMEM_TORCH)."""
+    wanted = check_release_length(text, parameter=parameter, example=EXAMPLE).strip()
+    wanted = wanted.split("+")[0]
     try:
         Version(wanted)
     except InvalidVersion:
         raise ReplayUsageError(
-            "not a PyTorch version (e.g. 2.14 or 2.14.1)", parameter="torch", value=text
+            f"not a PyTorch version (e.g. {EXAMPLE})", parameter=parameter, value=text
         ) from None
     return wanted
 
@@ -96,24 +103,24 @@ def matches(version: str, asked: str) -> bool:
     return have == wanted or have.startswith(wanted + ".")
 
 
-def check_supported(version: str, asked: str | None = None) -> None:
+def check_supported(version: str, asked: str | None = None, *, parameter: str = "torch") -> None:
     """A release older than the oldest hipmem drives: one line with the nearest (`asked`: the
-    text the user gave, named in the line)."""
+    text the user gave, named in the line as `parameter`)."""
     if Version(version.split("+")[0]) < OLDEST:
         raise ReplayUsageError(
             f"hipmem drives PyTorch {OLDEST} and newer; the nearest release it drives is "
             f"{OLDEST} (`hipmem torch fetch --torch {OLDEST.major}.{OLDEST.minor}`)",
-            parameter="torch",
+            parameter=parameter,
             value=asked or version,
         )
 
 
-def check_asked(asked: str) -> None:
+def check_asked(asked: str, *, parameter: str = "torch") -> None:
     """A release or series (2.3, 2.3.1) older than the oldest hipmem drives is refused before
-    any look-up."""
-    wanted = public_version(asked)
+    any look-up; a text that is no release too (both naming `parameter`)."""
+    wanted = public_version(asked, parameter=parameter)
     if Version(wanted) < OLDEST and not wanted.startswith(f"{OLDEST.major}.{OLDEST.minor}"):
-        check_supported(wanted if is_exact(wanted) else wanted + ".0", asked)
+        check_supported(wanted if is_exact(wanted) else wanted + ".0", asked, parameter=parameter)
 
 
 def resolve_torch(asked: str | None) -> Resolved:

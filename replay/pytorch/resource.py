@@ -74,12 +74,7 @@ def alloc_conf(spec: ResourceSpec, log: AllocationLog) -> str:
     if o.get("expandable_segments") is not None:
         pairs.append(f"expandable_segments:{'True' if o['expandable_segments'] else 'False'}")
     split = spec.option_bytes("max_split_size")
-    if split is not None:
-        if split % MiB:
-            raise ReplayUsageError(
-                "PyTorch takes whole MiB (max_split_size_mb)", parameter="max_split_size",
-                value=split,
-            )  # fmt: skip
+    if split is not None:  # whole MiB: checked when the spec was read (engine/resources.py)
         pairs.append(f"max_split_size_mb:{split // MiB}")
     for name in ("garbage_collection_threshold", "roundup_power2_divisions", "backend"):
         if o.get(name) is not None:

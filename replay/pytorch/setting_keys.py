@@ -39,7 +39,10 @@ _SHARED_SINCE_2_4 = frozenset(
     {"expandable_segments", "max_split_size_mb", "roundup_power2_divisions",
      "garbage_collection_threshold"}
 )  # fmt: skip
-_UNRECOGNIZED = re.compile(r"Unrecognized key '([^']{1,100})'")
+# 2.9 on: "Unrecognized key 'x' in CUDA allocator config"; 2.4: "Unrecognized CachingAllocator
+# option: x".
+_UNRECOGNIZED = re.compile(r"Unrecognized key '([^']{1,100})'|Unrecognized CachingAllocator "
+                           r"option: ([A-Za-z0-9_]{1,100})")  # fmt: skip
 
 
 def accepted_keys(include_dirs: Iterable[Path]) -> frozenset[str] | None:
@@ -66,9 +69,10 @@ def refused_key(
         return None
     declared = _declared_sets(tuple(include_dirs))
     known = _SHARED_SINCE_2_4.union(*(s for s in declared if s is not None))
-    hint = did_you_mean(found[1], sorted(known), quote="'")
+    key = found[1] or found[2]
+    hint = did_you_mean(key, sorted(known), quote="'")
     return ReplayUsageError(
-        f"PyTorch {version} has no allocator setting '{found[1]}' (in {conf!r}){hint}"
+        f"PyTorch {version} has no allocator setting '{key}' (in {conf!r}){hint}"
     )
 
 

@@ -34,9 +34,11 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from hipmem._core.atomic_write import naming_write_errors
 from hipmem._core.build_cache import built_folder, folder_damage
 from hipmem._core.cache_root import cache_dir
 from hipmem._core.progress import ProgressCallback, no_progress
+from hipmem._core.release_text import check_release_length
 
 from ..errors import ReplayError, ReplayUsageError
 from ..pytorch import release as torch_release
@@ -98,13 +100,14 @@ def matches(version: str, asked: str) -> bool:
     """Whether the release `version` (25.4.0) is what `asked` (25.4, 25.04, 25.4.0) names."""
     try:
         have, wanted = Version(version).release, Version(asked).release
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or digits past int()'s limit
         return False
     return have[: len(wanted)] == wanted
 
 
 def check_supported(asked: str) -> None:
     """A release the virtual GPU cannot build is refused before any download (usage, exit 2)."""
+    check_release_length(asked, parameter="rmm", example="25.4 or 24.12.1")
     try:
         version = Version(asked)
     except InvalidVersion:
@@ -232,7 +235,8 @@ def _assemble(version: str, downloads: Path, work: Path, report: ProgressCallbac
     for needed in needs:
         if needed not in names:
             raise RmmFetchError(f"the wheels pip fetched for RMM {version} lack {needed}")
-    (work / PACKAGES).write_text(json.dumps(packages, indent=1))
+    with naming_write_errors(work / PACKAGES):
+        (work / PACKAGES).write_text(json.dumps(packages, indent=1))
 
 
 def _keep(wheel: Path, tree: zipfile.ZipFile, prefixes: dict[str, str]) -> None:

@@ -34,14 +34,13 @@ from pathlib import Path
 
 import numpy as np
 
-from hipmem._core.alloc_conf import settings_pairs
+from hipmem._core.alloc_conf import LEAST_SPLIT_MIB, settings_pairs
 from hipmem._core.byte_sizes import MiB
 
 from ..pytorch.allocator import TorchAllocator
 
 LARGE_SEGMENT_BYTES = 20 * MiB  # kLargeBuffer in c10/cuda/CUDACachingAllocator.cpp
-# PyTorch refuses smaller values: 2.11 wants max_split_size_mb >= 20, 2.9 more than 20.
-MIN_MAX_SPLIT_MIB = 21
+MIN_MAX_SPLIT_MIB = LEAST_SPLIT_MIB  # PyTorch refuses less (hipmem/_core/alloc_conf.py)
 SPLIT_QUANTILES = (0.25, 0.5, 0.75)
 ROUNDUP_DIVISIONS = (1, 4, 8, 16)
 # The per-range example of PyTorch's documentation ("Optimizing memory usage with

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from ..errors import ReplayError
+from ..errors import ReplayError, ReplayUsageError
 from ..logs.events import ALLOCATE, ALLOCATE_FAILURE, FREE
 from . import pickle_machine as snapshot_pickle
 from .pickle_machine import DROPPED, BigInt, RestrictedPickle, SnapshotError, excerpt
@@ -64,7 +64,7 @@ def restricted_pickle() -> type[RestrictedPickle]:
     if choice == "native":
         load()  # raises, saying how to get it
         return NativeRestrictedPickle
-    raise NativeReaderUnavailable(f"{READER_ENV}={choice!r}: expected 'python' or 'native'")
+    raise ReplayUsageError("expected 'python' or 'native'", parameter=READER_ENV, value=choice)
 
 
 def device_segments_of(

@@ -35,6 +35,7 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
+from hipmem._core.atomic_write import naming_write_errors
 from hipmem._core.build_cache import built_folder
 from hipmem._core.cache_root import cache_dir
 from hipmem._core.native_build import compile_step, find_compiler
@@ -104,8 +105,10 @@ def build(allocator: TorchAllocator) -> Path:
         )
         if missing:
             stubs = work / "virtual_cuda_release.c"
-            stubs.write_text(f'#include "{SOURCES / "virtual_cuda.c"}"\n'
-                             + "".join(f"NOT_SUPPORTED({name})\n" for name in missing))  # fmt: skip
+            text = f'#include "{SOURCES / "virtual_cuda.c"}"\n'
+            text += "".join(f"NOT_SUPPORTED({name})\n" for name in missing)
+            with naming_write_errors(stubs):
+                stubs.write_text(text)
             compile_part([*runtime, str(stubs)], what)
         compile_part(
             [tool("CC"), "-shared", "-fPIC", "-O2", "-fvisibility=hidden",

@@ -29,6 +29,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from hipmem._core.atomic_write import naming_write_errors
 from hipmem._core.devices import Device
 
 from ..engine.report import ReservedSamples
@@ -77,7 +78,7 @@ class ProbeResult:
 
 def check_settings(conf: str) -> None:
     """Settings the virtual GPU cannot run, refused before any work."""
-    if "cudaMallocAsync" in conf:
+    if "MallocAsync" in conf:  # cudaMallocAsync, or ROCm's hipMallocAsync
         raise ReplayUsageError(
             "the virtual GPU runs PyTorch's native caching allocator; backend=cudaMallocAsync "
             "hands memory to the CUDA driver's pools, which only a GPU has"
@@ -93,7 +94,9 @@ class ProgramFiles:
         self.n_ops = len(arrays["op"])
         try:
             for name, dtype in _ARRAYS:
-                np.ascontiguousarray(arrays[name], dtype=dtype).tofile(self.folder / f"{name}.bin")
+                with naming_write_errors(self.folder / f"{name}.bin"):
+                    array = np.ascontiguousarray(arrays[name], dtype=dtype)
+                    array.tofile(self.folder / f"{name}.bin")
         except BaseException:
             self.close()
             raise
@@ -151,7 +154,8 @@ class VirtualGpu:
             else:
                 for name, dtype in _ARRAYS:
                     array = np.ascontiguousarray(arrays[name], dtype=dtype)
-                    array.tofile(self._folder / f"{name}.bin")
+                    with naming_write_errors(self._folder / f"{name}.bin"):
+                        array.tofile(self._folder / f"{name}.bin")
         except BaseException:
             self.close()
             raise

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from hipmem._core.atomic_write import write_text_atomically
+from hipmem._core.atomic_write import naming_write_errors, write_text_atomically
 
 from ..errors import FetchError, PinnedVersionGone
 from .releases import BASE_SUITE, Release
@@ -173,7 +173,8 @@ def download(file: PackageFile, target: Path, on_bytes: Callable[[int], None]) -
         with urllib.request.urlopen(request, timeout=60) as response:
             if have and response.status != 206:
                 have = 0  # the server ignored the range: start over
-            with partial.open("ab" if have else "wb") as out:
+            # A write that fails (a full disk) is said as such, not as a failed download.
+            with naming_write_errors(partial), partial.open("ab" if have else "wb") as out:
                 received = have
                 while chunk := response.read(_CHUNK_BYTES):
                     out.write(chunk)

@@ -96,7 +96,8 @@ def locate(
         found = _libraries_in(label, directory)
         if found is None:
             if label == LIBDIR_ENV:
-                raise LibraryNotFound(f"{LIBDIR_ENV}={directory}: no librocblas there")
+                raise LibraryNotFound("no librocblas there", parameter=LIBDIR_ENV,
+                                      value=str(directory))  # fmt: skip
             if label in _EXPLICIT:
                 raise LibraryNotFound(
                     "no librocblas there", parameter="rocm_dir", value=str(directory)
@@ -264,7 +265,10 @@ def _pick(directory: Path, stem: str) -> Path | None:
 
 
 def _libraries_in(label: str, directory: Path) -> Libraries | None:
-    if not directory.is_dir():
+    try:
+        if not directory.is_dir():
+            return None
+    except OSError:  # a name too long for the system (a variable of 5,000 characters)
         return None
     rocblas = _pick(directory, "librocblas")
     if rocblas is None:

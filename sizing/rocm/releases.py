@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hipmem._core.close_names import did_you_mean
+from hipmem._core.release_text import check_release_length
 
 from ..errors import UsageError
 
@@ -121,6 +122,7 @@ def find_release(name: str, *, parameter: str = "rocm") -> Release:
 
 def normalise(name: str, *, parameter: str = "rocm") -> str:
     """'7.2.4' -> '7.2'; the major.minor a release is named by."""
+    check_release_length(name, parameter=parameter, example=NEWEST.name)
     parts = name.strip().split(".")
     if len(parts) < 2 or not all(part.isdigit() and part.isascii() for part in parts[:2]):
         raise UsageError(

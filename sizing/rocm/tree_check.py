@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hipmem._core.atomic_write import write_text_atomically
+from hipmem._core.atomic_write import CannotWriteFile, write_text_atomically
 
 from .apt import sha256
 
@@ -120,5 +120,5 @@ def read_stamps(root: Path) -> dict[str, list[Any]]:
 
 def write_stamps(root: Path, stamps: dict[str, list[Any]]) -> None:
     """Replace the stamps in one step (a failure to write costs only a re-hash next time)."""
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, CannotWriteFile):
         write_text_atomically(root.parent / VERIFIED_NAME, json.dumps(stamps))

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from hipmem._core.close_names import closest, suggestion
 from hipmem._core.devices import AMD, DEVICES, find_device, name_key
+from hipmem._core.errors import shown_value
 
 from ..errors import UnknownDevice
 
@@ -144,4 +145,4 @@ def _unknown_message(name: str) -> str:
     key = name_key(name)
     close += [p for p in PRODUCTS if key in name_key(p) and p not in close]
     hint = suggestion(close[:4])
-    return f"unknown device '{name}'{hint} (`hipmem devices` lists them)"
+    return f"unknown device {shown_value(name)}{hint} (`hipmem devices` lists them)"

@@ -106,5 +106,14 @@ def test_no_shared_concept_is_written_twice() -> None:
                 assert relative == "hipmem/_core/atomic_write.py", (
                     f"{relative} writes atomically again"
                 )
-            if isinstance(node, ast.Constant) and node.value in ("HIPMEM_CACHE", "XDG_CACHE_HOME"):
+            # cache_root.py names XDG_CACHE_HOME (platformdirs reads it) in its messages
+            named_by_the_root = (getattr(node, "value", None), relative) == (
+                "XDG_CACHE_HOME",
+                SHARED["cache_dir"],
+            )
+            if (
+                isinstance(node, ast.Constant)
+                and node.value in ("HIPMEM_CACHE", "XDG_CACHE_HOME")
+                and not named_by_the_root
+            ):
                 raise AssertionError(f"{relative} reads a second cache variable")

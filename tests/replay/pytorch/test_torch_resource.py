@@ -49,7 +49,7 @@ def test_settings_recorded_come_from_the_snapshot() -> None:
     ("text", "message"),
     [
         ("torch:settings=recorded,expandable_segments=1", "drop expandable_segments"),
-        ("torch:garbage_collection_threshold=1.5", "expected a fraction between 0 and 1"),
+        ("torch:garbage_collection_threshold=1.5", "not a number between 0 and 1"),
         ("torch:backend=jemalloc", "not one of native, cudaMallocAsync"),
         ("torch:max_split_size=8GB", "'gb' is ambiguous"),
     ],
@@ -59,10 +59,12 @@ def test_bad_torch_specs_are_usage_errors(text: str, message: str) -> None:
         parse_spec(text)
 
 
-def test_max_split_size_must_be_whole_mib() -> None:
-    spec = parse_spec("torch:max_split_size=1536KiB")
-    with pytest.raises(hipmem.UsageError, match=r"max_split_size=1572864: PyTorch takes whole"):
-        torch_resource.alloc_conf(spec, hipmem.load_log(TRAIN))
+def test_max_split_size_must_be_whole_mib_and_at_least_20() -> None:
+    # Refused when the spec is read, before any log: never by PyTorch, after the work.
+    with pytest.raises(hipmem.UsageError, match=r"max_split_size=1,572,864 bytes: PyTorch takes"):
+        parse_spec("torch:max_split_size=1536KiB")
+    with pytest.raises(hipmem.UsageError, match=r"'19' is below 20 MiB, the least PyTorch"):
+        parse_spec("torch:max_split_size=19MiB")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is not None, reason="PyTorch is installed")

@@ -236,7 +236,7 @@ def test_a_rocm_dir_without_rocblas_is_an_error(rocm: Path, tmp_path: Path) -> N
     assert done.returncode == 1
     assert done.stderr.strip() == f"Error: --rocm-dir '{tmp_path}': no librocblas there"
     env = hipmem("size", "-d", "MI210", "dgetrf:m=8,n=8", HIPMEM_ROCM_LIBDIR=str(tmp_path))
-    assert env.stderr.strip() == f"Error: HIPMEM_ROCM_LIBDIR={tmp_path}: no librocblas there"
+    assert env.stderr.strip() == f"Error: HIPMEM_ROCM_LIBDIR='{tmp_path}': no librocblas there"
 
 
 def test_a_local_install_of_the_release_asked_for_answers_before_the_cache(
