@@ -139,8 +139,10 @@ def skipped(described: str, consequence: str) -> None:
 
 
 def info(message: str) -> None:
-    """A one-line progress or status message on stderr ("written to ...")."""
-    _print(clean(message), err=True)
+    """A progress or status message on stderr ("written to ..."), wrapped between words at
+    the width as prose is: a path too long for the line goes on a line of its own, whole
+    (a long HOME or cache folder makes any line that names it long)."""
+    _wrapped(message, err=True)
 
 
 def fail(message: str) -> None:

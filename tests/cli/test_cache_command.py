@@ -15,6 +15,7 @@ from tests.cli_run import hipmem_process
 from tests.conftest import cli_env
 from tests.sizing.rocm.test_fetch_on_demand import sizes
 from tests.sizing.rocm.test_rocm_fetch import _mirror_cache
+from tests.terminal import unwrapped
 
 REPO = Path(__file__).resolve().parents[2]
 CALLS = ("rocsolver_dgetrf:m=1024,n=1024", "rocsolver_dgetrs:n=1024,nrhs=1")
@@ -57,7 +58,7 @@ def test_an_arch_removed_is_fetched_again_by_the_next_query(rocm72: Path, tmp_pa
     assert not [path for path in manifest["files"] if path.endswith("_gfx90a.dat")]
     sized = hipmem("size", "--rocm", "7.2", "-d", "MI210", "--json", GEMM, **env)
     assert sized.returncode == 0, sized.stderr
-    (line,) = sized.stderr.splitlines()
+    line = unwrapped(sized.stderr)  # the one message, wrapped at the width
     assert line.startswith("the cached ROCm 7.2 has no gemm data for gfx90a: downloading ")
     assert "(ROCm 7.2: 1 Debian package; gemm data for " in line  # the mirror's other archs too
     assert sizes(sized.stdout) == sizes(
