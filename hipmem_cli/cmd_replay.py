@@ -50,7 +50,7 @@ any takes limit=BYTES):
   fixed[:block=1MiB]
   host[:pinned=1]
   torch[:settings=recorded,expandable_segments=1]
-  torch[:limit=BYTES,settings=expandable_segments:True,max_split_size_mb:64]
+  torch[:limit=BYTES,settings=max_split_size_mb:64]
 
 \b
 With no GPU, torch resources replay PyTorch's own allocator on a virtual GPU
