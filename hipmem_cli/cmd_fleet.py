@@ -34,7 +34,7 @@ EPILOG = """Exit codes: 0 every pair replayed with no refused allocation (with -
 capacity was found for every pair); 1 a resource refused an allocation the log did not record
 as failed, or a pair failed (damaged log, worker died past --retries, no capacity); 2 usage.
 
-Docs: docs/fleet.md
+Docs: hipmem docs fleet
 """
 
 

@@ -74,7 +74,7 @@ Exit codes: 0 every allocation the log made was granted (with --find-capacity: a
 found for every resource); 1 a resource refused an allocation the log did not record as
 failed (whatever --on-failure says), or no size was found; 2 usage; 130 interrupted.
 
-Docs: docs/replay.md
+Docs: hipmem docs replay
 """
 
 

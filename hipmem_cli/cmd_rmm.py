@@ -10,7 +10,7 @@ from ..replay.rmm import fetch as rmm_fetch
 from . import output
 from .options import JsonOption
 
-DOCS = "Docs: docs/rmm-virtual.md"
+DOCS = "Docs: hipmem docs rmm-virtual"
 rmm_app = typer.Typer(
     help="Get RMM's memory resources (librmm-cu12 from PyPI) for replays on the virtual GPU.",
     epilog=DOCS,

@@ -62,7 +62,7 @@ def build_app(argv: list[str]) -> Any:
     app = typer.Typer(
         name="hipmem",
         help="Size rocBLAS/rocSOLVER workspaces, recommend settings, replay allocation logs.",
-        epilog=f"{EXIT_CODES_HELP}\n\nDocs: docs/index.md",
+        epilog=f"{EXIT_CODES_HELP}\n\nDocs: hipmem docs index",
         no_args_is_help=True,
         pretty_exceptions_enable=False,
         add_completion=False,

@@ -360,6 +360,8 @@ def _print_stacked(console: Console, table: Table, *, err: bool) -> None:
         one = Table(None, shown.columns, shown.right, shown.boxed, False, [row])
         _print_lines(console, _rich_table(one, widths, boxed=False), width)
         text, style = cell_text(full[-1])
+        if not text.strip():
+            continue  # an empty cell adds no line
         for piece in wrap(text, console.width - len(_STACK_INDENT)):
             # A word wider than the indented line (a long spec) stands alone, unindented.
             indent = _STACK_INDENT if len(_STACK_INDENT + piece) <= console.width else ""
