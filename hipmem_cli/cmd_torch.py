@@ -99,7 +99,8 @@ def fetch(
     if wheel is not None and len(names) != 1:
         raise ReplayUsageError("--wheel is one PyTorch: give one --torch version")
     for name in names:
-        with output.progress(f"fetching PyTorch {name or '(the newest)'}") as report:
+        title = f"fetching PyTorch {name or '(the newest)'}"
+        with output.progress(title, steps_when_piped=True) as report:
             found = torch_fetch.fetch(name, wheel=wheel, progress=report, notice=output.warning)
         packages = ", ".join(f"{pkg} {version}" for pkg, version in found.packages.items())
         output.info(f"PyTorch {found.packages.get('torch', found.version)}'s allocator ready in "
