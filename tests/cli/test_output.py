@@ -212,6 +212,21 @@ def test_a_table_too_wide_gives_its_last_column_a_line_under_each_row(
     assert "call" not in lines[1] and "workspace" in lines[1]
 
 
+def test_a_fetch_says_each_step_once_in_a_line_when_piped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Piped, a fetch's wait is its steps, one line each; other work stays silent there."""
+    files = _capture(monkeypatch, terminal=False, width=80)
+    with output.progress("fetching PyTorch 2.11", steps_when_piped=True) as report:
+        report(0, None, "downloading PyTorch 2.11.0 (pip)")
+        report(5, 10, "downloading PyTorch 2.11.0 (pip)")
+        report(0, None, "keeping libc10.so, libc10_cuda.so and the headers")
+    with output.progress("replaying") as report:
+        report(1, 2, "pool")
+    assert files["stderr"].getvalue().splitlines() == [
+        "fetching PyTorch 2.11: downloading PyTorch 2.11.0 (pip)",
+        "fetching PyTorch 2.11: keeping libc10.so, libc10_cuda.so and the headers",
+    ]
+
+
 def test_errors_are_one_line_whatever_the_width(monkeypatch: pytest.MonkeyPatch) -> None:
     files = _capture(monkeypatch, terminal=True, width=20)
     output.error("a long message that is much wider than twenty columns\nand a second line")
