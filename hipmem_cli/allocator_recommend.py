@@ -315,7 +315,7 @@ def _settings_to_check(alloc_conf: str | None, environ: Mapping[str, str]) -> tu
     if len(set(found.values())) > 1:
         raise ReplayUsageError(
             f"{' and '.join(found)} are set to different settings, and PyTorch's builds and "
-            "versions read different ones (docs/allocator-settings.md): give --alloc-conf"
+            "versions read different ones (`hipmem docs allocator-settings`): give --alloc-conf"
         )
     if not found:
         return "", "no PYTORCH_*_ALLOC_CONF set"

@@ -9,7 +9,7 @@ import typer
 from . import output
 from .options import JsonOption
 
-_DOCS = "Docs: docs/cache.md"
+_DOCS = "Docs: hipmem docs cache"
 _BY = {"hipmem rocm fetch": "rocm-fetch", "fetched on first use": "first-use"}
 
 cache_app = typer.Typer(
@@ -35,13 +35,15 @@ def list_command(json: JsonOption = False) -> None:
     if not entries:
         output.line(f"the cache ({cache_dir()}) is empty")
         return
-    table = output.Table(None, ["what", "archs", "disk", "fetched (UTC)", "by"], boxed=False)
+    # The archs last: the one long value, it goes under its row where the table is too wide
+    # (80 columns), and every column keeps its header (`by` lost it when it went under).
+    table = output.Table(None, ["what", "disk", "fetched (UTC)", "by", "archs"], boxed=False)
     for entry in entries:
         when = (entry.fetched_at or "")[:16]  # one word: never wrapped inside
         name = entry.what if entry.kind != "builds" else entry.name
         by = _BY.get(entry.how, entry.how) if entry.kind != "torch" else ""
         disk = output.human_bytes(entry.disk_bytes)
-        table.add_row(name, ", ".join(entry.archs), disk, when, by)
+        table.add_row(name, disk, when, by, ", ".join(entry.archs))
     output.print_table(table)
     total = sum(entry.disk_bytes for entry in entries)
     output.note(f"{output.human_bytes(total)} on disk in {cache_dir()}")

@@ -47,7 +47,7 @@ Examples:
 
 \b
 PyTorch's allocator settings against memory snapshots
-(docs/allocator-settings.md):
+(hipmem docs allocator-settings):
   hipmem check --from-snapshot run.pickle \\
       --alloc-conf expandable_segments:True --device-memory 80GiB
 
@@ -56,7 +56,7 @@ settings); 1 it does not (the reason on stderr, with the first refused allocatio
 call could not be sized, or a log line or snapshot entry could not be read
 (--accept-skipped answers from the rest); 2 usage; 130 interrupted.
 
-Docs: docs/recommend.md
+Docs: hipmem docs recommend
 """
 
 
@@ -120,7 +120,7 @@ def check_command(
         typer.Option(
             "--explain",
             help="With --from-snapshot: when a snapshot is refused a request, explain it as "
-            "`hipmem explain` does (docs/explain.md).",
+            "`hipmem explain` does (hipmem docs explain).",
         ),
     ] = False,
 ) -> None:

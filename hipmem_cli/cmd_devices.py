@@ -95,7 +95,7 @@ Examples:
 
 Exit codes: 0 listed; 130 interrupted.
 
-Docs: docs/devices.md
+Docs: hipmem docs devices
 """
 
 

@@ -16,9 +16,9 @@ from . import output
 from .html_output import captured, check_html_option, write_html
 from .options import (
     DeviceMemoryOption,
-    HtmlOption,
     JsonOption,
     PlotOption,
+    SegmentsHtmlOption,
     TorchVersionOption,
     VirtualDeviceOption,
     check_plot_option,
@@ -40,7 +40,7 @@ memory and cap: those named served every request.
 Exit codes: 0 a refusal was explained, or nothing was refused; 1 the snapshot cannot be read or
 the replay failed; 2 usage; 130 interrupted.
 
-Docs: docs/explain.md
+Docs: hipmem docs explain
 """
 
 
@@ -87,7 +87,7 @@ def explain_command(
     ] = Build.rocm,
     json: JsonOption = False,
     plot: PlotOption = None,
-    html: HtmlOption = None,
+    html: SegmentsHtmlOption = None,
 ) -> None:
     """Why the allocator refused a request of the snapshot, and which settings avoid it."""
     check_plot_option(plot)

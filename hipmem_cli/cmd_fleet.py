@@ -29,8 +29,17 @@ from .options import (
 _NAMES_SHOWN = 5  # logs named per line below the table; --json names all
 
 
+# The exit codes after the arguments and options, as in every command's help.
+EPILOG = """Exit codes: 0 every pair replayed with no refused allocation (with --find-capacity: a
+capacity was found for every pair); 1 a resource refused an allocation the log did not record
+as failed, or a pair failed (damaged log, worker died past --retries, no capacity); 2 usage.
+
+Docs: hipmem docs fleet
+"""
+
+
 def register(app: typer.Typer) -> None:
-    app.command("fleet", epilog="Docs: docs/fleet.md")(fleet_command)
+    app.command("fleet", epilog=EPILOG)(fleet_command)
 
 
 def fleet_command(
@@ -103,13 +112,7 @@ def fleet_command(
     ] = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Replay every log through every resource on a Dask cluster; summarize the fleet.
-
-    Exit codes: 0 every pair replayed with no refused allocation (with --find-capacity: a
-    capacity was found for every pair); 1 a resource refused an allocation the log did not
-    record as failed, or a pair failed (damaged log, worker died past --retries, no
-    capacity); 2 usage.
-    """
+    """Replay every log through every resource on a Dask cluster; summarize the fleet."""
     require_dask()
     specs = [parse_spec(text) for text in resource]
     options = ReplayOptions(

@@ -20,7 +20,7 @@ from .options import HtmlOption, JsonOption, PlotOption, check_plot_option
 
 log_app = typer.Typer(
     help="Read RMM/hipMM allocation logs (no GPU needed).",
-    epilog="Docs: docs/allocation-logs.md",
+    epilog="Docs: hipmem docs allocation-logs",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
@@ -36,7 +36,7 @@ Examples:
 Exit codes: 0 read; 1 a file cannot be read (or, with --strict, a row); 2 usage, or a
 file that is not an allocation log; 130 interrupted.
 
-Docs: docs/allocation-logs.md
+Docs: hipmem docs allocation-logs
 """
 
 NS_PER_S = 1_000_000_000
@@ -263,7 +263,7 @@ def _print_sizes(s: LogSummary) -> None:
 
 def _print_anomalies(s: LogSummary) -> None:
     table = output.Table(
-        "Anomalies (rules: see replay.analysis)",
+        "Anomalies (the rules: hipmem docs allocation-logs)",
         ["anomaly", "count", "first lines"],
         right=("count",),
     )
@@ -323,7 +323,7 @@ Examples:
 Exit codes: 0 written; 1 the log cannot be read or the file written; 2 usage, or a
 file that is not an allocation log; 130 interrupted.
 
-Docs: docs/snapshots.md
+Docs: hipmem docs snapshots
 """
 
 

@@ -69,7 +69,7 @@ Examples:
 With --from-snapshot, PyTorch's allocator settings (PYTORCH_HIP_ALLOC_CONF
 and PYTORCH_CUDA_ALLOC_CONF) from replays of the snapshots on a virtual GPU
 (no GPU needed; `hipmem torch fetch` gets the allocator once;
-docs/allocator-settings.md):
+hipmem docs allocator-settings):
   hipmem recommend --from-snapshot run.pickle --device MI300X --format shell
   hipmem recommend -d MI300X --workload samples/workload.yaml \\
       --from-snapshot run.pickle
@@ -79,7 +79,7 @@ snapshots, a log line or snapshot entry could not be read (--accept-skipped answ
 the rest), or a file could not be written; 2 usage (a bare --headroom 10: say 10% or
 10B); 130 interrupted.
 
-Docs: docs/recommend.md
+Docs: hipmem docs recommend
 """
 
 

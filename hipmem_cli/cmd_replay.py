@@ -50,7 +50,7 @@ any takes limit=BYTES):
   fixed[:block=1MiB]
   host[:pinned=1]
   torch[:settings=recorded,expandable_segments=1]
-  torch[:limit=BYTES,settings=expandable_segments:True,max_split_size_mb:64]
+  torch[:limit=BYTES,settings=max_split_size_mb:64]
 
 \b
 With no GPU, torch resources replay PyTorch's own allocator on a virtual GPU
@@ -74,7 +74,7 @@ Exit codes: 0 every allocation the log made was granted (with --find-capacity: a
 found for every resource); 1 a resource refused an allocation the log did not record as
 failed (whatever --on-failure says), or no size was found; 2 usage; 130 interrupted.
 
-Docs: docs/replay.md
+Docs: hipmem docs replay
 """
 
 

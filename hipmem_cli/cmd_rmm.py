@@ -10,7 +10,7 @@ from ..replay.rmm import fetch as rmm_fetch
 from . import output
 from .options import JsonOption
 
-DOCS = "Docs: docs/rmm-virtual.md"
+DOCS = "Docs: hipmem docs rmm-virtual"
 rmm_app = typer.Typer(
     help="Get RMM's memory resources (librmm-cu12 from PyPI) for replays on the virtual GPU.",
     epilog=DOCS,
@@ -60,7 +60,8 @@ def fetch(
     for name in names:  # every name checked before any download
         rmm_fetch.check_supported(name or rmm_fetch.DEFAULT_RMM)
     for name in names:
-        with output.progress(f"fetching RMM {name or rmm_fetch.DEFAULT_RMM}") as report:
+        title = f"fetching RMM {name or rmm_fetch.DEFAULT_RMM}"
+        with output.progress(title, steps_when_piped=True) as report:
             found = rmm_fetch.fetch(name, progress=report)
         packages = ", ".join(f"{pkg} {version}" for pkg, version in found.packages.items())
         output.info(f"RMM {found.version} ready in {found.root}")

@@ -129,7 +129,7 @@ Examples:
 
 Exit codes: 0 listed; 2 no routine matches (usage); 130 interrupted.
 
-Docs: docs/size.md
+Docs: hipmem docs size
 """
 
 

@@ -435,7 +435,7 @@ Exit codes: 0 every call answered; 1 a call failed (the library rejected it or
 aborted; the others are still answered), or no GPU and no --device, or no libraries;
 2 usage (unknown routine, argument, value or device); 130 interrupted.
 
-Docs: docs/size.md
+Docs: hipmem docs size
 """
 
 

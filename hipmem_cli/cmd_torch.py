@@ -14,7 +14,7 @@ from ..replay.pytorch import release as torch_release
 from . import output
 from .options import JsonOption
 
-DOCS = "Docs: docs/pytorch-virtual-gpu.md"
+DOCS = "Docs: hipmem docs pytorch-virtual-gpu"
 torch_app = typer.Typer(
     help="Get PyTorch's caching allocator for replays on the virtual GPU, and show which is used.",
     epilog=DOCS,
@@ -52,7 +52,7 @@ Search order (the first that applies answers):
 Exit codes: 0 an allocator answers; 1 none does (the line says why and what to run);
 2 usage; 130 interrupted.
 
-Docs: docs/pytorch-virtual-gpu.md
+Docs: hipmem docs pytorch-virtual-gpu
 """
 
 DEVICES_EPILOG = """\b
@@ -62,7 +62,7 @@ Examples:
 
 Exit codes: 0 listed; 2 usage; 130 interrupted.
 
-Docs: docs/pytorch-virtual-gpu.md
+Docs: hipmem docs pytorch-virtual-gpu
 """
 
 
@@ -100,7 +100,8 @@ def fetch(
     if wheel is not None and len(names) != 1:
         raise ReplayUsageError("--wheel is one PyTorch: give one --torch version")
     for name in names:
-        with output.progress(f"fetching PyTorch {name or '(the newest)'}") as report:
+        title = f"fetching PyTorch {name or '(the newest)'}"
+        with output.progress(title, steps_when_piped=True) as report:
             found = torch_fetch.fetch(name, wheel=wheel, progress=report, notice=output.warning)
         packages = ", ".join(f"{pkg} {version}" for pkg, version in found.packages.items())
         output.info(f"PyTorch {found.packages.get('torch', found.version)}'s allocator ready in "

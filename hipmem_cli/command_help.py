@@ -13,7 +13,7 @@ or set HIPMEM_OFFLINE=1 there.
 Exit codes: 0 the libraries are ready; 1 a download, check or unpack failed (run it
 again: it resumes); 2 usage; 130 interrupted (run it again: it resumes).
 
-Docs: docs/rocm-releases.md
+Docs: hipmem docs rocm-releases
 """
 
 WHERE_EPILOG = """\b
@@ -24,7 +24,7 @@ Examples:
 Exit codes: 0 found; 1 no rocBLAS in any place searched (each is named); 2 usage;
 130 interrupted.
 
-Docs: docs/rocm-releases.md
+Docs: hipmem docs rocm-releases
 """
 
-ROCM_EPILOG = "Docs: docs/rocm-releases.md"
+ROCM_EPILOG = "Docs: hipmem docs rocm-releases"

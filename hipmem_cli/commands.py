@@ -25,6 +25,7 @@ COMMAND_MODULES = {
     "rmm": "cmd_rmm",
     "explain": "cmd_explain",
     "cache": "cmd_cache",
+    "docs": "cmd_docs",
 }
 
 

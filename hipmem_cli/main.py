@@ -58,11 +58,16 @@ def build_app(argv: list[str]) -> Any:
     from .help_format import plain_argument_names
 
     plain_argument_names()
+    # A long first-use build (the virtual GPU of a PyTorch release, RMM's resources) is said
+    # in one line before it starts: minutes with nothing printed read as a hang.
+    from hipmem._core.build_cache import announce_builds
+
+    announce_builds(output.info)
 
     app = typer.Typer(
         name="hipmem",
         help="Size rocBLAS/rocSOLVER workspaces, recommend settings, replay allocation logs.",
-        epilog=f"{EXIT_CODES_HELP}\n\nDocs: docs/index.md",
+        epilog=f"{EXIT_CODES_HELP}\n\nDocs: hipmem docs index",
         no_args_is_help=True,
         pretty_exceptions_enable=False,
         add_completion=False,

@@ -65,13 +65,23 @@ PlotOption = Annotated[
 
 
 # One rule for every --html (replay, log inspect, recommend --from-snapshot, explain):
-# hipmem/_core/html_files.py; the page: hipmem_cli/html_output.py.
+# hipmem/_core/html_files.py; the page: hipmem_cli/html_output.py. Its help says what the
+# page draws: the live bytes over time, or (explain) the segments at the refusal.
 HtmlOption = Annotated[
     Optional[Path],  # noqa: UP045
     typer.Option(
         "--html",
         help="Write one self-contained page to FILE (.html): a timeline to zoom and hover, "
         "and the tables.",
+        metavar="FILE",
+    ),
+]
+SegmentsHtmlOption = Annotated[
+    Optional[Path],  # noqa: UP045
+    typer.Option(
+        "--html",
+        help="Write one self-contained page to FILE (.html): the allocator's segments and "
+        "blocks at the refusal, to zoom and hover, and the tables.",
         metavar="FILE",
     ),
 ]
@@ -100,7 +110,7 @@ WorkloadOption = Annotated[
     Optional[list[Path]],  # noqa: UP045
     typer.Option(
         "--workload",
-        help="Workload file of calls (see docs/call-logs.md); repeatable.",
+        help="Workload file of calls (hipmem docs call-logs); repeatable.",
         metavar="FILE",
         exists=True,
         dir_okay=False,

@@ -139,8 +139,10 @@ def skipped(described: str, consequence: str) -> None:
 
 
 def info(message: str) -> None:
-    """A one-line progress or status message on stderr ("written to ...")."""
-    _print(clean(message), err=True)
+    """A progress or status message on stderr ("written to ..."), wrapped between words at
+    the width as prose is: a path too long for the line goes on a line of its own, whole
+    (a long HOME or cache folder makes any line that names it long)."""
+    _wrapped(message, err=True)
 
 
 def fail(message: str) -> None:
@@ -358,6 +360,8 @@ def _print_stacked(console: Console, table: Table, *, err: bool) -> None:
         one = Table(None, shown.columns, shown.right, shown.boxed, False, [row])
         _print_lines(console, _rich_table(one, widths, boxed=False), width)
         text, style = cell_text(full[-1])
+        if not text.strip():
+            continue  # an empty cell adds no line
         for piece in wrap(text, console.width - len(_STACK_INDENT)):
             # A word wider than the indented line (a long spec) stands alone, unindented.
             indent = _STACK_INDENT if len(_STACK_INDENT + piece) <= console.width else ""
@@ -469,15 +473,21 @@ def progress_display(title: str, *, transfer: bool = False) -> Any:
 
 
 @contextmanager
-def progress(title: str, *, transfer: bool = False) -> Iterator[ProgressCallback]:
+def progress(
+    title: str, *, transfer: bool = False, steps_when_piped: bool = False
+) -> Iterator[ProgressCallback]:
     """A progress bar on stderr when it is a terminal; a silent callback otherwise.
 
     Libraries never draw: they take a `(done, total, label)` callback, and this is it. The
     line reads `TITLE [ITEM]`: the label is shown only when it names an item (a file, a
-    resource), never a second description of the work.
+    resource), never a second description of the work. `steps_when_piped`: for the fetches,
+    whose steps (asking the package index, downloading with pip) take seconds to minutes and
+    print nothing of their own: piped, each step the library names is one line
+    (`fetching PyTorch 2.11: downloading PyTorch 2.11.0 (pip)`), so a CI log says what the
+    wait is.
     """
     if not _console("stderr").is_terminal:
-        yield no_progress
+        yield _step_lines(title) if steps_when_piped else no_progress
         return
     with progress_display(title, transfer=transfer) as bar:
         task = bar.add_task(clean(title), total=None)
@@ -489,3 +499,15 @@ def progress(title: str, *, transfer: bool = False) -> Iterator[ProgressCallback
             bar.update(task, completed=done, total=shown_total, description=description)
 
         yield update
+
+
+def _step_lines(title: str) -> ProgressCallback:
+    """A callback that says each new step (label) once, as a line on stderr."""
+    said: set[str] = set()
+
+    def step(done: int, total: int | None, label: str = "") -> None:
+        if label and label not in said:
+            said.add(label)
+            info(f"{title}: {label}")
+
+    return step

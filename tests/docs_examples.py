@@ -22,10 +22,13 @@ cluster) is marked in the page source, on the line before its fence, visibly:
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from unittest import mock
 
 REPO = Path(__file__).resolve().parents[1]
 SHELL_LANGUAGES = ("console", "sh", "bash", "shell")
@@ -157,3 +160,24 @@ def numbers_in(lines: list[str]) -> list[str]:
         if line.strip() != "..." and not _TIMING.search(line)
         for number in _NUMBER.findall(line)
     ]
+
+
+# What differs between machines, written as the pages show it. The pages were run with
+# HOME=/root and neither XDG_CACHE_HOME nor HIPMEM_CACHE_DIR set: their cache is this folder.
+PAGES_CACHE = "/root/.cache/hipmem"
+
+
+def cache_folder(env: Mapping[str, str]) -> str:
+    """The cache folder hipmem uses under `env` (HIPMEM_CACHE_DIR, else XDG_CACHE_HOME's or
+    HOME's), asked of hipmem's own rule (hipmem._core.cache_root)."""
+    from hipmem._core.cache_root import cache_dir
+
+    with mock.patch.dict(os.environ, dict(env), clear=True):
+        return str(cache_dir())
+
+
+def as_on_the_pages(text: str, env: Mapping[str, str]) -> str:
+    """`text` as the pages would show it: the cache folder of `env` written as PAGES_CACHE.
+    Used where printed output is compared with a page; the width rule is held on what was
+    printed, unchanged (a long cache folder must fit the width there too)."""
+    return text.replace(cache_folder(env), PAGES_CACHE)

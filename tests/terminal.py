@@ -115,6 +115,13 @@ def both(*args: str, columns: int) -> list[Seen]:
     return [piped(*args, columns=columns), on_terminal(*args, columns=columns)]
 
 
+def unwrapped(text: str) -> str:
+    """What a wrapped message says, whatever the width it was wrapped at: line breaks and
+    runs of spaces made one space (a status line naming a long path puts the path on a line
+    of its own: tests/cli/test_any_home.py)."""
+    return " ".join(text.split())
+
+
 def whole_on_a_line(value: str, text: str) -> bool:
     """`value` appears inside one line of `text` (not folded or cut)."""
     return any(value in line for line in text.splitlines())

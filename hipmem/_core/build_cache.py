@@ -12,6 +12,11 @@ again; nothing is ever loaded or run from a build that fails the check.
 
 Concurrent processes on one cache (a fleet's workers) build once: the builder holds
 `.<key>.lock` beside the folder; the others wait for it, then find the build whole.
+
+A build that takes long (`announced=True`: a C++ compile against PyTorch's or RMM's headers,
+a minute or two on a shared 2-core machine) is said in one line before it starts, through the
+callback the front end gave `announce_builds` (the CLI's status line); the library itself says
+nothing.
 """
 
 from __future__ import annotations
@@ -40,13 +45,27 @@ def _warn(line: str) -> None:
     sys.stderr.write(f"Warning: {line}\n")
 
 
+_announcer: list[Notice] = []  # set by the front end (announce_builds); none: silent
+
+
+def announce_builds(say: Notice) -> None:
+    """Say each long build (`built_folder(..., announced=True)`) through `say` before it."""
+    _announcer[:] = [say]
+
+
 def built_folder(
-    out_dir: Path, make: Callable[[Path], None], *, what: str, notice: Notice | None = None
+    out_dir: Path,
+    make: Callable[[Path], None],
+    *,
+    what: str,
+    notice: Notice | None = None,
+    announced: bool = False,
 ) -> Path:
     """`out_dir`, built by `make(work_dir)` when missing, rebuilt (saying so) when damaged.
 
     `what` names the build in that line ("the virtual GPU of PyTorch 2.11.0").
-    `make` raises to fail the build; nothing of a failed build stays."""
+    `make` raises to fail the build; nothing of a failed build stays. `announced`: a long
+    build, said before it starts (`announce_builds`)."""
     damage = folder_damage(out_dir)
     if damage is None:
         return out_dir
@@ -56,6 +75,8 @@ def built_folder(
             return out_dir
         if damage != "missing":
             (notice or _warn)(f"{what} in {out_dir} is damaged ({damage}); building it again")
+        elif announced and _announcer:
+            _announcer[0](f"building {what}, once: the cache keeps it ({out_dir})")
         _build(out_dir, make)
     return out_dir
 

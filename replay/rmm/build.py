@@ -78,7 +78,7 @@ def build(rmm: FetchedRmm, runtime: str = "virtual") -> Path:
 
     where = "virtual GPU" if runtime == "virtual" else "CUDA runtime"
     what = f"RMM {rmm.version}'s resources on the {where}"
-    _BUILT[key] = built_folder(out_dir, make, what=what)
+    _BUILT[key] = built_folder(out_dir, make, what=what, announced=True)
     return _BUILT[key]
 
 

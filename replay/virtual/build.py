@@ -132,7 +132,9 @@ def build(allocator: TorchAllocator) -> Path:
             f"the replay driver {for_release} ({standard})",
         )  # fmt: skip
 
-    return built_folder(out_dir, make, what=f"the virtual GPU of PyTorch {allocator.version}")
+    return built_folder(
+        out_dir, make, what=f"the virtual GPU of PyTorch {allocator.version}", announced=True
+    )
 
 
 def dynamic_symbols(library: Path, *, defined: bool) -> set[str]:

@@ -191,7 +191,7 @@ def _cached_build(
         release.version,
         from_debian,
         found.library,
-        cache_label(found.fetched_by),
+        cache_label(found.changed),  # `changed`: this request downloaded it
         runs_with,
         release,
         notice,

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hipmem._core.atomic_write import CannotWriteFile, write_text_atomically
+from hipmem._core.atomic_write import write_text_atomically
 from hipmem._core.cache_lock import cache_lock
 from hipmem._core.cache_root import cache_dir
 from hipmem._core.progress import ProgressCallback, no_progress

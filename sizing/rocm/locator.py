@@ -41,11 +41,13 @@ CACHE_LABEL = "offline cache"
 _EXPLICIT = ("--rocm-dir", LIBDIR_ENV)
 
 
-def cache_label(fetched_by: str) -> str:
-    """Where a cached tree came from, truthfully: `offline cache (hipmem rocm fetch)`, or
-    `offline cache (fetched on first use)` (just `offline cache` for a tree fetched before
-    hipmem recorded how)."""
-    return f"{CACHE_LABEL} ({fetched_by})" if fetched_by else CACHE_LABEL
+def cache_label(downloaded_now: bool = False) -> str:
+    """Where a cached tree came from, as this answer can say it truthfully: `offline cache`,
+    or `offline cache (downloaded now)` when this very request downloaded (part of) it. How
+    it first came into the cache (`hipmem rocm fetch`, on first use) is `hipmem cache list`'s
+    `by` column: said with every answer, it read as news right after a download and as
+    nothing later."""
+    return f"{CACHE_LABEL} (downloaded now)" if downloaded_now else CACHE_LABEL
 
 
 def is_cache_label(found_in: str) -> bool:
@@ -79,7 +81,7 @@ class Libraries:
     @property
     def place(self) -> str:
         """Where they came from, as an answer says it: `--rocm-dir /opt/x/lib`,
-        `offline cache (fetched on first use)`, `/opt/rocm/lib`."""
+        `offline cache (downloaded now)`, `/opt/rocm/lib`."""
         return f"{self.found_in} {self.lib_dir}" if self.found_in in _EXPLICIT else self.found_in
 
 
@@ -175,13 +177,15 @@ def _from_cache(release: str, on_demand: OnDemand | None) -> Libraries:
     except LibraryNotFound as err:
         if on_demand.offline_by is not None:
             raise  # its message names the file and the fetch that repairs it
-        on_demand.rocm(release, damage_reason(err, f"the cached ROCm {release}"))
-        return _cached(release)
+        why = damage_reason(err, f"the cached ROCm {release}")
+        return _cached(release, downloaded_now=on_demand.rocm(release, why).changed)
     if offline is None:
-        on_demand.rocm(release, f"ROCm {release} is not in the cache")
+        why = f"ROCm {release} is not in the cache"
     elif on_demand.lacks_gemm_data(release, offline.archs):
-        on_demand.rocm(release, f"the cached ROCm {release} has no gemm data for {on_demand.arch}")
-    return _cached(release)
+        why = f"the cached ROCm {release} has no gemm data for {on_demand.arch}"
+    else:
+        return _cached(release)
+    return _cached(release, downloaded_now=on_demand.rocm(release, why).changed)
 
 
 def damage_reason(err: LibraryNotFound, what: str) -> str:
@@ -206,9 +210,9 @@ def cached_libraries(release: str) -> Libraries:
     return _with(_cached(release), why=f"the cache's ROCm {release}")
 
 
-def _cached(release: str) -> Libraries:
+def _cached(release: str, *, downloaded_now: bool = False) -> Libraries:
     offline = load_offline(release)
-    found = _libraries_in(cache_label(offline.fetched_by), offline.lib_dir) if offline else None
+    found = _libraries_in(cache_label(downloaded_now), offline.lib_dir) if offline else None
     if offline is None or found is None:
         raise LibraryNotFound(
             f"the cached ROCm {release} has no librocblas; run `hipmem rocm fetch --rocm {release}`"

@@ -17,6 +17,7 @@ import pytest
 
 from tests.cli_run import hipmem as run_hipmem
 from tests.snapshot_reference import COMPLETE, SNAPSHOTS, load
+from tests.terminal import unwrapped
 
 REPO = Path(__file__).resolve().parents[2]
 MiB = 1 << 20
@@ -226,7 +227,7 @@ def test_the_plot_is_written(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert f"plot written to {plot}" in done.stderr
+    assert f"plot written to {plot}" in unwrapped(done.stderr)
 
 
 def test_the_gate_names_the_program_line_when_stacks_were_recorded(tmp_path: Path) -> None:

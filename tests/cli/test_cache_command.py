@@ -18,6 +18,7 @@ from tests.cli_run import hipmem_process
 from tests.conftest import cli_env
 from tests.sizing.rocm.test_fetch_on_demand import sizes
 from tests.sizing.rocm.test_rocm_fetch import _mirror_cache
+from tests.terminal import unwrapped
 
 REPO = Path(__file__).resolve().parents[2]
 CALLS = ("rocsolver_dgetrf:m=1024,n=1024", "rocsolver_dgetrs:n=1024,nrhs=1")
@@ -35,6 +36,11 @@ def test_list_verify_and_a_damaged_file_named_with_its_repair(rocm72: Path, tmp_
     assert listed.returncode == 0, listed.stderr
     entries = {(e["kind"], e["name"]): e for e in json.loads(listed.stdout)["entries"]}
     assert ("rocm", "7.2") in entries and entries[("rocm", "7.2")]["archs"]
+    for columns in (60, 80):  # every column keeps its header (the archs may go under a row)
+        text = hipmem("cache", "list", COLUMNS=str(columns), **env).stdout.splitlines()
+        assert text[0].split()[:5] == ["what", "disk", "fetched", "(UTC)", "by"], text
+        assert all(line.strip() for line in text)  # no blank line under a row without archs
+        assert all(len(line) <= columns or len(line.split()) == 1 for line in text), text
     ok = hipmem("cache", "verify", **env)
     assert ok.returncode == 0 and ok.stdout.startswith("ok "), ok.stderr
     library = cache / "rocm/7.2/root/usr/lib/x86_64-linux-gnu/libfmt.so.11.1.1"
@@ -60,7 +66,7 @@ def test_an_arch_removed_is_fetched_again_by_the_next_query(rocm72: Path, tmp_pa
     assert not [path for path in manifest["files"] if path.endswith("_gfx90a.dat")]
     sized = hipmem("size", "--rocm", "7.2", "-d", "MI210", "--json", GEMM, **env)
     assert sized.returncode == 0, sized.stderr
-    (line,) = sized.stderr.splitlines()
+    line = unwrapped(sized.stderr)  # the one message, wrapped at the width
     assert line.startswith("the cached ROCm 7.2 has no gemm data for gfx90a: downloading ")
     assert "(ROCm 7.2: 1 Debian package; gemm data for " in line  # the mirror's other archs too
     assert sizes(sized.stdout) == sizes(
@@ -68,10 +74,12 @@ def test_an_arch_removed_is_fetched_again_by_the_next_query(rocm72: Path, tmp_pa
     )  # as the full cache answers
     manifest = json.loads((cache / "rocm/7.2/manifest.json").read_text())
     assert "gfx90a" in manifest["archs"] and manifest["fetched_by"] == "fetched on first use"
-    # Where the libraries came from, said truthfully.
+    # Where the libraries came from, said truthfully: downloaded by that query, from the cache
+    # for the next (how it first came is `cache list`'s `by` column).
+    assert json.loads(sized.stdout)["library"]["place"] == "offline cache (downloaded now)"
     text = hipmem("size", "--rocm", "7.2", "-d", "MI210", GEMM, **env)
-    # prose wraps at 80 columns; the words are what is said
-    assert "from offline cache (fetched on first use)" in " ".join(text.stdout.split())
+    said = unwrapped(text.stdout)  # prose wraps at 80 columns; the words are what is said
+    assert "from offline cache" in said and "downloaded now" not in said
 
 
 def test_remove_all_empties_the_cache_and_needs_something_named(tmp_path: Path) -> None:

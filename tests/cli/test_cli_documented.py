@@ -1,6 +1,7 @@
-"""Every command is documented: its `--help` ends with the page of docs/ that documents it
-(`Docs: docs/<page>.md`), and that page exists and names the command. The commands are read
-from the CLI itself, so a new command or subcommand is checked without being listed here."""
+"""Every command is documented: its `--help` ends with the page of docs/ that documents it, as
+`hipmem docs` names it (`Docs: hipmem docs <page>`, the page docs/<page>.md: an install
+carries the pages), and that page exists and names the command. The commands are read from the
+CLI itself, so a new command or subcommand is checked without being listed here."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from hipmem.cli.main import build_app
 
 from tests.terminal import HIPMEM, REPO
 
-DOCS_LINE = re.compile(r"Docs: (docs/[\w./-]+\.md)")
+DOCS_LINE = re.compile(r"Docs: hipmem docs ([\w-]+)")
 
 
 def command_paths() -> list[list[str]]:
@@ -49,10 +50,15 @@ def test_help_ends_with_its_docs_page_which_documents_it(path: list[str]) -> Non
     assert done.stdout.startswith("Usage: hipmem")
     last = done.stdout.strip().splitlines()[-1].strip()
     docs = DOCS_LINE.fullmatch(last)
-    assert docs, f"`hipmem {' '.join(path)} --help` ends with {last!r}, not `Docs: docs/PAGE.md`"
-    page = REPO / docs[1]
-    assert page.is_file(), f"{docs[1]} does not exist"
-    assert " ".join(["hipmem", *path]) in page.read_text(), f"{docs[1]} never names the command"
+    command = " ".join(["hipmem", *path])
+    assert docs, f"`{command} --help` ends with {last!r}, not `Docs: hipmem docs PAGE`"
+    page = REPO / "docs" / f"{docs[1]}.md"
+    assert page.is_file(), f"{page} does not exist"
+    assert " ".join(["hipmem", *path]) in page.read_text(), f"{page} never names the command"
+    shown = subprocess.run(
+        [str(HIPMEM), "docs", docs[1]], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
+    assert (shown.returncode, shown.stdout.strip()) == (0, str(page))
 
 
 def test_the_readme_keeps_one_example_per_job() -> None:

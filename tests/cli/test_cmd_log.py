@@ -10,6 +10,7 @@ import pytest
 
 from tests.cli_run import hipmem as run_hipmem
 from tests.log_reference import DATA_LOGS, REAL_LOGS, figures, read_rows
+from tests.terminal import unwrapped
 
 REPO = Path(__file__).parents[2]
 
@@ -104,7 +105,8 @@ def test_plot_is_written_in_the_format_of_its_suffix(tmp_path: Path, suffix: str
     log = next(p for p in REAL_LOGS if p.name == "serve.csv.gz")
     done = hipmem("log", "inspect", str(log), "--plot", str(target), "--per-stream")
     assert done.returncode == 0, done.stderr
-    assert f"plot written to {target}" in done.stderr  # a status line, apart from the report
+    # a status line, apart from the report
+    assert f"plot written to {target}" in unwrapped(done.stderr)
     data = target.read_bytes()
     if suffix == ".png":
         assert data[:8] == b"\x89PNG\r\n\x1a\n"

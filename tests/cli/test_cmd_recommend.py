@@ -16,6 +16,7 @@ import yaml
 from hipmem.sizing.session import SessionResult, SizingSession
 
 from tests.cli_run import hipmem as run_hipmem
+from tests.terminal import unwrapped
 
 CALLS = ["rocsolver_dgetrf:m=1024,n=1024", "rocsolver_dgetrs:n=1024,nrhs=1"]
 MiB = 1 << 20
@@ -111,7 +112,7 @@ def test_github_format_appends_to_github_env(tmp_path: Path, session: SessionRes
     )  # fmt: skip
     assert (done.returncode, done.stdout) == (0, "")
     assert env_file.read_text() == f"ROCBLAS_DEVICE_MEMORY_SIZE={session.session_bytes}\n"
-    assert done.stderr == f"appended ROCBLAS_DEVICE_MEMORY_SIZE to {env_file}\n"
+    assert unwrapped(done.stderr) == f"appended ROCBLAS_DEVICE_MEMORY_SIZE to {env_file}"
 
 
 def test_github_env_not_writable_exits_1_and_writes_nothing(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -32,11 +33,18 @@ COMMANDS = ("size", "routines", "recommend", "check", "devices", "replay", "flee
             "torch", "torch fetch")  # fmt: skip
 
 
-def _run(command: Command, prelude: list[str], workdir: Path) -> list[str]:
+def _run(
+    command: Command,
+    prelude: list[str],
+    workdir: Path,
+    home: Mapping[str, str | None] | None = None,
+) -> list[str]:
+    """The width problems of one command piped at 80 columns; `home`: another user's HOME or
+    cache folder (tests/docs/test_any_home.py)."""
     if "--json" in command.text or "--format json" in command.text:
         return []  # machine-readable only: JSON is read by programs, not at a width
     argv = ["bash", "-c", "\n".join([*prelude, command.text])]
-    env = {**_env(), "COLUMNS": str(WIDTH)}
+    env = {**_env(home), "COLUMNS": str(WIDTH)}
     piped = subprocess.run(argv, capture_output=True, text=True, cwd=workdir, env=env,
                            timeout=600)  # fmt: skip
     # On a terminal at 80 columns these commands run in tests/docs/test_docs_examples.py, which

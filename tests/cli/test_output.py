@@ -172,6 +172,29 @@ def test_prose_wraps_between_words_on_a_terminal_and_piped(
 
 
 @pytest.mark.parametrize("terminal", [True, False])
+def test_a_status_line_puts_a_path_too_long_for_it_on_a_line_of_its_own(
+    monkeypatch: pytest.MonkeyPatch, terminal: bool
+) -> None:
+    """A fetch's line names the cache, under HOME: a HOME of 100 characters made it 174
+    columns (issue 49). The path stands alone, whole; the words around it wrap."""
+    from hipmem.sizing.rocm.apt import PackageFile
+    from hipmem.sizing.rocm.fetch import FetchPlan
+    from hipmem.sizing.rocm.on_demand import download_line
+
+    home = "/home/" + "h" * 94
+    target = Path(home, ".cache/hipmem/hipblaslt/7.1.1")
+    deb = PackageFile("libhipblaslt1", "http://x/a.deb", "a.deb", 245 << 20, "00")
+    plan = FetchPlan("hipBLASLt 7.1.1", [deb, deb, deb], ["gfx90a"], target)
+    files = _capture(monkeypatch, terminal=terminal, width=80)
+    message = download_line("hipBLASLt 7.1.1 is not in the cache", plan)
+    output.info(message)
+    lines = _ANSI.sub("", files["stderr"].getvalue()).splitlines()
+    assert str(target) in lines  # alone on its line, whole
+    assert all(len(line) <= 80 for line in lines if line != str(target)), lines
+    assert " ".join(lines) == message and any("735.0 MiB" in line for line in lines)
+
+
+@pytest.mark.parametrize("terminal", [True, False])
 def test_a_table_too_wide_gives_its_last_column_a_line_under_each_row(
     monkeypatch: pytest.MonkeyPatch, terminal: bool
 ) -> None:
@@ -187,6 +210,21 @@ def test_a_table_too_wide_gives_its_last_column_a_line_under_each_row(
     under = lines[lines.index(next(ln for ln in lines if "4,732,160" in ln)) + 1]
     assert under == "    rocsolver_dgetrf:m=1024,n=1024"
     assert "call" not in lines[1] and "workspace" in lines[1]
+
+
+def test_a_fetch_says_each_step_once_in_a_line_when_piped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Piped, a fetch's wait is its steps, one line each; other work stays silent there."""
+    files = _capture(monkeypatch, terminal=False, width=80)
+    with output.progress("fetching PyTorch 2.11", steps_when_piped=True) as report:
+        report(0, None, "downloading PyTorch 2.11.0 (pip)")
+        report(5, 10, "downloading PyTorch 2.11.0 (pip)")
+        report(0, None, "keeping libc10.so, libc10_cuda.so and the headers")
+    with output.progress("replaying") as report:
+        report(1, 2, "pool")
+    assert files["stderr"].getvalue().splitlines() == [
+        "fetching PyTorch 2.11: downloading PyTorch 2.11.0 (pip)",
+        "fetching PyTorch 2.11: keeping libc10.so, libc10_cuda.so and the headers",
+    ]
 
 
 def test_errors_are_one_line_whatever_the_width(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,7 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.terminal import HIPMEM, REPO, WIDTHS, both, on_terminal, piped, whole_on_a_line
+from tests.terminal import (
+    HIPMEM,
+    REPO,
+    WIDTHS,
+    both,
+    on_terminal,
+    piped,
+    unwrapped,
+    whole_on_a_line,
+)
 
 SAMPLE_LOG = "samples/serve-first-2000.csv.gz"
 CALL_LOGS = ["--from-log", "samples/rocblas-bench.log", "--from-log", "samples/rocsolver-bench.log"]
@@ -239,7 +248,8 @@ def test_the_plot_rule_and_wording_are_one(tmp_path: Path) -> None:
         target = tmp_path / f"{command[0]}.PNG"
         seen = piped(*command, "--plot", str(target))
         assert seen.returncode == 0, seen.stderr
-        assert seen.stderr.endswith(f"plot written to {target}\n") and target.stat().st_size
+        assert unwrapped(seen.stderr).endswith(f"plot written to {target}")
+        assert target.stat().st_size
 
 
 # -- nothing echoed raw -----------------------------------------------------------------------

@@ -154,6 +154,14 @@ def test_fetch_as_a_new_user_then_a_damaged_cache_is_named_and_repaired(tmp_path
     fetched = _hipmem("torch", "fetch", "--torch", "2.11", HIPMEM_CACHE_DIR=cache)
     assert fetched.returncode == 0, fetched.stderr
     assert "PyTorch 2.11.0+cu130's allocator ready in" in fetched.stderr
+    # Piped, each step of the wait is a line (on a terminal, the bar's description).
+    steps = [line for line in fetched.stderr.splitlines() if line.startswith("fetching ")]
+    assert steps == [
+        "fetching PyTorch 2.11: finding PyTorch 2.11 on the package index",
+        "fetching PyTorch 2.11: downloading PyTorch 2.11.0 (pip)",
+        "fetching PyTorch 2.11: downloading the CUDA headers of PyTorch 2.11.0 (pip)",
+        "fetching PyTorch 2.11: keeping libc10.so, libc10_cuda.so and the headers",
+    ], fetched.stderr
     kept = tmp_path / "cache" / "torch" / "2.11.0"
     assert (kept / "lib" / "libc10_cuda.so").is_file() and not list(kept.rglob("*.whl"))
     assert sum(p.stat().st_size for p in kept.rglob("*") if p.is_file()) < 20 << 20

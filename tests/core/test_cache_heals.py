@@ -218,3 +218,22 @@ def test_a_damaged_library_is_fetched_again_by_the_query_saying_which(
     )
     assert "(ROCm 7.2: 1 Debian package;" in first
     assert library.read_bytes() == whole
+
+
+def test_a_long_build_is_said_before_it_starts_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first build of the virtual GPU of a PyTorch release takes minutes on a shared
+    machine: it is said in one line first (through the front end's callback), and never
+    again while the build is whole; a build not marked long is built quietly."""
+    said: list[str] = []
+    monkeypatch.setattr(build_cache, "_announcer", [said.append])
+
+    def make(work: Path) -> None:
+        (work / "lib.so").write_bytes(b"x")
+
+    out = tmp_path / "builds" / "long"
+    build_cache.built_folder(out, make, what="the virtual GPU of PyTorch 9.9", announced=True)
+    build_cache.built_folder(out, make, what="the virtual GPU of PyTorch 9.9", announced=True)
+    build_cache.built_folder(tmp_path / "builds" / "quick", make, what="a quick one")
+    assert said == [f"building the virtual GPU of PyTorch 9.9, once: the cache keeps it ({out})"]

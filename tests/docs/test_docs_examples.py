@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from tests.docs_examples import (
     Command,
     Example,
     all_examples,
+    as_on_the_pages,
     documentation_pages,
     numbers_in,
     page_examples,
@@ -44,8 +46,14 @@ def _workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _env() -> dict[str, str]:
+def _env(home: Mapping[str, str | None] | None = None) -> dict[str, str]:
+    """The environment the examples run in; `home`: HOME, XDG_CACHE_HOME or HIPMEM_CACHE_DIR
+    set (a value) or unset (None) as another user's (tests/docs/test_any_home.py)."""
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    for name, value in (home or {}).items():
+        env.pop(name, None)
+        if value is not None:
+            env[name] = value
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     env["COLUMNS"] = str(COLUMNS)
     # The pages show a machine with PyTorch 2.11 fetched, the committed snapshots' own release;
@@ -55,26 +63,33 @@ def _env() -> dict[str, str]:
 
 
 def _run_command(
-    command: Command, prelude: list[str], workdir: Path, on_terminal: bool
+    command: Command,
+    prelude: list[str],
+    workdir: Path,
+    on_terminal: bool,
+    home: Mapping[str, str | None] | None = None,
 ) -> list[str]:
     """What is wrong with one command's run: [] when it ran as the page says.
 
     A console block shows what a user sees on a terminal, so its commands write to one (a
     pseudo-terminal of 80 columns, where the output must fit); the commands of script blocks
-    are piped, `COLUMNS` wide."""
+    are piped, `COLUMNS` wide. The width rule holds for what was printed; the figures are
+    compared with the page after what differs between machines (the cache folder: HOME,
+    XDG_CACHE_HOME, HIPMEM_CACHE_DIR) is written as the page shows it (`as_on_the_pages`)."""
     argv = ["bash", "-c", "\n".join([*prelude, command.text])]
     where = f"line {command.line}: {command.text}"
     problems = []
     if on_terminal:  # at 80 columns, held to the width rule (tests/cli/test_fits_80_columns.py)
-        env = {**_env(), "COLUMNS": str(WIDTH)}
+        env = {**_env(home), "COLUMNS": str(WIDTH)}
         done: Seen | subprocess.CompletedProcess[str] = command_on_terminal(
             argv, columns=WIDTH, env=env, cwd=workdir
         )
         if "--json" not in command.text and "--format json" not in command.text:
             problems += width_problems(done, f"{where} (terminal)")
     else:
+        env = _env(home)
         done = subprocess.run(
-            argv, capture_output=True, text=True, cwd=workdir, env=_env(), timeout=300
+            argv, capture_output=True, text=True, cwd=workdir, env=env, timeout=300
         )
     if done.returncode != command.expected_exit:
         problems.append(
@@ -83,7 +98,8 @@ def _run_command(
         )
     if "internal error" in done.stderr or "Traceback" in done.stderr:
         problems.append(f"{where}\n  {done.stderr.strip()[-2000:]}")
-    printed = set(numbers_in((done.stdout + done.stderr).splitlines()))
+    shown = as_on_the_pages(done.stdout + done.stderr, env)
+    printed = set(numbers_in(shown.splitlines()))
     stale = [n for n in numbers_in(command.shown_output) if n not in printed]
     if stale:
         problems.append(
@@ -93,14 +109,17 @@ def _run_command(
     return problems
 
 
-def _run_shell(example: Example, workdir: Path) -> list[str]:
+def _run_shell(
+    example: Example, workdir: Path, home: Mapping[str, str | None] | None = None
+) -> list[str]:
     problems: list[str] = []
     prelude: list[str] = []
     for command in example.commands():
         if command.only_assigns:
             prelude.append(command.text)
         else:
-            problems += _run_command(command, prelude, workdir, example.language == "console")
+            on_terminal = example.language == "console"
+            problems += _run_command(command, prelude, workdir, on_terminal, home)
     return problems
 
 

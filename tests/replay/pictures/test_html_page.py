@@ -25,6 +25,7 @@ from hipmem.replay.pictures.html_timeline import bytes_text, log_figure, replay_
 from hipmem._core.plot_files import byte_unit
 from tests.cli_run import hipmem as run_hipmem
 from tests.spike_data import SPIKE_BYTES, spike_csv, spike_snapshot
+from tests.terminal import unwrapped
 
 SNAPSHOTS = Path(__file__).resolve().parents[2] / "data" / "snapshots"
 
@@ -81,7 +82,7 @@ def test_replay_html_writes_one_self_contained_page(tmp_path: Path) -> None:
     page = tmp_path / "replay.html"
     done = hipmem("replay", str(log), "-r", "host", "-r", "host:limit=2GiB", "--html", str(page))
     assert done.returncode == 1, done.stderr  # the limited resource refused the spike
-    assert f"page written to {page}" in done.stderr
+    assert f"page written to {page}" in unwrapped(done.stderr)
     text = page.read_text()
     peak = build_program(load_log([log])).peak_requested_bytes
     assert f"peak requested: 3.0 GiB ({peak:,} bytes)" in text
@@ -158,7 +159,7 @@ def test_explain_html_draws_the_segments_at_the_refusal(tmp_path: Path, torch211
     done = hipmem("explain", snapshot, "--device", "H200", "--cap", "750549401",
                   "--torch", "2.11.0", "--html", str(page))  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert f"page written to {page}" in done.stdout + done.stderr
+    assert f"page written to {page}" in unwrapped(done.stdout + done.stderr)
     text = page.read_text()
     assert "refused: 78,643,200 bytes at " in text  # the headline
     assert "largest free block, large pool" in text  # the allocator-state table

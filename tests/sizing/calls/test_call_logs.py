@@ -30,6 +30,7 @@ from hipmem.sizing.rocm.catalog import load_catalog
 
 from tests.call_log_recorder import FIXTURE_CALLS, FIXTURES
 from tests.cli_run import hipmem as run_hipmem
+from tests.terminal import unwrapped
 
 REPO = Path(__file__).parents[3]
 SAMPLES = REPO / "samples"
@@ -222,7 +223,9 @@ def test_size_from_a_bench_log_as_json() -> None:
     # rocSOLVER's documented example: dgetrf 1024x1024 then dgetrs on one handle.
     assert getrf[0]["bytes"] == 4_732_160
     assert result["logs"][0]["format"] == ROCSOLVER_BENCH
-    assert "samples/rocsolver-bench.log: rocSOLVER bench log, 12 lines, 9 calls" in run.stderr
+    assert "samples/rocsolver-bench.log: rocSOLVER bench log, 12 lines, 9 calls" in unwrapped(
+        run.stderr
+    )
 
 
 def test_size_reports_skipped_lines_and_strict_stops(tmp_path: Path) -> None:
@@ -232,7 +235,7 @@ def test_size_reports_skipped_lines_and_strict_stops(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     assert f"{path}:4: truncated:" in run.stderr
     assert f"{path}:1: not a call: rocBLAS info" in run.stderr
-    assert "5 lines skipped" in run.stderr
+    assert "5 lines skipped" in unwrapped(run.stderr)
     strict = _hipmem("size", "--device", "MI210", "--strict", "--from-log", str(path))
     assert strict.returncode == 1
     assert strict.stderr.startswith(f"Error: {path}:1: not a call:")

@@ -21,7 +21,7 @@ from hipmem.sizing.rocm.releases import find_release
 from tests.cli_run import hipmem_process
 from tests.conftest import cli_env
 from tests.sizing.rocm.test_rocm_fetch import _mirror_cache
-from tests.terminal import stderr_on_terminal
+from tests.terminal import stderr_on_terminal, unwrapped
 
 GEMM = "gemm_ex:m=64,n=64,k=4096,a_type=f16_r"  # reads the arch's gemm data
 
@@ -128,7 +128,7 @@ def test_a_damaged_release_is_repaired_on_first_use_in_one_line(
     args = ("size", "--rocm", "7.2", "-d", "MI210", "--json", "dgetrs:n=1024,nrhs=1")
     done = hipmem(*args, HIPMEM_CACHE_DIR=str(cache))
     assert done.returncode == 0, done.stderr
-    (line,) = done.stderr.splitlines()  # piped: the line and no bar
+    line = unwrapped(done.stderr)  # piped: the line (wrapped at the width) and no bar
     assert re.fullmatch(
         r"the cached ROCm 7\.2 is incomplete or damaged: downloading [0-9.]+ (B|KiB|MiB) "
         rf"\(ROCm 7\.2: 1 Debian package; gemm data for {archs} archs\) into "
@@ -168,7 +168,7 @@ def test_an_empty_cache_gets_the_release_with_the_devices_gemm_data_only(
     first = hipmem(*mi300x, **env)
     assert first.returncode == 0, first.stderr
     packages = len(find_release("7.2").packages)
-    (line,) = first.stderr.splitlines()
+    line = unwrapped(first.stderr)  # the one message, wrapped at the width
     assert re.fullmatch(
         r"ROCm 7\.2 is not in the cache: downloading [0-9.]+ (MiB|GiB) "
         rf"\(ROCm 7\.2: {packages} Debian packages; gemm data for gfx942 only\) into "
