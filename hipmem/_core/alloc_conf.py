@@ -218,6 +218,8 @@ _BOOLEAN_KEYS = (
     "pinned_use_hip_host_register",
     "pinned_use_background_threads",
     "graph_capture_record_stream_reuse",
+    "pinned_free_catch_all",  # 2.14 on
+    "throw_on_cudamalloc_oom",  # 2.14 on
 )
 _VALUE_RULES: dict[str, Callable[[str], str | None]] = {
     "max_split_size_mb": _mib_from_20,

@@ -35,6 +35,7 @@ BOOLEANS = {
     "expandable_segments", "release_lock_on_cudamalloc", "release_lock_on_hipmalloc",
     "pinned_use_cuda_host_register", "pinned_use_hip_host_register",
     "pinned_use_background_threads", "graph_capture_record_stream_reuse",
+    "pinned_free_catch_all", "throw_on_cudamalloc_oom",
 }  # fmt: skip
 
 
