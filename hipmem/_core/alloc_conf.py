@@ -131,6 +131,17 @@ def _mib_from_20(value: str) -> str | None:
     return None
 
 
+def _mib_above_10(value: str) -> str | None:
+    number = _whole(value)
+    if number is None:
+        return "is not a whole number of MiB"
+    if number <= 10:
+        return "is not above 10 MiB, the least PyTorch takes"
+    if number > MAX_SETTING_INT:
+        return f"is above {MAX_SETTING_INT:,} MiB, the most PyTorch reads"
+    return None
+
+
 def _positive_mib(value: str) -> str | None:
     number = _whole(value)
     if number is None or number == 0:
@@ -207,10 +218,13 @@ _BOOLEAN_KEYS = (
     "pinned_use_hip_host_register",
     "pinned_use_background_threads",
     "graph_capture_record_stream_reuse",
+    "pinned_free_catch_all",  # 2.14 on
+    "throw_on_cudamalloc_oom",  # 2.14 on
 )
 _VALUE_RULES: dict[str, Callable[[str], str | None]] = {
     "max_split_size_mb": _mib_from_20,
     "max_non_split_rounding_mb": _mib_from_20,
+    "large_segment_size_mb": _mib_above_10,  # 2.11 on: "must be > 10 MB"
     "pinned_reserve_segment_size_mb": _positive_mib,
     "garbage_collection_threshold": _gc_threshold,
     "per_process_memory_fraction": _memory_fraction,

@@ -35,6 +35,7 @@ BOOLEANS = {
     "expandable_segments", "release_lock_on_cudamalloc", "release_lock_on_hipmalloc",
     "pinned_use_cuda_host_register", "pinned_use_hip_host_register",
     "pinned_use_background_threads", "graph_capture_record_stream_reuse",
+    "pinned_free_catch_all", "throw_on_cudamalloc_oom",
 }  # fmt: skip
 
 
@@ -95,6 +96,8 @@ def pytorch_takes(key: str, value: str, release: str) -> bool:
         if key in ("max_split_size_mb", "max_non_split_rounding_mb"):
             number = read_int(value)
             return number > 20 if release == "2.4" else number >= 20
+        if key == "large_segment_size_mb":
+            return read_int(value) > 10
         if key == "pinned_reserve_segment_size_mb":
             return read_int(value) > 0
         if key == "garbage_collection_threshold":

@@ -13,13 +13,14 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.program import build_program, program_arrays
-from hipmem.replay.engine.resources import parse_spec
+from hipmem.replay.engine.resources import ResourceSpec, parse_spec
 from hipmem.replay.pytorch import allocator as torch_allocator
 from hipmem.replay.pytorch import fetch as torch_fetch
 from hipmem.replay.settings import grid as allocator_grid
@@ -440,7 +441,14 @@ def test_settings_pytorch_refuses_are_its_own_words(
         match=r"with the settings 'roundup_power2_divisions:3' stopped: For roundups, the "
         "divisions has to be power of 2",
     ):
-        hipmem.replay(log, parse_spec("torch:roundup_power2_divisions=3"), _virtual())
+        hipmem.replay(log, _unchecked("roundup_power2_divisions", "3"), _virtual())
+
+
+def _unchecked(key: str, value: str) -> ResourceSpec:
+    """A torch spec whose value reaches PyTorch: parse_spec refuses what PyTorch would
+    (hipmem/_core/alloc_conf.py), so the spec is made as the Python API may make one."""
+    spec = parse_spec("torch")
+    return replace(spec, options={**spec.options, key: value}, text=f"torch:{key}={value}")
 
 
 def test_settings_refused_before_the_probe_is_read_are_still_its_own_words(
@@ -458,7 +466,7 @@ def test_settings_refused_before_the_probe_is_read_are_still_its_own_words(
     monkeypatch.setattr(VirtualGpu, "_start", start_and_let_it_end)
     log = hipmem.load_log(SNAPSHOTS / "oom.pickle.gz")
     with pytest.raises(hipmem.HipmemError, match=r"stopped: For roundups, the divisions"):
-        hipmem.replay(log, parse_spec("torch:roundup_power2_divisions=3"), _virtual())
+        hipmem.replay(log, _unchecked("roundup_power2_divisions", "3"), _virtual())
 
 
 def test_ctrl_c_ends_the_replay_and_leaves_nothing_behind(
