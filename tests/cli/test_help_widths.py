@@ -11,7 +11,6 @@ is the shell continuation (`\\`) that breaks a long example command.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -41,7 +40,8 @@ COMMANDS = [" ".join(path) for path in _paths(_app())]
 
 def _help_with_no_width(path: str) -> str:
     """The help of `hipmem PATH` drawn with no line limit: nothing wrapped, nothing split."""
-    formatting = importlib.import_module("typer._click.formatting")
+    from typer._click import formatting
+
     ctx = _app().make_context("hipmem", [], resilient_parsing=True)
     for name in path.split():
         command = ctx.command.get_command(ctx, name)
