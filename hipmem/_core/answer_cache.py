@@ -205,7 +205,7 @@ class Tee:
     def write(self, text: str) -> int:
         self.kept.append(text)
         try:
-            return self._stream.write(text)  # type: ignore[attr-defined,no-any-return]
+            return self._stream.write(text)  # type: ignore[attr-defined]
         except OSError:
             self.failed = True
             raise

@@ -106,11 +106,12 @@ def test_a_full_disk_is_said_as_the_system_says_it(tmp_path: Path, name: str) ->
     )
 
 
-def _hipmem_to(stdout: int | Path, args: list[str]) -> subprocess.CompletedProcess[str]:
-    with Path(os.devnull if stdout == subprocess.PIPE else stdout).open("w") as sink:
+def _hipmem_to(stdout: Path | None, args: list[str]) -> subprocess.CompletedProcess[str]:
+    """`hipmem ARGS` with stdout to the file `stdout`, or to a pipe (None)."""
+    with Path(os.devnull if stdout is None else stdout).open("w") as sink:
         return subprocess.run(
             [sys.executable, "-m", "hipmem.cli.main", *args],
-            stdout=subprocess.PIPE if stdout == subprocess.PIPE else sink,
+            stdout=subprocess.PIPE if stdout is None else sink,
             stderr=subprocess.PIPE, text=True, env=environment(), cwd=REPO, timeout=300,
             check=False,
         )  # fmt: skip
@@ -132,6 +133,6 @@ def test_an_answer_written_to_a_full_disk_is_not_kept_as_the_answer(rocm72: Path
         assert full.stderr.endswith(
             "Error: cannot write the standard output: No space left on device\n"
         )
-    piped = _hipmem_to(subprocess.PIPE, args)
+    piped = _hipmem_to(None, args)
     assert (piped.returncode, piped.stderr) == (0, ""), piped.stderr
     assert "rocsolver_dgetrf" in piped.stdout
