@@ -8,16 +8,24 @@ from typing import Annotated, Any, Optional
 import typer
 
 from hipmem._core.byte_sizes import parse_bytes
+from hipmem._core.plot_files import check_plot_path
+from hipmem._core.skipped_input import SHOWN_PLACES, skipped_json
 
 from ..replay.engine.backends import is_host_spec
 from ..replay.engine.options import ReplayOptions
-from ..replay.engine.preflight import preflight
 from ..replay.engine.resources import parse_spec
 from ..replay.fleet.cluster import fleet_client, plan_local_cluster, require_dask
-from ..replay.fleet.results import STATUS_OK, ResultsFile
-from ..replay.fleet.run import DEFAULT_RETRIES, FleetRequest, FleetRun, find_fleet_logs, run_fleet
+from ..replay.fleet.records import STATUS_OK
+from ..replay.fleet.results import ResultsFile
+from ..replay.fleet.run import (
+    DEFAULT_RETRIES,
+    FleetRequest,
+    FleetRun,
+    check_fleet_paths,
+    find_fleet_logs,
+    run_fleet,
+)
 from ..replay.fleet.summary import ResourceSummary, Spread, summarize
-from ..replay.logs.plot import check_plot_path
 from . import output
 from .options import (
     DeviceMemoryOption,
@@ -27,6 +35,7 @@ from .options import (
 )
 
 _NAMES_SHOWN = 5  # logs named per line below the table; --json names all
+_PIPED_EVERY_S = 5.0  # piped: a progress line at most this often (and one per stage)
 
 
 # The exit codes after the arguments and options, as in every command's help.
@@ -132,6 +141,8 @@ def fleet_command(
     results_file = ResultsFile(results) if results is not None else None
     if results_file is not None:
         results_file.check_writable()
+    check_fleet_paths(logs)
+    _say("finding logs ...")
     request = FleetRequest(
         logs=find_fleet_logs(logs),
         specs=specs,
@@ -142,18 +153,26 @@ def fleet_command(
         send_logs=send_logs,
     )
     request.check()
+    found, pairs = len(request.logs), len(request.logs) * len(specs)
+    _say(f"{found:,} logs x {len(specs):,} resource(s): {pairs:,} pairs")
     plan = None
     if scheduler is None:
         # A missing GPU or library is said before any worker starts; the virtual GPU and
         # host memory need no GPU, so their workers are one per CPU core.
+        from ..replay.engine.preflight import preflight  # the engine: after the first line
+
         targets = preflight(specs, options, rmm_releases=[rmm])
         on_virtual = [targets.on_virtual_gpu(s, options) for s in specs]
         gpus = backend != "host" and not all(
             is_host_spec(spec) or virtual for spec, virtual in zip(specs, on_virtual, strict=True)
         )
         plan = plan_local_cluster(gpus_needed=gpus, workers=workers)
-    with fleet_client(scheduler, plan) as client, output.progress("fleet") as bar:
-        run = run_fleet(client, request, results_file, progress=bar)
+    with output.progress("fleet", piped_every_s=_PIPED_EVERY_S) as bar:
+        bar(0, None, f"starting {plan.describe()} ..." if plan else
+            f"joining the cluster at {scheduler} ...")  # fmt: skip
+        with fleet_client(scheduler, plan) as client:
+            run = run_fleet(client, request, results_file, progress=bar)
+    _say_unused(run)
     names = [spec.label for spec in specs]
     summaries = summarize(run.records, names)
     if plot is not None:
@@ -166,6 +185,22 @@ def fleet_command(
         where = plan.describe() if plan else f"the cluster at {scheduler} ({run.workers} workers)"
         _print_answer(run, summaries, capacity, where, plot)
     raise typer.Exit(_exit_code(run, capacity))
+
+
+def _say(text: str) -> None:
+    """What the sweep is doing, on stderr, as it starts each step (on a terminal too)."""
+    output.info(f"fleet: {text}")
+
+
+def _say_unused(run: FleetRun) -> None:
+    """The results file's lines that could not be used: the first few, each on its line, and
+    how many more (--json lists the first 100)."""
+    for place in run.unused_places[:SHOWN_PLACES]:
+        output.warning(f"{place.where}: line not used: {place.reason}")
+    more = run.unused_lines - min(len(run.unused_places), SHOWN_PLACES)
+    if more > 0:
+        output.warning(f"and {more:,} more lines of the results file not used "
+                       "(--json lists the first 100: results_lines_not_used)")  # fmt: skip
 
 
 def _exit_code(run: FleetRun, capacity: bool) -> int:
@@ -186,6 +221,7 @@ def _payload(
         "pairs": len(run.records),
         "pairs_resumed": run.skipped_pairs,
         "pairs_run": run.replayed_pairs,
+        "results_lines_not_used": skipped_json(run.unused_lines, run.unused_places),
         "resources": [s.as_dict() for s in summaries],
         "records": run.records,
     }

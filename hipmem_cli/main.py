@@ -26,7 +26,7 @@ GLOBAL_FLAGS = ("--debug", "--version")
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 done; 1 the work failed or found a problem; 2 usage (a bad option, "
-    "argument or input file); 130 interrupted."
+    "argument or input file); 130 interrupted (143: SIGTERM)."
 )
 
 
@@ -92,7 +92,8 @@ def build_app(argv: list[str]) -> Any:
 def main() -> None:
     """Console-script entry point."""
     use_system_pool()  # before pyarrow is imported: hipmem/_core/freed_memory.py says why
-    signal.signal(signal.SIGINT, _on_ctrl_c)
+    for stopping in output.STOPPING_SIGNALS:
+        signal.signal(stopping, _on_stop)
     try:
         code = _run(sys.argv[1:])
     except KeyboardInterrupt:
@@ -104,20 +105,21 @@ def main() -> None:
             raise
         code = 130
     if _interrupted:
-        output.interrupted()
+        output.interrupted(_interrupted)
     sys.exit(code)
 
 
-_interrupted = False
+_interrupted = 0  # the signal that stops the command, once one came
 
 
-def _on_ctrl_c(signum: int, frame: object) -> None:
-    """First Ctrl-C: unwind (finally blocks remove temporary files), then the one line.
-    Another one while unwinding: the line at once."""
+def _on_stop(signum: int, frame: object) -> None:
+    """First Ctrl-C or SIGTERM: unwind as a Ctrl-C does (finally blocks remove temporary
+    files, a fleet's cluster and its workers are closed), then the one line. Another one
+    while unwinding: the line at once."""
     global _interrupted
     if _interrupted:
-        output.interrupted()
-    _interrupted = True
+        output.interrupted(_interrupted)
+    _interrupted = signum
     raise KeyboardInterrupt
 
 

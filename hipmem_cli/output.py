@@ -185,19 +185,26 @@ def traceback_of(err: BaseException) -> None:
     sys.stderr.flush()
 
 
-def interrupted() -> None:
-    """Ctrl-C: one line, exit 130, whatever threads are still running.
+def interrupted(signum: int = signal.SIGINT) -> None:
+    """Ctrl-C: one line, exit 130, whatever threads are still running; SIGTERM the same with
+    "terminated", exit 143 (128 + the signal, as a shell reports it).
 
-    Further Ctrl-Cs are ignored, and the process ends with os._exit so that no thread join
+    Further signals are ignored, and the process ends with os._exit so that no thread join
     or finaliser can print a second message; the OS returns every byte the process held.
     """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for ignored in STOPPING_SIGNALS:
+        signal.signal(ignored, signal.SIG_IGN)
+    line, code = STOPPING_SIGNALS.get(signum, STOPPING_SIGNALS[signal.SIGINT])
     with contextlib.suppress(Exception):  # stdout may be closed; the line still goes out
         sys.stdout.flush()
     try:
-        os.write(2, b"Error: interrupted\n")
+        os.write(2, f"Error: {line}\n".encode())
     finally:
-        os._exit(130)
+        os._exit(code)
+
+
+# The signals that stop a command cleanly (main.py unwinds, then this line and exit code).
+STOPPING_SIGNALS = {signal.SIGINT: ("interrupted", 130), signal.SIGTERM: ("terminated", 143)}
 
 
 def block(text: str, *, err: bool = False) -> None:
@@ -474,9 +481,14 @@ def progress_display(title: str, *, transfer: bool = False) -> Any:
 
 @contextmanager
 def progress(
-    title: str, *, transfer: bool = False, steps_when_piped: bool = False
+    title: str,
+    *,
+    transfer: bool = False,
+    steps_when_piped: bool = False,
+    piped_every_s: float | None = None,
 ) -> Iterator[ProgressCallback]:
-    """A progress bar on stderr when it is a terminal; a silent callback otherwise.
+    """A progress bar on stderr when it is a terminal; a silent callback otherwise, or with
+    `piped_every_s` a line now and then (hipmem_cli/piped_progress.py).
 
     Libraries never draw: they take a `(done, total, label)` callback, and this is it. The
     line reads `TITLE [ITEM]`: the label is shown only when it names an item (a file, a
@@ -487,7 +499,16 @@ def progress(
     wait is.
     """
     if not _console("stderr").is_terminal:
-        yield _step_lines(title) if steps_when_piped else no_progress
+        if steps_when_piped:
+            yield _step_lines(title)
+            return
+        if piped_every_s is None:
+            yield no_progress
+            return
+        from .piped_progress import piped_progress
+
+        with piped_progress(title, piped_every_s, info) as lines:
+            yield lines
         return
     with progress_display(title, transfer=transfer) as bar:
         task = bar.add_task(clean(title), total=None)

@@ -3,7 +3,12 @@
 These functions run on Dask workers, each in a process of its own that sees only its own GPU
 (`CUDA_VISIBLE_DEVICES` / `HIP_VISIBLE_DEVICES` name it first, so it is device 0 there). They
 take and return plain data (paths, strings, dicts), so nothing but a path, or a log's bytes
-when logs are sent, crosses the network, and the client never loads a log.
+when logs are sent, crosses the network, and the client never loads a log. A task is a batch:
+several small logs to hash, or several pairs of small logs to replay (`batches.py`), one after
+another, each with its own answer.
+
+What a replay needs (pandas, pyarrow, the engine) is imported on a worker's first pair: the
+client imports this module for its task types, and starts in a fraction of the time.
 """
 
 from __future__ import annotations
@@ -18,17 +23,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from time import perf_counter_ns
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..capacity.search import find_capacity
 from ..engine.options import ReplayOptions
-from ..engine.program import ReplayProgram, build_program
-from ..engine.resources import parse_spec
-from ..engine.run import replay
 from ..errors import ReplayError
-from ..logs.events import ALLOCATE_FAILURE, AllocationLog
-from ..logs.loader import load_log
-from .results import RESULTS_VERSION, STATUS_FAILED, STATUS_OK, TASK_CAPACITY
+from .records import RESULTS_VERSION, STATUS_FAILED, STATUS_OK, TASK_CAPACITY, TEXT_CHARS
+
+if TYPE_CHECKING:
+    from ..engine.program import ReplayProgram
+    from ..logs.events import AllocationLog
 
 _HASH_BLOCK_BYTES = 1 << 20
 
@@ -68,6 +71,18 @@ def hash_log(log: LogRef) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
+def hash_logs(logs: list[LogRef]) -> list[str | dict[str, str]]:
+    """Each log's SHA-256 hex, or {"reason": why} for a log this worker cannot read."""
+    return [_hash_or_reason(log) for log in logs]
+
+
+def _hash_or_reason(ref: LogRef) -> str | dict[str, str]:
+    try:
+        return hash_log(ref)[0]
+    except OSError as err:
+        return {"reason": f"{ref.path}: cannot be read on the worker: {err.strerror or err}"}
+
+
 def where_am_i(backend: str) -> dict[str, Any]:
     """Which process and GPU did the work: host, pid, the worker and the device it sees."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("HIP_VISIBLE_DEVICES")
@@ -105,6 +120,11 @@ def _gpu_bus_id() -> str | None:
         return None
 
 
+def run_pairs(pairs: list[PairTask]) -> list[dict[str, Any]]:
+    """Each pair's record, one pair after another (a log kept loaded for its next pair)."""
+    return [run_pair(pair) for pair in pairs]
+
+
 def run_pair(pair: PairTask) -> dict[str, Any]:
     """Replay one pair (and with TASK_CAPACITY, search its capacity): one results record.
 
@@ -131,10 +151,15 @@ def run_pair(pair: PairTask) -> dict[str, Any]:
         # but a HipmemError) is named as one, and the sweep goes on.
         reason = str(err) if isinstance(err, HipmemError) else (
             f"internal error: {type(err).__name__}: {err}")  # fmt: skip
-        record.update(status=STATUS_FAILED, reason=" ".join(reason.split())[:2000])
+        record.update(status=STATUS_FAILED, reason=one_line(reason))
     record["task_wall_ns"] = perf_counter_ns() - started_ns
     record.setdefault("where", where_am_i(pair.options.backend))
     return record
+
+
+def one_line(reason: str) -> str:
+    """A failure's reason as a record holds it: one line, at most 2,000 characters."""
+    return " ".join(reason.split())[: min(2000, TEXT_CHARS)]
 
 
 # The last log this worker loaded, with its program: the next pair is often the same log
@@ -143,6 +168,9 @@ _last_loaded: tuple[tuple[str, str], AllocationLog, ReplayProgram] | None = None
 
 
 def _loaded(pair: PairTask) -> tuple[AllocationLog, ReplayProgram]:
+    from ..engine.program import build_program
+    from ..logs.loader import load_log
+
     global _last_loaded
     key = (pair.log.path, pair.log_sha256)
     last = _last_loaded
@@ -162,6 +190,11 @@ def _loaded(pair: PairTask) -> tuple[AllocationLog, ReplayProgram]:
 
 
 def _replay_pair(pair: PairTask) -> dict[str, Any]:
+    from ..capacity.search import find_capacity
+    from ..engine.resources import parse_spec
+    from ..engine.run import replay
+    from ..logs.events import ALLOCATE_FAILURE
+
     log, program = _loaded(pair)
     spec = parse_spec(pair.spec)
     options = dataclasses.replace(pair.options, plot_samples=0)

@@ -17,7 +17,7 @@ from hipmem._core.atomic_write import atomic_output
 from hipmem._core.decimate import envelope
 from hipmem._core.pyplot import pyplot
 
-from .results import STATUS_OK
+from .records import STATUS_OK
 
 _STYLES = ("-", "--", ":", "-.")
 

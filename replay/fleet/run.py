@@ -1,61 +1,58 @@
-"""A fleet sweep: every (log, resource) pair as a Dask task, results as they come.
+"""A fleet sweep: every (log, resource) pair replayed on a Dask cluster, results as they come.
 
 The client only names logs (paths, or with `send_logs` their bytes, read one task at a time)
 and collects small records; workers hash and replay (replay/fleet/pair.py). Steps:
 
-1. every log is hashed on a worker (SHA-256 of its bytes): the key of its pairs;
+1. every log is hashed on a worker (SHA-256 of its bytes): the key of its pairs; small logs
+   several to a task (batches.py);
 2. pairs already `ok` in the results file are skipped (a resumed sweep starts where the last
-   one stopped);
-3. the others are submitted, at most a few per worker at a time so the client holds little
-   whatever the fleet's size, and each finished pair is appended to the results file at once;
-4. with log affinity (replay/fleet/queue.py): loading a log of 1.5 M events costs a worker
-   about a second, and a worker keeps the last log it loaded, so the client gives each worker
-   a log of its own and, as a slot frees on a worker, the next pair of that worker's log,
-   else a log nobody has started, else (at the end) a pair of the log another worker is on,
-   so that no worker idles while work remains. Each task asks for its worker loosely
-   (`allow_other_workers`): a worker gone by then does not strand it. Workers are asked of
-   the scheduler as the sweep goes, so a worker that joins (or restarts) gets work too;
-5. a pair whose worker died (a GPU fault, a killed process) is submitted again, to whichever
-   worker is free, up to `retries` times; then it is recorded as failed with the reason,
-   and the sweep goes on.
-
-The worker death is seen through Dask's `KilledWorker`. On a local cluster the scheduler is
-told to allow no failure of its own (`distributed.scheduler.allowed-failures: 0`), so every
-death reaches this loop and counts against `retries`; an external scheduler first retries on
-its own (its `allowed-failures`, 3 by default), and this loop then counts its `KilledWorker`
-as one attempt.
+   one stopped); every line of the file is checked first, and one that is not a record
+   hipmem wrote is named and never used (results.py, resume.py);
+3. the others are submitted (submit.py), at most a few tasks per worker at a time so the
+   client holds little whatever the fleet's size, small logs' pairs several to a task, and
+   each task's records are checked (records.py) and appended to the results file at once;
+4. with log affinity (queue.py): loading a log of 1.5 M events costs a worker about a
+   second, and a worker keeps the last log it loaded, so the client gives each worker a log
+   of its own and, as a slot frees on a worker, the next pair of that worker's log, else a
+   log nobody has started, else (at the end) a pair of the log another worker is on, so that
+   no worker idles while work remains;
+5. a task whose worker died (a GPU fault, a killed process) is submitted again, up to
+   `retries` times (submit.py says how); then its pairs are recorded as failed with the
+   reason, and the sweep goes on.
 """
 
 from __future__ import annotations
 
 import os
-import time
-from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hipmem._core.progress import ProgressCallback
+from hipmem._core.skipped_input import SkippedPlace
 
 from ..engine.options import ReplayOptions
 from ..engine.resources import ResourceSpec
 from ..errors import ReplayError, ReplayUsageError
 from ..logs.log_files import LogFileNotFoundError
-from .pair import LogRef, PairTask, hash_log, run_pair
+from . import batches
+from .pair import LogRef, PairTask, hash_logs, one_line, run_pairs
 from .queue import WorkQueue
-from .results import (
+from .records import (
+    RESULTS_VERSION,
     STATUS_FAILED,
-    STATUS_OK,
     TASK_CAPACITY,
     TASK_REPLAY,
-    PairKey,
-    ResultsFile,
+    BadRecord,
+    check_record,
 )
+from .results import ResultsFile
+from .resume import Resume
+from .submit import submit_all
 
 # What a folder given as a log holds that hipmem reads: RMM CSVs and PyTorch snapshots.
 LOG_SUFFIXES = (".csv", ".csv.gz", ".pickle", ".pickle.gz", ".pkl", ".pkl.gz")
-IN_FLIGHT_PER_WORKER = 2  # pairs queued per worker: enough to keep it busy, no more
 DEFAULT_RETRIES = 2
 
 
@@ -114,10 +111,23 @@ class FleetRun:
     skipped_pairs: int  # already done in the results file
     replayed_pairs: int  # run in this sweep
     workers: int
+    unused_lines: int = 0  # lines of the results file that could not be used (named below)
+    unused_places: list[SkippedPlace] = field(default_factory=list)  # the first ones, and why
+
+
+def check_fleet_paths(paths: Sequence[str | os.PathLike[str]]) -> None:
+    """Each path given names a file or a folder (before any folder is searched)."""
+    for given in paths:
+        path = Path(given)
+        if path.exists() and not (path.is_dir() or path.is_file()):
+            raise LogFileNotFoundError(f"{given}: not a regular file or a folder")
+        if not path.exists():
+            raise LogFileNotFoundError(f"log file '{given}' does not exist")
 
 
 def find_fleet_logs(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
     """Each file as given; each folder's logs (by suffix, in every subfolder), sorted."""
+    check_fleet_paths(paths)
     found: list[Path] = []
     for given in paths:
         path = Path(given)
@@ -128,12 +138,8 @@ def find_fleet_logs(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
                     f"{given}: a folder with no logs in it ({', '.join(LOG_SUFFIXES)})"
                 )
             found.extend(inside)
-        elif path.is_file():
-            found.append(path)
-        elif path.exists():
-            raise LogFileNotFoundError(f"{given}: not a regular file or a folder")
         else:
-            raise LogFileNotFoundError(f"log file '{given}' does not exist")
+            found.append(path)
     return list(dict.fromkeys(found))  # a log named twice is swept once
 
 
@@ -151,8 +157,12 @@ def run_fleet(
     request.check()
     workers = _workers(client)
     refs = [LogRef(str(path)) for path in request.logs]
-    hashes, unreadable = _hash_logs(client, refs, request, progress)
-    done = results.read() if results is not None else {}
+    sizes = [_size(path) for path in request.logs]
+    hashes, unreadable = _hash_logs(client, refs, sizes, request, workers, progress)
+    labels = [spec.label for spec in request.specs]
+    resume = Resume([r.path for r in refs], hashes, labels, request.task, request.settings)
+    if results is not None:
+        resume.read(results)
     records: dict[tuple[int, int], dict[str, Any]] = {}
     todo: list[tuple[int, int]] = []
     for i, ref in enumerate(refs):
@@ -160,42 +170,49 @@ def run_fleet(
             if i in unreadable:  # the workers could not read the log at all
                 records[i, j] = _failed(request, ref, "", spec, unreadable[i], 1)
                 continue
-            key = PairKey(hashes[i], spec.label, request.task, request.settings)
-            previous = _finished(done, key)
+            previous = resume.record(hashes[i], spec.label)
             if previous is not None:
                 records[i, j] = {**previous, "log": ref.path}
             else:
                 todo.append((i, j))
+    unused = resume.skipped([(refs[i].path, labels[j]) for i, j in todo])
     skipped = len(records)
-    total = len(refs) * len(request.specs)
-    tracker = _Tracker(total, skipped, progress)
+    tracker = _Tracker(len(refs) * len(request.specs), skipped, progress)
 
-    def make(index: tuple[int, int]) -> PairTask:
-        i, j = index
-        return PairTask(
-            log=_with_content(refs[i], request.send_logs),
-            log_sha256=hashes[i],
-            spec=request.specs[j].label,
-            task=request.task,
-            settings=request.settings,
-            options=request.options,
-            confirm_runs=request.confirm_runs,
-        )
+    def make(batch: tuple[tuple[int, int], ...]) -> list[PairTask]:
+        return [
+            PairTask(
+                log=_with_content(refs[i], request.send_logs),
+                log_sha256=hashes[i],
+                spec=labels[j],
+                task=request.task,
+                settings=request.settings,
+                options=request.options,
+                confirm_runs=request.confirm_runs,
+            )
+            for i, j in batch
+        ]
 
-    def finished(index: tuple[int, int], record: dict[str, Any]) -> None:
+    def finished(done: list[tuple[tuple[int, int], dict[str, Any]]]) -> None:
+        checked = [(at, _checked(record, request, refs, hashes, at)) for at, record in done]
         if results is not None:
-            results.append(record)
-        records[index] = record
-        tracker.pair_done(record)
+            results.append(*(record for _, record in checked))
+        for index, record in checked:
+            records[index] = record
+            tracker.pair_done(record)
 
     def gave_up(index: tuple[int, int], reason: str, attempts: int) -> dict[str, Any]:
         i, j = index
         return _failed(request, refs[i], hashes[i], request.specs[j], reason, attempts)
 
-    by_log = WorkQueue(todo, log_of=lambda pair: pair[0])
-    _submit_all(client, by_log, make, run_pair, finished, gave_up, request.retries)
+    most = batches.batch_units(len(todo), workers, batches.PAIR_BATCH_PAIRS)
+    pair_batches = batches.batched(
+        todo, lambda pair: sizes[pair[0]], most, batches.PAIR_BATCH_BYTES
+    )
+    by_log = WorkQueue(pair_batches, log_of=lambda batch: batch[0][0])
+    submit_all(client, by_log, make, run_pairs, finished, gave_up, request.retries)
     ordered = [records[i, j] for i in range(len(refs)) for j in range(len(request.specs))]
-    return FleetRun(ordered, skipped, len(todo), workers)
+    return FleetRun(ordered, skipped, len(todo), workers, unused.skipped, unused.places)
 
 
 def _workers(client: Any, wait_s: float = 60) -> int:
@@ -209,22 +226,31 @@ def _workers(client: Any, wait_s: float = 60) -> int:
     return len(client.scheduler_info()["workers"])
 
 
-def _finished(done: dict[PairKey, dict[str, Any]], key: PairKey) -> dict[str, Any] | None:
-    """The `ok` record of this key; a capacity search also answers a plain replay."""
-    keys = [key]
-    if key.task == TASK_REPLAY:
-        capacity_settings = [k for k in done if k.task == TASK_CAPACITY]
-        keys += [
-            k
-            for k in capacity_settings
-            if (k.log_sha256, k.spec) == (key.log_sha256, key.spec)
-            and k.settings.startswith(key.settings + ",")
-        ]
-    for candidate in keys:
-        record = done.get(candidate)
-        if record is not None and record.get("status") == STATUS_OK:
-            return record
-    return None
+def _size(path: Path) -> int:
+    """The log's size as the client sees it (0 when it cannot: the workers will say why)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _checked(
+    record: dict[str, Any],
+    request: FleetRequest,
+    refs: list[LogRef],
+    hashes: list[str],
+    index: tuple[int, int],
+) -> dict[str, Any]:
+    """A worker's record as it may be summed: checked as a results line is; a record that is
+    not (a worker of another hipmem, a bug) is a failed pair saying why."""
+    try:
+        return check_record(record)
+    except BadRecord as err:
+        i, j = index
+        reason = f"the worker's record cannot be used: {err}"
+        attempts = record.get("attempts") if isinstance(record, dict) else None
+        tries = attempts if type(attempts) is int and attempts >= 1 else 1
+        return _failed(request, refs[i], hashes[i], request.specs[j], reason, tries)
 
 
 def _with_content(ref: LogRef, send: bool) -> LogRef:
@@ -235,8 +261,6 @@ def _with_content(ref: LogRef, send: bool) -> LogRef:
 def _failed(
     request: FleetRequest, ref: LogRef, sha256: str, spec: ResourceSpec, reason: str, attempts: int
 ) -> dict[str, Any]:
-    from .results import RESULTS_VERSION
-
     return {
         "version": RESULTS_VERSION,
         "log": ref.path,
@@ -245,7 +269,7 @@ def _failed(
         "task": request.task,
         "settings": request.settings,
         "status": STATUS_FAILED,
-        "reason": reason,
+        "reason": one_line(reason),
         "attempts": attempts,
     }
 
@@ -253,7 +277,9 @@ def _failed(
 def _hash_logs(
     client: Any,
     refs: list[LogRef],
+    sizes: list[int],
     request: FleetRequest,
+    workers: int,
     progress: ProgressCallback | None,
 ) -> tuple[list[str], dict[int, str]]:
     """Each log's SHA-256, computed on the workers; and why, for the logs they cannot read."""
@@ -263,35 +289,32 @@ def _hash_logs(
     if progress:
         progress(0, len(refs), "logs hashed")
 
-    def finished(index: int, outcome: str | dict[str, str]) -> None:
-        if isinstance(outcome, dict):
-            unreadable[index] = outcome["reason"]
-        else:
-            hashes[index] = outcome
-        count[0] += 1
+    def finished(done: list[tuple[int, str | dict[str, str]]]) -> None:
+        for index, outcome in done:
+            if isinstance(outcome, dict):
+                unreadable[index] = outcome["reason"]
+            else:
+                hashes[index] = outcome
+        count[0] += len(done)
         if progress:
             progress(count[0], len(refs), "logs hashed")
 
     def gave_up(index: int, reason: str, attempts: int) -> dict[str, str]:
         return {"reason": reason}
 
-    _submit_all(
+    most_bytes = batches.SENT_BATCH_BYTES if request.send_logs else batches.HASH_BATCH_BYTES
+    most = batches.batch_units(len(refs), workers, batches.HASH_BATCH_LOGS)
+    log_batches = batches.batched(range(len(refs)), sizes.__getitem__, most, most_bytes)
+    submit_all(
         client,
-        WorkQueue(range(len(refs)), log_of=lambda i: i),  # one item per log: first in, first out
-        lambda i: _with_content(refs[i], request.send_logs),
-        _hash_or_reason,
+        WorkQueue(log_batches, log_of=lambda batch: batch[0]),  # first in, first out
+        lambda batch: [_with_content(refs[i], request.send_logs) for i in batch],
+        hash_logs,
         finished,
         gave_up,
         request.retries,
     )
     return hashes, unreadable
-
-
-def _hash_or_reason(ref: LogRef) -> str | dict[str, str]:
-    try:
-        return hash_log(ref)[0]
-    except OSError as err:
-        return {"reason": f"{ref.path}: cannot be read on the worker: {err.strerror or err}"}
 
 
 class _Tracker:
@@ -310,111 +333,3 @@ class _Tracker:
     def _report(self) -> None:
         if self.progress:
             self.progress(self.done, self.total, f"pairs, {self.events:,} events replayed")
-
-
-def _submit_all(
-    client: Any,
-    queue: WorkQueue[Any],
-    make: Callable[[Any], Any],
-    function: Callable[[Any], Any],
-    finished: Callable[[Any, Any], None],
-    gave_up: Callable[[Any, str, int], Any],
-    retries: int,
-) -> None:
-    """Run `function(make(item))` for every item of `queue`, results as they come: each live
-    worker holds IN_FLIGHT_PER_WORKER tasks, the next one for a worker chosen by `queue` (log
-    affinity); a task whose worker died is retried, on any worker, up to `retries` times."""
-    from distributed import as_completed
-
-    running = as_completed()
-    asked: dict[str, tuple[Any, str | None]] = {}  # future key -> (item, the worker asked)
-    attempts: dict[Any, int] = {}
-    live = _LiveWorkers(client)
-
-    def submit(item: Any, worker: str | None) -> None:
-        attempts[item] = attempts.get(item, 0) + 1
-        # Loose: should `worker` be gone by the time it is scheduled, any other runs it.
-        where = {"workers": [worker], "allow_other_workers": True} if worker else {}
-        future = client.submit(function, make(item), pure=False, retries=0, **where)
-        asked[future.key] = (item, worker)
-        running.add(future)
-
-    def top_up(fresh: bool) -> None:
-        busy = Counter(worker for _, worker in asked.values())
-        for worker in _slots(live.addresses(fresh), busy):
-            item = queue.take(worker)
-            if item is None:
-                return
-            submit(item, worker)
-        if not asked and len(queue):  # no worker known just now: one task for whoever comes
-            submit(queue.take(None), None)
-
-    top_up(fresh=False)
-    for future in running:
-        item, _ = asked.pop(future.key)
-        nothing = future.status != "finished"  # a worker may have died: ask for workers again
-        if _collect(future, item, attempts[item], retries, finished, gave_up):
-            submit(item, None)  # to whichever worker is free: the dead one is gone
-        future.release()
-        top_up(fresh=nothing)
-
-
-def _slots(workers: list[str], busy: Counter[str | None]) -> Iterator[str]:
-    """Each worker once per free slot, a round at a time, so that at the start each worker is
-    given a log of its own before any is given a second task."""
-    for round_ in range(IN_FLIGHT_PER_WORKER):
-        yield from (w for w in workers if busy[w] <= round_)
-
-
-def _collect(
-    future: Any,
-    item: Any,
-    attempts: int,
-    retries: int,
-    finished: Callable[[Any, Any], None],
-    gave_up: Callable[[Any, str, int], Any],
-) -> bool:
-    """Hand a done future's outcome to `finished`; True (and nothing handed) when its worker
-    died and the item has attempts left: to be submitted again."""
-    if future.status == "finished":
-        outcome = future.result()
-        if isinstance(outcome, dict) and "status" in outcome:
-            outcome["attempts"] = attempts
-        finished(item, outcome)
-        return False
-    reason, died = _why_nothing(future)
-    if died and attempts <= retries:
-        return True
-    finished(item, gave_up(item, reason, attempts))
-    return False
-
-
-class _LiveWorkers:
-    """The cluster's worker addresses. Asking the scheduler is a round trip, so at most once
-    a second, or at once after a worker died (a restarted one comes back at a new address)."""
-
-    REFRESH_S = 1.0
-
-    def __init__(self, client: Any) -> None:
-        self._client = client
-        self._addresses: list[str] = []
-        self._asked_at = -self.REFRESH_S
-
-    def addresses(self, fresh: bool) -> list[str]:
-        if fresh or time.monotonic() - self._asked_at >= self.REFRESH_S:
-            self._addresses = sorted(self._client.scheduler_info()["workers"])
-            self._asked_at = time.monotonic()
-        return self._addresses
-
-
-def _why_nothing(future: Any) -> tuple[str, bool]:
-    """(reason, whether the worker died) for a task that returned nothing."""
-    from distributed import KilledWorker
-
-    if future.status == "cancelled":  # the scheduler lost it (restarted, or lost its worker)
-        return "the cluster cancelled it", True
-    error = future.exception()
-    if isinstance(error, KilledWorker):
-        return f"its worker died while running it ({error})", True
-    # A bug, not a property of the log: reported with the pair, and the sweep goes on.
-    return f"internal error: {type(error).__name__}: {error}", False

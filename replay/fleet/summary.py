@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from .results import STATUS_OK
+from .records import STATUS_OK
 
 
 @dataclass(frozen=True)

@@ -47,18 +47,13 @@ from hipmem._core.skipped_input import NothingToAnswer
 from ..errors import LogFormatError, ReplayUsageError
 from ..snapshots.reader import read_snapshot
 from ..snapshots.snapshot_file import is_snapshot
+from .bounds import MAX_PLAUSIBLE_BYTES, MAX_TOTAL_BYTES
 from .csv_columns import Int64Array, convert_columns, unwrap_midnight, why_bad
 from .csv_header import read_layout
 from .csv_reading import NeedsTolerantRead, SplitLines, read_fast, read_tolerant
 from .events import ALLOCATE, COLUMNS, MAX_KEPT_SKIPS, AllocationLog, Recording, SkippedRow
 from .gzip_salvage import open_log
 from .log_files import find_log_files
-
-#: No device holds a petabyte: a larger size is a damaged row, skipped and reported. With
-#: every size below this, sums of sizes fit int64 unless the log allocates 2**62 bytes in
-#: all, which `load_log` refuses; so live bytes, totals and peaks never wrap.
-MAX_PLAUSIBLE_BYTES = 1 << 50
-MAX_TOTAL_BYTES = 1 << 62
 
 
 class BadLogRowError(LogFormatError):

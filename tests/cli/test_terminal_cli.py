@@ -294,6 +294,32 @@ def test_ctrl_c_is_one_line_and_exit_130(wait_s: float) -> None:
     assert stderr == "Error: interrupted\n" and stdout == ""
 
 
+def test_sigterm_is_one_line_and_exit_143() -> None:
+    """SIGTERM (kill, timeout, a job scheduler) as soon as hipmem handles it (from the first
+    lines of its entry point, while it still imports), twice: as Ctrl-C, one line, exit 143
+    (128 + 15). (Mid-work: tests/replay/fleet/test_fleet_process.py.)"""
+    process = subprocess.Popen(
+        [str(HIPMEM), "replay", SAMPLE_LOG, "-r", "host", "--repeats", "2000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60  # a bound for a failure: the handler comes in a second
+    while not _catches(process.pid, signal.SIGTERM) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    for _ in range(2):
+        process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 143, stderr
+    assert stderr == "Error: terminated\n" and stdout == ""
+
+
+def _catches(pid: int, signum: int) -> bool:
+    """Whether the process has a handler for `signum` (its SigCgt mask, from /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    return False
+
+
 # A Ctrl-C that lands while a module's dataclass is made reaches hipmem as a RuntimeError
 # (Python wraps what `__set_name__` raises): here it is made to land there every time.
 _CTRL_C_IN_SET_NAME = """

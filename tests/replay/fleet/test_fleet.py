@@ -117,7 +117,8 @@ def test_every_pair_equals_a_serial_run(client, fleet, tmp_path):
     def by_pair(r: dict[str, Any]) -> tuple[str, str]:
         return r["log"], r["spec"]
 
-    assert sorted(map(json.loads, lines), key=by_pair) == sorted(run.records, key=by_pair)
+    written = [{k: v for k, v in json.loads(line).items() if k != "digest"} for line in lines]
+    assert sorted(written, key=by_pair) == sorted(run.records, key=by_pair)
     # The progress bar counted pairs, and events.
     pairs_done = [done for done, _, label in seen if "events" in label]
     assert pairs_done[-1] == len(run.records) and seen[-1][1] == len(run.records)
@@ -316,27 +317,47 @@ def test_folders_are_searched_for_logs(fleet):
 # --------------------------------------------------------------------------- the results file
 
 
+def a_record(sha256: str) -> dict[str, Any]:
+    """A finished pair as a worker writes it (a checked record)."""
+    return {"version": 1, "log": "a.csv", "log_sha256": sha256, "spec": "host",
+            "task": "replay", "settings": "s", "events": 2, "wall_ns": 10,
+            "events_per_s": 2e8, "outcome": "completed", "failure_count": 0,
+            "logged_failure_count": 0, "first_failure": None, "peak_requested_bytes": 4096,
+            "peak_reserved_bytes": 4096, "fragmentation": 1.0, "unreturned_bytes": 0,
+            "status": "ok", "attempts": 1}  # fmt: skip
+
+
 def test_a_crash_leaves_only_whole_lines(tmp_path):
     results = ResultsFile(tmp_path / "r.jsonl")
-    record = {"version": 1, "log_sha256": "a", "spec": "host", "task": "replay",
-              "settings": "s", "status": "ok"}  # fmt: skip
+    record = a_record("a" * 64)
     results.append(record)
     with results.path.open("ab") as stream:
         stream.write(b'{"version":1,"log_sha')  # the client died mid-write
-    assert list(results.read().values()) == [record]
-    results.append({**record, "log_sha256": "b"})
+    read = results.read()
+    assert list(read.records.values()) == [record] and read.skipped == 0
+    results.append({**record, "log_sha256": "b" * 64})
     assert results.path.read_text().count("\n") == 2
-    assert [r["log_sha256"] for r in results.read().values()] == ["a", "b"]
+    assert [r["log_sha256"] for r in results.read().records.values()] == ["a" * 64, "b" * 64]
 
 
-def test_a_foreign_results_file_is_refused_naming_its_line(tmp_path):
-    from hipmem.replay.fleet.results import ResultsFileError
+def test_a_foreign_file_is_refused_and_a_foreign_line_named(tmp_path):
+    from hipmem.replay.fleet.results import ForeignResultsFile
 
     path = tmp_path / "r.jsonl"
-    path.write_text('{"version":1,"log_sha256":"a","spec":"host","task":"replay","settings":"s",'
-                    '"status":"ok"}\nhello\n')  # fmt: skip
-    with pytest.raises(ResultsFileError, match=r"r\.jsonl:2: not a JSON line"):
-        ResultsFile(path).read()
+    path.write_text("Thread,Time,Action,Pointer,Size,Stream\nhello\n")  # a log, not results
+    with pytest.raises(ForeignResultsFile, match="holds no line of a hipmem fleet results"):
+        ResultsFile(path).check_writable()
+    assert path.read_text() == "Thread,Time,Action,Pointer,Size,Stream\nhello\n"  # untouched
+    path.write_text('{"version":1,"log_sha')  # all a crash left of a first line: results
+    ResultsFile(path).check_writable()
+    path.write_text("")
+    ResultsFile(path).append(a_record("a" * 64))
+    with path.open("a") as stream:
+        stream.write("hello\n")
+    ResultsFile(path).check_writable()  # one line of hipmem's: results, damaged or not
+    read = ResultsFile(path).read()
+    assert len(read.records) == 1
+    assert [str(p) for p in read.places] == [f"{path}:2: not a JSON line"]
 
 
 # --------------------------------------------------------------------------- the command
@@ -398,12 +419,21 @@ def test_the_command_resumes_after_ctrl_c(long_logs, tmp_path):
 
 
 def test_usage_errors_before_any_worker_starts(fleet, tmp_path):
-    done = hipmem("fleet", str(fleet[0]), "-r", "host", "--results", str(tmp_path))
-    assert done.returncode == 2 and "--results" in done.stderr and "directory" in done.stderr
+    """One line each, and nothing else (no "finding logs" before the refusal)."""
+    foreign = tmp_path / "notes.txt"
+    foreign.write_text("my notes\n")
+    for args, words in [
+        (["--results", str(tmp_path)], ["--results", "directory"]),
+        (["--results", str(foreign)], ["--results", "holds no line of a hipmem fleet"]),
+        (["-r", "pool:maximum=8GB"], ["ambiguous"]),
+    ]:
+        done = hipmem("fleet", str(fleet[0]), "-r", "host", *args)
+        assert done.returncode == 2 and all(w in done.stderr for w in words), done.stderr
+        assert done.stderr.count("\n") == 1, done.stderr
+    assert foreign.read_text() == "my notes\n"
     done = hipmem("fleet", str(tmp_path / "none.csv"), "-r", "host")
     assert done.returncode == 2 and "does not exist" in done.stderr
-    done = hipmem("fleet", str(fleet[0]), "-r", "pool:maximum=8GB")
-    assert done.returncode == 2 and "ambiguous" in done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
 
 
 def test_without_dask_the_command_says_which_extra_to_install(fleet):
