@@ -71,13 +71,14 @@ class CallLogError(SizingError):
     """A call log cannot be read, or (with --strict) holds a line that is not a call."""
 
 
-class NotACallLog(UsageError):
-    """The path named as a call log is not a file (a directory, a device such as
-    /dev/urandom): usage, exit 2, as every command says of an input that is no file."""
-
-
 class CallLogRefused(UsageError):
     """A call log holds something no real log does and that is refused outright (an alias)."""
+
+
+class NotACallLog(CallLogError, UsageError):
+    """The path named as a call log is not a file (a directory, a device such as
+    /dev/urandom): a call log that cannot be read, and usage (exit 2), as every command says
+    of an input that is no file."""
 
 
 class WorkloadError(UsageError):
