@@ -92,5 +92,11 @@ class CallLogRefused(UsageError):
     """A call log holds something no real log does and that is refused outright (an alias)."""
 
 
+class NotACallLog(CallLogError, UsageError):
+    """The path named as a call log is not a file (a directory, a device such as
+    /dev/urandom): a call log that cannot be read, and usage (exit 2), as every command says
+    of an input that is no file."""
+
+
 class WorkloadError(UsageError):
     """A workload file does not follow the workload schema."""

@@ -6,11 +6,19 @@ damaged gzip) the file is read again on the tolerant path: numpy splits the byte
 lines and counts their fields (so every line keeps its number), and pyarrow reads the
 well-formed ones with every column as raw bytes, for the column parsers
 (replay/logs/csv_columns.py) to validate. Lines end at \n (a \r before it is dropped).
+
+Arrow's threads never touch a Python object. Its threaded reader keeps reading ahead on its
+own threads after a read fails (reader.cc: no child stop token), and a thread that still
+holds a Python file, or a buffer that Python owns, when the interpreter exits must take the
+GIL to let it go: Python ends that thread (pthread_exit) inside a noexcept destructor, and
+the process aborts ("terminate called without an active exception", exit 134). So both
+paths hand arrow only what arrow owns: the file opened by arrow (a gzip one inflated by
+arrow's own gzip stream), and the tolerant path's rows copied into a buffer arrow allocated.
+A file of which no row has the right number of fields never reaches arrow at all.
 """
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,10 +57,12 @@ def read_fast(path: Path, layout: CsvLayout) -> pa.Table:
     types: dict[str, Any] = {"Thread": pa.int64(), "Action": text, "Pointer": text}
     types |= {"Size": pa.int64(), "Stream": text}
     types["Time"] = pa.binary() if layout.colon_times else pa.time64("us")
-    # A plain file goes to pyarrow by name: its native reader is faster than a Python file.
-    with open_log(path) if is_gzip(path) else contextlib.nullcontext(str(path)) as stream:
-        try:
-            table = pa_csv.read_csv(
+    # Arrow's own streams (the module docstring says why): a damaged gzip raises here, and
+    # the tolerant path reads it up to its damage and says where that is.
+    compression = "gzip" if is_gzip(path) else None
+    try:
+        with pa.input_stream(str(path), compression=compression) as stream:
+            return pa_csv.read_csv(
                 stream,
                 read_options=pa_csv.ReadOptions(
                     column_names=layout.names, skip_rows=1, block_size=1 << 22
@@ -60,11 +70,8 @@ def read_fast(path: Path, layout: CsvLayout) -> pa.Table:
                 parse_options=_CSV_PARSE,  # a malformed row raises
                 convert_options=pa_csv.ConvertOptions(column_types=types, **_CSV_CONVERT),
             )
-        except pa.ArrowException as err:
-            raise NeedsTolerantRead from err
-        if getattr(getattr(stream, "raw", None), "damage", None) is not None:
-            raise NeedsTolerantRead
-    return table
+    except (pa.ArrowException, OSError) as err:  # arrow's gzip errors are OSError
+        raise NeedsTolerantRead from err
 
 
 @dataclass
@@ -148,9 +155,12 @@ def split_lines(path: Path, fields: int, *, block_bytes: int = 1 << 26) -> Split
 def read_tolerant(path: Path, layout: CsvLayout) -> tuple[pa.Table, Int64Array, SplitLines]:
     """Every row with the right number of fields, as raw bytes, with its line number."""
     lines = split_lines(path, len(layout.names))
-    good = pa.py_buffer(np.concatenate(lines.good) if lines.good else b"")
+    good = _arrow_owned(lines.good)
     numbers = np.concatenate(lines.good_lines) if lines.good_lines else np.zeros(0, np.int64)
     lines.good, lines.good_lines = [], []
+    if not good.size:  # no row to read (arrow would say "Empty CSV file")
+        empty = pa.array([], pa.binary())
+        return pa.table({name: empty for name in layout.names}), numbers, lines
     try:
         table = pa_csv.read_csv(
             pa.BufferReader(good),
@@ -165,6 +175,14 @@ def read_tolerant(path: Path, layout: CsvLayout) -> tuple[pa.Table, Int64Array, 
     if table.num_rows != len(numbers):
         raise LogFormatError(f"{path}: cannot be read as CSV (rows and lines disagree)")
     return table, numbers, lines
+
+
+def _arrow_owned(blocks: list[np.ndarray]) -> pa.Buffer:
+    """The blocks' bytes, one after another, in a buffer arrow allocated (no Python object
+    for arrow's threads to let go of)."""
+    buffer = pa.allocate_buffer(sum(len(block) for block in blocks))
+    np.concatenate(blocks or [np.zeros(0, np.uint8)], out=np.frombuffer(buffer, np.uint8))
+    return buffer
 
 
 def _first_line(err: Exception) -> str:

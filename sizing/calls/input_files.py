@@ -19,6 +19,11 @@ class UnreadableInput(Exception):
     """The path cannot be read as an input file; the message names it and says why."""
 
 
+class NotAFile(UnreadableInput):
+    """The path is no file at all (a directory, a device, a socket): the user named the
+    wrong thing (usage, exit 2), unlike a file that cannot be read (exit 1)."""
+
+
 def describe(mode: int) -> str | None:
     """What a non-file is ("a directory", ...), or None for a file, pipe or FIFO."""
     if stat.S_ISDIR(mode):
@@ -38,7 +43,7 @@ def open_input(path: Path) -> BinaryIO:
         mode = path.stat().st_mode
         what = describe(mode)
         if what is not None:
-            raise UnreadableInput(f"{path}: is {what}, not a file")
+            raise NotAFile(f"{path}: is {what}, not a file")
         flags = os.O_RDONLY | (os.O_NONBLOCK if stat.S_ISFIFO(mode) else 0)
         fd = os.open(path, flags)
     except OSError as err:

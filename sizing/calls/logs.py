@@ -17,9 +17,9 @@ from typing import Any
 
 from hipmem._core.progress import ProgressCallback
 
-from ..errors import CallLogError, CallLogRefused, SizingError
+from ..errors import CallLogError, CallLogRefused, NotACallLog, SizingError
 from ..rocm.catalog import Catalog, load_catalog
-from .input_files import UnreadableInput, open_input
+from .input_files import NotAFile, UnreadableInput, open_input
 from .log_formats import (
     BAD_ARGUMENT,
     BENCH_COMMANDS,
@@ -122,6 +122,8 @@ def read_call_log(
                         _parse_lines(reader, distinct)
                 else:
                     entry[1] += 1
+    except NotAFile as err:
+        raise NotACallLog(str(err)) from None
     except UnreadableInput as err:
         raise CallLogError(str(err)) from None
     except OSError as err:

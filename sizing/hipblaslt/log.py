@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..calls.input_files import UnreadableInput, open_input
+from ..calls.input_files import NotAFile, UnreadableInput, open_input
 from ..calls.log_lines import MAX_LINE_BYTES, bounded_lines
-from ..errors import CallLogError, SizingError
+from ..errors import CallLogError, NotACallLog, SizingError
 from .matmul import MatmulCall, parse_matmul
 
 PROGRAM = "hipblaslt-bench"
@@ -103,6 +103,8 @@ def read_hipblaslt_log(path: Path) -> HipblasltLog:
                 call = seen[raw]  # None: a bad line, reported at its first number
                 if call is not None:
                     log.calls[call] = log.calls.get(call, 0) + 1
+    except NotAFile as err:
+        raise NotACallLog(str(err)) from None
     except UnreadableInput as err:
         raise CallLogError(str(err)) from None
     except OSError as err:

@@ -153,3 +153,48 @@ def test_replay_reports_unreadable_rows_like_log_inspect(tmp_path: Path) -> None
     strict = hipmem_bounded("replay", str(log), "-r", "host", "--backend", "host", "--strict")
     assert strict.returncode == 1
     assert strict.stderr.strip() == f"Error: {log}:7: expected 6 fields, found 1"
+
+
+@pytest.mark.parametrize("name", ["wide.csv", "wide.csv.gz"])
+def test_rows_of_100006_fields_are_named_never_an_empty_file(tmp_path: Path, name: str) -> None:
+    """Issue 48: 20 rows of 100,006 fields were "cannot be read as CSV: Empty CSV file", and
+    now and then an abort (exit 134)."""
+    row = "1,10:00:00.000001,allocate,0x10,4096,0x0" + ",9" * 100_000 + "\n"
+    content = (HEADER + row * 20).encode()
+    log = tmp_path / name
+    log.write_bytes(gzip.compress(content) if name.endswith(".gz") else content)
+    done = hipmem_bounded("log", "inspect", str(log))
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith(
+        f"Error: nothing to answer: 20 unreadable entries skipped: {log}:2: expected 6 fields, "
+        "found 100006;"
+    ), done.stderr
+    mixed = tmp_path / "mixed.csv"
+    mixed.write_text(HEADER + _rows(2) + row)
+    done = hipmem_bounded("replay", str(mixed), "-r", "host", "--backend", "host")
+    assert done.returncode == 0, done.stderr
+    assert f"1 unreadable entry skipped: {mixed}:6: expected 6 fields, found 100006" in done.stderr
+
+
+def test_arrow_reads_only_its_own_streams(tmp_path: Path, monkeypatch) -> None:
+    """Arrow reads ahead on its own threads after a read fails; a Python file there, let go of
+    while Python exits, aborts the process (terminate called without an active exception).
+    So the fast path hands arrow a stream arrow made (a gzip one too), never a Python file."""
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+
+    given: list[object] = []
+    read_csv = pa_csv.read_csv
+
+    def recording(source: object, *args: object, **kwargs: object) -> object:
+        given.append(source)
+        return read_csv(source, *args, **kwargs)
+
+    monkeypatch.setattr(pa_csv, "read_csv", recording)
+    content = (HEADER + _rows(3) + "x,y\n").encode()  # a bad row: the fast read fails
+    for name in ("a.csv", "a.csv.gz"):
+        path = tmp_path / name
+        path.write_bytes(gzip.compress(content) if name.endswith(".gz") else content)
+        assert load_log([path]).skipped_count == 1
+    assert len(given) == 4  # the fast read, then the tolerant one, of each file
+    assert all(isinstance(source, pa.NativeFile) for source in given), given

@@ -130,3 +130,32 @@ def _log_or_nothing(path: Path) -> AllocationLog | None:
         return load_log([path])
     except NothingToAnswer:
         return None
+
+
+_GOOD_ROW = "1,10:00:00.000001,allocate,0x{pointer:x},4096,0x0"
+
+
+@FUZZ
+@given(st.lists(st.integers(0, 40), min_size=1, max_size=30), st.booleans())
+def test_rows_wider_than_the_header_are_skipped_with_their_lines(extra, compress) -> None:
+    """Rows with more fields than the header (issue 48: "Empty CSV file", or an abort) are
+    skipped and named with their line, and the rest read; none readable: nothing to answer."""
+    lines = [
+        _GOOD_ROW.format(pointer=index + 1) + ",9" * fields for index, fields in enumerate(extra)
+    ]
+    content = ("Thread,Time,Action,Pointer,Size,Stream\n" + "\n".join(lines) + "\n").encode()
+    wide = {index + 2: 6 + fields for index, fields in enumerate(extra) if fields}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / ("wide.csv.gz" if compress else "wide.csv")
+        path.write_bytes(gzip.compress(content) if compress else content)
+        try:
+            log = load_log([path])
+        except NothingToAnswer as err:
+            assert len(wide) == len(extra)  # only when every row is too wide
+            first = min(wide)
+            assert f"{path}:{first}: expected 6 fields, found {wide[first]}" in str(err)
+            return
+    assert [(s.line, s.reason) for s in log.skipped] == [
+        (line, f"expected 6 fields, found {found}") for line, found in sorted(wide.items())
+    ]
+    assert log.events["line"].tolist() == [i + 2 for i, fields in enumerate(extra) if not fields]
