@@ -93,7 +93,10 @@ def record(job: dict[str, Any]) -> dict[str, Any]:
     facts["versions"] = _versions(torch)
     facts["cpu_max_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     if on_gpu:
-        facts.update(_gpu_facts(torch, Path(job["snapshot"])))
+        try:
+            facts.update(_gpu_facts(torch, Path(job["snapshot"])))
+        except Exception as error:  # a script's CUDA error can leave the device unusable
+            facts["snapshot_error"] = repr(error)[:MESSAGE_CHARS]
     del outcome  # its traceback held the script's tensors until the snapshot was taken
     return facts
 
