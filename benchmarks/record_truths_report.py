@@ -108,6 +108,6 @@ def _cap(results: list[Result]) -> dict[str, Any]:
     outcomes = {r.run.setting: {"status": r.status, "env": r.run.env,
                                 "reserved_bytes_peak": r.figure("reserved_bytes_peak")}
                 for r in capped}  # fmt: skip
-    lines = [f"oom_cap {setting}: {o['status']}, reserved {_bytes(o['reserved_bytes_peak'])}"
-             for setting, o in outcomes.items()]  # fmt: skip
+    lines = [f"oom_cap {r.run.setting}: {r.status}, "
+             f"reserved {_bytes(r.figure('reserved_bytes_peak'))}" for r in capped]  # fmt: skip
     return {"cap": outcomes, "cap_lines": lines}
