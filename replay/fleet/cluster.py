@@ -120,6 +120,11 @@ def _dask_cuda() -> Any:
     return dask_cuda
 
 
+# A local cluster listens on loopback only: a Dask scheduler runs whatever task it is sent,
+# so one reachable from the network would run anyone's code on this machine.
+LOOPBACK = "127.0.0.1"
+
+
 def _local_cluster(plan: ClusterPlan) -> Any:
     # Worker restarts and failed pairs are reported by the sweep, one line each, not as Dask's
     # log noise; nor is a worker's heartbeat that meets a scheduler already closing (an ERROR
@@ -131,8 +136,9 @@ def _local_cluster(plan: ClusterPlan) -> Any:
         visible = ",".join(str(i) for i in range(plan.workers))
         return LocalCUDACluster(
             CUDA_VISIBLE_DEVICES=visible,
+            host=LOOPBACK,
             threads_per_worker=1,
-            dashboard_address=":0",  # any free port: never a clash with a running one
+            dashboard_address=f"{LOOPBACK}:0",  # any free port: never a clash with a running one
             memory_limit=0,
             silence_logs=quiet,
         )
@@ -143,6 +149,7 @@ def _local_cluster(plan: ClusterPlan) -> Any:
             "cls": Nanny,
             "options": {
                 "nthreads": 1,
+                "host": LOOPBACK,
                 "env": env,
                 "memory_limit": 0,  # the replay's memory is the log's: not Dask's to police
                 "silence_logs": quiet,
@@ -151,5 +158,8 @@ def _local_cluster(plan: ClusterPlan) -> Any:
         for i, env in enumerate(plan.worker_envs)
     }
     # The dashboard on any free port: never a clash with a cluster already running.
-    scheduler = {"cls": Scheduler, "options": {"dashboard_address": ":0"}}
+    scheduler = {
+        "cls": Scheduler,
+        "options": {"host": LOOPBACK, "dashboard_address": f"{LOOPBACK}:0"},
+    }
     return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=quiet)

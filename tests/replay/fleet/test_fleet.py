@@ -104,7 +104,8 @@ def test_every_pair_equals_a_serial_run(client, fleet, tmp_path):
         same_figures(record, serial(Path(record["log"]), record["spec"], capacity=True))
         content = Path(record["log"]).read_bytes()
         assert record["log_sha256"] == hashlib.sha256(content).hexdigest()
-        assert record["where"]["worker"].startswith("tcp://")
+        # A local cluster listens on loopback only (replay/fleet/cluster.py says why).
+        assert record["where"]["worker"].startswith("tcp://127.0.0.1:")
         assert record["unreturned_bytes"] == 0  # every byte back, on every worker
     assert len({r["where"]["pid"] for r in run.records}) == 2  # both workers did work
     # Some of these logs are refused allocations under 600 MiB; none are under plain host.
@@ -452,3 +453,10 @@ def test_without_dask_the_command_says_which_extra_to_install(fleet):
     )  # fmt: skip
     assert done.returncode == 1
     assert "pip install 'hipmem[fleet]'" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_local_cluster_listens_on_loopback_only(client):
+    """A Dask scheduler runs whatever task it is sent: the local one is never on the network."""
+    info = client.scheduler_info()
+    addresses = [info["address"], *info["workers"]]
+    assert addresses and all(a.startswith("tcp://127.0.0.1:") for a in addresses), addresses
