@@ -183,7 +183,7 @@ def fleet_command(
         output.print_json(_payload(run, summaries, scheduler, plan))
     else:
         where = plan.describe() if plan else f"the cluster at {scheduler} ({run.workers} workers)"
-        _print_answer(run, summaries, capacity, where, plot)
+        _print_answer(run, summaries, capacity, where, plot, resumed=results is not None)
     raise typer.Exit(_exit_code(run, capacity))
 
 
@@ -274,12 +274,13 @@ def _print_answer(
     capacity: bool,
     where: str,
     plot: Path | None,
+    *,
+    resumed: bool,
 ) -> None:
     say = output.line
-    say(
-        f"{len(run.records):,} pairs on {where}: "
-        f"{run.replayed_pairs:,} run now, {run.skipped_pairs:,} already in the results file."
-    )
+    # Pairs found done are said only where a results file was given: none, nothing to resume.
+    done_before = f", {run.skipped_pairs:,} already in the results file" if resumed else ""
+    say(f"{len(run.records):,} pairs on {where}: {run.replayed_pairs:,} run now{done_before}.")
     output.print_table(_table(summaries, capacity))
     for s in summaries:
         if capacity and s.capacity is not None:
