@@ -21,6 +21,7 @@ progress: a line at most every 5 s, and one as each step starts).
 from __future__ import annotations
 
 import argparse
+import itertools
 import subprocess
 import sys
 import tempfile
@@ -64,7 +65,8 @@ def main() -> None:
         stamped, whole_s, code = sweep(Path(folder), args.workers)
     for seconds, line in stamped:
         print(f"{seconds:7.2f} s  {line}")
-    gaps = [later - earlier for (earlier, _), (later, _) in zip(stamped[2:], stamped[3:])]
+    going = stamped[2:]  # from the line that the logs are found
+    gaps = [later - earlier for (earlier, _), (later, _) in itertools.pairwise(going)]
     first_s = stamped[0][0] if stamped else float("nan")
     print(f"\n{args.logs:,} logs, {args.workers} workers: exit {code}")
     print(f"first line after {first_s:.2f} s (target 2 s)")

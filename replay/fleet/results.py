@@ -260,9 +260,8 @@ def _key_of(parsed: Any) -> PairKey | None:
     if not isinstance(parsed, dict):
         return None
     fields = [parsed.get(name) for name in ("log_sha256", "spec", "task", "settings")]
-    if not all(type(value) is str for value in fields):
-        return None
-    return PairKey(*fields)
+    texts = [value for value in fields if type(value) is str]
+    return PairKey(*texts) if len(texts) == len(fields) else None
 
 
 def _write_all(fd: int, data: bytes) -> None:
