@@ -65,7 +65,8 @@ def main() -> None:
         stamped, whole_s, code = sweep(Path(folder), args.workers)
     for seconds, line in stamped:
         print(f"{seconds:7.2f} s  {line}")
-    gaps = [later - earlier for (earlier, _), (later, _) in itertools.pairwise(stamped[2:])]
+    going = stamped[2:]  # from the line that the logs are found
+    gaps = [later - earlier for (earlier, _), (later, _) in itertools.pairwise(going)]
     first_s = stamped[0][0] if stamped else float("nan")
     print(f"\n{args.logs:,} logs, {args.workers} workers: exit {code}")
     print(f"first line after {first_s:.2f} s (target 2 s)")

@@ -199,7 +199,8 @@ def _say_unused(run: FleetRun) -> None:
         output.warning(f"{place.where}: line not used: {place.reason}")
     more = run.unused_lines - min(len(run.unused_places), SHOWN_PLACES)
     if more > 0:
-        output.warning(f"and {more:,} more lines of the results file not used "
+        lines = "line" if more == 1 else "lines"
+        output.warning(f"and {more:,} more {lines} of the results file not used "
                        "(--json lists the first 100: results_lines_not_used)")  # fmt: skip
 
 

@@ -204,7 +204,10 @@ def interrupted(signum: int = signal.SIGINT) -> None:
 
 
 # The signals that stop a command cleanly (main.py unwinds, then this line and exit code).
-STOPPING_SIGNALS = {signal.SIGINT: ("interrupted", 130), signal.SIGTERM: ("terminated", 143)}
+STOPPING_SIGNALS: dict[int, tuple[str, int]] = {
+    signal.SIGINT: ("interrupted", 130),
+    signal.SIGTERM: ("terminated", 143),
+}
 
 
 def block(text: str, *, err: bool = False) -> None:

@@ -39,6 +39,7 @@ PATH_CHARS = 4096  # PATH_MAX: no longer path can be opened
 TEXT_CHARS = 4096  # a reason (run_pair keeps 2,000 characters), a spec, the settings
 NAME_CHARS = 256  # a host, a worker's address, an outcome, a device list
 FRAGMENTATION_ROUNDING = 1e-4  # written rounded to 4 places
+REASON_CHARS = 160  # of a spec's own error, in the reason a line is not used
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
@@ -59,9 +60,9 @@ def _integer(low: int, high: int, what: str) -> Callable[[object], str | None]:
 def _number(value: object) -> str | None:
     """A ratio or a rate: a finite number, 0 or more (ints too: JSON writes 1.0 as 1.0, but
     an edited file may say 1)."""
-    if type(value) not in (int, float) or not 0 <= value < MAX_COUNT:  # NaN compares False
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return "is not a number from 0 to below 2**62"
-    return None
+    return None if 0 <= value < MAX_COUNT else "is not a number from 0 to below 2**62"  # NaN too
 
 
 def _text(limit: int) -> Callable[[object], str | None]:
@@ -226,7 +227,9 @@ def _spec_problem(text: str) -> str | None:
     try:
         label = parse_spec(text).label
     except ReplayError as err:
-        return f"is not a resource spec ({err})"
+        why = str(err)  # names the spec again: kept short, it is shown before
+        cut = why[:REASON_CHARS] + ("..." if len(why) > REASON_CHARS else "")
+        return f"is not a resource spec ({cut})"
     # hipmem writes the spec as the user typed it, less the spaces around it (its label).
     return None if label == text else f"is not spelled as hipmem writes it ({label!r})"
 

@@ -38,9 +38,10 @@ from hipmem._core.skipped_input import SkippedPlace
 from ..errors import ReplayError, ReplayUsageError
 from .records import BadRecord, check_record
 
-# A line hipmem writes is about 700 bytes; the longest it can write (every string at its bound
-# in records.py, every character escaped as \u00XX) is under 100 KiB.
-MAX_LINE_BYTES = 256 << 10
+# A line hipmem writes is about 700 bytes; the longest the checks of records.py let through
+# (every string at its bound, every character one JSON escapes as a surrogate pair, 12 bytes)
+# is about 220 KB. 1 MiB, as an allocation log's line: over 4x that, 1,500x a real line.
+MAX_LINE_BYTES = 1 << 20
 PLACES_KEPT = 100  # skipped lines named in --json; the rest are counted
 DIGEST = "digest"  # the field of a line that holds the SHA-256 of the rest of it
 LINE_START = b'{"version":'  # how every line hipmem writes starts (its first field)
@@ -260,9 +261,8 @@ def _key_of(parsed: Any) -> PairKey | None:
     if not isinstance(parsed, dict):
         return None
     fields = [parsed.get(name) for name in ("log_sha256", "spec", "task", "settings")]
-    if not all(type(value) is str for value in fields):
-        return None
-    return PairKey(*fields)
+    texts = [value for value in fields if type(value) is str]
+    return PairKey(*texts) if len(texts) == len(fields) else None
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -66,8 +66,9 @@ def submit_all(
             if batch is None:
                 return
             submit(batch, worker)
-        if not asked and len(queue):  # no worker known just now: one task for whoever comes
-            submit(queue.take(None), None)
+        anyone = queue.take(None) if not asked else None
+        if anyone is not None:  # no worker known just now: one task for whoever comes
+            submit(anyone, None)
 
     def again(batch: Batch) -> None:
         """To whichever worker is free (the dead one is gone); a batch one unit at a time."""

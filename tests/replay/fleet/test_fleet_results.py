@@ -188,7 +188,7 @@ def test_the_testers_edits_through_the_command(fresh, tmp_path):
         "from 0 to below 2**62",
         f"Warning: {results}:3: line not used: 'peak_reserved_bytes' '12' is not a byte count "
         "from 0 to below 2**62",
-        "Warning: and 1 more lines of the results file not used (--json lists the first 100: "
+        "Warning: and 1 more line of the results file not used (--json lists the first 100: "
         "results_lines_not_used)",
     ]
     payload = json.loads(done.stdout)
