@@ -14,7 +14,12 @@ from hipmem._core.skipped_input import SHOWN_PLACES, skipped_json
 from ..replay.engine.backends import is_host_spec
 from ..replay.engine.options import ReplayOptions
 from ..replay.engine.resources import parse_spec
-from ..replay.fleet.cluster import fleet_client, plan_local_cluster, require_dask
+from ..replay.fleet.cluster import (
+    check_scheduler_address,
+    fleet_client,
+    plan_local_cluster,
+    require_dask,
+)
 from ..replay.fleet.records import STATUS_OK
 from ..replay.fleet.results import ResultsFile
 from ..replay.fleet.run import (
@@ -142,6 +147,8 @@ def fleet_command(
     if results_file is not None:
         results_file.check_writable()
     check_fleet_paths(logs)
+    if scheduler is not None:
+        check_scheduler_address(scheduler)
     _say("finding logs ...")
     request = FleetRequest(
         logs=find_fleet_logs(logs),

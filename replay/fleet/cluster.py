@@ -78,6 +78,21 @@ def _gpu_env(kind: str, index: int, count: int) -> dict[str, str]:
     return {"CUDA_VISIBLE_DEVICES": ",".join(map(str, order))}
 
 
+def check_scheduler_address(scheduler: str) -> None:
+    """A `--scheduler` that is no address, refused before any work (usage), by Dask's own
+    reading of addresses: a protocol (optional) and a host with its port."""
+    require_dask()
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        parse_host_port(parse_address(scheduler, strict=False)[1])
+    except ValueError:
+        raise ReplayUsageError(
+            "not a Dask scheduler address (tcp://host:8786)", parameter="scheduler",
+            value=scheduler,
+        ) from None  # fmt: skip
+
+
 @contextmanager
 def fleet_client(scheduler: str | None = None, plan: ClusterPlan | None = None) -> Iterator[Any]:
     """A Dask client on the cluster at `scheduler`, or on a local cluster started from `plan`
