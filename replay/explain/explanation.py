@@ -295,7 +295,7 @@ def _settings(settings: str | None, workloads: list[Workload]) -> str:
     if settings is not None:
         check_alloc_conf(settings, parameter="settings")
         return settings
-    recorded = sorted({r.alloc_conf for w in workloads for r in w.log.recordings})
+    recorded = sorted({r.checked_alloc_conf() for w in workloads for r in w.log.recordings})
     if len(recorded) > 1:
         raise ReplayUsageError(
             f"the snapshot's devices were recorded with different settings: {'; '.join(recorded)}"

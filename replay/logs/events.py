@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
+from hipmem._core.alloc_conf import validate_alloc_conf
 from hipmem._core.skipped_input import SkippedPlace
 
 # Values of the `action` column (int8).
@@ -90,6 +91,12 @@ class Recording:
     reserved_time_ns: np.ndarray  # int64: when the reserved bytes changed
     reserved_bytes: np.ndarray  # int64: the reserved bytes from then on
     ooms: list[OomEvent] = field(default_factory=list)
+
+    def checked_alloc_conf(self) -> str:
+        """The recorded settings, once held to PyTorch's grammar: a snapshot is input, and what
+        it says is never handed to the allocator unread (PyTorch's own refusal names no file)."""
+        where = f"{self.source}: the recorded allocator settings"
+        return validate_alloc_conf(self.alloc_conf, where)
 
     def as_dict(self) -> dict[str, object]:
         return {

@@ -56,7 +56,7 @@ def alloc_conf(spec: ResourceSpec, log: AllocationLog) -> str:
     """The PYTORCH_CUDA_ALLOC_CONF the spec stands for."""
     o = spec.options
     if o.get("settings") == "recorded":
-        confs = sorted({r.alloc_conf for r in log.recordings})
+        confs = sorted({r.checked_alloc_conf() for r in log.recordings})
         if not confs:
             raise ReplayUsageError(
                 "settings=recorded needs a PyTorch snapshot; this log has no recording",
