@@ -288,10 +288,7 @@ def test_ctrl_c_is_one_line_and_exit_130(wait_s: float) -> None:
         [str(HIPMEM), "replay", SAMPLE_LOG, "-r", "host", "--repeats", "2000"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
     )  # fmt: skip
-    deadline = time.monotonic() + 60  # a bound for a failure: the handler comes in a second
-    # SIGTERM's handler is installed with SIGINT's, and only hipmem installs it.
-    while not _catches(process.pid, signal.SIGTERM) and time.monotonic() < deadline:
-        time.sleep(0.005)
+    _wait_until_hipmem_handles_signals(process)
     time.sleep(wait_s)
     for _ in range(3):
         process.send_signal(signal.SIGINT)
@@ -309,14 +306,20 @@ def test_sigterm_is_one_line_and_exit_143() -> None:
         [str(HIPMEM), "replay", SAMPLE_LOG, "-r", "host", "--repeats", "2000"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
     )  # fmt: skip
-    deadline = time.monotonic() + 60  # a bound for a failure: the handler comes in a second
-    while not _catches(process.pid, signal.SIGTERM) and time.monotonic() < deadline:
-        time.sleep(0.005)
+    _wait_until_hipmem_handles_signals(process)
     for _ in range(2):
         process.send_signal(signal.SIGTERM)
     stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 143, stderr
     assert stderr == "Error: terminated\n" and stdout == ""
+
+
+def _wait_until_hipmem_handles_signals(process: subprocess.Popen[str]) -> None:
+    """Until hipmem's entry point has its handlers: SIGTERM's is installed with SIGINT's, and
+    only hipmem installs it (a bound of 60 s for a failure: it comes in a second)."""
+    deadline = time.monotonic() + 60
+    while not _catches(process.pid, signal.SIGTERM) and time.monotonic() < deadline:
+        time.sleep(0.005)
 
 
 def _catches(pid: int, signum: int) -> bool:
