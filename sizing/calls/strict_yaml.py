@@ -226,13 +226,13 @@ def _scan(text: str, items_of: str, max_items: int, max_values: int) -> list[int
         for event in yaml.parse(text, Loader=_FastLoader):
             if isinstance(event, yaml.AliasEvent):
                 raise StrictYamlError(
-                    event.start_mark.line + 1,
+                    _line_of(event),
                     f"YAML alias *{event.anchor} refused (aliases are not accepted: write "
                     "the value out)",
                 )
             if isinstance(event, starts):
                 values += 1
-                line = event.start_mark.line + 1
+                line = _line_of(event)
                 if values > max_values:
                     raise TooManyValues(line, "values", max_values)
                 parent = inside[-1] if inside else None
@@ -286,3 +286,9 @@ def _line_in(node: yaml.Node | None, path: Sequence[Any]) -> int:
             break
         line = node.start_mark.line + 1
     return line
+
+
+def _line_of(event: yaml.Event) -> int:
+    """The 1-based line an event starts on (the parser always marks events; 0 if not)."""
+    mark = event.start_mark
+    return 0 if mark is None else mark.line + 1

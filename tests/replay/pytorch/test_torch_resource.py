@@ -63,7 +63,7 @@ def test_max_split_size_must_be_whole_mib_and_at_least_20() -> None:
     # Refused when the spec is read, before any log: never by PyTorch, after the work.
     with pytest.raises(hipmem.UsageError, match=r"max_split_size=1,572,864 bytes: PyTorch takes"):
         parse_spec("torch:max_split_size=1536KiB")
-    with pytest.raises(hipmem.UsageError, match=r"'19' is below 20 MiB, the least PyTorch"):
+    with pytest.raises(hipmem.UsageError, match=r"'19' is below 21 MiB, the least every PyTorch"):
         parse_spec("torch:max_split_size=19MiB")
 
 
