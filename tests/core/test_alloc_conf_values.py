@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from hipmem._core.alloc_conf import (
     KEYS_WITH_RULES,
+    MAX_CHARS,
     BadAllocConf,
     alloc_conf_problem,
     check_alloc_conf,
@@ -156,6 +157,7 @@ _PAIRS = st.tuples(st.sampled_from(sorted(KEYS_WITH_RULES)), _VALUES)
 @given(_PAIRS)
 @example(("max_split_size_mb", "20"))  # 2.11 takes it, 2.4 wants more than 20
 @example(("garbage_collection_threshold", "0." + "0" * 310 + "1"))  # stod: ERANGE
+@example(("backend", "[" + ",".join(["0." + "0" * 320 + "1:1"] * 4) + "]"))  # over the bound
 def test_a_value_hipmem_takes_every_pytorch_takes(pair: tuple[str, str]) -> None:
     key, value = pair
     text = f"{key}:{value}"
@@ -169,7 +171,9 @@ def test_a_value_hipmem_takes_every_pytorch_takes(pair: tuple[str, str]) -> None
             validate_alloc_conf(text, "--alloc-conf")
         line = str(refused.value)
         assert line.startswith("--alloc-conf: ")
-        if not line.startswith("--alloc-conf: expected PyTorch's allocator settings"):
+        if len(text) > MAX_CHARS:  # refused whole, before any key is read
+            assert line == f"--alloc-conf: {len(text):,} characters, more than {MAX_CHARS:,}"
+        elif not line.startswith("--alloc-conf: expected PyTorch's allocator settings"):
             assert line.startswith(f"--alloc-conf: {key}: ")
 
 
