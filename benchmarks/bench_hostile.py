@@ -10,6 +10,7 @@ limits; this says what the bounded paths actually cost.
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import platform
 import subprocess
@@ -61,8 +62,28 @@ def _cases(folder: Path) -> list[tuple[str, list[str]]]:
         header + b"\n" + body * 250 + rows[0].replace(b"0x", b"0x" + b"f" * (5 << 20)) + b"\n"
         + body * 250 + b"1,2\n"
     )  # fmt: skip
+    # Written a piece at a time: a child's peak RSS counts from the parent's at fork.
+    call = "  - call: rocsolver_dgetrf:m=64,n=64\n"
+    fifty, repeated = folder / "fifty.yaml", folder / "repeated.yaml"  # 2 MB, 16 MB
+    for path, copies in ((fifty, 1), (repeated, 8)):
+        with path.open("w") as out:
+            out.write("version: 1\ncalls:\n")
+            for _ in range(copies):
+                out.write(call * 50_000)
+    memo = folder / "memo.pickle.gz"  # 15 M memo references to one list (29 KB)
+    with gzip.open(memo, "wb", compresslevel=9) as out:
+        out.write(b"\x80\x04}(\x8c\x0ddevice_traces]](")
+        for _ in range(15):
+            out.write(b"K\x07" * 1_000_000)
+        out.write(b"ea\x8c\x08segments]u.")
     sizes = ["size", "--device", "MI210"]
     return [
+        ("workload, one call 50,000 times (2 MB)", [*HIPMEM, *sizes, "--workload", str(fifty)]),
+        (
+            "workload, one call 400,000 times (16 MB)",
+            [*HIPMEM, *sizes, "--workload", str(repeated)],
+        ),  # noqa: E501
+        ("snapshot of 15 M memo references (29 KB)", [*HIPMEM, "log", "inspect", str(memo)]),
         ("trace line of 640,000 commas (1.3 MB)", [*HIPMEM, *sizes, "--from-log", str(trace)]),
         ("trace line of 21,000 '(1' fields (63 KiB)", [*HIPMEM, *sizes, "--from-log", str(capped)]),
         ("profile log, 100 × call_count 2**62", [*HIPMEM, *sizes, "--from-log", str(profile)]),
@@ -80,7 +101,12 @@ def main() -> None:
     print("| input | exit | seconds | peak RSS |")
     print("|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
-        for label, argv in _cases(Path(tmp)):
+        # A child writes the inputs: a case's peak RSS (ru_maxrss) counts from what its
+        # parent held when it forked, so the parent stays small.
+        written = subprocess.run(
+            [sys.executable, __file__, "--write", tmp], check=True, capture_output=True, text=True
+        )
+        for label, argv in json.loads(written.stdout):
             if "pipe" in label:
                 with subprocess.Popen(["cat", "/dev/zero"], stdout=subprocess.PIPE) as zeros:
                     wall_s, rss_mib, code = _run(argv, stdin=zeros.stdout.fileno())  # type: ignore[union-attr]
@@ -91,4 +117,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--write"]:
+        print(json.dumps(_cases(Path(sys.argv[2]))))
+    else:
+        main()

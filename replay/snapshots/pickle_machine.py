@@ -14,9 +14,12 @@ Bounded by construction:
 
 - bytes: the decompressed stream is capped (the caller's `max_bytes`); a string or integer
   header longer than what is left is refused before anything is allocated;
-- objects: every object kept (a container item or a memo slot) counts against `max_cells`;
-  an entry handed to the sink gives its cells back. Sharing costs one cell per reference;
-  walks over shared parts count each visit (see `reader.py`);
+- objects: every object kept (a container item, a memo slot, one skipped by a memo index
+  past the end, a value on the stack) counts against `max_cells`; an entry handed to the
+  sink gives its cells back, its memo slot's too (it holds the DROPPED marker then: the
+  trace-entry caps bound those). Sharing costs one cell per reference, so 15 million memo
+  references to one list cost 15 million cells; walks over shared parts count each visit
+  (see `reader.py`);
 - nesting: nothing here recurses; tuples hold only scalars (PyTorch's are `(0, 0)` pool ids)
   and dict keys are scalars, so hashing and comparing never recurse either;
 - messages: an input value is described by its type and size, or by a short escaped excerpt.
@@ -193,6 +196,7 @@ class RestrictedPickle:
                     index = memo_ids.pop(id(item), None)
                     if index is not None:
                         memo[index] = DROPPED
+                        cells -= 1  # its memo slot holds nothing now
                     frames = item.get("frames")
                     if type(frames) is list and not keep_frames:
                         # PyTorch shares one frames list between an alloc and its frees:
@@ -200,7 +204,7 @@ class RestrictedPickle:
                         index = memo_ids.pop(id(frames), None)
                         if index is not None:
                             memo[index] = DROPPED
-                            cells -= len(frames) + 1
+                            cells -= len(frames) + 2  # its items, itself, its memo slot
                     item.clear()
                     item[DROPPED] = None  # a second reference to it is not an entry again
                 elif sink is not None:
@@ -358,6 +362,7 @@ class RestrictedPickle:
                             raise self._error(
                                 base + pos - 1, f"a memo index {index:,} far past its end"
                             )
+                        cells += index - len(memo)  # the empty slots skipped are held too
                         memo.extend([None] * (index + 1 - len(memo)))
                     if memo_ids.get(id(memo[index])) == index:
                         # The container put here before no longer sits here: forget it, so
@@ -465,7 +470,7 @@ class RestrictedPickle:
                 raise _Truncated from None
             except UnicodeDecodeError:
                 raise self._error(base + pos, "a string that is not UTF-8") from None
-            if cells > max_cells:
+            if cells + len(stack) > max_cells:  # what the stack holds is held too
                 raise self._cells_error(base + pos)
 
     def _cap_error(self, need: int, offset: int) -> SnapshotError:

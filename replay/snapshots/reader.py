@@ -28,6 +28,7 @@ tree of the whole file); see docs/hostile-input.md for the bounds.
 
 from __future__ import annotations
 
+import os
 import zlib
 from array import array
 from collections.abc import Callable, Iterable
@@ -46,10 +47,12 @@ from ..logs.events import (
     Recording,
     SkippedRow,
 )
+from .budget import SnapshotBudget, budget_for
 from .frames import Frame
 from .native import device_segments_of, restricted_pickle
 from .pickle_machine import (
     DROPPED,
+    MAX_BYTES_ENV,
     BigInt,
     RestrictedPickle,
     SnapshotError,
@@ -71,6 +74,7 @@ MAX_TRACE_ENTRIES = 20_000_000  # per device: 100x PyTorch's default max_entries
 # is its default, but users set 100,000 to a few million)
 MAX_TOTAL_TRACE_ENTRIES = 50_000_000  # all devices, a shared list once per device using it
 MAX_HELD_OBJECTS = 16_000_000  # objects held at once besides the trace: segments, blocks, frames
+# (the three are the most for any file; a smaller one may make fewer: budget.py)
 MAX_KEPT_SKIPS = 100
 MAX_FRAMES = 10_000  # frames kept for the one entry `entry_frames` asks about
 DAY_US = 86_400 * 10**6
@@ -96,10 +100,11 @@ class DevicePart:
 class _Shared:
     """What every trace list of one file shares: the first entry's day, the caps."""
 
-    def __init__(self, want_lines: frozenset[int]) -> None:
+    def __init__(self, want_lines: frozenset[int], budget: SnapshotBudget) -> None:
         self.first_us: int | None = None
         self.day_start_us = 0
-        self.max_entries = MAX_TRACE_ENTRIES  # read at call time: tests lower it
+        self.budget = budget  # the bounds of this file (budget.py)
+        self.max_entries = budget.trace_entries  # what both machines read
         self.want_lines = want_lines  # entries whose frames are kept (entries_frames)
         self.sink_limits = (MAX_KEPT_SKIPS, MAX_TIME_US, DAY_US)  # for the C sink
 
@@ -278,10 +283,18 @@ def _load(
 ) -> tuple[dict[str, Any], RestrictedPickle, _Shared]:
     """The snapshot's top-level dict, its trace entries handed to `_TraceList`s as read."""
     name = str(path)
-    limit = max_bytes_from_env() if max_bytes is None else max_bytes
-    shared = _Shared(want_lines)
     # One open, unbuffered: gzip and the machine read in chunks of their own.
     with path.open("rb", buffering=0) as file:
+        budget = budget_for(
+            os.fstat(file.fileno()).st_size,  # the module's caps read now: tests lower them
+            max_pickle_bytes=max_bytes_from_env() if max_bytes is None else max_bytes,
+            vouched=max_bytes is not None or bool(os.environ.get(MAX_BYTES_ENV)),
+            max_held_objects=MAX_HELD_OBJECTS,
+            max_trace_entries=MAX_TRACE_ENTRIES,
+            max_total_entries=MAX_TOTAL_TRACE_ENTRIES,
+        )
+        shared = _Shared(want_lines, budget)
+        limit = budget.pickle_bytes
         try:
             read = small_file_read(file, limit)
             if read is None:
@@ -299,15 +312,14 @@ def _load(
                 max_bytes=limit,
                 # entry_frames keeps every frames list (one may be shared with the entry
                 # asked about); the file was read once already within the usual cap.
-                max_cells=MAX_HELD_OBJECTS * (4 if want_lines else 1),
+                max_cells=budget.held_objects * (4 if want_lines else 1),
                 new_sink=lambda target: sink_type(target, shared),
                 keep_frames=bool(want_lines),
             )
             data = machine.load()
         except SnapshotError as err:
-            if str(err).startswith(name):
-                raise
-            raise SnapshotError(f"{name}: {err}") from None
+            said = str(err) if str(err).startswith(name) else f"{name}: {err}"
+            raise type(err)(budget.explained(said)) from None
         except (EOFError, OSError, ValueError, zlib.error) as err:  # a damaged gzip stream
             raise SnapshotError(f"{name}: not a readable snapshot ({err})") from None
     if type(data) is not dict or type(data.get("device_traces")) is not list:
@@ -320,12 +332,11 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> list[DevicePar
     data, machine, shared = _load(path, max_bytes)
     traces: list[Any] = data["device_traces"]
     settings = plain_settings(data.get("allocator_settings"))
-    segments = device_segments_of(machine)(data.get("segments"), len(traces), MAX_HELD_OBJECTS)
+    budget = shared.budget
+    segments = device_segments_of(machine)(data.get("segments"), len(traces), budget.held_objects)
     if segments is None:
-        raise SnapshotError(
-            f"{path}: the segments hold more than {MAX_HELD_OBJECTS:,} blocks, counting "
-            "each shared one every time it is referenced"
-        )
+        said = f"{path}: the segments hold more than {budget.held_objects:,} blocks"
+        raise SnapshotError(budget.explained(f"{said}, counting a shared one at each reference"))
     total_entries = 0
     parts = []
     uses: dict[int, int] = {}  # devices per trace list (a list may be shared)
@@ -339,11 +350,10 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> list[DevicePar
         entries = machine.sinks.get(id(trace))
         # A list shared between devices is read once but made into columns per device.
         total_entries += entries.count if isinstance(entries, _TraceList) else len(trace)
-        if total_entries > MAX_TOTAL_TRACE_ENTRIES:
-            raise SnapshotError(
-                f"{path}: the devices hold more than {MAX_TOTAL_TRACE_ENTRIES:,} trace entries "
-                "in all, counting a list shared by several devices once for each"
-            )
+        if total_entries > budget.total_trace_entries:
+            said = f"{path}: the devices hold more than {budget.total_trace_entries:,} trace"
+            said += " entries in all, counting a list shared by several devices once for each"
+            raise SnapshotError(budget.explained(said))
         if not (trace or segment_count or entries):
             continue
         uses[id(trace)] -= 1
@@ -380,10 +390,13 @@ class _DeviceTrace:
         made = list(stream.made_from_rows() if isinstance(stream, _TraceRows) else stream.made)
         if last_use:
             stream.made = ()  # the columns below hold the buffers, and nothing else
-        # Items appended before the first entry (lines 1..len(trace)) are not entries.
-        skipped = [(line, _not_an_entry(item)) for line, item in enumerate(trace, start=1)]
-        skipped_count = len(skipped) + stream.skipped_count
-        kept = (skipped[:MAX_KEPT_SKIPS] + stream.skipped)[:MAX_KEPT_SKIPS]
+        # Items appended before the first entry (lines 1..len(trace)) are not entries: the
+        # first few named, the rest only counted (15 million memo references to one object
+        # were 15 million reasons, 2.9 GB).
+        first = enumerate(trace[:MAX_KEPT_SKIPS], start=1)
+        skipped = [(line, _not_an_entry(item)) for line, item in first]
+        skipped_count = len(trace) + stream.skipped_count
+        kept = (skipped + stream.skipped)[:MAX_KEPT_SKIPS]
         live = stream.live  # blocks active at dump time that no trace entry left live:
         pre = stream.pre + [block for block in active if block[0] not in live]
         columns: dict[str, np.ndarray] = {}

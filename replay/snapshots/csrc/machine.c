@@ -56,10 +56,11 @@ static int memo_grow(Machine *m, Py_ssize_t length) {
 }
 
 /* A memoized container was read (an entry, or its frames): its slot now holds DROPPED. */
-void memo_drop(Machine *m, PyObject *container) {
+int memo_drop(Machine *m, PyObject *container) {
     int64_t index;
-    if (map_pop(&m->memo_ids, (uint64_t)(uintptr_t)container, &index))
-        memo_set(m, (Py_ssize_t)index, m->dropped);
+    if (!map_pop(&m->memo_ids, (uint64_t)(uintptr_t)container, &index)) return 0;
+    memo_set(m, (Py_ssize_t)index, m->dropped);
+    return 1;
 }
 
 /* Python's `int.from_bytes(raw, "little", signed=True)` */
@@ -436,6 +437,7 @@ PyObject *run_machine(Machine *m) {
                     Py_XDECREF(shown);
                     return NULL;
                 }
+                m->cells += (int64_t)index - m->memo_len; /* the empty slots skipped */
                 if (memo_grow(m, (Py_ssize_t)index + 1) < 0) return NULL;
             }
             /* The slot's former container no longer sits there: forget where it was. */
@@ -606,7 +608,7 @@ PyObject *run_machine(Machine *m) {
             return NULL;
         }
         }
-        if (m->cells > m->max_cells) {
+        if (m->cells + m->depth > m->max_cells) { /* what the stack holds is held too */
             raise_made(PyObject_CallMethod(m->machine, "_cells_error", "L",
                                            (long long)(m->base + pos)));
             return NULL;

@@ -162,7 +162,7 @@ int pend_entry(Machine *m, PyObject *target, PyObject **items, Py_ssize_t n);
 
 /* machine.c */
 int memo_set(Machine *m, Py_ssize_t index, PyObject *value);
-void memo_drop(Machine *m, PyObject *container);
+int memo_drop(Machine *m, PyObject *container); /* 1: its slot was dropped */
 PyObject *run_machine(Machine *m);
 void machine_free(Machine *m);
 

@@ -396,7 +396,7 @@ int put_items(Machine *m, PyObject *target, PyObject **items, Py_ssize_t n,
                 scan_fields(m, item, &fields);
             if (sink_entry(m, sink, item, &fields) < 0) return -1;
             m->cells -= (held ? m->pend_n / 2 : PyDict_GET_SIZE(item)) + 1;
-            memo_drop(m, item);
+            m->cells -= memo_drop(m, item); /* its memo slot holds nothing now */
             PyObject *frames = fields.frames;
             if (frames && PyList_CheckExact(frames) && !m->keep_frames) {
                 /* PyTorch shares one frames list between an alloc and its frees: later
@@ -405,7 +405,7 @@ int put_items(Machine *m, PyObject *target, PyObject **items, Py_ssize_t n,
                 int64_t index;
                 if (map_pop(&m->memo_ids, (uint64_t)(uintptr_t)frames, &index)) {
                     memo_set(m, (Py_ssize_t)index, m->dropped);
-                    m->cells -= length + 1;
+                    m->cells -= length + 2; /* its items, itself, its memo slot */
                 }
             }
             if (held) pend_release(m); /* its frames too, when no longer needed */
