@@ -82,7 +82,7 @@ def _cases(folder: Path) -> list[tuple[str, list[str]]]:
         (
             "workload, one call 400,000 times (16 MB)",
             [*HIPMEM, *sizes, "--workload", str(repeated)],
-        ),  # noqa: E501
+        ),
         ("snapshot of 15 M memo references (29 KB)", [*HIPMEM, "log", "inspect", str(memo)]),
         ("trace line of 640,000 commas (1.3 MB)", [*HIPMEM, *sizes, "--from-log", str(trace)]),
         ("trace line of 21,000 '(1' fields (63 KiB)", [*HIPMEM, *sizes, "--from-log", str(capped)]),
