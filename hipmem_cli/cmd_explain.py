@@ -132,7 +132,7 @@ def explain_snapshot(
 ) -> Explanation:
     """Explain, then print the JSON or the text (`check --explain` calls it too)."""
     from ..replay.explain.explanation import explain
-    from .explain_output import render_explanation
+    from .explain_output import render_explanation, render_inferred
 
     memory = None if device_memory is None else parse_bytes(device_memory, name="--device-memory")
     cap_bytes = None if cap is None else parse_bytes(cap, name="--cap")
@@ -147,6 +147,7 @@ def explain_snapshot(
             torch_build=build,
             progress=report,
         )
+    render_inferred(found)
     if json:
         output.print_json(found.as_dict())
     else:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -201,11 +201,43 @@ def replay_entries(
     jobs: int | None = None,
     progress: ProgressCallback | None = None,
     what: str = "grid",
+    passes: int = 1,
 ) -> list[Candidate]:
     """Replay each entry on every workload, whole, on `device` (under a per-process cap of
-    `limit_bytes` when given), as `recommend_allocator_settings` replays its grid."""
-    with _Replayer(workloads, device, allocator, jobs, progress, limit_bytes) as replayer:
+    `limit_bytes` when given), as `recommend_allocator_settings` replays its grid; `passes`
+    times over on one allocator, its cache as the pass before left it."""
+    with _Replayer(workloads, device, allocator, jobs, progress, limit_bytes,
+                   passes) as replayer:  # fmt: skip
         return replayer.run(entries, what)
+
+
+def replay_entries_at_ends(
+    workloads: list[Workload],
+    entries: list[GridEntry],
+    device: Device,
+    allocator: torch_allocator.TorchAllocator,
+    *,
+    limits: Sequence[int | None],
+    jobs: int | None = None,
+    progress: ProgressCallback | None = None,
+    what: str = "grid",
+    passes: int = 1,
+) -> list[Candidate]:
+    """Each entry replayed under each of `limits` (the ends of an inferred cap), judged as
+    one: it served every request only if it did under every limit; under some only, it is
+    `uncertain` and carries the runs of a limit that refused (so it is not `replayed`)."""
+    rounds = [
+        replay_entries(workloads, entries, device, allocator, limit_bytes=limit, jobs=jobs,
+                       progress=progress, what=what, passes=passes)  # fmt: skip
+        for limit in limits
+    ]
+    judged = []
+    for same in zip(*rounds, strict=True):
+        served = sum(1 for c in same if c.replayed)
+        kept = next((c for c in same if not c.replayed), same[-1])
+        kept.uncertain = 0 < served < len(same)
+        judged.append(kept)
+    return judged
 
 
 def _replay_grid(replayer: _Replayer, notes: list[str]) -> list[Candidate]:
@@ -272,11 +304,13 @@ class _Replayer:
         jobs: int | None,
         progress: ProgressCallback | None,
         limit_bytes: int | None = None,
+        passes: int = 1,
     ) -> None:
         if jobs is not None and jobs < 1:
             raise ReplayUsageError("must be at least 1", parameter="jobs", value=jobs)
         self.workloads, self.device, self.allocator = workloads, device, allocator
         self.limit_bytes = limit_bytes  # a per-process cap on the device (hipmem explain's)
+        self.passes = passes  # replays of the whole program on one allocator
         # Built (and checked) once, before the replays start side by side; each replay reuses it.
         self.built = vcuda_build.build(allocator)
         self.jobs = jobs or os.cpu_count() or 1
@@ -310,7 +344,7 @@ class _Replayer:
             with VirtualGpu(self.files[index], program.slot_count, len(program.streams),
                             candidate.settings, self.device, self.allocator,
                             built=self.built) as gpu:  # fmt: skip
-                probe = gpu.replay(limit_bytes=self.limit_bytes)
+                probe = gpu.replay(limit_bytes=self.limit_bytes, repeats=self.passes)
         except VirtualGpuFailed as err:  # PyTorch refused the setting: said in the table
             return str(err)
         first = None
