@@ -26,9 +26,10 @@ and `total_allocated_memory + size > allowed_memory_maximum`. So:
 
 The replay gives each figure: a first replay with room to spare, the reserved bytes sampled
 after every op, gives the most held before the entry and the segment the allocator took for
-it (the reserved bytes it added; with expandable segments, the request rounded to 2 MiB, since
-freeing the cache unmaps the free pages the retry would have grown into); a replay under the cap `lo_bytes` (or on a device of that
-memory) stops at the entry with the allocator's state after its cache was freed. The
+it (the reserved bytes it added; with expandable segments, the request rounded to 2 MiB,
+since freeing the cache unmaps the free pages the retry would have grown into); a replay
+under the cap `lo_bytes` (or on a device of that memory) stops at the entry with the
+allocator's state after its cache was freed. The
 interval is then checked: the replay refuses the same entry at both of its ends. When a
 figure is missing or the replay does not behave as the recording did (it refused earlier, it
 served the entry from its cache), nothing is inferred and `NotInferred` says why.

@@ -226,11 +226,11 @@ def replay_entries_at_ends(
     """Each entry replayed under each of `limits` (the ends of an inferred cap), judged as
     one: it served every request only if it did under every limit; under some only, it is
     `uncertain` and carries the runs of a limit that refused (so it is not `replayed`)."""
-    rounds = [
-        replay_entries(workloads, entries, device, allocator, limit_bytes=limit, jobs=jobs,
-                       progress=progress, what=what, passes=passes)  # fmt: skip
-        for limit in limits
-    ]
+    rounds = []
+    for limit in limits:
+        rounds.append(replay_entries(workloads, entries, device, allocator, limit_bytes=limit,
+                                     jobs=jobs, progress=progress, what=what,
+                                     passes=passes))  # fmt: skip
     judged = []
     for same in zip(*rounds, strict=True):
         served = sum(1 for c in same if c.replayed)
