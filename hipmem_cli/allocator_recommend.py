@@ -141,6 +141,8 @@ class Request:
                 rocm=self.target in ("rocm", "both"),
             )
         say_accepted(advice.skipped)
+        if advice.inferred is not None:
+            output.info(advice.inferred.sentence(cap_option=False))
         for warning in environment_warnings(self.target):
             output.warning(warning)
         shown = chosen_format is None and output.stdout_is_terminal()

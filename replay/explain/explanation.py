@@ -58,6 +58,7 @@ from .recorded_conditions import (
     RecordedConditions,
     has_recorded_oom,
     infer_recorded_conditions,
+    recorded_settings,
 )
 from .state import AllocatorState, read_state, refusal_reason
 from .variables import (
@@ -67,8 +68,6 @@ from .variables import (
     has_expandable,
     variable_advice,
 )
-
-GC_UNDER_CAP = (0.6, 0.8)  # garbage_collection_threshold values tried under a user's cap
 
 
 @dataclass(frozen=True)
@@ -341,14 +340,7 @@ def _settings(settings: str | None, workloads: list[Workload]) -> str:
     if settings is not None:
         check_alloc_conf(settings, parameter="settings")
         return settings
-    recorded = sorted({r.checked_alloc_conf() for w in workloads for r in w.log.recordings})
-    if len(recorded) > 1:
-        raise ReplayUsageError(
-            f"the snapshot's devices were recorded with different settings: {'; '.join(recorded)}"
-            "; give the settings to explain",
-            parameter="settings",
-        )
-    return recorded[0] if recorded else ""
+    return recorded_settings(workloads)
 
 
 def _first_refusal(
@@ -389,15 +381,7 @@ def _grid(
     sizes = [logged_allocation_sizes(w.program) for w in workloads]
     entries = allocator_grid.first_round(allocator_grid.large_request_sizes(sizes))
     if cap_bytes is not None:
-        for threshold in GC_UNDER_CAP:
-            gc = f"garbage_collection_threshold:{threshold}"
-            for base in ("", allocator_grid.EXPANDABLE):
-                entries.append(
-                    GridEntry(
-                        allocator_grid.join(base, gc),
-                        f"garbage collection at {threshold:.0%} of the cap",
-                    )
-                )
+        entries += allocator_grid.within_cap()
     return entries
 
 

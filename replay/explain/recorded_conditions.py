@@ -59,6 +59,7 @@ from hipmem._core.alloc_conf import settings_pairs
 from hipmem._core.byte_sizes import MiB
 
 from ..engine.program import OP_ALLOCATE, program_arrays
+from ..errors import ReplayError, ReplayUsageError
 from ..logs.events import LineRef, OomEvent
 from ..pytorch import allocator as torch_allocator
 from ..settings.workloads import Workload
@@ -110,14 +111,14 @@ class RecordedConditions:
     def device_memory_bytes(self) -> int | None:
         return self.lo_bytes if self.kind == DEVICE else None
 
-    def sentence(self) -> str:
-        """The one line every command says it in."""
+    def sentence(self, *, cap_option: bool = True) -> str:
+        """The one line every command says it in (`cap_option`: the command has --cap)."""
         entry = f"at entry {self.where.line:,} ({self.snapshot})"
         if self.kind == CAP:
             what = (
                 f"a per-process cap between {self.lo_bytes:,} and {self.hi_bytes - 1:,} bytes, "
-                "inferred from the allocator's state there; answering under it (give --cap to "
-                "set it)"
+                "inferred from the allocator's state there; answering under it"
+                + (" (give --cap to set it)" if cap_option else "")
             )
         else:
             what = (
@@ -162,6 +163,23 @@ class NotInferred:
 Inference = RecordedConditions | NotInferred
 
 
+class RecordedOomNotReproduced(ReplayError):
+    """The snapshot recorded an out-of-memory error and the replay, under the conditions
+    inferred or given, does not refuse it: an answer then would not be earned (exit 1)."""
+
+
+def recorded_settings(workloads: list[Workload]) -> str:
+    """The settings the snapshots were recorded with (all devices must agree)."""
+    recorded = sorted({r.checked_alloc_conf() for w in workloads for r in w.log.recordings})
+    if len(recorded) > 1:
+        raise ReplayUsageError(
+            f"the snapshot's devices were recorded with different settings: {'; '.join(recorded)}"
+            "; give the settings to explain",
+            parameter="settings",
+        )
+    return recorded[0] if recorded else ""
+
+
 def has_recorded_oom(workloads: list[Workload]) -> bool:
     return any(r.ooms for w in workloads for r in w.log.recordings)
 
@@ -181,6 +199,26 @@ def infer_recorded_conditions(
         if oom is not None:
             return _infer(workload, oom, conf, device, allocator, built)
     return None
+
+
+def reproduces(
+    workloads: list[Workload],
+    conf: str,
+    device: Device,
+    allocator: torch_allocator.TorchAllocator,
+    *,
+    built: Path | None = None,
+) -> bool:
+    """The replay of `conf` on `device` refuses a request the recording refused, first."""
+    for workload in workloads:
+        op = _recorded_op(workload)
+        if op is None:
+            continue
+        program = workload.program
+        with VirtualGpu(program_arrays(program), program.slot_count, len(program.streams),
+                        conf, device, allocator, built=built) as gpu:  # fmt: skip
+            return _held_at_refusal(gpu, DEVICE, device.memory_bytes, op) is not None
+    return True
 
 
 def _infer(

@@ -30,7 +30,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from hipmem._core.progress import ProgressCallback, no_progress
@@ -41,6 +41,16 @@ from ..capacity.result import NoCapacityFound
 from ..engine.options import ReplayOptions
 from ..engine.program import logged_allocation_sizes, program_arrays
 from ..errors import ReplayUsageError
+from ..explain.recorded_conditions import (
+    CAP,
+    NotInferred,
+    RecordedConditions,
+    RecordedOomNotReproduced,
+    has_recorded_oom,
+    infer_recorded_conditions,
+    recorded_settings,
+    reproduces,
+)
 from ..explain.variables import expandable_takes_effect, has_expandable
 from ..pytorch import allocator as torch_allocator
 from ..virtual import build as vcuda_build
@@ -76,9 +86,13 @@ class AllocatorRecommendation:
     candidates: list[Candidate]
     recommended: Candidate | None
     default: Candidate
-    capacity: str  # "recommended" (it and the defaults were searched) or "all"
+    # "recommended" (it and the defaults were searched), "all", or "none" (under a cap
+    # inferred from a recorded out-of-memory error: the device memory is not the question)
+    capacity: str
     notes: list[str] = field(default_factory=list)
     skipped: SkippedInput = field(default_factory=SkippedInput)  # accepted (accept_skipped)
+    # The conditions inferred from a recorded out-of-memory error (the user gave none).
+    inferred: RecordedConditions | None = None
     # What was replayed, for a plot or a replay of one setting (not in --json).
     workloads: list[Workload] = field(default_factory=list, repr=False)
     options: ReplayOptions = field(default_factory=ReplayOptions, repr=False)
@@ -118,6 +132,8 @@ class AllocatorRecommendation:
             "capacity_bytes": None if self.recommended is None else self.recommended.capacity_bytes,
             "headroom_bytes": self.headroom_bytes,
             "capacity_searched_for": self.capacity,
+            "inferred_conditions": None if self.inferred is None else self.inferred.as_dict(),
+            "uncertain": [c.settings for c in self.candidates if c.uncertain],
             "notes": self.notes,
             "skipped_entries": self.skipped.as_dict(),
             "candidates": [candidate.as_dict() for candidate in self.candidates],
@@ -160,8 +176,23 @@ def recommend_allocator_settings(
     allocator = torch_allocator.locate(torch_version)
     workloads, skipped = load_snapshots(snapshots, accept_skipped=accept_skipped, strict=strict)
     notes = _partial_trace_notes(workloads)
-    with _Replayer(workloads, options.virtual_device(), allocator, jobs, progress) as replayer:
-        candidates = _replay_grid(replayer, notes)
+    device_played = options.virtual_device()
+    inferred = _recorded_conditions(workloads, device_played, allocator, device_memory_bytes)
+    ends: tuple[int | None, ...] = (None,)
+    passes = 1 if inferred is None else inferred.passes
+    if inferred is not None and inferred.kind == CAP:
+        ends = inferred.ends
+    elif inferred is not None:
+        device_played = replace(device_played, memory_bytes=inferred.lo_bytes)
+    with _Replayer(workloads, device_played, allocator, jobs, progress, passes=passes) as replayer:
+        if ends == (None,):
+            candidates = _replay_grid(replayer, notes)
+        else:  # under the inferred cap, at both its ends; no device memory to search
+            candidates = replay_entries_at_ends(
+                workloads, _capped_grid(workloads), device_played, allocator,
+                limits=ends, jobs=jobs, progress=progress, passes=passes,
+            )  # fmt: skip
+            capacity = "none"
         eligible = [c for c in candidates if c.replayed and (allow_cap or not c.capped)]
         if rocm and not expandable_takes_effect(allocator.version, "rocm"):
             eligible = [c for c in eligible if not has_expandable(c.settings)]
@@ -174,7 +205,8 @@ def recommend_allocator_settings(
         searched = candidates if capacity == "all" else [default, *([best] if best else [])]
         # The defaults may be the best; a capped setting's device is its cap (see above).
         unique = {id(c): c for c in searched if c.replayed and not c.capped}
-        _find_capacities(replayer, list(unique.values()), options)
+        if capacity != "none":
+            _find_capacities(replayer, list(unique.values()), options)
     return AllocatorRecommendation(
         device=replayer.device,
         torch_version=allocator.version,
@@ -188,7 +220,45 @@ def recommend_allocator_settings(
         skipped=skipped,
         workloads=workloads,
         options=options,
+        inferred=inferred,
     )
+
+
+def _recorded_conditions(
+    workloads: list[Workload],
+    device: Device,
+    allocator: torch_allocator.TorchAllocator,
+    device_memory_bytes: int | None,
+) -> RecordedConditions | None:
+    """The conditions of the snapshots' recorded out-of-memory error, inferred when the user
+    gave none; an error when it is recorded and the replay does not reproduce it (an answer
+    would be unearned: it would say what avoids a refusal it never saw)."""
+    if not has_recorded_oom(workloads):
+        return None
+    conf = recorded_settings(workloads)
+    if device_memory_bytes is not None:
+        if reproduces(workloads, conf, device, allocator):
+            return None
+        raise RecordedOomNotReproduced(
+            "the snapshot recorded an out-of-memory error and its replay under "
+            f"{device_memory_bytes:,} bytes of device memory refuses nothing there: it does not "
+            "reproduce the recording, so no setting is recommended (give the device memory "
+            "it ran on, or leave it out to infer it)"
+        )
+    found = infer_recorded_conditions(workloads, conf, device, allocator)
+    if isinstance(found, NotInferred):
+        raise RecordedOomNotReproduced(
+            f"{found.sentence()}; the replay does not reproduce it, so no setting is "
+            "recommended (give --device-memory to set the conditions)"
+        )
+    return found
+
+
+def _capped_grid(workloads: list[Workload]) -> list[GridEntry]:
+    """The first round and garbage collection within the cap in force."""
+    sizes = [logged_allocation_sizes(w.program) for w in workloads]
+    first = allocator_grid.first_round(allocator_grid.large_request_sizes(sizes))
+    return first + allocator_grid.within_cap()
 
 
 def replay_entries(
