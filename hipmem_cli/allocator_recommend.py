@@ -19,13 +19,12 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from hipmem._core.byte_sizes import parse_bytes
 from hipmem._core.skipped_input import SkippedInput
 
 from ..replay.errors import ReplayUsageError
 from . import output
 from .html_output import captured, check_html_option, write_html
-from .options import check_plot_option
+from .options import check_plot_option, memory_bytes
 
 if TYPE_CHECKING:
     from ..replay.settings.recommend import AllocatorRecommendation
@@ -200,7 +199,7 @@ def say_accepted(skipped: SkippedInput) -> None:
 
 
 def _device_memory(text: str | None) -> int | None:
-    return None if text is None else parse_bytes(text, name="--device-memory")
+    return memory_bytes(text, "--device-memory")
 
 
 def _comment(advice: AllocatorRecommendation) -> str:

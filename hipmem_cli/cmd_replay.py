@@ -9,8 +9,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from hipmem._core.byte_sizes import parse_bytes
-
 from ..replay.engine.options import ReplayOptions
 from ..replay.engine.preflight import preflight
 from ..replay.engine.program import ReplayProgram, build_program
@@ -34,6 +32,7 @@ from .options import (
     TorchVersionsOption,
     VirtualDeviceOption,
     check_plot_option,
+    memory_bytes,
 )
 from .replay_output import print_notes, print_table, print_virtual_devices
 from .torch_releases import say_recording_release, split_releases
@@ -194,9 +193,7 @@ def replay_command(
         repeats=repeats,
         plot_samples=_HTML_SAMPLES if html else 2000 if plot else 0,
         device_name=device,
-        device_memory_bytes=None
-        if device_memory is None
-        else parse_bytes(device_memory, name="--device-memory"),
+        device_memory_bytes=memory_bytes(device_memory, "--device-memory"),
         torch_version=releases[0],
         rmm_version=rmm_releases[0],
     )

@@ -234,3 +234,18 @@ CallsArgument = Annotated[
         metavar="CALL",
     ),
 ]
+
+
+def memory_bytes(text: str | None, option: str) -> int | None:
+    """--device-memory and --cap: whole bytes, or a decimal IEC size as hipmem prints it
+    (`1.4GiB`) rounded down to whole bytes, which is said once on stderr."""
+    if text is None:
+        return None
+    from hipmem._core.byte_sizes import parse_rounded_bytes
+
+    from . import output
+
+    found, rounded = parse_rounded_bytes(text, name=option)
+    if rounded:
+        output.info(f"{option} {text} is {found:,} bytes")
+    return found
