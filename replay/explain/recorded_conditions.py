@@ -50,6 +50,7 @@ in the second pass, and expandable segments (which ran on the GPU) serve both.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -214,10 +215,8 @@ def reproduces(
         op = _recorded_op(workload)
         if op is None:
             continue
-        program = workload.program
-        with VirtualGpu(program_arrays(program), program.slot_count, len(program.streams),
-                        conf, device, allocator, built=built) as gpu:  # fmt: skip
-            return _held_at_refusal(gpu, DEVICE, device.memory_bytes, op) is not None
+        with _Prefix(workload, conf, device, allocator, built, DEVICE, op + 1) as through:
+            return through.first_refused(device.memory_bytes) == op
     return True
 
 
@@ -235,46 +234,74 @@ def _infer(
     op = _recorded_op(workload)
     if op is None:
         return refused("its entry is not in the replay's program")
-    program = workload.program
-    request = int(program.size_bytes[op])
-    with VirtualGpu(program_arrays(program), program.slot_count, len(program.streams), conf,
-                    device, allocator, built=built) as gpu:  # fmt: skip
-        roomy = device.memory_bytes + 2 * request + _ROOM_BYTES
-        probe = gpu.replay(device_bytes=roomy, stop_on_failure=True, sample_every=1)
-        if probe.failure_count and int(probe.failure_op[0]) <= op:
-            return refused(f"the replay refused a request at op {int(probe.failure_op[0]):,}, "
-                           f"before or at it, on a device of {roomy:,} bytes")  # fmt: skip
-        assert probe.samples is not None  # asked for: sample_every=1
-        reserved = _reserved_after_each_op(probe.samples.op_index, probe.samples.reserved_bytes)
-        most_before = int(reserved[:op].max()) if op else 0
-        segment = int(reserved[op]) - (int(reserved[op - 1]) if op else 0)
-        if segment <= 0:
-            return refused("the replay served the request from its cache, so its allocator "
-                           "did not hold what the recording's held")  # fmt: skip
-        if _expandable(conf):  # after freeing its cache it maps the whole request again
-            segment = max(segment, -(-request // ROUND_LARGE_BYTES) * ROUND_LARGE_BYTES)
-        if oom.device_free_bytes is None:
-            return refused("the entry does not say the device's free memory (device_free)")
-        kind = DEVICE if oom.device_free_bytes < segment else CAP
-        held = _held_at_refusal(gpu, kind, most_before, op)
-        if held is None:
-            return refused(f"under {most_before:,} bytes the replay did not refuse it there: "
-                           "the allocator served it after freeing its cache")  # fmt: skip
-        if kind == DEVICE:
+    if oom.device_free_bytes is None:
+        return refused("the entry does not say the device's free memory (device_free)")
+    roomy = device.memory_bytes + 2 * int(workload.program.size_bytes[op]) + _ROOM_BYTES
+    first = _with_room(workload, op, conf, device, allocator, built, roomy)
+    if isinstance(first, str):
+        return refused(first)
+    most_before, segment = first
+    kind = DEVICE if oom.device_free_bytes < segment else CAP
+    with (
+        _Prefix(workload, conf, device, allocator, built, kind, op) as before,
+        _Prefix(workload, conf, device, allocator, built, kind, op + 1) as through,
+    ):
+        ceiling = device.memory_bytes if kind == CAP else roomy
+        # The least cap (or device) under which every request before it is served without
+        # freeing the cache (the recording freed it at its error only: its retry).
+        lo = _least(lambda c: before.first_refused(c) < 0 and before.retries == 0,
+                    most_before, 0, ceiling)  # fmt: skip
+        if lo is None or through.first_refused(lo) != op:
+            return refused("no cap serves every request before it and refuses it: the "
+                           "allocator served it after freeing its cache")  # fmt: skip
+        held = through.held_bytes
+        if kind == DEVICE:  # its free memory, read by PyTorch after freeing its cache
             lo = held + oom.device_free_bytes
             hi = lo + 1
-        else:
-            lo, hi = most_before, min(held + segment, device.memory_bytes + 1)
-        if hi <= lo:
-            return refused(f"no cap refuses it there and serves every request before it "
-                           f"({lo:,} bytes needed before it, {hi:,} refused)")  # fmt: skip
-        ended = not bool((program.op[op + 1 :] == OP_ALLOCATE).any())
-        found = RecordedConditions(kind, lo, hi, workload.name, oom.where, op, request,
-                                   segment, held, oom.device_free_bytes, ended)  # fmt: skip
+        else:  # the least cap that serves it too
+            served = _least(lambda c: through.first_refused(c) < 0, held + segment, lo, ceiling)
+            hi = ceiling + 1 if served is None else served
+        program = workload.program
+        found = RecordedConditions(
+            kind, lo, hi, workload.name, oom.where, op, int(program.size_bytes[op]), segment,
+            held, oom.device_free_bytes, not bool((program.op[op + 1 :] == OP_ALLOCATE).any()),
+        )  # fmt: skip
         for end in found.ends:
-            if _held_at_refusal(gpu, kind, end, op) is None:
+            if through.first_refused(end) != op:
                 return refused(f"the replay under {end:,} bytes did not refuse it there")
     return found
+
+
+def _with_room(
+    workload: Workload,
+    op: int,
+    conf: str,
+    device: Device,
+    allocator: torch_allocator.TorchAllocator,
+    built: Path | None,
+    roomy: int,
+) -> tuple[int, int] | str:
+    """Replayed on a device with room for it: the most reserved before op `op` and the
+    segment the allocator took for it, or why the replay does not hold what the recording's
+    held there."""
+    program = workload.program
+    with VirtualGpu(program_arrays(program), program.slot_count, len(program.streams), conf,
+                    device, allocator, built=built) as gpu:  # fmt: skip
+        probe = gpu.replay(device_bytes=roomy, stop_on_failure=True, sample_every=1)
+    if probe.failure_count and int(probe.failure_op[0]) <= op:
+        return (f"the replay refused a request at op {int(probe.failure_op[0]):,}, before or "
+                f"at it, on a device of {roomy:,} bytes")  # fmt: skip
+    assert probe.samples is not None  # asked for: sample_every=1
+    reserved = _reserved_after_each_op(probe.samples.op_index, probe.samples.reserved_bytes)
+    most_before = int(reserved[:op].max()) if op else 0
+    segment = int(reserved[op]) - (int(reserved[op - 1]) if op else 0)
+    if segment <= 0:
+        return ("the replay served the request from its cache, so its allocator did not hold "
+                "what the recording's held")  # fmt: skip
+    if _expandable(conf):  # after freeing its cache it maps the whole request again
+        segment = max(segment, -(-int(program.size_bytes[op]) // ROUND_LARGE_BYTES)
+                      * ROUND_LARGE_BYTES)  # fmt: skip
+    return most_before, segment
 
 
 def _expandable(conf: str) -> bool:
@@ -298,13 +325,65 @@ def _reserved_after_each_op(op_index: np.ndarray, reserved_bytes: np.ndarray) ->
     return reserved
 
 
-def _held_at_refusal(gpu: VirtualGpu, kind: str, bytes_: int, op: int) -> int | None:
-    """What the allocator held once it freed its cache and refused op `op`, under a cap of
-    `bytes_` (or on a device of that memory); None when it refused no request, or another."""
-    if kind == CAP:
-        raw = gpu.state_at_refusal(limit_bytes=bytes_)
+class _Prefix:
+    """The program's first `n_ops` ops, replayed up to a refusal under a cap (or on a device of
+    that memory): which op was refused (-1: none), and the allocator's retries and reserved
+    bytes there, its cache freed."""
+
+    def __init__(self, workload: Workload, conf: str, device: Device,
+                 allocator: torch_allocator.TorchAllocator, built: Path | None, kind: str,
+                 n_ops: int) -> None:  # fmt: skip
+        program = workload.program
+        arrays = {name: array[:n_ops] for name, array in program_arrays(program).items()}
+        self.gpu = VirtualGpu(arrays, program.slot_count, len(program.streams), conf, device,
+                              allocator, built=built)  # fmt: skip
+        self.kind = kind
+        self.retries = self.held_bytes = 0
+
+    def first_refused(self, bytes_: int) -> int:
+        if self.kind == CAP:
+            raw = self.gpu.state_at_refusal(limit_bytes=bytes_)
+        else:
+            raw = self.gpu.state_at_refusal(device_bytes=bytes_)
+        self.retries = int(raw["num_alloc_retries"])
+        self.held_bytes = int(raw["reserved_bytes"])
+        return int(raw["refused_op"])
+
+    def __enter__(self) -> _Prefix:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.gpu.close()
+
+
+def _least(holds: Callable[[int], bool], guess: int, floor: int, ceiling: int) -> int | None:
+    """The least c in [floor, ceiling] for which `holds` (false below it, true from it on), or
+    None: searched out from `guess` in doubling steps, then halved, so a good guess costs two
+    replays and a poor one about twice the bits of its error."""
+    guess = min(max(guess, floor), ceiling)
+    step = 1
+    true_at: int | None
+    if holds(guess):
+        false_at, true_at = floor - 1, guess
+        while true_at - step >= floor:
+            if not holds(true_at - step):
+                false_at = true_at - step
+                break
+            true_at, step = true_at - step, step * 2
     else:
-        raw = gpu.state_at_refusal(device_bytes=bytes_)
-    if int(raw["refused_op"]) != op:
-        return None
-    return int(raw["reserved_bytes"])
+        false_at, true_at = guess, None
+        while true_at is None:
+            probe = min(false_at + step, ceiling)
+            if holds(probe):
+                true_at = probe
+            elif probe == ceiling:
+                return None
+            else:
+                false_at, step = probe, step * 2
+    while true_at - false_at > 1:
+        middle = (false_at + true_at) // 2
+        if holds(middle):
+            true_at = middle
+        else:
+            false_at = middle
+    return true_at
