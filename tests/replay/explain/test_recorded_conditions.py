@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hipmem._core.byte_sizes import BadSize, GiB, MiB, parse_rounded_bytes
 from hipmem.replay.explain.explanation import explain
 from hipmem.replay.explain.recorded_conditions import CAP, DEVICE
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hipmem._core.byte_sizes import BadSize, GiB, MiB, parse_rounded_bytes
 from tests.cli_run import hipmem as run_hipmem
 
 REPO = Path(__file__).resolve().parents[3]
@@ -110,7 +110,8 @@ def test_recommend_from_the_snapshot_recommends_expandable_segments() -> None:
     done = _hipmem("recommend", "--from-snapshot", str(CAPPED), "--device", "H200",
                    "--torch", TORCH, "--for", "cuda", "--format", "shell")  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[-1] == "export PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True'"
+    exported = "export PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True'"
+    assert done.stdout.splitlines()[-1] == exported
     assert "a per-process cap between 14,063,501,312 and" in _one_line(done.stderr)
 
 
