@@ -285,6 +285,8 @@ class CheckRequest:
                 accept_skipped=self.accept_skipped, strict=self.strict,
             )  # fmt: skip
         say_accepted(found.skipped)
+        if found.inferred is not None:
+            output.info(found.inferred.sentence(cap_option=False))
         self.result_dict = {"source": self.source, **found.as_dict()}
         refused = [v.snapshot for v in found.verdicts if not v.fits]
         self.failed_snapshots = [Path(name.rpartition("#dev")[0] or name) for name in refused]

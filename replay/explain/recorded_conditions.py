@@ -202,6 +202,43 @@ def infer_recorded_conditions(
     return None
 
 
+def recorded_conditions(
+    workloads: list[Workload],
+    device: Device,
+    allocator: torch_allocator.TorchAllocator,
+) -> RecordedConditions | None:
+    """The conditions of the snapshots' recorded out-of-memory error when the user gave none
+    (`recommend` and `check` answer under them; None: none was recorded). Not inferred, it
+    is an error: an answer would say what avoids a refusal its replay never saw."""
+    if not has_recorded_oom(workloads):
+        return None
+    found = infer_recorded_conditions(workloads, recorded_settings(workloads), device, allocator)
+    if isinstance(found, NotInferred):
+        raise RecordedOomNotReproduced(
+            f"{found.sentence()}; the replay does not reproduce it, so it gives no answer "
+            "(give --device-memory to set the conditions)"
+        )
+    return found
+
+
+def must_reproduce(
+    workloads: list[Workload],
+    device: Device,
+    allocator: torch_allocator.TorchAllocator,
+) -> None:
+    """Under the device the user gave, the recorded out-of-memory error must come back
+    (`recommend`: a gate must not pass unearned)."""
+    if has_recorded_oom(workloads) and not reproduces(
+        workloads, recorded_settings(workloads), device, allocator
+    ):
+        raise RecordedOomNotReproduced(
+            "the snapshot recorded an out-of-memory error and its replay under "
+            f"{device.memory_bytes:,} bytes of device memory refuses nothing there: it does "
+            "not reproduce the recording, so no setting is recommended (give the device "
+            "memory it ran on, or leave it out to infer it)"
+        )
+
+
 def reproduces(
     workloads: list[Workload],
     conf: str,

@@ -43,13 +43,9 @@ from ..engine.program import logged_allocation_sizes, program_arrays
 from ..errors import ReplayUsageError
 from ..explain.recorded_conditions import (
     CAP,
-    NotInferred,
     RecordedConditions,
-    RecordedOomNotReproduced,
-    has_recorded_oom,
-    infer_recorded_conditions,
-    recorded_settings,
-    reproduces,
+    must_reproduce,
+    recorded_conditions,
 )
 from ..explain.variables import expandable_takes_effect, has_expandable
 from ..pytorch import allocator as torch_allocator
@@ -177,7 +173,11 @@ def recommend_allocator_settings(
     workloads, skipped = load_snapshots(snapshots, accept_skipped=accept_skipped, strict=strict)
     notes = _partial_trace_notes(workloads)
     device_played = options.virtual_device()
-    inferred = _recorded_conditions(workloads, device_played, allocator, device_memory_bytes)
+    inferred = None
+    if device_memory_bytes is not None:
+        must_reproduce(workloads, device_played, allocator)
+    else:
+        inferred = recorded_conditions(workloads, device_played, allocator)
     ends: tuple[int | None, ...] = (None,)
     passes = 1 if inferred is None else inferred.passes
     if inferred is not None and inferred.kind == CAP:
@@ -222,36 +222,6 @@ def recommend_allocator_settings(
         options=options,
         inferred=inferred,
     )
-
-
-def _recorded_conditions(
-    workloads: list[Workload],
-    device: Device,
-    allocator: torch_allocator.TorchAllocator,
-    device_memory_bytes: int | None,
-) -> RecordedConditions | None:
-    """The conditions of the snapshots' recorded out-of-memory error, inferred when the user
-    gave none; an error when it is recorded and the replay does not reproduce it (an answer
-    would be unearned: it would say what avoids a refusal it never saw)."""
-    if not has_recorded_oom(workloads):
-        return None
-    conf = recorded_settings(workloads)
-    if device_memory_bytes is not None:
-        if reproduces(workloads, conf, device, allocator):
-            return None
-        raise RecordedOomNotReproduced(
-            "the snapshot recorded an out-of-memory error and its replay under "
-            f"{device_memory_bytes:,} bytes of device memory refuses nothing there: it does not "
-            "reproduce the recording, so no setting is recommended (give the device memory "
-            "it ran on, or leave it out to infer it)"
-        )
-    found = infer_recorded_conditions(workloads, conf, device, allocator)
-    if isinstance(found, NotInferred):
-        raise RecordedOomNotReproduced(
-            f"{found.sentence()}; the replay does not reproduce it, so no setting is "
-            "recommended (give --device-memory to set the conditions)"
-        )
-    return found
 
 
 def _capped_grid(workloads: list[Workload]) -> list[GridEntry]:
