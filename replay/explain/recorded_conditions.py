@@ -59,9 +59,9 @@ import numpy as np
 from hipmem._core.alloc_conf import settings_pairs
 from hipmem._core.byte_sizes import MiB
 
-from ..engine.program import OP_ALLOCATE, program_arrays
+from ..engine.program import OP_ALLOCATE, ReplayProgram, program_arrays
 from ..errors import ReplayError, ReplayUsageError
-from ..logs.events import LineRef, OomEvent
+from ..logs.events import AllocationLog, LineRef, OomEvent
 from ..pytorch import allocator as torch_allocator
 from ..settings.workloads import Workload
 from ..virtual.devices import Device
@@ -112,9 +112,18 @@ class RecordedConditions:
     def device_memory_bytes(self) -> int | None:
         return self.lo_bytes if self.kind == DEVICE else None
 
-    def sentence(self, *, cap_option: bool = True) -> str:
-        """The one line every command says it in (`cap_option`: the command has --cap)."""
+    def sentence(self, *, cap_option: bool = True, applied: bool = True) -> str:
+        """The one line every command says it in (`cap_option`: the command has --cap;
+        `applied`: it answers under these conditions)."""
         entry = f"at entry {self.where.line:,} ({self.snapshot})"
+        if not applied:
+            return (
+                f"the recording ran out of memory {entry}: the device's memory was exhausted, "
+                f"{self.lo_bytes:,} bytes for the allocator ({self.held_bytes:,} held + "
+                f"{self.device_free_bytes:,} free), inferred from the allocator's state there; "
+                f"this replay is on the device given (--device-memory {self.lo_bytes} replays "
+                "under it)"
+            )
         if self.kind == CAP:
             what = (
                 f"a per-process cap between {self.lo_bytes:,} and {self.hi_bytes - 1:,} bytes, "
@@ -200,6 +209,20 @@ def infer_recorded_conditions(
         if oom is not None:
             return _infer(workload, oom, conf, device, allocator, built)
     return None
+
+
+def infer_for_log(
+    log: AllocationLog,
+    program: ReplayProgram,
+    device: Device,
+    allocator: torch_allocator.TorchAllocator,
+) -> Inference | None:
+    """`hipmem replay`'s: the conditions of a one-device snapshot replayed whole (None: not
+    such a snapshot, or no out-of-memory error recorded)."""
+    if len(log.sources) != 1 or not any(r.ooms for r in log.recordings):
+        return None
+    workload = Workload(log.sources[0], log, program)
+    return infer_recorded_conditions([workload], recorded_settings([workload]), device, allocator)
 
 
 def recorded_conditions(

@@ -185,3 +185,23 @@ def test_rounded_sizes_refuse_what_parse_bytes_refuses() -> None:
     for bad in ("12GB", "1.4", "-1GiB", "1e9"):
         with pytest.raises(BadSize):
             parse_rounded_bytes(bad, name="--cap")
+
+
+def test_check_from_the_snapshot_gates_each_setting_as_the_gpu_ran_it() -> None:
+    for run in sorted(TRUTHS.glob("oom_cap-cap0.099710-*.stats.json")):
+        stats = json.loads(run.read_text())
+        done = _hipmem("check", "--from-snapshot", str(CAPPED), "--device", "H200",
+                       "--torch", TORCH, "--alloc-conf", stats["alloc_conf"])  # fmt: skip
+        assert done.returncode == (0 if stats["status"] == "ok" else 1), (run.name, done.stderr)
+        assert "a per-process cap between 14,063,501,312 and" in _one_line(done.stderr)
+
+
+def test_replay_with_no_cap_replays_the_gpus_reserved_bytes_exactly() -> None:
+    for name in ("oom_cap-cap0.099710-defaults", "oom_device-defaults"):
+        done = _hipmem("replay", str(TRUTHS / f"{name}.pickle.gz"), "-r", "torch:settings=recorded",
+                       "--device", "H200", "--torch", TORCH, "--json")  # fmt: skip
+        assert done.returncode == 1, done.stderr  # the recorded refusal, refused again
+        resource = json.loads(done.stdout)["resources"][0]
+        assert resource["peak_reserved_bytes"] == _stats(name)["reserved_bytes_peak"], name
+        assert resource["failure_count"] == 1
+        assert "the recording ran out of memory at entry" in _one_line(done.stderr)
