@@ -61,7 +61,12 @@ def parse_rounded_bytes(text: str, *, name: str = "size") -> tuple[int, bool]:
     the bytes and whether they were rounded (the caller says so: `--cap 1.4GiB is ...`)."""
     match = _SIZE.fullmatch(text)
     unit = match.group(2).lower() if match else ""
-    if unit in ("", "b") or unit not in _IEC_UNITS or len(match.group(1)) > _MAX_DIGITS:
+    if (
+        match is None
+        or unit in ("", "b")
+        or unit not in _IEC_UNITS
+        or len(match.group(1)) > _MAX_DIGITS
+    ):
         return parse_bytes(text, name=name), False  # bytes are whole; errors said as everywhere
     value = _value(match, unit)
     return _checked(int(value), name, text), value.denominator != 1

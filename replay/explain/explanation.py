@@ -55,6 +55,7 @@ from .live import LiveAllocations, live_allocations
 from .recorded_conditions import (
     CAP,
     Inference,
+    NotInferred,
     RecordedConditions,
     has_recorded_oom,
     infer_recorded_conditions,
@@ -177,9 +178,9 @@ class Explanation:
             "recorded_ooms": self.recorded_ooms,
             "recorded_oom_not_reproduced": self.recorded_oom_not_reproduced,
             "inferred_conditions": None if self.conditions is None else self.conditions.as_dict(),
-            "not_inferred_because": None
-            if self.inferred is None or self.conditions is not None
-            else self.inferred.reason,
+            "not_inferred_because": self.inferred.reason
+            if isinstance(self.inferred, NotInferred)
+            else None,
             "pre_recording_allocations": self.pre_recording_allocations,
             "refused": None if self.refused is None else self.refused.as_dict(),
             "state": None if self.state is None else self.state.as_dict(),
