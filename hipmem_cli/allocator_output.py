@@ -67,6 +67,7 @@ def render_recommendation(advice: AllocatorRecommendation) -> None:
     for candidate in advice.candidates:
         if candidate.error:
             output.note(f"{settings_text(candidate.settings)}: {candidate.error}")
+    _render_inferred(advice)
     for note in advice.notes:
         output.note(note)
     output.note(COLUMNS_NOTE)
@@ -121,6 +122,9 @@ def _render_choice(advice: AllocatorRecommendation) -> None:
         output.line(f"Device memory it needs: {bytes_text(chosen.capacity_bytes)}{where}; "
                     f"on the {advice.device.name}, {bytes_text(advice.headroom_bytes)} "
                     "free at its reserved peak.")  # fmt: skip
+    elif advice.headroom_bytes is not None and advice.cap_bytes is not None:
+        output.line(f"Under the inferred cap's low end ({advice.cap_bytes:,} bytes), "
+                    f"{bytes_text(advice.headroom_bytes)} free at its reserved peak.")  # fmt: skip
     elif advice.headroom_bytes is not None:
         output.line(f"On the {advice.device.name}, {bytes_text(advice.headroom_bytes)} free at "
                     "its reserved peak.")  # fmt: skip
@@ -138,6 +142,24 @@ def _render_choice(advice: AllocatorRecommendation) -> None:
         output.line(f"PyTorch's defaults: reserved peak {bytes_text(default.peak_reserved_bytes)}"
                     + (f", device memory {bytes_text(default.capacity_bytes)}"
                        if default.capacity_bytes is not None else "") + ".")  # fmt: skip
+
+
+def _render_inferred(advice: AllocatorRecommendation) -> None:
+    """How the grid was judged under conditions inferred from a recorded error."""
+    found = advice.inferred
+    if found is None:
+        return
+    twice = " twice over (the recording ended at its error)" if found.passes == 2 else ""
+    if found.kind == "cap":
+        ends = " and ".join(f"{end:,}" for end in found.ends)
+        output.note(f"each setting replayed{twice} under the inferred cap at both its ends "
+                    f"({ends} bytes); no device memory is searched under a cap")  # fmt: skip
+    elif twice:
+        output.note(f"each setting replayed{twice}")
+    uncertain = [settings_text(c.settings) for c in advice.candidates if c.uncertain]
+    if uncertain:
+        output.note(f"uncertain, never recommended (served every request at one end of the "
+                    f"cap only): {', '.join(uncertain)}")  # fmt: skip
 
 
 def _pairs(settings: str) -> list[tuple[str, str]]:

@@ -98,10 +98,17 @@ class AllocatorRecommendation:
         return None if self.recommended is None else self.recommended.settings
 
     @property
+    def cap_bytes(self) -> int | None:
+        """The low end of the cap inferred from a recorded out-of-memory error, if any."""
+        return None if self.inferred is None else self.inferred.cap_bytes
+
+    @property
     def headroom_bytes(self) -> int | None:
-        """The device's memory left at the recommended setting's reserved peak."""
+        """The device's memory (or the inferred cap's low end) left at the recommended
+        setting's reserved peak."""
         peak = None if self.recommended is None else self.recommended.peak_reserved_bytes
-        return None if peak is None else self.device.memory_bytes - peak
+        have = self.device.memory_bytes if self.cap_bytes is None else self.cap_bytes
+        return None if peak is None else have - peak
 
     def variables(self, target: str = "both") -> list[tuple[str, str]]:
         """(name, value) pairs to set, for ROCm builds of PyTorch, CUDA builds or both."""

@@ -71,6 +71,17 @@ def test_the_cap_inferred_from_the_gpt_oom_holds_the_cap_it_ran_under() -> None:
     assert conditions.ended_there and conditions.passes == 2
 
 
+def test_the_cap_is_inferred_from_the_gc_run_too() -> None:
+    """Garbage collection at 0.6 under the same cap ran two steps further: its own snapshot's
+    error bounds the same cap (the interval is wider: the threshold acts on the cap)."""
+    snapshot = TRUTHS / "oom_cap-cap0.099710-garbage-collection-threshold-0.6.pickle.gz"
+    found = explain(snapshot, device="H200", torch_version=TORCH, jobs=2)
+    conditions = found.conditions
+    assert conditions is not None and conditions.kind == CAP
+    assert conditions.lo_bytes <= _true_cap_bytes() < conditions.hi_bytes
+    assert found.refused is not None and found.refused.recorded_failed
+
+
 def test_explain_with_no_cap_agrees_with_every_real_run_under_the_same_cap() -> None:
     done = _hipmem("explain", str(CAPPED), "--device", "H200", "--torch", TORCH, "--json")
     assert done.returncode == 0, done.stderr
@@ -115,11 +126,13 @@ def test_recommend_from_the_snapshot_recommends_expandable_segments() -> None:
     assert "a per-process cap between 14,063,501,312 and" in _one_line(done.stderr)
 
 
-def test_the_device_exhausted_kind_is_inferred_and_its_refusal_reproduced() -> None:
-    found = explain(EXHAUSTED, device="H200", torch_version=TORCH, jobs=2)
+@pytest.mark.parametrize("name", ["oom_device-defaults", "oom_device-expandable"])
+def test_the_device_exhausted_kind_is_inferred_and_its_refusal_reproduced(name: str) -> None:
+    snapshot = TRUTHS / f"{name}.pickle.gz"
+    found = explain(snapshot, device="H200", torch_version=TORCH, jobs=2)
     conditions = found.conditions
     assert conditions is not None and conditions.kind == DEVICE
-    oom = next(o for r in _recordings(EXHAUSTED) for o in r.ooms)
+    oom = next(o for r in _recordings(snapshot) for o in r.ooms)
     assert conditions.device_free_bytes == oom.device_free_bytes < conditions.segment_bytes
     assert conditions.lo_bytes == conditions.held_bytes + conditions.device_free_bytes
     assert found.cap_bytes is None and found.device.memory_bytes == conditions.lo_bytes
@@ -127,8 +140,7 @@ def test_the_device_exhausted_kind_is_inferred_and_its_refusal_reproduced() -> N
     assert found.refused.where == oom.where
     # A 137 GiB request on a 140 GiB device: nothing in the grid avoids it (on the GPU the
     # defaults and expandable segments both ran out of memory).
-    assert found.recommended is None
-    assert _stats("oom_device-expandable")["status"] == "oom"
+    assert found.recommended is None and _stats(name)["status"] == "oom"
 
 
 def _recordings(path: Path) -> list[Any]:
