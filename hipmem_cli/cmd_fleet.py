@@ -37,6 +37,7 @@ from .options import (
     TorchVersionOption,
     VirtualDeviceOption,
     memory_bytes,
+    said_limits,
 )
 
 _NAMES_SHOWN = 5  # logs named per line below the table; --json names all
@@ -129,6 +130,7 @@ def fleet_command(
     """Replay every log through every resource on a Dask cluster; summarize the fleet."""
     require_dask()
     specs = [parse_spec(text) for text in resource]
+    said_limits(resource)
     options = ReplayOptions(
         backend=backend,
         threads=threads,

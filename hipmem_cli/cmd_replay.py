@@ -33,6 +33,7 @@ from .options import (
     VirtualDeviceOption,
     check_plot_option,
     memory_bytes,
+    said_limits,
 )
 from .replay_output import print_notes, print_table, print_virtual_devices
 from .torch_releases import say_recording_release, split_releases
@@ -180,6 +181,7 @@ def replay_command(
     check_plot_option(plot)
     check_html_option(html)
     specs = [parse_spec(text) for text in resource]  # bad specs fail before any work (exit 2)
+    said_limits(resource)
     releases = split_releases(torch, capacity)
     rmm_releases: list[str | None] = [n.strip() for n in (rmm or "").split(",") if n.strip()]
     if len(rmm_releases) > 1 and capacity:

@@ -217,3 +217,17 @@ def test_replay_with_no_cap_replays_the_gpus_reserved_bytes_exactly() -> None:
         assert resource["peak_reserved_bytes"] == _stats(name)["reserved_bytes_peak"], name
         assert resource["failure_count"] == 1
         assert "the recording ran out of memory at entry" in _one_line(done.stderr)
+
+
+def test_a_limit_in_the_form_hipmem_prints_is_accepted_said_and_is_the_cap() -> None:
+    printed = _hipmem("replay", str(COMMITTED_OOM), "-r", "torch:limit=1.4GiB",
+                      "--device", "MI300X", "--json")  # fmt: skip
+    exact = _hipmem("replay", str(COMMITTED_OOM), "-r", "torch:limit=1503238553",
+                    "--device", "MI300X", "--json")  # fmt: skip
+    assert "limit=1.4GiB is 1,503,238,553 bytes" in printed.stderr
+    assert "is 1,503,238,553 bytes" not in exact.stderr
+    ran = [json.loads(done.stdout)["resources"][0] for done in (printed, exact)]
+    for key in ("peak_reserved_bytes", "failure_count"):
+        assert ran[0][key] == ran[1][key], key
+    bad = _hipmem("replay", str(COMMITTED_OOM), "-r", "torch:limit=1.4", "--device", "MI300X")
+    assert bad.returncode == 2 and "not a whole number of bytes" in bad.stderr
