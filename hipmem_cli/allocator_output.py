@@ -173,6 +173,14 @@ def render_no_fit(advice: AllocatorRecommendation) -> str:
     default = advice.default
     refused = next((run.first_refused for run in default.runs if run.first_refused), None)
     where = f", the defaults first at {refused}" if refused is not None else ""
+    found = advice.inferred
+    if found is not None and found.kind == "cap":
+        return (
+            f"no setting of the grid replays every snapshot under the cap inferred from its "
+            f"recorded out-of-memory error, at both its ends ({found.lo_bytes:,} and "
+            f"{found.hi_bytes - 1:,} bytes), without a refused allocation{where}: the job "
+            "needs a larger cap or less memory (hipmem explain says whose memory it was)"
+        )
     return (
         f"no setting of the grid replays every snapshot on {device_text(advice.device)} "
         f"without a refused allocation{where}; try a larger --device or --device-memory"
@@ -184,10 +192,16 @@ def render_check(check: AllocatorCheck, source: str) -> None:
     `source`: where the setting string came from (`--alloc-conf`, `$PYTORCH_CUDA_ALLOC_CONF`)."""
     shown = f"{source} '{check.settings}'" if check.settings else f"{source}: PyTorch's defaults"
     on = device_text(check.device)
+    found = check.inferred
+    if found is not None and found.kind == "cap":
+        ends = " and ".join(f"{end:,}" for end in found.ends)
+        on += f" under the inferred cap at both its ends ({ends} bytes)"
     failed = check.first_failure
     if failed is None:
         peak = max(check.verdicts, key=lambda v: v.peak_reserved_bytes or 0)
-        free = check.device.memory_bytes - (peak.peak_reserved_bytes or 0)
+        have = check.device.memory_bytes if found is None or found.cap_bytes is None else (
+            found.cap_bytes)  # fmt: skip
+        free = have - (peak.peak_reserved_bytes or 0)
         output.ok(f"{shown} fits on {on}: reserved peak {bytes_text(peak.peak_reserved_bytes)} "
                   f"({peak.snapshot}), {output.human_bytes(free)} free")  # fmt: skip
     else:
