@@ -67,6 +67,7 @@ def render_recommendation(advice: AllocatorRecommendation) -> None:
     for candidate in advice.candidates:
         if candidate.error:
             output.note(f"{settings_text(candidate.settings)}: {candidate.error}")
+    _render_inferred(advice)
     for note in advice.notes:
         output.note(note)
     output.note(COLUMNS_NOTE)
@@ -121,6 +122,9 @@ def _render_choice(advice: AllocatorRecommendation) -> None:
         output.line(f"Device memory it needs: {bytes_text(chosen.capacity_bytes)}{where}; "
                     f"on the {advice.device.name}, {bytes_text(advice.headroom_bytes)} "
                     "free at its reserved peak.")  # fmt: skip
+    elif advice.headroom_bytes is not None and advice.cap_bytes is not None:
+        output.line(f"Under the inferred cap's low end ({advice.cap_bytes:,} bytes), "
+                    f"{bytes_text(advice.headroom_bytes)} free at its reserved peak.")  # fmt: skip
     elif advice.headroom_bytes is not None:
         output.line(f"On the {advice.device.name}, {bytes_text(advice.headroom_bytes)} free at "
                     "its reserved peak.")  # fmt: skip
@@ -140,6 +144,24 @@ def _render_choice(advice: AllocatorRecommendation) -> None:
                        if default.capacity_bytes is not None else "") + ".")  # fmt: skip
 
 
+def _render_inferred(advice: AllocatorRecommendation) -> None:
+    """How the grid was judged under conditions inferred from a recorded error."""
+    found = advice.inferred
+    if found is None:
+        return
+    twice = " twice over (the recording ended at its error)" if found.passes == 2 else ""
+    if found.kind == "cap":
+        ends = " and ".join(f"{end:,}" for end in found.ends)
+        output.note(f"each setting replayed{twice} under the inferred cap at both its ends "
+                    f"({ends} bytes); no device memory is searched under a cap")  # fmt: skip
+    elif twice:
+        output.note(f"each setting replayed{twice}")
+    uncertain = [settings_text(c.settings) for c in advice.candidates if c.uncertain]
+    if uncertain:
+        output.note(f"uncertain, never recommended (served every request at one end of the "
+                    f"cap only): {', '.join(uncertain)}")  # fmt: skip
+
+
 def _pairs(settings: str) -> list[tuple[str, str]]:
     from hipmem._core.alloc_conf import settings_pairs
 
@@ -151,6 +173,14 @@ def render_no_fit(advice: AllocatorRecommendation) -> str:
     default = advice.default
     refused = next((run.first_refused for run in default.runs if run.first_refused), None)
     where = f", the defaults first at {refused}" if refused is not None else ""
+    found = advice.inferred
+    if found is not None and found.kind == "cap":
+        return (
+            f"no setting of the grid replays every snapshot under the cap inferred from its "
+            f"recorded out-of-memory error, at both its ends ({found.lo_bytes:,} and "
+            f"{found.hi_bytes - 1:,} bytes), without a refused allocation{where}: the job "
+            "needs a larger cap or less memory (hipmem explain says whose memory it was)"
+        )
     return (
         f"no setting of the grid replays every snapshot on {device_text(advice.device)} "
         f"without a refused allocation{where}; try a larger --device or --device-memory"
@@ -162,10 +192,16 @@ def render_check(check: AllocatorCheck, source: str) -> None:
     `source`: where the setting string came from (`--alloc-conf`, `$PYTORCH_CUDA_ALLOC_CONF`)."""
     shown = f"{source} '{check.settings}'" if check.settings else f"{source}: PyTorch's defaults"
     on = device_text(check.device)
+    found = check.inferred
+    if found is not None and found.kind == "cap":
+        ends = " and ".join(f"{end:,}" for end in found.ends)
+        on += f" under the inferred cap at both its ends ({ends} bytes)"
     failed = check.first_failure
     if failed is None:
         peak = max(check.verdicts, key=lambda v: v.peak_reserved_bytes or 0)
-        free = check.device.memory_bytes - (peak.peak_reserved_bytes or 0)
+        have = check.device.memory_bytes if found is None or found.cap_bytes is None else (
+            found.cap_bytes)  # fmt: skip
+        free = have - (peak.peak_reserved_bytes or 0)
         output.ok(f"{shown} fits on {on}: reserved peak {bytes_text(peak.peak_reserved_bytes)} "
                   f"({peak.snapshot}), {output.human_bytes(free)} free")  # fmt: skip
     else:

@@ -19,13 +19,12 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from hipmem._core.byte_sizes import parse_bytes
 from hipmem._core.skipped_input import SkippedInput
 
 from ..replay.errors import ReplayUsageError
 from . import output
 from .html_output import captured, check_html_option, write_html
-from .options import check_plot_option
+from .options import check_plot_option, memory_bytes
 
 if TYPE_CHECKING:
     from ..replay.settings.recommend import AllocatorRecommendation
@@ -141,6 +140,8 @@ class Request:
                 rocm=self.target in ("rocm", "both"),
             )
         say_accepted(advice.skipped)
+        if advice.inferred is not None:
+            output.info(advice.inferred.sentence(cap_option=False))
         for warning in environment_warnings(self.target):
             output.warning(warning)
         shown = chosen_format is None and output.stdout_is_terminal()
@@ -198,7 +199,7 @@ def say_accepted(skipped: SkippedInput) -> None:
 
 
 def _device_memory(text: str | None) -> int | None:
-    return None if text is None else parse_bytes(text, name="--device-memory")
+    return memory_bytes(text, "--device-memory")
 
 
 def _comment(advice: AllocatorRecommendation) -> str:
@@ -284,6 +285,8 @@ class CheckRequest:
                 accept_skipped=self.accept_skipped, strict=self.strict,
             )  # fmt: skip
         say_accepted(found.skipped)
+        if found.inferred is not None:
+            output.info(found.inferred.sentence(cap_option=False))
         self.result_dict = {"source": self.source, **found.as_dict()}
         refused = [v.snapshot for v in found.verdicts if not v.fits]
         self.failed_snapshots = [Path(name.rpartition("#dev")[0] or name) for name in refused]

@@ -9,8 +9,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from hipmem._core.byte_sizes import parse_bytes
-
 from ..replay.explain.explanation import Explanation
 from . import output
 from .html_output import captured, check_html_option, write_html
@@ -22,6 +20,7 @@ from .options import (
     TorchVersionOption,
     VirtualDeviceOption,
     check_plot_option,
+    memory_bytes,
 )
 
 EPILOG = """\b
@@ -132,10 +131,10 @@ def explain_snapshot(
 ) -> Explanation:
     """Explain, then print the JSON or the text (`check --explain` calls it too)."""
     from ..replay.explain.explanation import explain
-    from .explain_output import render_explanation
+    from .explain_output import render_explanation, render_inferred
 
-    memory = None if device_memory is None else parse_bytes(device_memory, name="--device-memory")
-    cap_bytes = None if cap is None else parse_bytes(cap, name="--cap")
+    memory = memory_bytes(device_memory, "--device-memory")
+    cap_bytes = memory_bytes(cap, "--cap")
     with output.progress("explaining") as report:
         found = explain(
             snapshot,
@@ -147,6 +146,7 @@ def explain_snapshot(
             torch_build=build,
             progress=report,
         )
+    render_inferred(found)
     if json:
         output.print_json(found.as_dict())
     else:

@@ -7,7 +7,6 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from hipmem._core.byte_sizes import parse_bytes
 from hipmem._core.plot_files import check_plot_path
 from hipmem._core.skipped_input import SHOWN_PLACES, skipped_json
 
@@ -37,6 +36,8 @@ from .options import (
     JsonOption,
     TorchVersionOption,
     VirtualDeviceOption,
+    memory_bytes,
+    said_limits,
 )
 
 _NAMES_SHOWN = 5  # logs named per line below the table; --json names all
@@ -129,14 +130,13 @@ def fleet_command(
     """Replay every log through every resource on a Dask cluster; summarize the fleet."""
     require_dask()
     specs = [parse_spec(text) for text in resource]
+    said_limits(resource)
     options = ReplayOptions(
         backend=backend,
         threads=threads,
         streams=streams,
         device_name=device,
-        device_memory_bytes=None
-        if device_memory is None
-        else parse_bytes(device_memory, name="--device-memory"),
+        device_memory_bytes=memory_bytes(device_memory, "--device-memory"),
         torch_version=torch,
         rmm_version=rmm,
     )

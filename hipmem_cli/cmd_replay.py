@@ -9,14 +9,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from hipmem._core.byte_sizes import parse_bytes
-
 from ..replay.engine.options import ReplayOptions
-from ..replay.engine.preflight import preflight
+from ..replay.engine.preflight import Targets, preflight
 from ..replay.engine.program import ReplayProgram, build_program
 from ..replay.engine.releases import replay_releases
 from ..replay.engine.report import ReplayReport, recorded_figures
-from ..replay.engine.resources import parse_spec
+from ..replay.engine.resources import ResourceSpec, parse_spec
 from ..replay.errors import ReplayUsageError
 from ..replay.logs.events import AllocationLog
 from ..replay.logs.loader import load_log
@@ -34,6 +32,8 @@ from .options import (
     TorchVersionsOption,
     VirtualDeviceOption,
     check_plot_option,
+    memory_bytes,
+    said_limits,
 )
 from .replay_output import print_notes, print_table, print_virtual_devices
 from .torch_releases import say_recording_release, split_releases
@@ -181,6 +181,7 @@ def replay_command(
     check_plot_option(plot)
     check_html_option(html)
     specs = [parse_spec(text) for text in resource]  # bad specs fail before any work (exit 2)
+    said_limits(resource)
     releases = split_releases(torch, capacity)
     rmm_releases: list[str | None] = [n.strip() for n in (rmm or "").split(",") if n.strip()]
     if len(rmm_releases) > 1 and capacity:
@@ -194,9 +195,7 @@ def replay_command(
         repeats=repeats,
         plot_samples=_HTML_SAMPLES if html else 2000 if plot else 0,
         device_name=device,
-        device_memory_bytes=None
-        if device_memory is None
-        else parse_bytes(device_memory, name="--device-memory"),
+        device_memory_bytes=memory_bytes(device_memory, "--device-memory"),
         torch_version=releases[0],
         rmm_version=rmm_releases[0],
     )
@@ -217,6 +216,7 @@ def replay_command(
         if not every:
             raise typer.Exit(1)
         return
+    specs = _under_recorded_conditions(log, program, specs, options, targets)
     reports: list[ReplayReport] = []
     with output.progress("replaying") as bar:
         for done, spec in enumerate(specs):
@@ -245,6 +245,37 @@ def replay_command(
         _write_page(html, log, program, reports, limits, printed)
     if any(r.failure_count for r in reports):
         raise typer.Exit(1)
+
+
+def _under_recorded_conditions(
+    log: AllocationLog,
+    program: ReplayProgram,
+    specs: list[ResourceSpec],
+    options: ReplayOptions,
+    targets: Targets,
+) -> list[ResourceSpec]:
+    """A snapshot that recorded an out-of-memory error, replayed with no cap and no device
+    memory given: PyTorch's allocator on the virtual GPU replays under the cap inferred from
+    it (replay/explain/recorded_conditions.py, its low end), said on stderr. The device kind
+    is said, not applied: the device given stays the one replayed."""
+    from ..replay.explain.recorded_conditions import CAP, RecordedConditions, infer_for_log
+
+    open_specs = [s for s in targets.virtual_torch if s.limit_bytes is None]
+    allocator = targets.torch_allocator(options)
+    if options.device_memory_bytes is not None or not open_specs or allocator is None:
+        return specs
+    found = infer_for_log(log, program, options.virtual_device(), allocator)
+    if found is None:
+        return specs
+    if not isinstance(found, RecordedConditions):
+        output.warning(found.sentence())
+        return specs
+    if found.kind != CAP:
+        output.info(found.sentence(applied=False))
+        return specs
+    output.info(found.sentence(cap_option=False).replace(
+        "answering under it", f"replayed under its low end (limit={found.lo_bytes})"))  # fmt: skip
+    return [s.with_limit(found.lo_bytes) if s in open_specs else s for s in specs]
 
 
 _HTML_SAMPLES = 10_000  # reserved-bytes samples of a replay drawn on a page (zoomable)

@@ -76,9 +76,20 @@ def render_explanation(found: Explanation) -> None:
     _render_avoiding(found)
 
 
+def render_inferred(found: Explanation) -> None:
+    """The conditions inferred from the recording (or why none were), one line on stderr."""
+    if found.conditions is not None:
+        output.info(found.conditions.sentence())
+    elif found.inferred is not None:
+        output.warning(found.inferred.sentence())
+
+
 def _render_avoiding(found: Explanation) -> None:
     avoiding = found.avoiding
     where = f"the same {found.limit_name} ({found.have_bytes:,} bytes)"
+    ends = found.conditions.ends if found.conditions is not None else ()
+    if found.cap_bytes is not None and len(ends) == 2:
+        where = f"the inferred cap at both its ends ({ends[0]:,} and {ends[1]:,} bytes)"
     tried = len(found.candidates)
     if not avoiding:
         output.line(
@@ -88,8 +99,8 @@ def _render_avoiding(found: Explanation) -> None:
         )
     else:
         table = output.Table(
-            f"What avoids it: settings that served every request, the whole trace replayed "
-            f"under {where}, best first",
+            f"What avoids it: settings that served every request, the whole trace replayed"
+            f"{_twice(found)} under {where}, best first",
             ["", *SETTING_COLUMNS, "settings"],
             right=SETTING_COLUMNS,
         )
@@ -104,6 +115,7 @@ def _render_avoiding(found: Explanation) -> None:
             f"{tried - len(avoiding)} of the {tried} settings of the grid were refused "
             "a request too (--json lists them)"
         )
+    _render_uncertain(found)
     _render_needed(found)
     advice = found.variables
     if advice is not None and advice.line is not None:
@@ -112,6 +124,22 @@ def _render_avoiding(found: Explanation) -> None:
         output.line(advice.line)
         for note in advice.notes:
             output.note(note)
+
+
+def _twice(found: Explanation) -> str:
+    if found.conditions is None or found.conditions.passes == 1:
+        return ""
+    return " twice over (the recording ended at its out-of-memory error: the job went on)"
+
+
+def _render_uncertain(found: Explanation) -> None:
+    uncertain = found.uncertain
+    if uncertain:
+        names = ", ".join(settings_text(c.settings) for c in uncertain)
+        output.line(
+            f"Uncertain, not a fix: {names}: served every request at one end of the inferred "
+            "cap only (give --cap to decide)."
+        )
 
 
 def _render_needed(found: Explanation) -> None:

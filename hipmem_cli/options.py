@@ -234,3 +234,34 @@ CallsArgument = Annotated[
         metavar="CALL",
     ),
 ]
+
+
+def memory_bytes(text: str | None, option: str) -> int | None:
+    """--device-memory and --cap: whole bytes, or a decimal IEC size as hipmem prints it
+    (`1.4GiB`) rounded down to whole bytes, which is said once on stderr."""
+    if text is None:
+        return None
+    from hipmem._core.byte_sizes import parse_rounded_bytes
+
+    from . import output
+
+    found, rounded = parse_rounded_bytes(text, name=option)
+    if rounded:
+        output.info(f"{option} {text} is {found:,} bytes")
+    return found
+
+
+def said_limits(specs: list[str]) -> None:
+    """`limit=` of each `-r` spec, rounded down when given as a decimal IEC size (`1.4GiB`):
+    said once on stderr, as --cap's is. The specs are parsed already (so well formed)."""
+    from hipmem._core.byte_sizes import parse_rounded_bytes
+
+    from . import output
+
+    for spec in specs:
+        for pair in spec.partition(":")[2].split(","):
+            name, _, value = pair.partition("=")
+            if name.strip().lower() == "limit":
+                found, rounded = parse_rounded_bytes(value, name="limit")
+                if rounded:
+                    output.info(f"limit={value.strip()} is {found:,} bytes")

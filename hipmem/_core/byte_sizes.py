@@ -48,10 +48,32 @@ def parse_bytes(text: str | int, *, name: str = "size") -> int:
     if len(match.group(1)) > _MAX_DIGITS:  # Python refuses int() of thousands of digits
         digits = len(match.group(1))
         raise BadSize(f"{digits} digits, more than {MAX_BYTES:,} bytes", parameter=name)
-    value = Fraction(match.group(1)) * _IEC_UNITS[unit]
+    value = _value(match, unit)
     if value.denominator != 1:
         raise BadSize("not a whole number of bytes", parameter=name, value=text)
     return _checked(int(value), name, text)
+
+
+def parse_rounded_bytes(text: str, *, name: str = "size") -> tuple[int, bool]:
+    """Whole bytes from a size as `parse_bytes` reads it, or from the decimal IEC forms hipmem
+    prints (`1.4 GiB`, `13.9GiB`), rounded down to whole bytes: for a device's memory or a
+    cap, where a byte less is no harm and the printed figure is what a user copies. Returns
+    the bytes and whether they were rounded (the caller says so: `--cap 1.4GiB is ...`)."""
+    match = _SIZE.fullmatch(text)
+    unit = match.group(2).lower() if match else ""
+    if (
+        match is None
+        or unit in ("", "b")
+        or unit not in _IEC_UNITS
+        or len(match.group(1)) > _MAX_DIGITS
+    ):
+        return parse_bytes(text, name=name), False  # bytes are whole; errors said as everywhere
+    value = _value(match, unit)
+    return _checked(int(value), name, text), value.denominator != 1
+
+
+def _value(match: re.Match[str], unit: str) -> Fraction:
+    return Fraction(match.group(1)) * _IEC_UNITS[unit]
 
 
 def _hint(match: re.Match[str] | None, unit: str) -> str:

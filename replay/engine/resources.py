@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Union
 
 from hipmem._core.alloc_conf import check_alloc_conf, setting_value_problem
-from hipmem._core.byte_sizes import MiB, format_bytes_exact, parse_bytes
+from hipmem._core.byte_sizes import MiB, format_bytes_exact, parse_bytes, parse_rounded_bytes
 from hipmem._core.close_names import did_you_mean
 from hipmem._core.errors import HipmemError, shown_value
 
@@ -229,7 +229,9 @@ def _parse_spec(raw: str) -> ResourceSpec:
             raise ReplayUsageError(f"{name} given twice")
         seen.add(name)
         if name == "limit":
-            limit_bytes = parse_bytes(value, name="limit")
+            # A cap, as --cap: the decimal IEC sizes hipmem prints too, rounded down (the CLI
+            # says so: hipmem_cli/options.py's said_limits).
+            limit_bytes = parse_rounded_bytes(value, name="limit")[0]
             continue
         if name not in schema:
             allowed = [*schema, "limit"]

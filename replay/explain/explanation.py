@@ -15,6 +15,12 @@ per-process cap, PyTorch's version and its allocator settings, by default the re
    allocations, then the simpler string). Nothing is estimated: a setting named here served
    every request of a replay. Under a cap, the grid's garbage-collection rows keep the user's
    cap instead of adding one (the threshold acts on whatever fraction is in force);
+   when neither a cap nor the device's memory is given and the snapshot recorded an
+   out-of-memory error, the conditions are inferred from it
+   (replay/explain/recorded_conditions.py): the device's memory it had, or a cap known to lie
+   in an interval, at both ends of which each setting is replayed (a setting that avoids the
+   refusal at one end only is `uncertain`, and never named a fix; a recording that ended at
+   its error is replayed twice over, standing for the job going on);
 4. the device memory (or, under a cap, the cap) the current settings need: the capacity
    search of `replay --find-capacity` (replay/capacity/fits.py), and so the bytes missing.
 """
@@ -23,7 +29,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hipmem._core.alloc_conf import check_alloc_conf, settings_pairs
@@ -40,12 +46,21 @@ from ..pytorch import allocator as torch_allocator
 from ..settings import grid as allocator_grid
 from ..settings.candidate import Candidate
 from ..settings.grid import GridEntry
-from ..settings.recommend import replay_entries
+from ..settings.recommend import replay_entries_at_ends
 from ..settings.workloads import Workload, load_workloads
 from ..virtual import build as vcuda_build
 from ..virtual.devices import Device
 from ..virtual.gpu import VirtualGpu
 from .live import LiveAllocations, live_allocations
+from .recorded_conditions import (
+    CAP,
+    Inference,
+    NotInferred,
+    RecordedConditions,
+    has_recorded_oom,
+    infer_recorded_conditions,
+    recorded_settings,
+)
 from .state import AllocatorState, read_state, refusal_reason
 from .variables import (
     VariableAdvice,
@@ -54,8 +69,6 @@ from .variables import (
     has_expandable,
     variable_advice,
 )
-
-GC_UNDER_CAP = (0.6, 0.8)  # garbage_collection_threshold values tried under a user's cap
 
 
 @dataclass(frozen=True)
@@ -100,6 +113,19 @@ class Explanation:
     # no `alloc`): the recording started mid-run or max_entries dropped the oldest entries,
     # so the allocator's state then is not known and a replay may serve what it refused.
     pre_recording_allocations: int = 0
+    # The conditions inferred from the snapshot's recorded out-of-memory error (none given),
+    # or why they could not be; None when none was recorded or the user gave them.
+    inferred: Inference | None = None
+
+    @property
+    def conditions(self) -> RecordedConditions | None:
+        """The inferred conditions this explanation answers under, if any."""
+        return self.inferred if isinstance(self.inferred, RecordedConditions) else None
+
+    @property
+    def uncertain(self) -> list[Candidate]:
+        """Settings that avoided the refusal at one end of an inferred cap only."""
+        return [c for c in self.candidates if c.uncertain]
 
     @property
     def recorded_oom_not_reproduced(self) -> bool:
@@ -151,6 +177,10 @@ class Explanation:
             "allocator": self.allocator_source,
             "recorded_ooms": self.recorded_ooms,
             "recorded_oom_not_reproduced": self.recorded_oom_not_reproduced,
+            "inferred_conditions": None if self.conditions is None else self.conditions.as_dict(),
+            "not_inferred_because": self.inferred.reason
+            if isinstance(self.inferred, NotInferred)
+            else None,
             "pre_recording_allocations": self.pre_recording_allocations,
             "refused": None if self.refused is None else self.refused.as_dict(),
             "state": None if self.state is None else self.state.as_dict(),
@@ -161,7 +191,10 @@ class Explanation:
                 {**_candidate_dict(c), "not_recommended_because": self.why_not_recommended(c)}
                 for c in self.avoiding
             ],
-            "not_avoided_by": [_candidate_dict(c) for c in self.candidates if not c.replayed],
+            "uncertain": [_candidate_dict(c) for c in self.uncertain],
+            "not_avoided_by": [
+                _candidate_dict(c) for c in self.candidates if not c.replayed and not c.uncertain
+            ],
             "needed_bytes": self.needed_bytes,
             "needed_is": self.limit_name,
             "missing_bytes": self.missing_bytes,
@@ -227,6 +260,17 @@ def explain(
     built = vcuda_build.build(allocator)  # checked once for the replays to the refusal
     workloads = load_workloads([snapshot])
     conf = _settings(settings, workloads)
+    inferred = None
+    if cap_bytes is None and device_memory_bytes is None and has_recorded_oom(workloads):
+        inferred = infer_recorded_conditions(workloads, conf, played, allocator, built=built)
+    limits: tuple[int | None, ...] = (cap_bytes,)
+    passes = 1
+    if isinstance(inferred, RecordedConditions):
+        passes = inferred.passes
+        if inferred.kind == CAP:
+            cap_bytes, limits = inferred.lo_bytes, inferred.ends
+        else:
+            played = replace(played, memory_bytes=inferred.lo_bytes)
     found = _first_refusal(workloads, conf, played, allocator, cap_bytes, built)
     result = Explanation(
         snapshot=str(snapshot),
@@ -244,6 +288,7 @@ def explain(
         pre_recording_allocations=sum(
             r.pre_recording_allocations for w in workloads for r in w.log.recordings
         ),
+        inferred=inferred,
     )
     if found is None:
         return result
@@ -273,12 +318,13 @@ def explain(
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="hipmem-explain") as pool:
         live = pool.submit(live_allocations, workload.log, program, op)
         needed = pool.submit(_needed_bytes, workloads, conf, options, cap_bytes, no_progress)
-        result.candidates = replay_entries(
+        result.candidates = replay_entries_at_ends(
             workloads,
             entries,
             played,
             allocator,
-            limit_bytes=cap_bytes,
+            limits=limits,
+            passes=passes,
             jobs=jobs,
             progress=progress,
         )
@@ -295,14 +341,7 @@ def _settings(settings: str | None, workloads: list[Workload]) -> str:
     if settings is not None:
         check_alloc_conf(settings, parameter="settings")
         return settings
-    recorded = sorted({r.checked_alloc_conf() for w in workloads for r in w.log.recordings})
-    if len(recorded) > 1:
-        raise ReplayUsageError(
-            f"the snapshot's devices were recorded with different settings: {'; '.join(recorded)}"
-            "; give the settings to explain",
-            parameter="settings",
-        )
-    return recorded[0] if recorded else ""
+    return recorded_settings(workloads)
 
 
 def _first_refusal(
@@ -343,15 +382,7 @@ def _grid(
     sizes = [logged_allocation_sizes(w.program) for w in workloads]
     entries = allocator_grid.first_round(allocator_grid.large_request_sizes(sizes))
     if cap_bytes is not None:
-        for threshold in GC_UNDER_CAP:
-            gc = f"garbage_collection_threshold:{threshold}"
-            for base in ("", allocator_grid.EXPANDABLE):
-                entries.append(
-                    GridEntry(
-                        allocator_grid.join(base, gc),
-                        f"garbage collection at {threshold:.0%} of the cap",
-                    )
-                )
+        entries += allocator_grid.within_cap()
     return entries
 
 

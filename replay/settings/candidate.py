@@ -44,6 +44,10 @@ class Candidate:
     error: str | None = None  # PyTorch refused the setting itself (its words)
     capacity_bytes: int | None = None  # the smallest device, over the snapshots (if searched)
     capacity_snapshot: str | None = None  # the snapshot that needs it
+    # Judged at both ends of an inferred cap (replay/explain/recorded_conditions.py): served
+    # every request at one end only. Its runs are those of the end that refused, so it is not
+    # `replayed`, and never recommended.
+    uncertain: bool = False
 
     @property
     def settings(self) -> str:
@@ -100,6 +104,7 @@ class Candidate:
             "cap_bytes": self.entry.cap_bytes,
             "error": self.error,
             "replayed": self.replayed,
+            "uncertain": self.uncertain,
             "peak_reserved_bytes": self.peak_reserved_bytes,
             "fragmentation": self.fragmentation,
             "segment_allocations": self.segment_allocations,

@@ -9,7 +9,7 @@ that asked for it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hipmem._core.alloc_conf import check_alloc_conf
 from hipmem._core.skipped_input import SkippedInput
@@ -18,11 +18,12 @@ from ..engine.options import ReplayOptions
 from ..engine.report import AllocationFailure
 from ..engine.resources import parse_spec
 from ..engine.run import replay
+from ..explain.recorded_conditions import CAP, RecordedConditions, recorded_conditions
 from ..pytorch import allocator as torch_allocator
 from ..snapshots.frames import Frame, user_frame
 from ..snapshots.reader import entry_frames
 from ..virtual.devices import Device
-from .workloads import Snapshots, load_snapshots
+from .workloads import Snapshots, Workload, load_snapshots
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,8 @@ class AllocatorCheck:
     allocator_source: str
     verdicts: list[SnapshotVerdict]
     skipped: SkippedInput = field(default_factory=SkippedInput)  # accepted (accept_skipped)
+    # The conditions inferred from a recorded out-of-memory error (none given), judged under.
+    inferred: RecordedConditions | None = None
 
     @property
     def fits(self) -> bool:
@@ -85,6 +88,7 @@ class AllocatorCheck:
             "allocator": self.allocator_source,
             "snapshots": [verdict.as_dict() for verdict in self.verdicts],
             "skipped_entries": self.skipped.as_dict(),
+            "inferred_conditions": None if self.inferred is None else self.inferred.as_dict(),
         }
 
 
@@ -110,14 +114,38 @@ def check_allocator_settings(
                             on_failure="stop", time_calls=False)  # fmt: skip
     options.check()
     allocator = torch_allocator.locate(torch_version)
-    spec = parse_spec(f"torch:settings={settings}" if settings else "torch")
-    verdicts = []
     workloads, skipped = load_snapshots(snapshots, accept_skipped=accept_skipped, strict=strict)
-    for workload in workloads:
+    inferred = None
+    if device_memory_bytes is None:
+        inferred = recorded_conditions(workloads, options.virtual_device(), allocator)
+    limits: tuple[int | None, ...] = (None,)
+    if inferred is not None:
+        options = replace(options, repeats=inferred.passes)
+        if inferred.kind == CAP:
+            limits = inferred.ends
+        else:
+            options = replace(options, device_memory_bytes=inferred.lo_bytes)
+    verdicts = [_verdict(workload, settings, options, limits) for workload in workloads]
+    return AllocatorCheck(settings, options.virtual_device(), allocator.version,
+                          allocator.describe(), verdicts, skipped, inferred)  # fmt: skip
+
+
+def _verdict(
+    workload: Workload, settings: str, options: ReplayOptions, limits: tuple[int | None, ...]
+) -> SnapshotVerdict:
+    """The snapshot under `settings` at each limit (both ends of an inferred cap): refused
+    at any, it is refused."""
+    verdict = None
+    for limit in limits:
+        given = [*([f"limit={limit}"] if limit is not None else []),
+                 *([f"settings={settings}"] if settings else [])]  # fmt: skip
+        spec = parse_spec("torch" + (":" + ",".join(given) if given else ""))
         report = replay(workload.log, spec, options, program=workload.program)
         refused = report.failures[0] if report.failures else None
         frame = user_frame(entry_frames(refused.where)) if refused is not None else None
-        verdicts.append(SnapshotVerdict(workload.name, report.peak_requested_bytes,
-                                        report.peak_reserved_bytes, refused, frame))  # fmt: skip
-    return AllocatorCheck(settings, options.virtual_device(), allocator.version,
-                          allocator.describe(), verdicts, skipped)  # fmt: skip
+        verdict = SnapshotVerdict(workload.name, report.peak_requested_bytes,
+                                  report.peak_reserved_bytes, refused, frame)  # fmt: skip
+        if refused is not None:
+            break
+    assert verdict is not None  # limits is never empty
+    return verdict

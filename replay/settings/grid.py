@@ -93,6 +93,23 @@ def split_sizes_mib(large_sizes: np.ndarray) -> dict[int, list[float]]:
     return dict(sorted(found.items()))
 
 
+GC_UNDER_CAP = (0.6, 0.8)  # garbage_collection_threshold values tried under a given cap
+
+
+def within_cap() -> list[GridEntry]:
+    """Garbage collection under a cap already in force (a user's, or one inferred from a
+    recorded out-of-memory error): the threshold acts on whatever fraction is set, so these
+    rows add none (the second round's rows add their own)."""
+    entries = []
+    for threshold in GC_UNDER_CAP:
+        gc = f"garbage_collection_threshold:{threshold}"
+        for base in ("", EXPANDABLE):
+            entries.append(
+                GridEntry(join(base, gc), f"garbage collection at {threshold:.0%} of the cap")
+            )
+    return entries
+
+
 def first_round(large_sizes: np.ndarray) -> list[GridEntry]:
     """The settings that need nothing but the snapshots' sizes."""
     entries = [

@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from hipmem._core.progress import ProgressCallback, no_progress
@@ -41,6 +41,12 @@ from ..capacity.result import NoCapacityFound
 from ..engine.options import ReplayOptions
 from ..engine.program import logged_allocation_sizes, program_arrays
 from ..errors import ReplayUsageError
+from ..explain.recorded_conditions import (
+    CAP,
+    RecordedConditions,
+    must_reproduce,
+    recorded_conditions,
+)
 from ..explain.variables import expandable_takes_effect, has_expandable
 from ..pytorch import allocator as torch_allocator
 from ..virtual import build as vcuda_build
@@ -76,9 +82,13 @@ class AllocatorRecommendation:
     candidates: list[Candidate]
     recommended: Candidate | None
     default: Candidate
-    capacity: str  # "recommended" (it and the defaults were searched) or "all"
+    # "recommended" (it and the defaults were searched), "all", or "none" (under a cap
+    # inferred from a recorded out-of-memory error: the device memory is not the question)
+    capacity: str
     notes: list[str] = field(default_factory=list)
     skipped: SkippedInput = field(default_factory=SkippedInput)  # accepted (accept_skipped)
+    # The conditions inferred from a recorded out-of-memory error (the user gave none).
+    inferred: RecordedConditions | None = None
     # What was replayed, for a plot or a replay of one setting (not in --json).
     workloads: list[Workload] = field(default_factory=list, repr=False)
     options: ReplayOptions = field(default_factory=ReplayOptions, repr=False)
@@ -88,10 +98,17 @@ class AllocatorRecommendation:
         return None if self.recommended is None else self.recommended.settings
 
     @property
+    def cap_bytes(self) -> int | None:
+        """The low end of the cap inferred from a recorded out-of-memory error, if any."""
+        return None if self.inferred is None else self.inferred.cap_bytes
+
+    @property
     def headroom_bytes(self) -> int | None:
-        """The device's memory left at the recommended setting's reserved peak."""
+        """The device's memory (or the inferred cap's low end) left at the recommended
+        setting's reserved peak."""
         peak = None if self.recommended is None else self.recommended.peak_reserved_bytes
-        return None if peak is None else self.device.memory_bytes - peak
+        have = self.device.memory_bytes if self.cap_bytes is None else self.cap_bytes
+        return None if peak is None else have - peak
 
     def variables(self, target: str = "both") -> list[tuple[str, str]]:
         """(name, value) pairs to set, for ROCm builds of PyTorch, CUDA builds or both."""
@@ -118,6 +135,8 @@ class AllocatorRecommendation:
             "capacity_bytes": None if self.recommended is None else self.recommended.capacity_bytes,
             "headroom_bytes": self.headroom_bytes,
             "capacity_searched_for": self.capacity,
+            "inferred_conditions": None if self.inferred is None else self.inferred.as_dict(),
+            "uncertain": [c.settings for c in self.candidates if c.uncertain],
             "notes": self.notes,
             "skipped_entries": self.skipped.as_dict(),
             "candidates": [candidate.as_dict() for candidate in self.candidates],
@@ -160,8 +179,27 @@ def recommend_allocator_settings(
     allocator = torch_allocator.locate(torch_version)
     workloads, skipped = load_snapshots(snapshots, accept_skipped=accept_skipped, strict=strict)
     notes = _partial_trace_notes(workloads)
-    with _Replayer(workloads, options.virtual_device(), allocator, jobs, progress) as replayer:
-        candidates = _replay_grid(replayer, notes)
+    device_played = options.virtual_device()
+    inferred = None
+    if device_memory_bytes is not None:
+        must_reproduce(workloads, device_played, allocator)
+    else:
+        inferred = recorded_conditions(workloads, device_played, allocator)
+    ends: tuple[int | None, ...] = (None,)
+    passes = 1 if inferred is None else inferred.passes
+    if inferred is not None and inferred.kind == CAP:
+        ends = inferred.ends
+    elif inferred is not None:
+        device_played = replace(device_played, memory_bytes=inferred.lo_bytes)
+    with _Replayer(workloads, device_played, allocator, jobs, progress, passes=passes) as replayer:
+        if ends == (None,):
+            candidates = _replay_grid(replayer, notes)
+        else:  # under the inferred cap, at both its ends; no device memory to search
+            candidates = replay_entries_at_ends(
+                workloads, _capped_grid(workloads), device_played, allocator,
+                limits=ends, jobs=jobs, progress=progress, passes=passes,
+            )  # fmt: skip
+            capacity = "none"
         eligible = [c for c in candidates if c.replayed and (allow_cap or not c.capped)]
         if rocm and not expandable_takes_effect(allocator.version, "rocm"):
             eligible = [c for c in eligible if not has_expandable(c.settings)]
@@ -174,7 +212,8 @@ def recommend_allocator_settings(
         searched = candidates if capacity == "all" else [default, *([best] if best else [])]
         # The defaults may be the best; a capped setting's device is its cap (see above).
         unique = {id(c): c for c in searched if c.replayed and not c.capped}
-        _find_capacities(replayer, list(unique.values()), options)
+        if capacity != "none":
+            _find_capacities(replayer, list(unique.values()), options)
     return AllocatorRecommendation(
         device=replayer.device,
         torch_version=allocator.version,
@@ -188,7 +227,15 @@ def recommend_allocator_settings(
         skipped=skipped,
         workloads=workloads,
         options=options,
+        inferred=inferred,
     )
+
+
+def _capped_grid(workloads: list[Workload]) -> list[GridEntry]:
+    """The first round and garbage collection within the cap in force."""
+    sizes = [logged_allocation_sizes(w.program) for w in workloads]
+    first = allocator_grid.first_round(allocator_grid.large_request_sizes(sizes))
+    return first + allocator_grid.within_cap()
 
 
 def replay_entries(
@@ -201,11 +248,43 @@ def replay_entries(
     jobs: int | None = None,
     progress: ProgressCallback | None = None,
     what: str = "grid",
+    passes: int = 1,
 ) -> list[Candidate]:
     """Replay each entry on every workload, whole, on `device` (under a per-process cap of
-    `limit_bytes` when given), as `recommend_allocator_settings` replays its grid."""
-    with _Replayer(workloads, device, allocator, jobs, progress, limit_bytes) as replayer:
+    `limit_bytes` when given), as `recommend_allocator_settings` replays its grid; `passes`
+    times over on one allocator, its cache as the pass before left it."""
+    with _Replayer(workloads, device, allocator, jobs, progress, limit_bytes,
+                   passes) as replayer:  # fmt: skip
         return replayer.run(entries, what)
+
+
+def replay_entries_at_ends(
+    workloads: list[Workload],
+    entries: list[GridEntry],
+    device: Device,
+    allocator: torch_allocator.TorchAllocator,
+    *,
+    limits: Sequence[int | None],
+    jobs: int | None = None,
+    progress: ProgressCallback | None = None,
+    what: str = "grid",
+    passes: int = 1,
+) -> list[Candidate]:
+    """Each entry replayed under each of `limits` (the ends of an inferred cap), judged as
+    one: it served every request only if it did under every limit; under some only, it is
+    `uncertain` and carries the runs of a limit that refused (so it is not `replayed`)."""
+    rounds = []
+    for limit in limits:
+        rounds.append(replay_entries(workloads, entries, device, allocator, limit_bytes=limit,
+                                     jobs=jobs, progress=progress, what=what,
+                                     passes=passes))  # fmt: skip
+    judged = []
+    for same in zip(*rounds, strict=True):
+        served = sum(1 for c in same if c.replayed)
+        kept = next((c for c in same if not c.replayed), same[-1])
+        kept.uncertain = 0 < served < len(same)
+        judged.append(kept)
+    return judged
 
 
 def _replay_grid(replayer: _Replayer, notes: list[str]) -> list[Candidate]:
@@ -272,11 +351,13 @@ class _Replayer:
         jobs: int | None,
         progress: ProgressCallback | None,
         limit_bytes: int | None = None,
+        passes: int = 1,
     ) -> None:
         if jobs is not None and jobs < 1:
             raise ReplayUsageError("must be at least 1", parameter="jobs", value=jobs)
         self.workloads, self.device, self.allocator = workloads, device, allocator
         self.limit_bytes = limit_bytes  # a per-process cap on the device (hipmem explain's)
+        self.passes = passes  # replays of the whole program on one allocator
         # Built (and checked) once, before the replays start side by side; each replay reuses it.
         self.built = vcuda_build.build(allocator)
         self.jobs = jobs or os.cpu_count() or 1
@@ -310,7 +391,7 @@ class _Replayer:
             with VirtualGpu(self.files[index], program.slot_count, len(program.streams),
                             candidate.settings, self.device, self.allocator,
                             built=self.built) as gpu:  # fmt: skip
-                probe = gpu.replay(limit_bytes=self.limit_bytes)
+                probe = gpu.replay(limit_bytes=self.limit_bytes, repeats=self.passes)
         except VirtualGpuFailed as err:  # PyTorch refused the setting: said in the table
             return str(err)
         first = None

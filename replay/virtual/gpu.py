@@ -76,6 +76,21 @@ class ProbeResult:
         return self.failure_count == 0
 
 
+def fraction_limit(limit_bytes: int, device_bytes: int) -> int:
+    """The limit to hand the driver so that PyTorch's cap is `limit_bytes`, or where no
+    fraction gives exactly that, the least cap above it (a byte or two). The driver sets the
+    fraction limit / device, and PyTorch caps at `size_t(fraction * device)`
+    (setMemoryFraction in c10/cuda/CUDACachingAllocator.cpp), which in doubles can come to
+    a byte less: a request that fills the cap exactly, as the recording's did
+    (replay/explain/recorded_conditions.py), would then be refused."""
+    if limit_bytes >= device_bytes:
+        return limit_bytes
+    for sent in range(limit_bytes - 2, limit_bytes + 8):  # the driver's double arithmetic
+        if int(sent / device_bytes * device_bytes) >= limit_bytes:
+            return sent
+    return limit_bytes
+
+
 def check_settings(conf: str) -> None:
     """Settings the virtual GPU cannot run, refused before any work."""
     if "MallocAsync" in conf:  # cudaMallocAsync, or ROCm's hipMallocAsync
@@ -193,7 +208,7 @@ class VirtualGpu:
         ops (for plots)."""
         chosen = device or self.device
         size = chosen.memory_bytes if device_bytes is None else device_bytes
-        limit = -1 if limit_bytes is None else limit_bytes
+        limit = -1 if limit_bytes is None else fraction_limit(limit_bytes, size)
         self._start(chosen, size)
         try:
             answer = self._ask(
@@ -232,7 +247,7 @@ class VirtualGpu:
         (the driver's `state` line: its statistics, segments and blocks from c10's snapshot();
         `refused_op` is -1 when nothing was refused)."""
         size = self.device.memory_bytes if device_bytes is None else device_bytes
-        limit = -1 if limit_bytes is None else limit_bytes
+        limit = -1 if limit_bytes is None else fraction_limit(limit_bytes, size)
         self._start(self.device, size)
         try:
             self._ask(f"state {size} {limit}\n")

@@ -153,12 +153,25 @@ def test_the_state_at_the_refusal_is_the_allocators_own_and_adds_up() -> None:
 
 
 def test_nothing_refused_is_said_plainly() -> None:
-    found = explain(SNAPSHOTS / "oom.pickle.gz", device=H200, jobs=2)
-    assert found.refused is None and found.recorded_ooms == 2
+    # The device's memory given (so nothing inferred) and no cap.
+    memory = ReplayOptions(backend="virtual", device_name=H200).virtual_device().memory_bytes
+    found = explain(SNAPSHOTS / "oom.pickle.gz", device_memory_bytes=memory, jobs=2)
+    assert found.refused is None and found.recorded_ooms == 2 and found.inferred is None
     assert found.as_dict()["refused"] is None
     # Uncapped, the recorded refusals do not come back: said, never taken for an answer.
     assert found.recorded_oom_not_reproduced and found.pre_recording_allocations == 0
     assert found.as_dict()["recorded_oom_not_reproduced"] is True
+
+
+@pytest.mark.parametrize("name", OOM_SNAPSHOTS)
+def test_with_no_cap_the_cap_each_ran_under_is_inferred_and_its_refusal_reproduced(
+    name: str,
+) -> None:
+    found = explain(SNAPSHOTS / f"{name}.pickle.gz", device=H200, jobs=2)
+    conditions = found.conditions
+    assert conditions is not None and conditions.kind == "cap"
+    assert conditions.lo_bytes <= _recorded_cap(name) < conditions.hi_bytes
+    assert found.refused is not None and found.refused.recorded_failed
 
 
 def test_a_trace_that_starts_mid_run_says_why_its_oom_may_not_come_back(tmp_path: Path) -> None:
@@ -175,10 +188,12 @@ def test_a_trace_that_starts_mid_run_says_why_its_oom_may_not_come_back(tmp_path
     del trace[first_alloc]  # dropped, as a ring buffer drops its oldest entries; its free kept
     cut = tmp_path / "cut.pickle"
     cut.write_bytes(pickle.dumps(snapshot))
-    found = explain(cut, device=H200, jobs=2)
+    # The device's memory given: nothing inferred (a cut trace's conditions are not known).
+    memory = ReplayOptions(backend="virtual", device_name=H200).virtual_device().memory_bytes
+    found = explain(cut, device_memory_bytes=memory, jobs=2)
     assert found.refused is None and found.recorded_ooms == 2
     assert found.pre_recording_allocations >= 1
-    shown = _hipmem("explain", str(cut), "--device", H200)
+    shown = _hipmem("explain", str(cut), "--device-memory", str(memory))
     assert shown.returncode == 0, shown.stderr
     assert "does not reproduce the recording" in shown.stderr
     assert "before the trace's first entry" in shown.stderr and "max_entries" in shown.stderr

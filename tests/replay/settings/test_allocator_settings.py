@@ -29,7 +29,7 @@ from hipmem.replay.virtual.gpu import VirtualGpu
 
 import hipmem
 from hipmem._core.alloc_conf import BadAllocConf, check_alloc_conf, settings_pairs
-from tests.snapshot_reference import COMPLETE, SNAPSHOTS, figures, load
+from tests.snapshot_reference import COMPLETE, SNAPSHOTS, UNCAPPED, figures, load
 
 MiB = 1 << 20
 DEVICE = "MI300X"
@@ -42,7 +42,7 @@ def advice(torch211: TorchAllocator) -> dict[str, AllocatorRecommendation]:
         name: hipmem.recommend_allocator_settings(
             [SNAPSHOTS / f"{name}.pickle.gz"], device=DEVICE, torch_version="2.11"
         )
-        for name in COMPLETE
+        for name in UNCAPPED
     }
 
 
@@ -53,7 +53,7 @@ def _virtual(**kwargs: Any) -> ReplayOptions:
 # ---- the recommendation ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", COMPLETE)
+@pytest.mark.parametrize("name", UNCAPPED)
 def test_the_recommended_reserved_peak_is_the_lowest_of_the_grid_that_refuses_nothing(
     name: str, advice: dict[str, AllocatorRecommendation]
 ) -> None:
@@ -102,7 +102,7 @@ def test_a_setting_that_caps_the_process_is_recommended_only_when_allowed(
     assert not any("--allow-cap" in note for note in allowed.notes)
 
 
-@pytest.mark.parametrize("name", COMPLETE)
+@pytest.mark.parametrize("name", UNCAPPED)
 def test_each_candidate_is_what_a_separate_replay_of_its_setting_gives(
     name: str, advice: dict[str, AllocatorRecommendation]
 ) -> None:
@@ -128,7 +128,7 @@ def test_the_defaults_replay_as_the_h200_recorded_them(
         assert advice[name].default.peak_reserved_bytes == stats.peak_reserved_bytes
 
 
-@pytest.mark.parametrize("name", COMPLETE)
+@pytest.mark.parametrize("name", UNCAPPED)
 def test_the_recommended_capacity_replays_and_2_mib_less_does_not(
     name: str, advice: dict[str, AllocatorRecommendation]
 ) -> None:
