@@ -3,7 +3,7 @@ device memory it ran under inferred from its `oom` entry and PyTorch's real allo
 virtual GPU, checked against the real runs on the H200 under the same cap
 (tests/data/record/truths-h200-2026-11-28: oom_cap.py under set_per_process_memory_fraction
 (0.099710), oom_device.py out of the device's own memory; each `*.stats.json` has the real
-figures)."""
+figures), and against the same scripts' runs on an H100, held out (the last tests)."""
 
 from __future__ import annotations
 
@@ -231,3 +231,42 @@ def test_a_limit_in_the_form_hipmem_prints_is_accepted_said_and_is_the_cap() -> 
         assert ran[0][key] == ran[1][key], key
     bad = _hipmem("replay", str(COMMITTED_OOM), "-r", "torch:limit=1.4", "--device", "MI300X")
     assert bad.returncode == 2 and "not a whole number of bytes" in bad.stderr
+
+
+# Held out: the same two scripts recorded on an H100 after the inference was written
+# (tests/data/record/truths-h100-2026-11-28: set_per_process_memory_fraction(0.176051) of the
+# H100's 85,017,493,504 bytes, and a request past the H100's own memory). Nothing above was
+# fitted to them.
+H100_TRUTHS = REPO / "tests/data/record/truths-h100-2026-11-28"
+
+
+def test_the_h100s_capped_run_is_answered_as_each_real_run_under_its_cap_went() -> None:
+    capped = H100_TRUTHS / "oom_cap-cap0.176051-defaults.pickle.gz"
+    done = _hipmem("explain", str(capped), "--device", "H100", "--torch", TORCH, "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    inferred = data["inferred_conditions"]
+    stats = json.loads((H100_TRUTHS / "oom_cap-cap0.176051-defaults.stats.json").read_text())
+    true_cap = int(float(stats["env"]["CAP_FRACTION"]) * stats["device_total_bytes"])
+    assert inferred["kind"] == "cap" and inferred["lo_bytes"] <= true_cap < inferred["hi_bytes"]
+    assert data["refused"]["recorded_failed"]
+    assert data["recommended"] == "expandable_segments:True"
+    fixes = {c["settings"] for c in data["avoided_by"]}
+    runs = sorted(H100_TRUTHS.glob("oom_cap-cap0.176051-*.stats.json"))
+    assert len(runs) == 5
+    for run in runs:
+        real = json.loads(run.read_text())
+        assert (real["alloc_conf"] in fixes) == (real["status"] == "ok"), run.name
+
+
+def test_the_h100s_device_exhaustion_is_inferred_and_replayed_exactly() -> None:
+    snapshot = H100_TRUTHS / "oom_device-defaults.pickle.gz"
+    found = explain(snapshot, device="H100", torch_version=TORCH, jobs=2)
+    assert found.conditions is not None and found.conditions.kind == DEVICE
+    assert found.refused is not None and found.refused.recorded_failed
+    done = _hipmem("replay", str(snapshot), "-r", "torch:settings=recorded", "--device", "H100",
+                   "--torch", TORCH, "--json")  # fmt: skip
+    assert done.returncode == 1, done.stderr  # the recorded refusal, refused again
+    real = json.loads((H100_TRUTHS / "oom_device-defaults.stats.json").read_text())
+    replayed = json.loads(done.stdout)["resources"][0]
+    assert replayed["peak_reserved_bytes"] == real["reserved_bytes_peak"]
