@@ -74,6 +74,8 @@ def build_dir_for(allocator: TorchAllocator) -> Path:
         digest.update(path.name.encode() + path.read_bytes())
     for name in ("libc10.so", "libc10_cuda.so"):
         digest.update(_file_digest(allocator.lib_dir / name).encode())
+    for flag in string_abi_flags(allocator.lib_dir / "libc10.so"):  # a build made without it
+        digest.update(flag.encode())  # crashed reading the allocator's state: not reused
     return cache_dir() / "vcuda" / digest.hexdigest()[:16]
 
 
@@ -122,8 +124,9 @@ def build(allocator: TorchAllocator) -> Path:
             "the stand-in NVML",
         )  # fmt: skip
         standard = cxx_standard(includes)
+        abi = string_abi_flags(allocator.lib_dir / "libc10.so")
         compile_part(
-            [tool("CXX"), f"-std={standard}", "-O2", *includes, f"-I{SOURCES}",
+            [tool("CXX"), f"-std={standard}", "-O2", *abi, *includes, f"-I{SOURCES}",
              "-o", str(work / DRIVER), str(SOURCES / "vcuda_replay.cpp"),
              "-Wl,--no-as-needed", str(work / allocator.soname), str(work / LIBCUDA),
              str(work / NVML),
@@ -156,6 +159,19 @@ def dynamic_symbols(library: Path, *, defined: bool) -> set[str]:
 def cuda_imports(libc10_cuda: Path) -> set[str]:
     """The CUDA runtime functions PyTorch's allocator library imports."""
     return {name for name in dynamic_symbols(libc10_cuda, defined=False) if name.startswith("cuda")}
+
+
+def string_abi_flags(libc10: Path) -> list[str]:
+    """The compiler flag that gives the driver the std::string ABI of the allocator's build.
+    PyTorch's older wheels (2.4.1; 2.9.1 on: the new one) use the pre-C++11 one (`..._ABI=0`):
+    a driver built with the default ABI hands the allocator's snapshot() strings of another
+    layout, and frees them as such (2.4.1: "free(): invalid pointer", a segfault). Told from
+    libc10's own symbols: its TORCH_CHECK failure takes a `std::string` mangled `Ss` there."""
+    old = any(
+        name.startswith("_ZN3c106detail14torchCheckFail") and name.endswith("RKSs")
+        for name in dynamic_symbols(libc10, defined=True)
+    )
+    return ["-D_GLIBCXX_USE_CXX11_ABI=0"] if old else []
 
 
 def cxx_standard(includes: list[str]) -> str:

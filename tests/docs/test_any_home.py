@@ -77,9 +77,7 @@ PAIRED = [(example, ("home", "xdg")[i % 2]) for i, example in enumerate(PRINTS_T
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    ("example", "cache_in"), PAIRED, ids=[f"{e.name}-{c}" for e, c in PAIRED]
-)
+@pytest.mark.parametrize(("example", "cache_in"), PAIRED, ids=[f"{e.name}-{c}" for e, c in PAIRED])
 def test_an_example_runs_as_the_page_says_for_a_user_with_a_long_home(
     example: Example,
     cache_in: str,

@@ -36,8 +36,9 @@ def test_what_hipmem_takes_the_real_allocator_takes(
     torch_allocators: dict[str, Any], release: str, settings: str
 ) -> None:
     version = torch_allocators[release].version
+    # The device memory given: no cap is inferred from the recorded error, none refused.
     done = hipmem("replay", str(OOM), "-r", f"torch:settings={settings}", "--torch", version,
-                  cwd=REPO, unset=VARIABLES)  # fmt: skip
+                  "--device-memory", "100GiB", cwd=REPO, unset=VARIABLES)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "stopped" not in done.stderr
 
@@ -71,7 +72,8 @@ def test_a_key_the_oldest_release_lacks_is_named_as_hipmem_names_it(
     # and its headers do not list its keys: the refusal is PyTorch's, the line hipmem's.
     version = torch_allocators["oldest"].version
     done = hipmem("replay", str(OOM), "-r", "torch:settings=max_non_split_rounding_mb:21",
-                  "--torch", version, cwd=REPO, unset=VARIABLES)  # fmt: skip
+                  "--torch", version, "--device-memory", "100GiB", cwd=REPO,
+                  unset=VARIABLES)  # fmt: skip
     assert done.returncode == 2
     assert done.stderr.startswith(
         f"Error: PyTorch {version} has no allocator setting 'max_non_split_rounding_mb'"
