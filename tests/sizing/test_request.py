@@ -8,13 +8,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import hipmem
 import pytest
-from hipmem._core.progress import ProgressCallback, no_progress
 from hipmem.sizing.errors import UsageError
 from hipmem.sizing.request import SizingRequest, size_request
 from hipmem.sizing.say import Say
 
+import hipmem
+from hipmem._core.progress import ProgressCallback, no_progress
 from tests.cli_run import hipmem as run_hipmem
 
 REPO = Path(__file__).resolve().parents[2]
@@ -72,9 +72,7 @@ def test_what_is_read_and_sized_is_said_in_order(rocm72: Path) -> None:
     assert bars == ["bar: reading rocblas-bench.log", "bar: sizing with ROCm 7.2"]
 
 
-def test_size_answers_with_each_release_and_a_gate_with_one(
-    rocm64: Path, rocm72: Path
-) -> None:
+def test_size_answers_with_each_release_and_a_gate_with_one(rocm64: Path, rocm72: Path) -> None:
     calls = ["rocsolver_dgetrf:m=256,n=256"]
     answer = size_request(SizingRequest(calls=calls, device="MI210", rocm="6.4,7.2"))
     assert [session.library.rocm for session in answer.sessions] == ["6.4", "7.2"]
