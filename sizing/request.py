@@ -122,9 +122,9 @@ def _size(request: SizingRequest, say: Say) -> SizingAnswer:
     if matmuls.any:
         for libraries in chosen:
             with say.progress(f"hipBLASLt heuristics with ROCm {libraries.rocm}"):
-                report = size_matmul_request(matmuls, device, libraries, fetch)
-            _say_notice(report, say)
-            answer.matmul_reports.append(report)
+                matmul_report = size_matmul_request(matmuls, device, libraries, fetch)
+            _say_notice(matmul_report, say)
+            answer.matmul_reports.append(matmul_report)
         if matmuls.only:
             return answer
     answer.sources = _sources(request, matmuls)
@@ -141,10 +141,10 @@ def _size(request: SizingRequest, say: Say) -> SizingAnswer:
             )
     for libraries in chosen:  # each release's catalog checks the calls just before it sizes
         calls = parsed if answer.swept else in_release(parsed, libraries)
-        with say.progress(f"sizing with ROCm {libraries.rocm}") as report:
+        with say.progress(f"sizing with ROCm {libraries.rocm}") as bar:
             answer.sessions.append(
                 size_calls(
-                    calls, device, progress=report, libraries=libraries, minimum=request.minimum
+                    calls, device, progress=bar, libraries=libraries, minimum=request.minimum
                 )
             )
     return answer
@@ -173,11 +173,9 @@ def _gate(request: SizingRequest, say: Say, ready: Callable[[], None]) -> Sizing
     if several:
         say.warning(several)
     parsed = gather_calls(sources, load_catalog(libraries.rocm), say)
-    with say.progress("sizing") as report:
+    with say.progress("sizing") as bar:
         answer.sessions.append(
-            size_calls(
-                parsed, device, progress=report, libraries=libraries, minimum=request.minimum
-            )
+            size_calls(parsed, device, progress=bar, libraries=libraries, minimum=request.minimum)
         )
     return answer
 
