@@ -37,6 +37,9 @@ _API = {
     "SessionResult": ("hipmem.sizing.session", "SessionResult"),
     "CallResult": ("hipmem.sizing.calls.result", "CallResult"),
     "size_calls": ("hipmem.sizing.session", "size_calls"),
+    "SizingRequest": ("hipmem.sizing.request", "SizingRequest"),
+    "SizingAnswer": ("hipmem.sizing.request", "SizingAnswer"),
+    "size_request": ("hipmem.sizing.request", "size_request"),
     "Minimum": ("hipmem.sizing.minimum", "Minimum"),
     "parse_call": ("hipmem.sizing.calls.spec", "parse_call"),
     "read_workload": ("hipmem.sizing.calls.workload_file", "read_workload"),
@@ -99,6 +102,8 @@ __all__ = [
     "Recommendation",
     "ReplayOptions",
     "SessionResult",
+    "SizingAnswer",
+    "SizingRequest",
     "SizingSession",
     "SweepResult",
     "SweptCall",
@@ -132,6 +137,7 @@ __all__ = [
     "run_fleet",
     "size_calls",
     "size_matmuls",
+    "size_request",
     "summarize_fleet",
     "write_allocator_plot",
     "write_rmm_csv",
@@ -172,6 +178,7 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time __getattr__ impo
     from hipmem.sizing.hipblaslt.matmul import size_matmul_specs as size_matmuls
     from hipmem.sizing.minimum import Minimum
     from hipmem.sizing.recommend import Recommendation, recommend
+    from hipmem.sizing.request import SizingAnswer, SizingRequest, size_request
     from hipmem.sizing.session import SessionResult, SizingSession, size_calls
     from hipmem.sizing.sweeps.plan import SweptCall, plan_sweep
     from hipmem.sizing.sweeps.range import parse_sweep

@@ -10,12 +10,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..sizing.device_choice import choose_device
 from ..sizing.errors import UsageError
-from ..sizing.sweeps.range import parse_max_points
+from ..sizing.request import SizingRequest, size_request
 from ..sizing.workspace_check import VARIABLE, check, read_pytorch_config, read_setting
-from . import allocator_recommend, hipblaslt_output, output
-from .call_sources import CallSources
+from . import allocator_recommend, hipblaslt_output, output, sized_calls
 from .options import (
     MAX_POINTS_DEFAULT_TEXT,
     AcceptSkippedOption,
@@ -36,8 +34,8 @@ from .options import (
     TorchVersionOption,
     WorkloadOption,
 )
-from .rocm_choice import on_demand, one_release, release_line
-from .sized_calls import refuse_idle_accept, say_accepted, size_sources
+from .rocm_choice import release_line
+from .sized_calls import refuse_idle_accept, say_accepted
 
 CHECK_EPILOG = """\b
 Examples:
@@ -149,25 +147,24 @@ def check_command(
         setting = read_setting(value, source="--value")
     else:
         setting = read_setting(os.environ.get(VARIABLE), source=f"${VARIABLE}")
-    matmuls = hipblaslt_output.gather(calls, from_log, workload, strict, accept_skipped)
-    calls, from_log, workload = matmuls.calls, matmuls.from_log, matmuls.workload
-    sources = CallSources(calls or [], from_log or [], workload or [], strict, accept_skipped)
-    sources.sweeps, sources.max_points = sweep or [], parse_max_points(max_points)
-    # The device, once: an unknown one or a missing GPU is said before any download.
-    chosen_device = choose_device(device, cus)
-    fetch = on_demand(offline, chosen_device)
-    libraries = one_release(rocm, rocm_dir, "check", fetch)
-    if matmuls.any:
-        hipblaslt_output.warn_cuda_variables()
-        if not hipblaslt_output.check_specs(
-            matmuls, hipblaslt_value, libraries, chosen_device, fetch
-        ):
+    request = SizingRequest(
+        calls=calls or [], from_logs=from_log or [], workloads=workload or [], strict=strict,
+        accept_skipped=accept_skipped, sweeps=sweep or [], max_points=max_points,
+        device=device, compute_units=cus, rocm=rocm, rocm_dir=rocm_dir, offline=offline,
+        minimum=minimum, purpose="check", hipblaslt_value=hipblaslt_value,
+    )  # fmt: skip
+    answer = size_request(request, sized_calls.say())
+    libraries, sources = answer.releases[0], answer.sources
+    if answer.matmuls.any:
+        (report,) = answer.matmul_reports
+        if not hipblaslt_output.render_check(report, answer.cap_source or ""):
             raise typer.Exit(1)
-        if matmuls.only and not sources.sweeps:
+        if not answer.sessions:
             if not allocator_fits:
                 raise typer.Exit(1)
             return
-    result = size_sources(sources, chosen_device, libraries, minimum=minimum)
+    result = answer.sessions[0]
+    sized_calls.end_if_failed(result)
     outcome = check(setting, result)
     skipped = say_accepted(sources)
     if json:

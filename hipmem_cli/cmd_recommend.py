@@ -10,7 +10,6 @@ from typing import Annotated, Optional
 import typer
 
 from ..sizing import env_formats
-from ..sizing.device_choice import choose_device
 from ..sizing.errors import UsageError
 from ..sizing.recommend import (
     PYTORCH_VARIABLE,
@@ -19,10 +18,9 @@ from ..sizing.recommend import (
     parse_headroom,
     recommend,
 )
+from ..sizing.request import SizingRequest, size_request
 from ..sizing.session import SessionResult
-from ..sizing.sweeps.range import parse_max_points
-from . import allocator_recommend, hipblaslt_output, output
-from .call_sources import CallSources
+from . import allocator_recommend, hipblaslt_output, output, sized_calls
 from .options import (
     MAX_POINTS_DEFAULT_TEXT,
     AcceptSkippedOption,
@@ -45,8 +43,8 @@ from .options import (
     WorkloadOption,
 )
 from .recommend_output import render_summary
-from .rocm_choice import on_demand, one_release, release_line
-from .sized_calls import refuse_idle_accept, say_accepted, size_sources
+from .rocm_choice import release_line
+from .sized_calls import refuse_idle_accept, say_accepted
 
 
 class Format(str, Enum):
@@ -185,28 +183,35 @@ def recommend_command(
         emitted = allocator_request.run(chosen)
         _emit(chosen, emitted.variables, details=emitted.details, comment=emitted.comment)
         return
-    matmuls = hipblaslt_output.gather(calls, from_log, workload, strict, accept_skipped)
-    calls, from_log, workload = matmuls.calls, matmuls.from_log, matmuls.workload
-    sources = CallSources(calls or [], from_log or [], workload or [], strict, accept_skipped)
-    sources.sweeps, sources.max_points = sweep or [], parse_max_points(max_points)
-    # The device, once: an unknown one or a missing GPU is said before any download.
-    chosen_device = choose_device(device, cus)
-    fetch = on_demand(offline, chosen_device)
-    libraries = one_release(rocm, rocm_dir, "recommend", fetch)
+    request = SizingRequest(
+        calls=calls or [], from_logs=from_log or [], workloads=workload or [], strict=strict,
+        accept_skipped=accept_skipped, sweeps=sweep or [], max_points=max_points,
+        device=device, compute_units=cus, rocm=rocm, rocm_dir=rocm_dir, offline=offline,
+        minimum=minimum, purpose="recommend",
+    )  # fmt: skip
     # The allocator's variables join the workspace ones in one output (hipmem_cli combines the
-    # two libraries; neither knows the other).
-    extra = allocator_request.run(chosen) if allocator_request else allocator_recommend.Emitted()
+    # two libraries; neither knows the other): its snapshots are replayed once the device and
+    # release are chosen, before the calls are sized.
+    extra = allocator_recommend.Emitted()
+
+    def replay_snapshots() -> None:
+        nonlocal extra
+        if allocator_request is not None:
+            extra = allocator_request.run(chosen)
+
+    answer = size_request(request, sized_calls.say(), ready=replay_snapshots)
+    libraries, sources = answer.releases[0], answer.sources
     matmul_variables: list[tuple[str, str]] = []
-    if matmuls.any:
-        hipblaslt_output.warn_cuda_variables()
-        matmul_variables.append(
-            hipblaslt_output.recommend_variable(matmuls, libraries, chosen_device, fetch)
-        )
-        if matmuls.only and not sources.sweeps:
-            _emit(chosen, matmul_variables + extra.variables, details=extra.details,
-                  comment=extra.comment)  # fmt: skip
-            return
-    result = size_sources(sources, chosen_device, libraries, minimum=minimum)
+    if answer.matmuls.any:
+        if hipblaslt_output.report_failures(answer.matmul_reports):
+            raise typer.Exit(1)
+        matmul_variables.append(hipblaslt_output.recommended_variable(answer.matmul_reports[0]))
+    if answer.matmuls.any and not answer.sessions:
+        _emit(chosen, matmul_variables + extra.variables, details=extra.details,
+              comment=extra.comment)  # fmt: skip
+        return
+    result = answer.sessions[0]
+    sized_calls.end_if_failed(result)
     advice = recommend(
         result,
         headroom=headroom_value,

@@ -12,6 +12,7 @@ from ..sizing.hipblaslt.locator import hipblaslt_beside
 from ..sizing.hipblaslt.releases import for_rocm
 from ..sizing.rocm import fetch as rocm_fetch
 from ..sizing.rocm.apt import DEFAULT_MIRROR
+from ..sizing.rocm.choice import requested
 from ..sizing.rocm.locator import Libraries, available, is_cache_label, locate
 from ..sizing.rocm.on_demand import download_line
 from ..sizing.rocm.releases import NEWEST, RELEASES, find_release
@@ -19,7 +20,6 @@ from ..sizing.worker.shim_build import build_shim
 from . import output
 from .command_help import FETCH_EPILOG, ROCM_EPILOG, WHERE_EPILOG
 from .options import JsonOption, RocmDirOption
-from .rocm_choice import requested
 
 rocm_app = typer.Typer(
     help="Get rocBLAS/rocSOLVER for size queries, and show which are used.", epilog=ROCM_EPILOG

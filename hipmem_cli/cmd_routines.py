@@ -10,9 +10,9 @@ import typer
 from ..sizing.defaults import rules_for
 from ..sizing.errors import UsageError
 from ..sizing.rocm.catalog import Catalog, Routine, catalog_releases, load_catalog
+from ..sizing.rocm.choice import requested
 from . import output
 from .options import JsonOption, RocmOption
-from .rocm_choice import requested
 
 
 def routines(

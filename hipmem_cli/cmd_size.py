@@ -10,20 +10,12 @@ import typer
 
 from hipmem._core.plot_files import check_plot_path
 
-from ..sizing.calls.in_release import in_release
 from ..sizing.calls.result import CallResult
-from ..sizing.calls.spec import Call
-from ..sizing.device_choice import choose_device
-from ..sizing.errors import UsageError
-from ..sizing.rocm.catalog import load_catalog
-from ..sizing.rocm.locator import Libraries
+from ..sizing.calls.sources import CallSources
+from ..sizing.request import SizingRequest, size_request
 from ..sizing.rocm.releases import NEWEST
-from ..sizing.session import SessionResult, size_calls
-from ..sizing.sweeps.plan import SweptCall
-from ..sizing.sweeps.range import parse_max_points
-from ..sizing.worker.virtual_device import Device
-from . import hipblaslt_output, output
-from .call_sources import CallSources, gather_calls
+from ..sizing.session import SessionResult
+from . import hipblaslt_output, output, sized_calls
 from .options import (
     MAX_POINTS_DEFAULT_TEXT,
     CusOption,
@@ -37,7 +29,6 @@ from .options import (
     SweepOption,
     WorkloadOption,
 )
-from .rocm_choice import on_demand, releases
 from .sweep_output import render_sweeps
 
 
@@ -98,16 +89,16 @@ def size(
     """Size rocBLAS/rocSOLVER calls with the real libraries, on a real or virtual GPU."""
     if plot is not None:
         check_plot_path(plot)  # before any work: a typo should not cost a sweep
-    # The device, once: an unknown one or a missing GPU is said before any download.
-    target = choose_device(device, cus)
-    fetch = on_demand(offline, target)
-    chosen = releases(rocm, rocm_dir, fetch)
-    found = hipblaslt_output.gather(calls, from_log, workload, strict)
-    calls, from_log, workload = found.calls, found.from_log, found.workload
-    matmul_specs = found.specs or (["(from logs and workloads)"] if found.logged else [])
-    if found.any:
-        matmuls = hipblaslt_output.size_specs(found, chosen, target, fetch=fetch)
-        if found.only:
+    request = SizingRequest(
+        calls=calls or [], from_logs=from_log or [], workloads=workload or [], strict=strict,
+        sweeps=sweep or [], max_points=max_points, device=device, compute_units=cus,
+        rocm=rocm, rocm_dir=rocm_dir, offline=offline, minimum=minimum,
+        sweep_plot=plot is not None,
+    )  # fmt: skip
+    answer = size_request(request, sized_calls.say())
+    matmuls = answer.matmul_reports
+    if answer.matmuls.any:
+        if answer.matmuls.only:
             if json:
                 output.print_json({"hipblaslt": hipblaslt_output.as_json(matmuls)})
             else:
@@ -117,26 +108,12 @@ def size(
             return
         if not json:
             hipblaslt_output.render(matmuls, top)
-    sources = CallSources(calls or [], from_log or [], workload or [], strict)
-    sources.sweeps, sources.max_points = sweep or [], parse_max_points(max_points)
-    parsed = gather_calls(sources, load_catalog(chosen[0].rocm))
-    if any(isinstance(item, SweptCall) for item in parsed) or plot is not None:
-        _size_sweeps(parsed, chosen, target, json, top, plot, minimum)
+    if answer.swept:
+        _render_sweeps(answer.sessions[0], json, top, plot)
         return
-    results = []
-    for libraries in chosen:
-        with output.progress(f"sizing with ROCm {libraries.rocm}") as report:
-            results.append(
-                size_calls(
-                    in_release(parsed, libraries),
-                    target,
-                    progress=report,
-                    libraries=libraries,
-                    minimum=minimum,
-                )
-            )
+    results = answer.sessions
     if len(results) > 1:
-        _compare(results, sources, json, top)
+        _compare(results, answer.sources, json, top)
         return
     result = results[0]
     if json:
@@ -144,48 +121,24 @@ def size(
         if top is not None:  # the N largest, largest first; else every call in given order
             payload["calls"] = [r.as_dict() for r in _largest_first(result)[:top]]
         payload["distinct_calls"] = len(result.calls)
-        if matmul_specs:
+        if answer.matmuls.any:
             payload["hipblaslt"] = hipblaslt_output.as_json(matmuls)
-        if sources.logs:
-            payload["logs"] = [log.as_dict() for log in sources.logs]
+        if answer.sources.logs:
+            payload["logs"] = [log.as_dict() for log in answer.sources.logs]
         output.print_json(payload)
     else:
         render(result, top)
     warn_unknown_minimums(result)
-    for big in (r for r in result.calls if not r.fits_device):
-        output.warning(
-            f"{big.call.label} needs {big.bytes:,} bytes, more than the {result.device.name}'s "
-            f"{result.device.memory_bytes:,}: unsatisfiable on that device"
-        )
+    _warn_unsatisfiable(result)
     output.summarised_errors([str(failed.error) for failed in result.failed])
-    matmuls_failed = bool(matmul_specs) and hipblaslt_output.report_failures(matmuls)
+    matmuls_failed = answer.matmuls.any and hipblaslt_output.report_failures(matmuls)
     if result.failed or matmuls_failed:
         raise typer.Exit(1)
 
 
-def _size_sweeps(
-    parsed: list[tuple[Call, int] | SweptCall],
-    chosen: list[Libraries],
-    device: Device,
-    json: bool,
-    top: int | None,
-    plot: Path | None,
-    minimum: bool,
-) -> None:
+def _render_sweeps(result: SessionResult, json: bool, top: int | None, plot: Path | None) -> None:
     """Calls with sweeps: the calls' table (each sweep by its largest point), then per sweep
     where the need peaks and changes; `--json` lists every point."""
-    if not any(isinstance(item, SweptCall) for item in parsed):
-        raise UsageError(
-            "--plot draws sweeps: give --sweep ARG=RANGE, or a workload whose calls have `sweep:`",
-            parameter="plot",
-        )
-    if len(chosen) > 1:
-        raise UsageError(
-            "sweeps are sized with one ROCm release at a time: give --rocm R", parameter="rocm"
-        )
-    libraries = chosen[0]
-    with output.progress(f"sizing with ROCm {libraries.rocm}") as report:
-        result = size_calls(parsed, device, progress=report, libraries=libraries, minimum=minimum)
     if json:
         payload = result.as_dict()
         payload["distinct_calls"] = len(result.calls)
@@ -202,15 +155,19 @@ def _size_sweeps(
         if not json:
             output.written("plot", plot)
     warn_unknown_minimums(result)
+    _warn_unsatisfiable(result)
+    for failed in result.failed:
+        output.error(str(failed.error))
+    if result.failed:
+        raise typer.Exit(1)
+
+
+def _warn_unsatisfiable(result: SessionResult) -> None:
     for big in (r for r in result.calls if not r.fits_device):
         output.warning(
             f"{big.call.label} needs {big.bytes:,} bytes, more than the {result.device.name}'s "
             f"{result.device.memory_bytes:,}: unsatisfiable on that device"
         )
-    for failed in result.failed:
-        output.error(str(failed.error))
-    if result.failed:
-        raise typer.Exit(1)
 
 
 def _largest_first(result: SessionResult) -> list[CallResult]:

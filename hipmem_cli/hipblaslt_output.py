@@ -1,67 +1,15 @@
 """hipBLASLt calls on the command line: `hipblaslt_matmul:...` in `hipmem size` (sized apart
 from the rocBLAS/rocSOLVER calls: another library, its own version; their own table,
 `hipblaslt` in `--json`), and HIPBLASLT_WORKSPACE_SIZE in `recommend --pytorch` and `check`.
-The calls are gathered, sized and checked by `hipmem.sizing.hipblaslt.request`; this module
-says what it does and renders what it found."""
+The calls are gathered, sized and checked by `hipmem.sizing.request`; this module renders
+what it found."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from ..sizing.hipblaslt.log import HipblasltLog
-from ..sizing.hipblaslt.matmul import MatmulReport, MatmulResult
-from ..sizing.hipblaslt.request import (
-    SHOWN_SKIPPED,
-    MatmulRequest,
-    size_request,
-    size_under_cap,
-    workspace_cap,
-)
-from ..sizing.hipblaslt.request import gather as gather_request
-from ..sizing.rocm.locator import Libraries
-from ..sizing.rocm.on_demand import OnDemand
-from ..sizing.worker.virtual_device import Device
+from ..sizing.hipblaslt.matmul import MatmulReport, MatmulResult, changed_by_cap, recommended_kib
 from . import output
-
-
-def gather(
-    calls: list[str] | None,
-    from_log: list[Path] | None,
-    workload: list[Path] | None,
-    strict: bool,
-    accept_skipped: bool = True,
-) -> MatmulRequest:
-    """The request's hipBLASLt calls, each hipBLASLt log said on stderr with its first
-    skipped lines."""
-    return gather_request(calls, from_log, workload, strict, accept_skipped, on_log=_say_log)
-
-
-def _say_log(path: Path, log: HipblasltLog) -> None:
-    output.info(
-        f"{path}: hipblaslt-bench log, {log.line_count} lines, "
-        f"{output.count(log.call_count)} calls ({output.count(len(log.calls))} distinct), "
-        f"{output.count(len(log.skipped))} lines skipped"
-    )
-    for skipped in log.skipped[:SHOWN_SKIPPED]:
-        output.warning(skipped.where(path))
-
-
-def size_specs(
-    request: MatmulRequest,
-    chosen: list[Libraries],
-    device: Device,
-    fetch: OnDemand | None = None,
-) -> list[MatmulReport]:
-    """The request's calls sized with each release's hipBLASLt (`fetch`: how a build the
-    cache lacks is fetched)."""
-    reports = []
-    for libraries in chosen:
-        with output.progress(f"hipBLASLt heuristics with ROCm {libraries.rocm}"):
-            report = size_request(request, device, libraries, fetch)
-        warn_notice(report)
-        reports.append(report)
-    return reports
 
 
 def _largest_first(report: MatmulReport) -> list[MatmulResult]:
@@ -108,12 +56,6 @@ def render(reports: list[MatmulReport], top: int | None) -> None:
         output.note(report.build.describe())
 
 
-def warn_notice(report: MatmulReport) -> None:
-    """The one line saying the install had no hipBLASLt and which build answered instead."""
-    if report.build.notice:
-        output.warning(report.build.notice)
-
-
 def as_json(reports: list[MatmulReport]) -> Any:
     if len(reports) == 1:
         return reports[0].as_dict()
@@ -132,54 +74,14 @@ def report_failures(reports: list[MatmulReport]) -> bool:
 # ---- recommend --pytorch / check: HIPBLASLT_WORKSPACE_SIZE ------------------------------
 
 
-def warn_cuda_variables() -> None:
-    """PyTorch on ROCm reads the CUDA-era names first: set, they silently win."""
-    import os
-
-    for name, wins_over in (
-        ("CUBLAS_WORKSPACE_CONFIG", "HIPBLAS_WORKSPACE_CONFIG"),
-        ("CUBLASLT_WORKSPACE_SIZE", "HIPBLASLT_WORKSPACE_SIZE"),
-    ):
-        if os.environ.get(name):
-            output.warning(
-                f"{name} is set: PyTorch reads it before {wins_over}, on ROCm too; unset it"
-            )
-
-
-def recommend_variable(
-    found: MatmulRequest, libraries: Libraries, device: Device, fetch: OnDemand | None = None
-) -> tuple[str, str]:
+def recommended_variable(report: MatmulReport) -> tuple[str, str]:
     """(HIPBLASLT_WORKSPACE_SIZE, KiB): the smallest cap keeping every first choice."""
-    from ..sizing.hipblaslt.matmul import recommended_kib
-
-    (report,) = size_specs(found, [libraries], device, fetch)
-    if report_failures([report]):
-        import typer
-
-        raise typer.Exit(1)
-    kib = recommended_kib(report)
-    output.note(
-        f"HIPBLASLT_WORKSPACE_SIZE (KiB): the largest workspace of an uncapped first "
-        f"choice among {len(report.results)} hipBLASLt call(s), {report.build.describe()}",
-        err=True,
-    )
-    return ("HIPBLASLT_WORKSPACE_SIZE", str(kib))
+    return ("HIPBLASLT_WORKSPACE_SIZE", str(recommended_kib(report)))
 
 
-def check_specs(
-    found: MatmulRequest,
-    value: str | None,
-    libraries: Libraries,
-    device: Device,
-    fetch: OnDemand | None = None,
-) -> bool:
-    """Re-ask each call's heuristic with the value as its cap; False (and one line per call)
-    when a first choice changes."""
-    from ..sizing.hipblaslt.matmul import changed_by_cap
-
-    cap_bytes, source = workspace_cap(value)
-    report = size_under_cap(found, cap_bytes, device, libraries, fetch)
-    warn_notice(report)
+def render_check(report: MatmulReport, source: str) -> bool:
+    """The cap (`source`: where it came from) against each call's first choice: one line per
+    call whose choice it changes; False when one does (or a call could not be sized)."""
     if report_failures([report]):
         return False
     changed = changed_by_cap(report)

@@ -95,7 +95,7 @@ def check_plot_option(path: Path | None) -> None:
         check_plot_path(path)
 
 
-# Call sources shared by `size`, `recommend` and `check` (see hipmem_cli/call_sources.py).
+# Call sources shared by `size`, `recommend` and `check` (see sizing/calls/sources.py).
 FromLogOption = Annotated[
     Optional[list[Path]],  # noqa: UP045
     typer.Option(

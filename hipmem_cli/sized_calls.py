@@ -1,6 +1,7 @@
-"""The calls of `recommend` and `check`, sized: the call sources gathered, sized in one
-session with a progress bar, every call that could not be sized said (and the command
-ended), and the log lines an answer did without (--accept-skipped) said."""
+"""What `size`, `recommend` and `check` share around the sizing library's one request
+(sizing/request.py): how it speaks on the command line (`say`), every call that could not be
+sized said (and a gate's command ended), and the log lines an answer did without
+(--accept-skipped) said."""
 
 from __future__ import annotations
 
@@ -8,40 +9,29 @@ from pathlib import Path
 
 import typer
 
+from ..sizing.calls.sources import CallSources, accepted_skipped_lines
 from ..sizing.errors import UsageError
-from ..sizing.rocm.catalog import load_catalog
-from ..sizing.rocm.locator import Libraries
-from ..sizing.session import SessionResult, size_calls
-from ..sizing.worker.virtual_device import Device
+from ..sizing.say import Say
+from ..sizing.session import SessionResult
 from . import output
-from .call_sources import CallSources, accepted_skipped_lines, gather_calls
-from .rocm_choice import several_cached_warning
 
 
-def size_sources(
-    sources: CallSources,
-    device: Device,
-    libraries: Libraries,
-    *,
-    minimum: bool = False,
-) -> SessionResult:
-    """Size the calls; a call that cannot be sized ends the command (exit 1)."""
-    several = several_cached_warning(libraries)
-    if several:
-        output.warning(several)
-    parsed = gather_calls(sources, load_catalog(libraries.rocm))
-    with output.progress("sizing") as report:
-        result = size_calls(
-            parsed,
-            device,
-            progress=report,
-            libraries=libraries,
-            minimum=minimum,
-        )
+def say() -> Say:
+    """How the sizing library speaks on the command line: lines and bars on stderr."""
+    return Say(
+        info=output.info,
+        warning=output.warning,
+        note=lambda text: output.note(text, err=True),
+        progress=lambda title: output.progress(title),
+        transfer=lambda title: output.progress(title, transfer=True),
+    )
+
+
+def end_if_failed(result: SessionResult) -> None:
+    """Every call that could not be sized, said; one ends a gate's command (exit 1)."""
     output.summarised_errors([str(failed.error) for failed in result.failed])
     if result.failed:
         raise typer.Exit(1)
-    return result
 
 
 def say_accepted(sources: CallSources) -> dict[str, object]:

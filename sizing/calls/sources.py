@@ -1,7 +1,8 @@
 """Where the calls to size come from: the command line, call logs and workload files.
 
-`hipmem size`, `hipmem recommend` and `hipmem check` share this, so they accept the same
-sources with the same options (`CallSources` is filled from options in hipmem_cli/options.py).
+`hipmem size`, `hipmem recommend` and `hipmem check` share this (through sizing/request.py),
+so they accept the same sources with the same options (`CallSources` is filled from options
+in hipmem_cli/options.py). What is read is said through `Say` (sizing/say.py).
 """
 
 from __future__ import annotations
@@ -18,15 +19,15 @@ from hipmem._core.skipped_input import (
     refuse_skipped,
 )
 
-from ..sizing.calls.spec import Call, parse_call
-from ..sizing.errors import CallLogError, UsageError
-from ..sizing.rocm.catalog import Catalog, load_catalog
-from ..sizing.sweeps.plan import SweptCall, plan_sweep
-from ..sizing.sweeps.range import DEFAULT_MAX_POINTS, BadSweep, parse_sweep
-from . import output
+from ..errors import CallLogError, UsageError
+from ..rocm.catalog import Catalog, load_catalog
+from ..say import Say
+from ..sweeps.plan import SweptCall, plan_sweep
+from ..sweeps.range import DEFAULT_MAX_POINTS, BadSweep, parse_sweep
+from .spec import Call, parse_call
 
 if TYPE_CHECKING:
-    from ..sizing.calls.logs import CallLog
+    from .logs import CallLog
 
 _PROBLEMS_SHOWN = 5  # per log file; the rest are counted
 
@@ -48,7 +49,7 @@ class CallSources:
 
 
 def gather_calls(
-    sources: CallSources, catalog: Catalog | None = None
+    sources: CallSources, catalog: Catalog | None = None, say: Say | None = None
 ) -> list[tuple[Call, int] | SweptCall]:
     """Every call the user named with how often, parsed and checked before any worker starts.
 
@@ -57,24 +58,25 @@ def gather_calls(
     SweptCall, with at most `max_points` points in all.
     """
     catalog = catalog or load_catalog()
+    say = say or Say()
     calls: list[tuple[Call, int] | SweptCall] = []
     calls.extend(_command_line_calls(sources, catalog))
     if sources.workloads:
         # Imported here: its schema and YAML readers (jsonschema, PyYAML) take about 60 ms to
         # import, which a command line of calls alone should not pay.
-        from ..sizing.calls.workload_file import read_workload_entries
+        from .workload_file import read_workload_entries
 
         for path in sources.workloads:
             calls.extend(read_workload_entries(path, catalog, max_points=sources.max_points))
     if sources.from_logs:
         # Imported here, as the workload reader above: the log formats read YAML (PyYAML, about
         # 13 ms to import).
-        from ..sizing.calls.logs import read_call_log
+        from .logs import read_call_log
     for path in sources.from_logs:
-        with output.progress(f"reading {path.name}", transfer=True) as report:
+        with say.transfer(f"reading {path.name}") as report:
             log = read_call_log(path, catalog, progress=report)
         sources.logs.append(log)
-        _report(log, sources.strict)
+        _report(log, sources.strict, say)
         _refuse_skipped_lines(log, sources.accept_skipped)
         calls.extend(log.calls)
     if not calls:
@@ -139,7 +141,7 @@ def accepted_skipped_lines(sources: CallSources) -> SkippedInput:
     return total
 
 
-def _report(log: CallLog, strict: bool) -> None:
+def _report(log: CallLog, strict: bool, say: Say) -> None:
     """One line on stderr for the file, and one per kind of line that was not a call."""
     if strict and log.problems:
         raise CallLogError(log.problems[0].where(log.path) + " (--strict)")
@@ -153,16 +155,16 @@ def _report(log: CallLog, strict: bool) -> None:
         summary += f", {no_workspace:,} calls of routines that need no workspace"
     if skipped:
         summary += f", {skipped:,} lines skipped"
-    output.info(summary)
+    say.info(summary)
     for problem in log.problems[:_PROBLEMS_SHOWN]:
-        output.warning(problem.where(log.path))
+        say.warning(problem.where(log.path))
     if len(log.problems) > _PROBLEMS_SHOWN:
         rest = log.problems[_PROBLEMS_SHOWN:]
         lines = sum(problem.count for problem in rest)
         distinct = "" if lines == len(rest) else f" ({len(rest):,} distinct)"
-        output.warning(
+        say.warning(
             f"{log.path}: {lines:,} more skipped line{'s' if lines > 1 else ''}{distinct}, "
             f"the first at line {rest[0].line_number} (--json lists them all)"
         )
     if not log.calls:
-        output.warning(f"{log.path}: no calls found")
+        say.warning(f"{log.path}: no calls found")
