@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hipmem._core.bisection import least_holding
 from hipmem._core.byte_sizes import MiB
 
 from .calls.executed_routines import buffers, execution_reason
@@ -204,11 +205,4 @@ def _least(works: Callable[[int], bool], upper: int, *, lower: int = 0) -> int:
     assumes once it holds, it holds for every larger size (what rocBLAS's sizing does)."""
     if works(lower):
         return lower
-    failing, holding = lower, upper
-    while holding - failing > 1:
-        middle = (failing + holding) // 2
-        if works(middle):
-            holding = middle
-        else:
-            failing = middle
-    return holding
+    return least_holding(works, lower, upper)

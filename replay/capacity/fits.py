@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from hipmem._core.bisection import least_holding
 from hipmem._core.byte_sizes import MiB
 from hipmem._core.progress import ProgressCallback
 
@@ -146,7 +147,7 @@ def find_virtual_capacity(
 
         passing = _first_passing(gpu, cap, device, resolution_bytes, replays, sized, spec)
         failing = max(0, (program.peak_requested_bytes - 1) // resolution_bytes) * resolution_bytes
-        passing = _bisect(replays, failing, passing, resolution_bytes)
+        passing = least_holding(replays, failing, passing, resolution_bytes)
         _confirm(gpu, probe, passing, resolution_bytes, confirm_runs, spec.label)
     result.capacity_bytes = passing
     result.confirm_runs = confirm_runs
@@ -190,19 +191,6 @@ def _first_passing(
             raise NoCapacityFound(f"{spec.label}: no {sized} up to {top:,} bytes replays it")
         upper = min(upper * 2, top)
     return upper
-
-
-def _bisect(replays: Callable[[int], bool], failing: int, passing: int, step: int) -> int:
-    while passing - failing > step:
-        # A multiple of `step` strictly between the two: `passing` may be the device's whole
-        # memory, which need not be one (an H100's is not), and rounding the middle down
-        # could then land on `failing` again and again.
-        middle = max((failing + passing) // 2 // step * step, failing + step)
-        if replays(middle):
-            passing = middle
-        else:
-            failing = middle
-    return passing
 
 
 def _confirm(

@@ -57,6 +57,7 @@ from pathlib import Path
 import numpy as np
 
 from hipmem._core.alloc_conf import settings_pairs
+from hipmem._core.bisection import least_holding
 from hipmem._core.byte_sizes import MiB
 
 from ..engine.program import OP_ALLOCATE, ReplayProgram, program_arrays
@@ -440,10 +441,4 @@ def _least(holds: Callable[[int], bool], guess: int, floor: int, ceiling: int) -
                 return None
             else:
                 false_at, step = probe, step * 2
-    while true_at - false_at > 1:
-        middle = (false_at + true_at) // 2
-        if holds(middle):
-            true_at = middle
-        else:
-            false_at = middle
-    return true_at
+    return least_holding(holds, false_at, true_at)
