@@ -1,0 +1,147 @@
+"""`hipmem record -- COMMAND...`: run a PyTorch script on a virtual GPU, with no GPU."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..replay.record.run import Recording, RecordRequest, record
+from ..replay.virtual.devices import DEFAULT_DEVICE, find_device
+from . import output
+from .options import JsonOption, TorchVersionOption
+
+EPILOG = """\b
+Examples:
+  hipmem record --device H100 -o run.pickle.gz -- python train.py --batch 16
+  hipmem record --device MI300X --torch 2.11 -- python gpt_train.py
+  hipmem record --alloc-conf expandable_segments:True --json -- python train.py
+
+The command runs unmodified on hipmem's stand-in CUDA libraries: PyTorch's own caching
+allocator sees every request the script makes on a GPU, while kernels do nothing and device
+values read back are zeros. The snapshot is PyTorch's own format: `hipmem replay`,
+`explain` and `recommend --from-snapshot` read it.
+
+Exit codes: the command's own; 1 the recording could not run or recorded nothing; 2 usage;
+130 interrupted.
+
+Docs: hipmem docs record
+"""
+
+
+def record_command(
+    command: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="-- COMMAND...",
+            help="The command to run, after --: python train.py --batch 16.",
+            show_default=False,
+        ),
+    ],
+    device: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            "--device",
+            metavar="NAME",
+            help=f"The GPU the virtual one plays (its memory): H100, H200, MI300X, ... "
+            f"Default: {DEFAULT_DEVICE}.",
+            show_default=False,
+        ),
+    ] = None,
+    torch: TorchVersionOption = None,
+    snapshot: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(
+            "-o",
+            "--output",
+            metavar="SNAPSHOT",
+            help="Write the memory snapshot here (.pickle, or .pickle.gz to compress).",
+            show_default=False,
+            dir_okay=False,
+        ),
+    ] = None,
+    alloc_conf: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            "--alloc-conf",
+            metavar="SETTINGS",
+            help="PyTorch's allocator settings for the run (PYTORCH_CUDA_ALLOC_CONF).",
+            show_default=False,
+        ),
+    ] = None,
+    json: JsonOption = False,
+) -> None:
+    """Run a PyTorch command on a virtual GPU and record its memory snapshot."""
+    played = find_device(device or DEFAULT_DEVICE)
+    request = RecordRequest(list(command), played, torch, snapshot, alloc_conf,
+                            stdout_to_stderr=json)  # fmt: skip
+    done = record(request, notice=output.note)
+    if json:
+        output.print_json(as_dict(done))
+    else:
+        render(done)
+    if done.snapshot is None and done.max_memory_reserved == 0 and done.exit_code == 0:
+        raise typer.Exit(1)
+    raise typer.Exit(done.exit_code)
+
+
+def as_dict(done: Recording) -> dict[str, object]:
+    request = done.request
+    return {
+        "command": request.command,
+        "device": request.device.name,
+        "device_memory_bytes": request.device.memory_bytes,
+        "torch": done.torch_version,
+        "alloc_conf": request.alloc_conf,
+        "exit_code": done.exit_code,
+        "wall_s": round(done.wall_s, 3),
+        "snapshot": None if done.snapshot is None else str(done.snapshot),
+        "max_memory_reserved": done.max_memory_reserved,
+        "max_memory_allocated": done.max_memory_allocated,
+        "out_of_memory": done.out_of_memory,
+        "device_reads": done.device_reads,
+        "device_read_sites": done.device_read_sites,
+        "unseen": list(done.unseen),
+    }
+
+
+def render(done: Recording) -> None:
+    request = done.request
+    ran = shlex.join(request.command)
+    output.line(
+        f"Recorded {ran} on a virtual {request.device.name} "
+        f"({output.human_bytes(request.device.memory_bytes)}) with PyTorch {done.torch_version} "
+        f"in {done.wall_s:.1f} s; exit code {done.exit_code}"
+    )
+    if done.max_memory_reserved == 0 and done.snapshot is None:
+        output.error("recorded nothing: the command made no allocation on the GPU")
+        return
+    table = output.Table("On the virtual GPU", ["", "bytes"], right=("bytes",))
+    table.add_row("peak reserved", _bytes(done.max_memory_reserved))
+    table.add_row("peak allocated", _bytes(done.max_memory_allocated))
+    table.add_row("out of memory", "yes" if done.out_of_memory else "no")
+    output.print_table(table)
+    if done.device_reads:
+        sites = ", ".join(f"{site} ({n}x)" for site, n in done.device_read_sites.items())
+        output.note(f"{done.device_reads:,} device values read back as zeros; first at: {sites}")
+    output.note("Not seen: " + "; ".join(done.unseen) + ".")
+    if done.snapshot is not None:
+        output.written("snapshot", done.snapshot)
+        name = shlex.quote(str(done.snapshot))
+        output.note(
+            f"Next: hipmem replay {name} -r torch:settings=recorded -r "
+            f"torch:expandable_segments=1 --device {request.device.name} --find-capacity"
+        )
+        if done.out_of_memory:
+            output.note(f"Why it ran out of memory: hipmem explain {name} "
+                        f"--device {request.device.name}")  # fmt: skip
+
+
+def _bytes(n: int) -> str:
+    return f"{output.human_bytes(n)} ({n:,})"
+
+
+def register(app: typer.Typer) -> None:
+    app.command("record", epilog=EPILOG)(record_command)

@@ -1,0 +1,124 @@
+"""Runs first in every Python process of a recorded command (hipmem puts this folder first on
+PYTHONPATH): in the process that uses the virtual GPU it records PyTorch's allocator history
+and, at exit, writes the snapshot and the run's figures where hipmem waits for them.
+
+Only the standard library and torch are used: this runs in the user's interpreter, with the
+user's packages, not hipmem's. What it writes (HIPMEM_RECORD_DIR):
+
+- `snapshot.pickle`: `torch.cuda.memory._dump_snapshot`'s file, PyTorch's own format;
+- `run.json`: the peaks, the allocator's counters, the device reads and where the first were.
+
+Each is written to a temporary name and renamed; the first process to finish with the GPU
+in use writes them (a DataLoader's workers never touch it). Another `sitecustomize` on the
+user's path still runs, after this one.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+
+RECORD_DIR = Path(os.environ["HIPMEM_RECORD_DIR"]) if os.environ.get("HIPMEM_RECORD_DIR") else None
+MAX_ENTRIES = int(os.environ.get("HIPMEM_RECORD_MAX_ENTRIES", "5000000"))
+READ_SITES = 5  # the user's lines named for device reads
+_reads: dict[str, int] = {}
+
+
+def _chain_user_sitecustomize() -> None:
+    """The user's own sitecustomize, which this module's name hides on the path."""
+    here = Path(__file__).resolve().parent
+    path = [p for p in sys.path if Path(p or ".").resolve() != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+
+def _user_line() -> str:
+    """The innermost frame outside torch and this file: where the user read a device value."""
+    for frame in reversed(traceback.extract_stack()[:-2]):
+        name = frame.filename
+        if "/torch/" in name or name == __file__ or name.startswith("<"):
+            continue
+        return f"{name}:{frame.lineno}"
+    return "(inside PyTorch)"
+
+
+def _on_device_read(nbytes: int) -> None:
+    del nbytes
+    if len(_reads) < READ_SITES:
+        site = _user_line()
+        _reads[site] = _reads.get(site, 0) + 1
+
+
+def _write_atomically(path: Path, write) -> None:  # type: ignore[no-untyped-def]
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    write(str(temporary))
+    temporary.replace(path)
+
+
+def _finish(torch, library) -> None:  # type: ignore[no-untyped-def]
+    assert RECORD_DIR is not None
+    if not torch.cuda.is_initialized():
+        return
+    try:  # the first process to finish with the GPU writes; a second one leaves it
+        (RECORD_DIR / "claimed").touch(exist_ok=False)
+    except FileExistsError:
+        return
+    snapshot = RECORD_DIR / "snapshot.pickle"
+    _write_atomically(snapshot, torch.cuda.memory._dump_snapshot)
+    stats = torch.cuda.memory_stats()
+    run = {
+        "torch": torch.__version__,
+        "device": torch.cuda.get_device_name(),
+        "max_memory_reserved": torch.cuda.max_memory_reserved(),
+        "max_memory_allocated": torch.cuda.max_memory_allocated(),
+        "num_ooms": stats.get("num_ooms", 0),
+        "num_alloc_retries": stats.get("num_alloc_retries", 0),
+        "device_reads": int(library.hipmem_record_device_reads()),
+        "device_read_sites": _reads,
+        "pid": os.getpid(),
+    }
+
+    def dump(path: str) -> None:
+        Path(path).write_text(json.dumps(run))
+
+    _write_atomically(RECORD_DIR / "run.json", dump)
+
+
+def _start() -> None:
+    import ctypes
+
+    import torch
+
+    if torch.version.cuda is None:
+        sys.stderr.write(
+            f"hipmem record: PyTorch {torch.__version__} is not a CUDA build; a recording "
+            "runs a CUDA build of PyTorch on the virtual GPU\n"
+        )
+        os._exit(2)
+    # cuDNN's choices of algorithm and workspace come from cuDNN's own heuristics, which the
+    # stand-in cannot answer: convolutions and attention take PyTorch's own kernels instead,
+    # and the recording says so (docs/record.md).
+    torch.backends.cudnn.enabled = False
+    torch.backends.cuda.enable_cudnn_sdp(False)
+    library = ctypes.CDLL(None)
+    callback = ctypes.CFUNCTYPE(None, ctypes.c_ulonglong)(_on_device_read)
+    library.hipmem_record_on_device_read(callback)
+    _start.callback = callback  # type: ignore[attr-defined]  # kept alive: C holds it
+    torch.cuda.memory._record_memory_history(
+        max_entries=MAX_ENTRIES, context="alloc", stacks="python"
+    )
+    atexit.register(_finish, torch, library)
+
+
+if RECORD_DIR is not None:
+    _start()
+_chain_user_sitecustomize()

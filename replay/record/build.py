@@ -1,0 +1,141 @@
+"""Build the stand-in CUDA libraries a recording runs a PyTorch build on, into the cache.
+
+For one PyTorch build (its package folder), one folder of libraries, each named by the soname
+PyTorch links and loaded before PyTorch (LD_PRELOAD), so that every library binds to them:
+
+- `libcudart.so.N`: the virtual GPU's runtime (replay/virtual/vcuda/virtual_cuda.c) grown by
+  what a running script asks (csrc/record_runtime.c), playing the device attributes of
+  csrc/h100_attributes.json (all that `cuDeviceGetAttribute` answered on an H100 SXM);
+- `libcuda.so.1`: the driver (replay/virtual/vcuda/virtual_libcuda.c and
+  csrc/libraries/libcuda.c);
+- `libnvidia-ml.so.1`: the replay's stand-in NVML;
+- one library for each other CUDA library PyTorch links (cuBLAS, cuDNN, NCCL, ...): a stub for
+  every name PyTorch imports from it (replay/record/imports.py), beside the answers written by
+  hand in csrc/libraries/<name>.c.
+
+Every name PyTorch imports is defined, with the symbol version it asks for, so a library loads
+whatever it imports and a call never ends the process with "undefined symbol". The folder is
+keyed by the sources, the PyTorch build's version and its libraries' sizes; it is built in a
+temporary folder, renamed, and checked on every use (`hipmem._core.build_cache`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+from hipmem._core.atomic_write import naming_write_errors
+from hipmem._core.build_cache import built_folder
+from hipmem._core.cache_root import cache_dir
+
+from ..virtual.build import LIBCUDA, NVML, compile_part, tool
+from ..virtual.build import SOURCES as VCUDA_SOURCES
+from .imports import CudaImports, cuda_imports, torch_libraries
+
+SOURCES = Path(__file__).parent / "csrc"
+LIBRARIES = SOURCES / "libraries"
+ATTRIBUTES = SOURCES / "h100_attributes.json"
+# A definition written by hand: `EXPORT <type> name(` or a macro that defines `name`.
+_DEFINED = re.compile(
+    r"^(?:EXPORT [^(]*?\b(\w+)\(|(?:NOT_SUPPORTED|CREATE|FORWARD)\((\w+)|ONE_BYTE\((\w+), (\w+)\))",
+    re.MULTILINE,
+)
+_STRING_FUNCTION = re.compile(r"(ErrorString|StatusString|ErrorName|StatusName|GetLastError)$")
+
+
+def standins_dir(package: Path, version: str, cuda_major: int) -> Path:
+    """The cache folder of this PyTorch build's stand-ins (it may not exist yet)."""
+    digest = hashlib.sha256(f"{version} {cuda_major}".encode())
+    for source in sorted([*SOURCES.rglob("*"), *VCUDA_SOURCES.iterdir()]):
+        if source.is_file():
+            digest.update(source.name.encode() + source.read_bytes())
+    for library in torch_libraries(package):
+        digest.update(f"{library.name} {library.stat().st_size}".encode())
+    return cache_dir() / "record" / digest.hexdigest()[:16]
+
+
+def preload_order(folder: Path, runtime: str) -> list[Path]:
+    """The libraries to preload, the runtime first (every other stand-in may call it)."""
+    others = sorted(p for p in folder.glob("lib*.so*") if p.name != runtime and p.is_file())
+    return [folder / runtime, *others]
+
+
+def build(package: Path, version: str, cuda_major: int, include_dirs: list[Path]) -> Path:
+    """The folder of stand-ins for the PyTorch build in `package`, built if needed."""
+    out_dir = standins_dir(package, version, cuda_major)
+    runtime = f"libcudart.so.{cuda_major}"
+
+    def make(work: Path) -> None:
+        imports = cuda_imports(torch_libraries(package))
+        (work / "src").mkdir()
+        includes = [f"-I{d}" for d in include_dirs] + [f"-I{VCUDA_SOURCES}", f"-I{LIBRARIES}"]
+        _write(work / "src" / "record_device.h", _device_header())
+        base = [tool("CC"), "-shared", "-fPIC", "-O2", "-fvisibility=hidden", f"-I{work / 'src'}",
+                *includes]  # fmt: skip
+        for_release = f"for PyTorch {version}"
+        _compile_library(work, runtime, imports, base, SOURCES / "record_runtime.c",
+                         f"the stand-in CUDA runtime {for_release}")  # fmt: skip
+        _compile_library(work, LIBCUDA, imports, [*base, str(work / runtime)],
+                         VCUDA_SOURCES / "virtual_libcuda.c",
+                         f"the stand-in CUDA driver {for_release}")  # fmt: skip
+        compile_part(
+            [*base, f"-Wl,-soname,{NVML}", "-o", str(work / NVML),
+             str(VCUDA_SOURCES / "virtual_nvml.c")],
+            "the stand-in NVML",
+        )  # fmt: skip
+        for soname in sorted(set(imports.names) - {runtime, LIBCUDA}):
+            _compile_library(work, soname, imports, base, None,
+                             f"the stand-in {soname} {for_release}")  # fmt: skip
+
+    return built_folder(out_dir, make, what=f"the recording stand-ins of PyTorch {version}",
+                        announced=True)  # fmt: skip
+
+
+def _compile_library(
+    work: Path, soname: str, imports: CudaImports, base: list[str], main: Path | None, what: str
+) -> None:
+    """One stand-in: its main source (or none), its hand-written answers, a stub per other name."""
+    own = LIBRARIES / f"{soname.split('.so')[0]}.c"
+    parts = [p for p in (main, own if own.is_file() else None) if p is not None]
+    defined = _defined_names(parts)
+    lines = ['#include "stub.h"\n', *(f'#include "{p}"\n' for p in parts)]
+    for name in sorted(imports.names.get(soname, frozenset()) - defined):
+        kind = "STUB_STRING" if _STRING_FUNCTION.search(name) else "STUB"
+        lines.append(f"{kind}({name})\n")
+    source = work / "src" / f"{soname}.c"
+    _write(source, "".join(lines))
+    command = [*base, f"-Wl,-soname,{soname}", "-o", str(work / soname), str(source)]
+    version = imports.versions.get(soname)
+    if version is not None:
+        script = work / "src" / f"{soname}.map"
+        _write(script, f"{version} {{\n  global: *;\n}};\n")
+        command.insert(-3, f"-Wl,--version-script={script}")
+    compile_part([*command, "-lpthread"], what)
+
+
+def _defined_names(sources: list[Path]) -> set[str]:
+    names: set[str] = set()
+    for source in sources:
+        text = source.read_text()
+        if source.name == "record_runtime.c":  # it includes the replay's runtime
+            text += (VCUDA_SOURCES / "virtual_cuda.c").read_text()
+        for match in _DEFINED.finditer(text):
+            names.update(group for group in match.groups() if group)
+    return names
+
+
+def _device_header() -> str:
+    table = json.loads(ATTRIBUTES.read_text())["attributes"]
+    pairs = sorted((int(k), int(v)) for k, v in table.items())
+    rows = ", ".join(f"{{{k}, {v}}}" for k, v in pairs)
+    return (
+        "/* Generated by replay/record/build.py from h100_attributes.json. */\n"
+        f"static const int g_attributes[][2] = {{{rows}}};\n"
+    )
+
+
+def _write(path: Path, text: str) -> None:
+    with naming_write_errors(path):
+        path.write_text(text)

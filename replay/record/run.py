@@ -1,0 +1,132 @@
+"""Record a user's command on a virtual GPU: the one library call behind `hipmem record`.
+
+The command runs unmodified, in its own process, with the stand-in CUDA libraries loaded
+first (replay/record/build.py) and the recording's boot (replay/record/boot/sitecustomize.py)
+first on PYTHONPATH. Its output and exit status are its own. What comes back: the snapshot
+PyTorch wrote (its own pickle format), written atomically where the user asked, and the
+run's figures on the device played.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hipmem._core.atomic_write import write_bytes_atomically
+from hipmem._core.devices import Device
+
+from ..errors import ReplayError, ReplayUsageError
+from ..pytorch import fetch as torch_fetch
+from ..virtual.devices import environment
+from . import build
+from .torch_site import RecordTorch, commands_torch, installed_release
+
+BOOT = Path(__file__).parent / "boot"
+# What a recording never sees, said with every answer (docs/record.md says why).
+UNSEEN = (
+    "cuDNN is not run: convolutions and attention take PyTorch's own kernels",
+    "device values read back by the host are zeros",
+    "memory the CUDA context and libraries keep outside PyTorch's allocator is not counted",
+)
+
+
+class RecordError(ReplayError):
+    """A recording could not run or wrote nothing (the message says why)."""
+
+
+@dataclass(frozen=True)
+class RecordRequest:
+    """What to run and on which virtual GPU."""
+
+    command: list[str]
+    device: Device
+    torch: str | None = None  # a release to install into the cache; None: the command's own
+    output: Path | None = None  # where the snapshot goes (.gz: gzipped)
+    alloc_conf: str | None = None  # PYTORCH_CUDA_ALLOC_CONF for the run
+    environment: dict[str, str] = field(default_factory=dict)  # extra variables (--vary)
+    stdout_to_stderr: bool = False  # the command's output off stdout (a --json answer's)
+
+
+@dataclass(frozen=True)
+class Recording:
+    """What a recorded run did on the virtual GPU."""
+
+    request: RecordRequest
+    torch_version: str
+    exit_code: int
+    wall_s: float
+    snapshot: Path | None  # None: the command never used the GPU
+    max_memory_reserved: int
+    max_memory_allocated: int
+    out_of_memory: bool
+    device_reads: int
+    device_read_sites: dict[str, int]
+    unseen: tuple[str, ...] = UNSEEN
+
+
+def record(request: RecordRequest, *, notice: Callable[[str], None] | None = None) -> Recording:
+    """Run the request's command on the virtual GPU; the snapshot goes to request.output."""
+    if not request.command:
+        raise ReplayUsageError("no command to record (give it after --)", parameter="command")
+    executable = shutil.which(request.command[0])
+    if executable is None:
+        raise ReplayUsageError("command not found", parameter="command", value=request.command[0])
+    torch = installed_release(request.torch) if request.torch else commands_torch(executable)
+    headers = torch_fetch.fetch(torch.version.split("+")[0], notice=notice).include_dirs
+    folder = build.build(torch.package, torch.version, torch.cuda_major, list(headers))
+    with tempfile.TemporaryDirectory(prefix="hipmem-record-") as work:
+        started = time.perf_counter()
+        exit_code = _run(request, executable, torch, folder, Path(work))
+        wall_s = time.perf_counter() - started
+        return _collect(request, torch, Path(work), exit_code, wall_s)
+
+
+def _run(request: RecordRequest, executable: str, torch: RecordTorch, folder: Path,
+         work: Path) -> int:  # fmt: skip
+    env = dict(os.environ)
+    env.update(request.environment)
+    env.update(environment(request.device))
+    preload = build.preload_order(folder, f"libcudart.so.{torch.cuda_major}")
+    env["LD_PRELOAD"] = ":".join([*map(str, preload), *filter(None, [env.get("LD_PRELOAD")])])
+    paths = [str(BOOT), *([str(torch.site)] if torch.site else []), env.get("PYTHONPATH", "")]
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
+    env["HIPMEM_RECORD_DIR"] = str(work)
+    if request.alloc_conf is not None:  # both names: PyTorch 2.9 on reads the newer first
+        env["PYTORCH_CUDA_ALLOC_CONF"] = env["PYTORCH_ALLOC_CONF"] = request.alloc_conf
+    try:
+        stdout = sys.stderr if request.stdout_to_stderr else None
+        done = subprocess.run([executable, *request.command[1:]], env=env, stdout=stdout,
+                              check=False)  # fmt: skip
+        return done.returncode
+    except OSError as err:
+        raise RecordError(f"{request.command[0]} could not start: {err.strerror}") from None
+
+
+def _collect(request: RecordRequest, torch: RecordTorch, work: Path, exit_code: int,
+             wall_s: float) -> Recording:  # fmt: skip
+    run_file = work / "run.json"
+    if not run_file.is_file():
+        return Recording(request, torch.version, exit_code, wall_s, None, 0, 0, False, 0, {})
+    run = json.loads(run_file.read_text())
+    snapshot = None
+    if request.output is not None:
+        data = (work / "snapshot.pickle").read_bytes()
+        if request.output.name.endswith(".gz"):
+            data = gzip.compress(data, mtime=0)
+        write_bytes_atomically(request.output, data)
+        snapshot = request.output
+    return Recording(
+        request, torch.version, exit_code, wall_s, snapshot,
+        int(run["max_memory_reserved"]), int(run["max_memory_allocated"]),
+        int(run["num_ooms"]) > 0, int(run["device_reads"]),
+        {str(k): int(v) for k, v in run["device_read_sites"].items()},
+    )  # fmt: skip

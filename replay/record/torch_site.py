@@ -1,0 +1,123 @@
+"""The PyTorch a recording runs: the command's own, or a release hipmem installs into its cache.
+
+- No `--torch`: the PyTorch that the command's Python imports (found by asking that
+  interpreter where `torch` is, without importing it). It must be a CUDA build.
+- `--torch VERSION`: that release's CUDA wheel from PyPI, installed by pip (`--no-deps
+  --target`) into the cache with the pure-Python packages `import torch` needs, and put first
+  on the command's PYTHONPATH. The CUDA libraries the wheel depends on (`nvidia-*`, several
+  GB) are never installed: a recording runs on stand-ins of them. The user's other packages
+  (transformers, torchvision) still come from the command's own environment.
+
+The installed folder is checked on every use and installed again when damaged
+(`hipmem._core.build_cache`).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.version import Version
+
+from hipmem._core.build_cache import built_folder
+from hipmem._core.cache_root import cache_dir
+
+from ..errors import ReplayError
+from ..pytorch import release as torch_release
+
+# What `import torch` needs besides torch (its wheel's pure-Python Requires-Dist).
+TORCH_PURE_DEPENDENCIES = ("filelock", "typing-extensions", "sympy", "mpmath", "networkx",
+                           "jinja2", "markupsafe", "fsspec")  # fmt: skip
+_FIELD = re.compile(r"^(\w+)\s*(?::\s*[^=]+)?=\s*['\"]?([^'\"\n]*)['\"]?", re.MULTILINE)
+
+
+class RecordTorchError(ReplayError):
+    """The PyTorch a recording needs cannot be found or installed (the message says why)."""
+
+
+@dataclass(frozen=True)
+class RecordTorch:
+    """The PyTorch build a recording runs."""
+
+    package: Path  # the torch package folder
+    version: str  # 2.11.0+cu130
+    cuda: str  # 13.0
+    site: Path | None  # put first on PYTHONPATH (--torch), or None: the command's own
+
+    @property
+    def cuda_major(self) -> int:
+        return int(self.cuda.split(".")[0])
+
+
+def read_version_file(package: Path) -> tuple[str, str | None]:
+    """(version, cuda) from torch/version.py, read as text."""
+    try:
+        text = (package / "version.py").read_text(errors="replace")
+    except OSError as err:
+        raise RecordTorchError(f"cannot read {package / 'version.py'}: {err.strerror}") from None
+    fields = {m.group(1): m.group(2) for m in _FIELD.finditer(text)}
+    cuda = fields.get("cuda")
+    return fields.get("__version__", "unknown"), None if cuda in (None, "None", "") else cuda
+
+
+def checked(package: Path, site: Path | None) -> RecordTorch:
+    version, cuda = read_version_file(package)
+    if cuda is None:
+        raise RecordTorchError(
+            f"PyTorch {version} ({package}) is not a CUDA build; a recording runs a CUDA build "
+            "on the virtual GPU (give --torch VERSION, e.g. --torch 2.11, to use one hipmem "
+            "installs into its cache)"
+        )
+    return RecordTorch(package, version, cuda, site)
+
+
+def commands_torch(python: str) -> RecordTorch:
+    """The PyTorch the interpreter `python` imports."""
+    probe = ("import importlib.util as u; s = u.find_spec('torch'); "
+             "print(next(iter(s.submodule_search_locations)) if s else '')")  # fmt: skip
+    try:
+        done = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=60,
+                              check=False)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise RecordTorchError(f"cannot ask {python} where PyTorch is: {err}") from None
+    location = done.stdout.strip()
+    if done.returncode != 0 or not location:
+        raise RecordTorchError(
+            f"{python} has no PyTorch; install a CUDA build there, or give --torch VERSION "
+            "(e.g. --torch 2.11) to use one hipmem installs into its cache"
+        )
+    return checked(Path(location), None)
+
+
+def installed_release(version: str) -> RecordTorch:
+    """Release `version` (2.11, 2.11.0) of the CUDA wheel, installed into the cache if needed."""
+    public = _installed_match(version) or torch_release.public_version(
+        torch_release.resolve_torch(version).version
+    )
+    site = cache_dir() / "record-torch" / public
+
+    def make(work: Path) -> None:
+        command = [sys.executable, "-m", "pip", "install", "--no-deps", "--only-binary=:all:",
+                   "--no-compile", "--progress-bar", "off", "--target", str(work),
+                   f"torch==={public}", *TORCH_PURE_DEPENDENCIES]  # fmt: skip
+        torch_release.run_pip(command, f"pip install torch=={public}")
+        shutil.rmtree(work / "bin", ignore_errors=True)
+
+    built_folder(site, make, what=f"PyTorch {public} for recordings", announced=True)
+    return checked(site / "torch", site)
+
+
+def _installed_match(version: str) -> str | None:
+    """The newest release already installed that `version` names (2.11 -> 2.11.0): no pip
+    resolve, which takes seconds, when the cache has it."""
+    wanted = torch_release.public_version(version)
+    found = [
+        folder.name
+        for folder in (cache_dir() / "record-torch").glob("*")
+        if folder.is_dir() and torch_release.matches(folder.name, wanted)
+    ]
+    return max(found, key=Version) if found else None

@@ -1,0 +1,128 @@
+"""`hipmem record` with no GPU: the committed scripts (tests/data/record/scripts) run with
+PyTorch 2.11's CUDA wheel on the stand-in libraries, on a virtual H200, and reserve what the
+H200 reserved when they ran there (tests/data/record/truths-h200-2026-11-28, the same scripts
+under PyTorch 2.11.0+cu130). Each test runs the real command line in a fresh process, with the
+test's own Python, which has no PyTorch: `--torch 2.11.0` puts the cached wheel first."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hipmem.replay.snapshots.reader import read_snapshot
+
+REPO = Path(__file__).resolve().parents[3]
+RECORD = REPO / "tests" / "data" / "record"
+TRUTHS = RECORD / "truths-h200-2026-11-28"
+HIPMEM = [sys.executable, "-m", "hipmem.cli"]
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="session")
+def record_torch(torch211: object) -> object:
+    """PyTorch 2.11.0's CUDA wheel installed for recordings (once per cache), and its CUDA
+    headers (torch211: the allocator fetch, which has them)."""
+    from hipmem.replay.record.torch_site import installed_release
+
+    return installed_release("2.11.0")
+
+
+def run_record(
+    tmp_path: Path, script: str | Path, *options: str
+) -> subprocess.CompletedProcess[str]:
+    command = [*HIPMEM, "record", "--device", "H200", "--torch", "2.11.0", *options, "--",
+               sys.executable, str(script)]  # fmt: skip
+    return subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, check=False)
+
+
+def truth(name: str) -> dict[str, object]:
+    path = TRUTHS / f"{name}.stats.json"
+    if not path.is_file():
+        path = TRUTHS / f"{name}-1.stats.json"
+    return json.loads(path.read_text())
+
+
+@pytest.mark.parametrize(
+    ("script", "settings"),
+    [
+        ("gpt_train", "defaults"),
+        ("gpt_train", "expandable"),
+        ("encoder_varlen", "defaults"),
+        ("encoder_varlen", "expandable"),
+        ("kv_generate", "defaults"),
+        ("kv_generate", "expandable"),
+    ],
+)
+def test_a_recording_reserves_what_the_gpu_reserved(
+    record_torch: object, tmp_path: Path, script: str, settings: str
+) -> None:
+    conf = "expandable_segments:True" if settings == "expandable" else ""
+    done = run_record(tmp_path, RECORD / "scripts" / f"{script}.py", "--json",
+                      "--alloc-conf", conf)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    answer = json.loads(done.stdout)
+    on_gpu = truth(f"{script}-{settings}")
+    assert answer["max_memory_reserved"] == on_gpu["max_memory_reserved"]
+    assert answer["torch"] == "2.11.0+cu130"
+
+
+def test_the_snapshot_is_pytorchs_and_replays_to_the_gpus_peak(
+    record_torch: object, tmp_path: Path
+) -> None:
+    snapshot = tmp_path / "encoder.pickle.gz"
+    done = run_record(tmp_path, RECORD / "scripts" / "encoder_varlen.py", "-o", str(snapshot))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"snapshot written to {snapshot}" in " ".join(done.stderr.split())
+    parts = read_snapshot(snapshot)  # hipmem's own reader: PyTorch's format
+    assert len(parts) == 1 and len(parts[0].columns["size"]) > 1000
+    replayed = subprocess.run(
+        [*HIPMEM, "replay", str(snapshot), "-r", "torch:expandable_segments=1", "--device",
+         "H200", "--torch", "2.11.0", "--json"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert replayed.returncode == 0, replayed.stderr[-2000:]
+    peak = json.loads(replayed.stdout)["resources"][0]["peak_reserved_bytes"]
+    assert peak == truth("encoder_varlen-expandable")["max_memory_reserved"]
+
+
+def test_out_of_memory_as_on_the_gpu(record_torch: object, tmp_path: Path) -> None:
+    snapshot = tmp_path / "oom.pickle"
+    done = run_record(tmp_path, RECORD / "scripts" / "oom_device.py", "-o", str(snapshot),
+                      "--json")  # fmt: skip
+    assert done.returncode == 1  # the script's own exit: its OutOfMemoryError
+    assert "torch.OutOfMemoryError: CUDA out of memory" in done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["out_of_memory"] is True
+    assert answer["max_memory_reserved"] == truth("oom_device-defaults")["max_memory_reserved"]
+    assert snapshot.is_file()
+
+
+def test_a_failing_script_keeps_its_exit_code_and_snapshot(
+    record_torch: object, tmp_path: Path
+) -> None:
+    script = tmp_path / "fails.py"
+    script.write_text("import torch\nx = torch.ones(1024, device='cuda')\nraise SystemExit(3)\n")
+    done = run_record(tmp_path, script, "-o", str(tmp_path / "s.pickle"))
+    assert done.returncode == 3
+    assert (tmp_path / "s.pickle").is_file()
+
+
+def test_a_script_that_uses_no_gpu_recorded_nothing(record_torch: object, tmp_path: Path) -> None:
+    script = tmp_path / "cpu.py"
+    script.write_text("import torch\nprint(torch.ones(3).sum().item())\n")
+    done = run_record(tmp_path, script, "-o", str(tmp_path / "s.pickle"))
+    assert done.returncode == 1
+    assert "recorded nothing" in done.stderr + done.stdout
+    assert not (tmp_path / "s.pickle").exists()
+
+
+def test_a_command_not_found_is_named(tmp_path: Path) -> None:
+    done = subprocess.run([*HIPMEM, "record", "--", "no-such-command-here", "x.py"],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 2
+    assert "no-such-command-here" in done.stderr
+    assert "Traceback" not in done.stderr
