@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..replay.record.run import Recording, RecordRequest, record
+from ..replay.record.vary import VariedRecordings, parse_variation, record_varied
 from ..replay.virtual.devices import DEFAULT_DEVICE, find_device
 from . import output
 from .options import JsonOption, TorchVersionOption
@@ -18,6 +19,7 @@ Examples:
   hipmem record --device H100 -o run.pickle.gz -- python train.py --batch 16
   hipmem record --device MI300X --torch 2.11 -- python gpt_train.py
   hipmem record --alloc-conf expandable_segments:True --json -- python train.py
+  hipmem record --device MI300X --vary BATCH=8,16,32 -- python train.py
 
 The command runs unmodified on hipmem's stand-in CUDA libraries: PyTorch's own caching
 allocator sees every request the script makes on a GPU, while kernels do nothing and device
@@ -71,13 +73,33 @@ def record_command(
             show_default=False,
         ),
     ] = None,
+    vary: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            "--vary",
+            metavar="NAME=V1,V2,...",
+            help="Run once per value ({NAME} in the command, else the variable NAME) and say "
+            "the largest value that fits.",
+            show_default=False,
+        ),
+    ] = None,
     json: JsonOption = False,
 ) -> None:
     """Run a PyTorch command on a virtual GPU and record its memory snapshot."""
     played = find_device(device or DEFAULT_DEVICE)
+    variation = None if vary is None else parse_variation(vary)
     request = RecordRequest(list(command), played, torch, snapshot, alloc_conf,
                             stdout_to_stderr=json)  # fmt: skip
-    done = record(request, notice=output.note)
+    if variation is not None:
+        name = variation.name
+        varied = record_varied(request, variation, notice=_notice,
+                               started=lambda value: _notice(f"{name}={value}:"))  # fmt: skip
+        if json:
+            output.print_json(varied_as_dict(varied))
+        else:
+            render_varied(varied)
+        raise typer.Exit(0 if varied.largest_fitting is not None else 1)
+    done = record(request, notice=_notice)
     if json:
         output.print_json(as_dict(done))
     else:
@@ -85,6 +107,11 @@ def record_command(
     if done.snapshot is None and done.max_memory_reserved == 0 and done.exit_code == 0:
         raise typer.Exit(1)
     raise typer.Exit(done.exit_code)
+
+
+def _notice(text: str) -> None:
+    """What the recording says while it works: on stderr, off a --json answer's stdout."""
+    output.note(text, err=True)
 
 
 def as_dict(done: Recording) -> dict[str, object]:
@@ -105,6 +132,46 @@ def as_dict(done: Recording) -> dict[str, object]:
         "device_read_sites": done.device_read_sites,
         "unseen": list(done.unseen),
     }
+
+
+def varied_as_dict(varied: VariedRecordings) -> dict[str, object]:
+    best = varied.largest_fitting
+    return {
+        "vary": varied.variation.name,
+        "largest_fitting": None if best is None else _value_of(varied, best),
+        "runs": [
+            {"value": value, "fits": varied.fits(done), **as_dict(done)}
+            for value, done in zip(varied.variation.values, varied.recordings, strict=True)
+        ],
+    }
+
+
+def _value_of(varied: VariedRecordings, done: Recording) -> str:
+    return varied.variation.values[varied.recordings.index(done)]
+
+
+def render_varied(varied: VariedRecordings) -> None:
+    name = varied.variation.name
+    first = varied.recordings[0]
+    device = first.request.device.name
+    table = output.Table(
+        f"{name} on a virtual {device} ({output.human_bytes(first.request.device.memory_bytes)})",
+        [name, "peak reserved", "peak allocated", "outcome"],
+        right=("peak reserved", "peak allocated"),
+    )
+    for value, done in zip(varied.variation.values, varied.recordings, strict=True):
+        outcome = ("fits" if varied.fits(done) else "out of memory" if done.out_of_memory
+                   else f"failed (exit code {done.exit_code})")  # fmt: skip
+        table.add_row(value, _bytes(done.max_memory_reserved), _bytes(done.max_memory_allocated),
+                      outcome)  # fmt: skip
+    output.print_table(table)
+    best = varied.largest_fitting
+    if best is None:
+        output.error(f"no {name} given fits on a virtual {device}")
+    else:
+        output.line(f"Largest {name} that fits on a virtual {device}: {_value_of(varied, best)} "
+                    f"(peak reserved {_bytes(best.max_memory_reserved)})")  # fmt: skip
+    output.note(f"PyTorch {first.torch_version}; not seen: " + "; ".join(first.unseen) + ".")
 
 
 def render(done: Recording) -> None:

@@ -26,6 +26,7 @@ COMMAND_MODULES = {
     "explain": "cmd_explain",
     "cache": "cmd_cache",
     "docs": "cmd_docs",
+    "record": "cmd_record",
 }
 
 

@@ -134,8 +134,11 @@ TORCH_RELEASES = ("2.4", "2.9", "2.11.0", None)
 def torch_allocators() -> dict[str, object]:
     """PyTorch's allocators the tests use, fetched on first use (once per test session, the
     same `hipmem torch fetch` path users take; a check of the cache when it is there), by
-    public version (2.11.0), plus "oldest" and "newest"."""
+    public version (2.11.0), plus "oldest" and "newest". Each one's virtual GPU is built here
+    too, so that no test's output depends on whether an earlier test built it ("building the
+    virtual GPU ..., once" on stderr)."""
     from hipmem.replay.pytorch import allocator as torch_allocator
+    from hipmem.replay.virtual import build as virtual_build
     from hipmem.replay.pytorch import fetch as torch_fetch
     from hipmem.replay.pytorch import release as torch_release
 
@@ -149,6 +152,7 @@ def torch_allocators() -> dict[str, object]:
         if fetched is None:  # the newest is asked of the index each session (pip, seconds)
             fetched = torch_fetch.fetch(asked)
         found[fetched.version] = torch_allocator.locate(fetched.version)
+        virtual_build.build(found[fetched.version])
         if asked == f"{torch_release.OLDEST.major}.{torch_release.OLDEST.minor}":
             found["oldest"] = found[fetched.version]
         if asked is None:

@@ -22,21 +22,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hipmem._core.atomic_write import write_bytes_atomically
-from hipmem._core.devices import Device
+from hipmem._core.devices import NVIDIA, Device
 
 from ..errors import ReplayError, ReplayUsageError
 from ..pytorch import fetch as torch_fetch
 from ..virtual.devices import environment
 from . import build
-from .torch_site import RecordTorch, commands_torch, installed_release
+from .torch_site import RecordTorch, commands_torch, installed_release, interpreter
 
 BOOT = Path(__file__).parent / "boot"
+# What the CUDA context of a PyTorch 2.11 process keeps of the device before its first
+# allocation: total - free at the start of every run of tests/data/record/truths-*, on the H100
+# and the H200 alike (driver 580.159.04, CUDA 13.0). The virtual GPU keeps it too, so a script
+# that sizes itself from torch.cuda.mem_get_info(), and the point where the device runs out,
+# are as on the GPU. AMD's HIP context was never measured: not kept, and said.
+NVIDIA_CONTEXT_BYTES = 552_402_944
 # What a recording never sees, said with every answer (docs/record.md says why).
 UNSEEN = (
     "cuDNN is not run: convolutions and attention take PyTorch's own kernels",
     "device values read back by the host are zeros",
-    "memory the CUDA context and libraries keep outside PyTorch's allocator is not counted",
+    "memory the CUDA libraries allocate outside PyTorch's allocator (cuBLAS: about 64 MiB per "
+    "handle) is not counted",
 )
+UNSEEN_AMD = "the HIP context's memory is not counted (never measured on an AMD GPU)"
 
 
 class RecordError(ReplayError):
@@ -70,7 +78,8 @@ class Recording:
     out_of_memory: bool
     device_reads: int
     device_read_sites: dict[str, int]
-    unseen: tuple[str, ...] = UNSEEN
+    context_bytes: int  # the device memory the virtual GPU kept for the context
+    unseen: tuple[str, ...]
 
 
 def record(request: RecordRequest, *, notice: Callable[[str], None] | None = None) -> Recording:
@@ -80,7 +89,8 @@ def record(request: RecordRequest, *, notice: Callable[[str], None] | None = Non
     executable = shutil.which(request.command[0])
     if executable is None:
         raise ReplayUsageError("command not found", parameter="command", value=request.command[0])
-    torch = installed_release(request.torch) if request.torch else commands_torch(executable)
+    python = interpreter(executable)
+    torch = installed_release(request.torch, python) if request.torch else commands_torch(python)
     headers = torch_fetch.fetch(torch.version.split("+")[0], notice=notice).include_dirs
     folder = build.build(torch.package, torch.version, torch.cuda_major, list(headers))
     with tempfile.TemporaryDirectory(prefix="hipmem-record-") as work:
@@ -95,6 +105,7 @@ def _run(request: RecordRequest, executable: str, torch: RecordTorch, folder: Pa
     env = dict(os.environ)
     env.update(request.environment)
     env.update(environment(request.device))
+    env["HIPMEM_VCUDA_CONTEXT_BYTES"] = str(context_bytes(request))
     preload = build.preload_order(folder, f"libcudart.so.{torch.cuda_major}")
     env["LD_PRELOAD"] = ":".join([*map(str, preload), *filter(None, [env.get("LD_PRELOAD")])])
     paths = [str(BOOT), *([str(torch.site)] if torch.site else []), env.get("PYTHONPATH", "")]
@@ -111,11 +122,20 @@ def _run(request: RecordRequest, executable: str, torch: RecordTorch, folder: Pa
         raise RecordError(f"{request.command[0]} could not start: {err.strerror}") from None
 
 
+def context_bytes(request: RecordRequest) -> int:
+    return NVIDIA_CONTEXT_BYTES if request.device.vendor == NVIDIA else 0
+
+
+def _unseen(request: RecordRequest) -> tuple[str, ...]:
+    return UNSEEN if request.device.vendor == NVIDIA else (*UNSEEN, UNSEEN_AMD)
+
+
 def _collect(request: RecordRequest, torch: RecordTorch, work: Path, exit_code: int,
              wall_s: float) -> Recording:  # fmt: skip
     run_file = work / "run.json"
     if not run_file.is_file():
-        return Recording(request, torch.version, exit_code, wall_s, None, 0, 0, False, 0, {})
+        return Recording(request, torch.version, exit_code, wall_s, None, 0, 0, False, 0, {},
+                         context_bytes(request), _unseen(request))  # fmt: skip
     run = json.loads(run_file.read_text())
     snapshot = None
     if request.output is not None:
@@ -129,4 +149,5 @@ def _collect(request: RecordRequest, torch: RecordTorch, work: Path, exit_code: 
         int(run["max_memory_reserved"]), int(run["max_memory_allocated"]),
         int(run["num_ooms"]) > 0, int(run["device_reads"]),
         {str(k): int(v) for k, v in run["device_read_sites"].items()},
+        context_bytes(request), _unseen(request),
     )  # fmt: skip

@@ -93,31 +93,77 @@ def commands_torch(python: str) -> RecordTorch:
     return checked(Path(location), None)
 
 
-def installed_release(version: str) -> RecordTorch:
-    """Release `version` (2.11, 2.11.0) of the CUDA wheel, installed into the cache if needed."""
-    public = _installed_match(version) or torch_release.public_version(
+def installed_release(version: str, python: str) -> RecordTorch:
+    """Release `version` (2.11, 2.11.0) of the CUDA wheel for the interpreter `python`,
+    installed into the cache if needed: a torch wheel is built for one Python (cp311), so the
+    folder is the release's and the interpreter's (`2.11.0-cp311`). Its modules are compiled
+    there by that interpreter, once: a run never compiles torch's Python again."""
+    tag = _python_tag(python)
+    public = _installed_match(version, tag) or torch_release.public_version(
         torch_release.resolve_torch(version).version
     )
-    site = cache_dir() / "record-torch" / public
+    site = cache_dir() / "record-torch" / f"{public}-{tag}"
 
     def make(work: Path) -> None:
         command = [sys.executable, "-m", "pip", "install", "--no-deps", "--only-binary=:all:",
                    "--no-compile", "--progress-bar", "off", "--target", str(work),
+                   "--python-version", f"{tag[2]}.{tag[3:]}", "--implementation", "cp",
+                   *(f"--platform={platform}" for platform in torch_release.PLATFORMS),
                    f"torch==={public}", *TORCH_PURE_DEPENDENCIES]  # fmt: skip
         torch_release.run_pip(command, f"pip install torch=={public}")
         shutil.rmtree(work / "bin", ignore_errors=True)
+        compiled = subprocess.run([python, "-m", "compileall", "-q", "-j", "0", str(work)],
+                                  capture_output=True, text=True, check=False)  # fmt: skip
+        if compiled.returncode not in (0, 1):  # 1: a test file of a package that is not Python 3
+            raise RecordTorchError(f"{python} could not compile PyTorch {public}'s modules")
 
-    built_folder(site, make, what=f"PyTorch {public} for recordings", announced=True)
+    built_folder(site, make, what=f"PyTorch {public} for recordings with {python}", announced=True)
     return checked(site / "torch", site)
 
 
-def _installed_match(version: str) -> str | None:
+def interpreter(executable: str) -> str:
+    """The Python that runs a command: the command itself (`python3`), or the interpreter its
+    script's first line names (`torchrun`, `accelerate`: console scripts of an environment)."""
+    if Path(executable).name.startswith("python"):
+        return executable
+    try:
+        with Path(executable).open("rb") as stream:
+            first = stream.readline(512).decode(errors="replace")
+    except OSError:
+        first = ""
+    words = first[2:].split() if first.startswith("#!") else []
+    if words and Path(words[0]).name == "env" and len(words) > 1:
+        words = [shutil.which(words[1]) or words[1]]
+    if words and Path(words[0]).name.startswith("python"):
+        return words[0]
+    raise RecordTorchError(
+        f"{executable} is not a Python interpreter or a Python script's launcher; record the "
+        "Python command itself (python train.py)"
+    )
+
+
+def _python_tag(python: str) -> str:
+    """`cp311` for a CPython 3.11 interpreter (the tag of the wheels it can import)."""
+    probe = "import sys; print(f'cp{sys.version_info[0]}{sys.version_info[1]}')"
+    try:
+        done = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=60,
+                              check=False)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise RecordTorchError(f"cannot start {python}: {err}") from None
+    tag = done.stdout.strip()
+    if done.returncode != 0 or not re.fullmatch(r"cp3\d+", tag):
+        raise RecordTorchError(f"{python} is not a CPython 3 interpreter; give the Python "
+                               "that runs the script")  # fmt: skip
+    return tag
+
+
+def _installed_match(version: str, tag: str) -> str | None:
     """The newest release already installed that `version` names (2.11 -> 2.11.0): no pip
     resolve, which takes seconds, when the cache has it."""
     wanted = torch_release.public_version(version)
     found = [
-        folder.name
-        for folder in (cache_dir() / "record-torch").glob("*")
-        if folder.is_dir() and torch_release.matches(folder.name, wanted)
+        folder.name.removesuffix(f"-{tag}")
+        for folder in (cache_dir() / "record-torch").glob(f"*-{tag}")
+        if folder.is_dir() and torch_release.matches(folder.name.removesuffix(f"-{tag}"), wanted)
     ]
     return max(found, key=Version) if found else None

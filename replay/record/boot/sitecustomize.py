@@ -93,6 +93,22 @@ def _finish(torch, library) -> None:  # type: ignore[no-untyped-def]
     _write_atomically(RECORD_DIR / "run.json", dump)
 
 
+def _refuse_distributed(torch) -> None:  # type: ignore[no-untyped-def]
+    """torch.distributed is not recorded: one line, where the script starts it."""
+    if not torch.distributed.is_available():
+        return
+
+    def refused(*args: object, **kwargs: object) -> None:
+        del args, kwargs
+        raise RuntimeError(
+            "hipmem record: torch.distributed is not recorded yet (one process on one virtual "
+            "GPU); record a single-process run of the script"
+        )
+
+    torch.distributed.init_process_group = refused
+    torch.distributed.distributed_c10d.init_process_group = refused
+
+
 def _start() -> None:
     import ctypes
 
@@ -113,6 +129,7 @@ def _start() -> None:
     callback = ctypes.CFUNCTYPE(None, ctypes.c_ulonglong)(_on_device_read)
     library.hipmem_record_on_device_read(callback)
     _start.callback = callback  # type: ignore[attr-defined]  # kept alive: C holds it
+    _refuse_distributed(torch)
     torch.cuda.memory._record_memory_history(
         max_entries=MAX_ENTRIES, context="alloc", stacks="python"
     )

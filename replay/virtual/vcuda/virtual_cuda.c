@@ -9,6 +9,7 @@
  *   HIPMEM_VCUDA_NAME               cudaDeviceProp.name
  *   HIPMEM_VCUDA_TRACE=1            every call on stderr (what the allocator asks of a runtime)
  *   HIPMEM_VCUDA_PLACEMENT=up       lowest free address range first (default: highest)
+ *   HIPMEM_VCUDA_CONTEXT_BYTES      a recording's: device memory the context keeps from the start
  * or hipmem_vcuda_configure() before the allocator's first call.
  *
  * Memory: device memory is a counter (committed bytes), never host memory. Addresses come
@@ -75,6 +76,11 @@ static void trace(const char* what, const char* detail) {
 }
 
 static void arena_init(void);
+#ifdef HIPMEM_VCUDA_RECORD
+/* A recording plays a real device's attributes (replay/record/csrc/record_runtime.c). */
+static int attribute(int which);
+static void record_properties(struct cudaDeviceProp* prop);
+#endif
 
 static void init_device(void) {
   g_trace = getenv("HIPMEM_VCUDA_TRACE") != NULL && *getenv("HIPMEM_VCUDA_TRACE") == '1';
@@ -87,6 +93,11 @@ static void init_device(void) {
   const char* name = getenv("HIPMEM_VCUDA_NAME");
   if (name && *name) snprintf(g_name, sizeof g_name, "%s", name);
   arena_init();
+#ifdef HIPMEM_VCUDA_RECORD
+  /* What a running program's CUDA context keeps of the device before its first allocation
+     (measured on the GPU played): never PyTorch's, never free. */
+  g_committed_bytes = g_committed_peak_bytes = env_size("HIPMEM_VCUDA_CONTEXT_BYTES", 0);
+#endif
 }
 
 static void ensure_init(void) { pthread_once(&g_once, init_device); }
@@ -306,6 +317,9 @@ EXPORT cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int devi
   prop->unifiedAddressing = 1;
   prop->managedMemory = 1;
   prop->pciBusID = 1;
+#ifdef HIPMEM_VCUDA_RECORD
+  record_properties(prop);
+#endif
   return cudaSuccess;
 }
 
@@ -540,12 +554,16 @@ static CUresult vcu_DeviceGet(CUdevice* device, int ordinal) {
   return CUDA_SUCCESS;
 }
 
-static CUresult vcu_DeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice dev) {
+static CUresult vcu_DeviceGetAttribute(int* value, CUdevice_attribute which, CUdevice dev) {
   if (!value) return CUDA_ERROR_INVALID_VALUE;
   if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+#ifdef HIPMEM_VCUDA_RECORD
+  *value = attribute((int)which);
+#else
   /* Virtual memory management is what expandable segments need; no sharing of handles. */
-  *value = attribute == CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED ? 1 : 0;
-  if (g_trace) fprintf(stderr, "vcuda: cuDeviceGetAttribute %d -> %d\n", (int)attribute, *value);
+  *value = which == CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED ? 1 : 0;
+#endif
+  if (g_trace) fprintf(stderr, "vcuda: cuDeviceGetAttribute %d -> %d\n", (int)which, *value);
   return CUDA_SUCCESS;
 }
 
@@ -747,7 +765,6 @@ static cudaError_t not_supported(const char* name) { return fail_at(name, cudaEr
   EXPORT cudaError_t vcuda_stub_##name(void) __asm__(#name);                \
   cudaError_t vcuda_stub_##name(void) { return not_supported(#name); }
 
-NOT_SUPPORTED(cudaDeviceCanAccessPeer)
 NOT_SUPPORTED(cudaDeviceEnablePeerAccess)
 NOT_SUPPORTED(cudaDeviceGetDefaultMemPool)
 NOT_SUPPORTED(cudaMallocAsync)
@@ -756,8 +773,6 @@ NOT_SUPPORTED(cudaMemPoolGetAttribute)
 NOT_SUPPORTED(cudaMemPoolSetAttribute)
 NOT_SUPPORTED(cudaMemPoolSetAccess)
 NOT_SUPPORTED(cudaMemPoolTrimTo)
-NOT_SUPPORTED(cudaMemcpy)
-NOT_SUPPORTED(cudaMemcpyAsync)
 NOT_SUPPORTED(cudaMemcpyPeerAsync)
 NOT_SUPPORTED(cudaIpcGetMemHandle)
 NOT_SUPPORTED(cudaIpcOpenMemHandle)
@@ -769,9 +784,16 @@ NOT_SUPPORTED(cudaStreamGetCaptureInfo)
 NOT_SUPPORTED(cudaStreamGetCaptureInfo_v2)
 NOT_SUPPORTED(cudaStreamGetCaptureInfo_v3)
 NOT_SUPPORTED(cudaStreamUpdateCaptureDependencies)
+
+/* What a recording (replay/record/csrc/record_runtime.c) answers instead. */
+#ifndef HIPMEM_VCUDA_RECORD
+NOT_SUPPORTED(cudaDeviceCanAccessPeer)
+NOT_SUPPORTED(cudaMemcpy)
+NOT_SUPPORTED(cudaMemcpyAsync)
 NOT_SUPPORTED(cudaPointerGetAttributes)
 NOT_SUPPORTED(cudaHostAlloc)
 NOT_SUPPORTED(cudaFreeHost)
 NOT_SUPPORTED(cudaHostRegister)
 NOT_SUPPORTED(cudaHostUnregister)
 NOT_SUPPORTED(cudaLaunchKernel)
+#endif

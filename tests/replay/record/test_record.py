@@ -28,7 +28,7 @@ def record_torch(torch211: object) -> object:
     headers (torch211: the allocator fetch, which has them)."""
     from hipmem.replay.record.torch_site import installed_release
 
-    return installed_release("2.11.0")
+    return installed_release("2.11.0", sys.executable)
 
 
 def run_record(
@@ -37,6 +37,13 @@ def run_record(
     command = [*HIPMEM, "record", "--device", "H200", "--torch", "2.11.0", *options, "--",
                sys.executable, str(script)]  # fmt: skip
     return subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, check=False)
+
+
+def answer_of(done: subprocess.CompletedProcess[str]) -> dict[str, object]:
+    """The --json answer: all of stdout (the command's own output went to stderr)."""
+    assert done.stdout.lstrip().startswith("{"), (done.stdout[:500], done.stderr[-2000:])
+    found: dict[str, object] = json.loads(done.stdout)
+    return found
 
 
 def truth(name: str) -> dict[str, object]:
@@ -64,7 +71,7 @@ def test_a_recording_reserves_what_the_gpu_reserved(
     done = run_record(tmp_path, RECORD / "scripts" / f"{script}.py", "--json",
                       "--alloc-conf", conf)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
-    answer = json.loads(done.stdout)
+    answer = answer_of(done)
     on_gpu = truth(f"{script}-{settings}")
     assert answer["max_memory_reserved"] == on_gpu["max_memory_reserved"]
     assert answer["torch"] == "2.11.0+cu130"
@@ -78,7 +85,7 @@ def test_the_snapshot_is_pytorchs_and_replays_to_the_gpus_peak(
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"snapshot written to {snapshot}" in " ".join(done.stderr.split())
     parts = read_snapshot(snapshot)  # hipmem's own reader: PyTorch's format
-    assert len(parts) == 1 and len(parts[0].columns["size"]) > 1000
+    assert len(parts) == 1 and len(parts[0].columns["size_bytes"]) > 1000
     replayed = subprocess.run(
         [*HIPMEM, "replay", str(snapshot), "-r", "torch:expandable_segments=1", "--device",
          "H200", "--torch", "2.11.0", "--json"],
@@ -95,7 +102,7 @@ def test_out_of_memory_as_on_the_gpu(record_torch: object, tmp_path: Path) -> No
                       "--json")  # fmt: skip
     assert done.returncode == 1  # the script's own exit: its OutOfMemoryError
     assert "torch.OutOfMemoryError: CUDA out of memory" in done.stderr
-    answer = json.loads(done.stdout)
+    answer = answer_of(done)
     assert answer["out_of_memory"] is True
     assert answer["max_memory_reserved"] == truth("oom_device-defaults")["max_memory_reserved"]
     assert snapshot.is_file()
@@ -126,3 +133,36 @@ def test_a_command_not_found_is_named(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "no-such-command-here" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_vary_finds_the_largest_batch_that_fits_as_on_the_gpu(
+    record_torch: object, tmp_path: Path
+) -> None:
+    """The GPT at batch sizes 125, 132 and 139 on the H200: 132 was the largest that ran, 139
+    ran out of memory (truths: gpt_train-b*.stats.json)."""
+    done = run_record(tmp_path, RECORD / "scripts" / "gpt_train.py", "--vary",
+                      "BATCH=125,132,139", "--json")  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    answer = answer_of(done)
+    assert answer["largest_fitting"] == "132"
+    for run in answer["runs"]:
+        on_gpu = truth(f"gpt_train-b{run['value']}")
+        assert run["fits"] is not on_gpu["oom"]
+        reserved = int(on_gpu["max_memory_reserved"])  # type: ignore[call-overload]
+        assert abs(run["max_memory_reserved"] - reserved) <= reserved // 100
+    exact = {run["value"]: run["max_memory_reserved"] for run in answer["runs"]}
+    # measured 2026-11-28: 125 and 139 exact; 132 is 10 MiB (0.015%) under the GPU's
+    assert exact["125"] == truth("gpt_train-b125")["max_memory_reserved"]
+    assert exact["139"] == truth("gpt_train-b139")["max_memory_reserved"]
+
+
+def test_torch_distributed_is_refused_in_one_line(record_torch: object, tmp_path: Path) -> None:
+    script = tmp_path / "ddp.py"
+    script.write_text(
+        "import torch, torch.distributed as dist\n"
+        "x = torch.ones(8, device='cuda')\n"
+        "dist.init_process_group('nccl', rank=0, world_size=1)\n"
+    )
+    done = run_record(tmp_path, script)
+    assert done.returncode == 1
+    assert "hipmem record: torch.distributed is not recorded yet" in done.stderr
