@@ -77,6 +77,11 @@ _API = {
     "Explanation": ("hipmem.replay.explain.explanation", "Explanation"),
     "write_state_plot": ("hipmem.replay.explain.plot", "write_state_plot"),
     "fetch_torch": ("hipmem.replay.pytorch.fetch", "fetch"),
+    "record": ("hipmem.replay.record.run", "record"),
+    "RecordRequest": ("hipmem.replay.record.run", "RecordRequest"),
+    "Recording": ("hipmem.replay.record.run", "Recording"),
+    "record_varied": ("hipmem.replay.record.vary", "record_varied"),
+    "parse_variation": ("hipmem.replay.record.vary", "parse_variation"),
     "fetch_rmm": ("hipmem.replay.rmm.fetch", "fetch"),
     "write_rmm_csv": ("hipmem.replay.logs.writer", "write_rmm_csv"),
     "FleetRequest": ("hipmem.replay.fleet.run", "FleetRequest"),
@@ -100,6 +105,8 @@ __all__ = [
     "HipmemError",
     "Minimum",
     "Recommendation",
+    "RecordRequest",
+    "Recording",
     "ReplayOptions",
     "SessionResult",
     "SizingAnswer",
@@ -124,6 +131,7 @@ __all__ = [
     "parse_call",
     "parse_spec",
     "parse_sweep",
+    "parse_variation",
     "plan_sweep",
     "read_call_log",
     "read_setting",
@@ -132,7 +140,9 @@ __all__ = [
     "recommend",
     "recommend_allocator_settings",
     "recommended_hipblaslt_kib",
+    "record",
     "record_call_logs",
+    "record_varied",
     "replay",
     "run_fleet",
     "size_calls",
@@ -162,6 +172,8 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time __getattr__ impo
     from hipmem.replay.logs.loader import load_log
     from hipmem.replay.logs.writer import write_rmm_csv
     from hipmem.replay.pytorch.fetch import fetch as fetch_torch
+    from hipmem.replay.record.run import Recording, RecordRequest, record
+    from hipmem.replay.record.vary import parse_variation, record_varied
     from hipmem.replay.rmm.fetch import fetch as fetch_rmm
     from hipmem.replay.settings.check import AllocatorCheck, check_allocator_settings
     from hipmem.replay.settings.plot import write_allocator_plot

@@ -12,7 +12,7 @@ from ..replay.record.run import Recording, RecordRequest, record
 from ..replay.record.vary import VariedRecordings, parse_variation, record_varied
 from ..replay.virtual.devices import DEFAULT_DEVICE, find_device
 from . import output
-from .options import JsonOption, TorchVersionOption
+from .options import JsonOption
 
 EPILOG = """\b
 Examples:
@@ -52,7 +52,16 @@ def record_command(
             show_default=False,
         ),
     ] = None,
-    torch: TorchVersionOption = None,
+    torch: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            "--torch",
+            metavar="VERSION",
+            help="Run this PyTorch release's CUDA wheel (2.11, 2.11.0), which hipmem installs "
+            "into its cache. Default: the PyTorch of the command's Python.",
+            show_default=False,
+        ),
+    ] = None,
     snapshot: Annotated[
         Optional[Path],  # noqa: UP045
         typer.Option(

@@ -138,9 +138,9 @@ def torch_allocators() -> dict[str, object]:
     too, so that no test's output depends on whether an earlier test built it ("building the
     virtual GPU ..., once" on stderr)."""
     from hipmem.replay.pytorch import allocator as torch_allocator
-    from hipmem.replay.virtual import build as virtual_build
     from hipmem.replay.pytorch import fetch as torch_fetch
     from hipmem.replay.pytorch import release as torch_release
+    from hipmem.replay.virtual import build as virtual_build
 
     found: dict[str, object] = {}
     for asked in TORCH_RELEASES:
@@ -151,8 +151,9 @@ def torch_allocators() -> dict[str, object]:
             fetched = None
         if fetched is None:  # the newest is asked of the index each session (pip, seconds)
             fetched = torch_fetch.fetch(asked)
-        found[fetched.version] = torch_allocator.locate(fetched.version)
-        virtual_build.build(found[fetched.version])
+        allocator = torch_allocator.locate(fetched.version)
+        virtual_build.build(allocator)
+        found[fetched.version] = allocator
         if asked == f"{torch_release.OLDEST.major}.{torch_release.OLDEST.minor}":
             found["oldest"] = found[fetched.version]
         if asked is None:

@@ -47,8 +47,17 @@ def _user_line() -> str:
         name = frame.filename
         if "/torch/" in name or name == __file__ or name.startswith("<"):
             continue
-        return f"{name}:{frame.lineno}"
+        return f"{_shown(name)}:{frame.lineno}"
     return "(inside PyTorch)"
+
+
+def _shown(filename: str) -> str:
+    """A path as the user typed it: relative to the folder the command ran in, when inside."""
+    path = Path(filename)
+    try:
+        return str(path.relative_to(Path.cwd())) if path.is_absolute() else filename
+    except ValueError:
+        return filename
 
 
 def _on_device_read(nbytes: int) -> None:

@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hipmem.replay.snapshots.reader import read_snapshot
@@ -39,14 +40,14 @@ def run_record(
     return subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, check=False)
 
 
-def answer_of(done: subprocess.CompletedProcess[str]) -> dict[str, object]:
+def answer_of(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     """The --json answer: all of stdout (the command's own output went to stderr)."""
     assert done.stdout.lstrip().startswith("{"), (done.stdout[:500], done.stderr[-2000:])
-    found: dict[str, object] = json.loads(done.stdout)
+    found: dict[str, Any] = json.loads(done.stdout)
     return found
 
 
-def truth(name: str) -> dict[str, object]:
+def truth(name: str) -> dict[str, Any]:
     path = TRUTHS / f"{name}.stats.json"
     if not path.is_file():
         path = TRUTHS / f"{name}-1.stats.json"
@@ -148,7 +149,7 @@ def test_vary_finds_the_largest_batch_that_fits_as_on_the_gpu(
     for run in answer["runs"]:
         on_gpu = truth(f"gpt_train-b{run['value']}")
         assert run["fits"] is not on_gpu["oom"]
-        reserved = int(on_gpu["max_memory_reserved"])  # type: ignore[call-overload]
+        reserved = int(on_gpu["max_memory_reserved"])
         assert abs(run["max_memory_reserved"] - reserved) <= reserved // 100
     exact = {run["value"]: run["max_memory_reserved"] for run in answer["runs"]}
     # measured 2026-11-28: 125 and 139 exact; 132 is 10 MiB (0.015%) under the GPU's
