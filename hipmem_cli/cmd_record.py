@@ -13,6 +13,7 @@ from ..replay.record.vary import VariedRecordings, parse_variation, record_varie
 from ..replay.virtual.devices import DEFAULT_DEVICE, find_device
 from . import output
 from .options import JsonOption
+from .virtual_capacity_output import render_fits
 
 EPILOG = """\b
 Examples:
@@ -136,10 +137,14 @@ def as_dict(done: Recording) -> dict[str, object]:
         "snapshot": None if done.snapshot is None else str(done.snapshot),
         "max_memory_reserved": done.max_memory_reserved,
         "max_memory_allocated": done.max_memory_allocated,
+        "allocations": done.allocations,
         "out_of_memory": done.out_of_memory,
         "device_reads": done.device_reads,
         "device_read_sites": done.device_read_sites,
+        "context_bytes": done.context_bytes,
+        "max_rss_bytes": done.max_rss_bytes,
         "unseen": list(done.unseen),
+        "fits": [fit.as_dict() for fit in done.fits],
     }
 
 
@@ -197,12 +202,15 @@ def render(done: Recording) -> None:
     table = output.Table("On the virtual GPU", ["", "bytes"], right=("bytes",))
     table.add_row("peak reserved", _bytes(done.max_memory_reserved))
     table.add_row("peak allocated", _bytes(done.max_memory_allocated))
+    table.add_row("allocations", f"{done.allocations:,}")
     table.add_row("out of memory", "yes" if done.out_of_memory else "no")
     output.print_table(table)
     if done.device_reads:
         sites = ", ".join(f"{site} ({n}x)" for site, n in done.device_read_sites.items())
         output.note(f"{done.device_reads:,} device values read back as zeros; first at: {sites}")
     output.note("Not seen: " + "; ".join(done.unseen) + ".")
+    if done.fits:
+        render_fits([("torch:settings=recorded", list(done.fits))])
     if done.snapshot is not None:
         output.written("snapshot", done.snapshot)
         name = shlex.quote(str(done.snapshot))

@@ -9,6 +9,7 @@ run's figures on the device played.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
@@ -24,7 +25,11 @@ from pathlib import Path
 from hipmem._core.atomic_write import write_bytes_atomically
 from hipmem._core.devices import NVIDIA, Device
 
+from ..capacity.fits import Fit, fits
+from ..engine.options import ReplayOptions
+from ..engine.resources import parse_spec
 from ..errors import ReplayError, ReplayUsageError
+from ..logs.loader import load_log
 from ..pytorch import fetch as torch_fetch
 from ..virtual.devices import environment
 from . import build
@@ -62,6 +67,7 @@ class RecordRequest:
     alloc_conf: str | None = None  # PYTORCH_CUDA_ALLOC_CONF for the run
     environment: dict[str, str] = field(default_factory=dict)  # extra variables (--vary)
     stdout_to_stderr: bool = False  # the command's output off stdout (a --json answer's)
+    fits: bool = True  # replay the snapshot on each device of the fits table
 
 
 @dataclass(frozen=True)
@@ -75,11 +81,14 @@ class Recording:
     snapshot: Path | None  # None: the command never used the GPU
     max_memory_reserved: int
     max_memory_allocated: int
+    allocations: int  # the requests PyTorch's allocator served
     out_of_memory: bool
     device_reads: int
     device_read_sites: dict[str, int]
     context_bytes: int  # the device memory the virtual GPU kept for the context
+    max_rss_bytes: int  # the recorded process's peak resident memory (0: it wrote nothing)
     unseen: tuple[str, ...]
+    fits: tuple[Fit, ...] = ()  # the snapshot on each device of the fits table (a run that ended)
 
 
 def record(request: RecordRequest, *, notice: Callable[[str], None] | None = None) -> Recording:
@@ -97,7 +106,17 @@ def record(request: RecordRequest, *, notice: Callable[[str], None] | None = Non
         started = time.perf_counter()
         exit_code = _run(request, executable, torch, folder, Path(work))
         wall_s = time.perf_counter() - started
-        return _collect(request, torch, Path(work), exit_code, wall_s)
+        done = _collect(request, torch, Path(work), exit_code, wall_s)
+        if request.fits and exit_code == 0 and not done.out_of_memory and done.max_rss_bytes:
+            done = dataclasses.replace(done, fits=_fits(Path(work) / "snapshot.pickle", torch))
+        return done
+
+
+def _fits(snapshot: Path, torch: RecordTorch) -> tuple[Fit, ...]:
+    """The recorded snapshot replayed on each device of the fits table, under the settings it
+    ran with, by the release that recorded it."""
+    options = ReplayOptions(backend="virtual", torch_version=torch.version.split("+")[0])
+    return tuple(fits(load_log(snapshot), parse_spec("torch:settings=recorded"), options))
 
 
 def _run(request: RecordRequest, executable: str, torch: RecordTorch, folder: Path,
@@ -134,8 +153,8 @@ def _collect(request: RecordRequest, torch: RecordTorch, work: Path, exit_code: 
              wall_s: float) -> Recording:  # fmt: skip
     run_file = work / "run.json"
     if not run_file.is_file():
-        return Recording(request, torch.version, exit_code, wall_s, None, 0, 0, False, 0, {},
-                         context_bytes(request), _unseen(request))  # fmt: skip
+        return Recording(request, torch.version, exit_code, wall_s, None, 0, 0, 0, False, 0, {},
+                         context_bytes(request), 0, _unseen(request))  # fmt: skip
     run = json.loads(run_file.read_text())
     snapshot = None
     if request.output is not None:
@@ -146,8 +165,8 @@ def _collect(request: RecordRequest, torch: RecordTorch, work: Path, exit_code: 
         snapshot = request.output
     return Recording(
         request, torch.version, exit_code, wall_s, snapshot,
-        int(run["max_memory_reserved"]), int(run["max_memory_allocated"]),
+        int(run["max_memory_reserved"]), int(run["max_memory_allocated"]), int(run["allocations"]),
         int(run["num_ooms"]) > 0, int(run["device_reads"]),
         {str(k): int(v) for k, v in run["device_read_sites"].items()},
-        context_bytes(request), _unseen(request),
+        context_bytes(request), int(run["max_rss_bytes"]), _unseen(request),
     )  # fmt: skip

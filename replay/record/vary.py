@@ -88,7 +88,8 @@ def _for_value(request: RecordRequest, name: str, value: str) -> RecordRequest:
     if command == request.command:  # no word names it: the environment does
         environment[name] = value
     output = None if request.output is None else snapshot_path(request.output, name, value)
-    return dataclasses.replace(request, command=command, environment=environment, output=output)
+    return dataclasses.replace(request, command=command, environment=environment, output=output,
+                               fits=False)  # fmt: skip
 
 
 def snapshot_path(output: Path, name: str, value: str) -> Path:

@@ -20,6 +20,7 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import resource
 import sys
 import traceback
 from pathlib import Path
@@ -90,10 +91,12 @@ def _finish(torch, library) -> None:  # type: ignore[no-untyped-def]
         "max_memory_reserved": torch.cuda.max_memory_reserved(),
         "max_memory_allocated": torch.cuda.max_memory_allocated(),
         "num_ooms": stats.get("num_ooms", 0),
+        "allocations": stats.get("allocation.all.allocated", 0),
         "num_alloc_retries": stats.get("num_alloc_retries", 0),
         "device_reads": int(library.hipmem_record_device_reads()),
         "device_read_sites": _reads,
         "pid": os.getpid(),
+        "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }
 
     def dump(path: str) -> None:
