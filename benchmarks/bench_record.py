@@ -63,8 +63,8 @@ def one_run(script: Path, device: str, torch: str, folder: Path) -> dict[str, fl
     snapshot = folder / "run.pickle"
     command = [
         sys.executable,
-        "-m",
-        "hipmem.cli",
+        "-c",
+        MEASURED_HIPMEM,
         "record",
         "--device",
         device,
@@ -78,13 +78,16 @@ def one_run(script: Path, device: str, torch: str, folder: Path) -> dict[str, fl
         str(script),
     ]
     started = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    stdout = process.stdout.read() if process.stdout else b""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    stdout, stderr = process.communicate()
     status = process.wait()
     wall_s = time.perf_counter() - started
     if status != 0:
-        raise SystemExit(f"{script.name} on {device}: exit status {status}")
-    hipmem_rss_kb = int((folder / "hipmem_rss_kb").read_text())
+        raise SystemExit(f"{script.name} on {device}: exit status {status}: {stderr[-2000:]!r}")
+    rss_file = folder / "hipmem_rss_kb"
+    if not rss_file.is_file():
+        raise SystemExit(f"no {rss_file}: {stderr[-3000:]!r}")
+    hipmem_rss_kb = int(rss_file.read_text())
     answer = json.loads(stdout)
     return {
         "wall_s": wall_s,
@@ -122,7 +125,7 @@ def main() -> None:
             f"memory hipmem + recorded process max {max(total):.0f} MB "
             f"(hipmem {max(r['hipmem_rss_mb'] for r in runs[index]):.0f}, recorded "
             f"{max(r['recorded_rss_mb'] for r in runs[index]):.0f}); reserved peak "
-            f"{runs[index][0]['reserved']:,}"
+            f"{runs[index][0]['reserved']:,}; {runs[index][0]['allocations']:,} allocations"
         )
 
 

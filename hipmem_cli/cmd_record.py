@@ -197,7 +197,11 @@ def render(done: Recording) -> None:
         f"in {done.wall_s:.1f} s; exit code {done.exit_code}"
     )
     if done.max_memory_reserved == 0 and done.snapshot is None:
-        output.error("recorded nothing: the command made no allocation on the GPU")
+        if done.exit_code != 0:
+            output.error(f"recorded nothing: the command exited with {done.exit_code} before "
+                         "any allocation on the GPU (its own error is above)")  # fmt: skip
+        else:
+            output.error("recorded nothing: the command made no allocation on the GPU")
         return
     table = output.Table("On the virtual GPU", ["", "bytes"], right=("bytes",))
     table.add_row("peak reserved", _bytes(done.max_memory_reserved))

@@ -39,7 +39,8 @@ LIBRARIES = SOURCES / "libraries"
 ATTRIBUTES = SOURCES / "h100_attributes.json"
 # A definition written by hand: `EXPORT <type> name(` or a macro that defines `name`.
 _DEFINED = re.compile(
-    r"^(?:EXPORT [^(]*?\b(\w+)\(|(?:NOT_SUPPORTED|CREATE|FORWARD)\((\w+)|ONE_BYTE\((\w+), (\w+)\))",
+    r"^(?:EXPORT [^(]*?\b(\w+)\(|(?:NOT_SUPPORTED|CREATE|FORWARD|CAPTURE_INFO)\((\w+)"
+    r"|ONE_BYTE\((\w+), (\w+)\))",
     re.MULTILINE,
 )
 _STRING_FUNCTION = re.compile(r"(ErrorString|StatusString|ErrorName|StatusName|GetLastError)$")

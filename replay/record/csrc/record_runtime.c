@@ -302,6 +302,25 @@ EXPORT cudaError_t cudaStreamGetFlags(cudaStream_t stream, unsigned* flags) {
   return cudaSuccess;
 }
 
+/* No stream is ever capturing. The prototypes differ between CUDA 12 and 13 after the status
+   and the capture id, which are the only arguments written: asm labels, one definition. */
+#define CAPTURE_INFO(name)                                                              \
+  EXPORT cudaError_t record_##name(cudaStream_t stream,                                 \
+                                   enum cudaStreamCaptureStatus* status,                \
+                                   unsigned long long* id) __asm__(#name);             \
+  cudaError_t record_##name(cudaStream_t stream, enum cudaStreamCaptureStatus* status,  \
+                            unsigned long long* id) {                                  \
+    (void)stream;                                                                       \
+    if (!status) return fail(cudaErrorInvalidValue);                                    \
+    *status = cudaStreamCaptureStatusNone;                                              \
+    if (id) *id = 0;                                                                    \
+    return cudaSuccess;                                                                 \
+  }
+
+CAPTURE_INFO(cudaStreamGetCaptureInfo)
+CAPTURE_INFO(cudaStreamGetCaptureInfo_v2)
+CAPTURE_INFO(cudaStreamGetCaptureInfo_v3)
+
 EXPORT cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream,
                                             unsigned flags) {
   (void)event, (void)stream, (void)flags;

@@ -780,9 +780,6 @@ NOT_SUPPORTED(cudaIpcCloseMemHandle)
 NOT_SUPPORTED(cudaGraphAddEmptyNode)
 NOT_SUPPORTED(cudaGraphNodeGetDependencies)
 NOT_SUPPORTED(cudaGraphNodeGetType)
-NOT_SUPPORTED(cudaStreamGetCaptureInfo)
-NOT_SUPPORTED(cudaStreamGetCaptureInfo_v2)
-NOT_SUPPORTED(cudaStreamGetCaptureInfo_v3)
 NOT_SUPPORTED(cudaStreamUpdateCaptureDependencies)
 
 /* What a recording (replay/record/csrc/record_runtime.c) answers instead. */
@@ -796,4 +793,7 @@ NOT_SUPPORTED(cudaFreeHost)
 NOT_SUPPORTED(cudaHostRegister)
 NOT_SUPPORTED(cudaHostUnregister)
 NOT_SUPPORTED(cudaLaunchKernel)
+NOT_SUPPORTED(cudaStreamGetCaptureInfo)
+NOT_SUPPORTED(cudaStreamGetCaptureInfo_v2)
+NOT_SUPPORTED(cudaStreamGetCaptureInfo_v3)
 #endif
