@@ -36,7 +36,8 @@ from hipmem.sizing.hipblaslt.releases import HIPBLASLT_RELEASES
 from hipmem.sizing.rocm import fetch as rocm_fetch
 from hipmem.sizing.rocm.releases import RELEASES, find_release
 
-BUILD_KINDS = ("vcuda", "shim", "replay-core", "code-objects", "rmm", "rmm-build")
+BUILD_KINDS = ("vcuda", "shim", "replay-core", "code-objects", "rmm", "rmm-build", "record",
+               "record-torch")  # fmt: skip
 KINDS = ("rocm", "hipblaslt", "torch", "builds", "answers", "apt")
 _BUILD_WHAT = {
     "vcuda": "virtual GPU build",
@@ -45,6 +46,8 @@ _BUILD_WHAT = {
     "code-objects": "placeholder code objects",
     "rmm": "RMM release (hipmem rmm fetch)",
     "rmm-build": "RMM virtual GPU build",
+    "record": "recording stand-ins build (hipmem record)",
+    "record-torch": "PyTorch for recordings (hipmem record --torch)",
 }
 
 

@@ -215,16 +215,18 @@ def render(done: Recording) -> None:
     output.note("Not seen: " + "; ".join(done.unseen) + ".")
     if done.fits:
         render_fits([("torch:settings=recorded", list(done.fits))])
-    if done.snapshot is not None:
+    if done.snapshot is None:
+        output.note("give -o SNAPSHOT to keep the snapshot (replay, explain and recommend read it)")
+    else:
         output.written("snapshot", done.snapshot)
         name = shlex.quote(str(done.snapshot))
-        output.note(
-            f"Next: hipmem replay {name} -r torch:settings=recorded -r "
-            f"torch:expandable_segments=1 --device {request.device.name} --find-capacity"
-        )
+        device = request.device.name
+        output.note("Next, each device's smallest memory and the fits of both settings:")
+        settings = "-r torch:settings=recorded -r torch:expandable_segments=1"
+        output.command(f"hipmem replay {name} {settings} --device {device} --find-capacity")
         if done.out_of_memory:
-            output.note(f"Why it ran out of memory: hipmem explain {name} "
-                        f"--device {request.device.name}")  # fmt: skip
+            output.note("Why it ran out of memory, and which settings avoid it:")
+            output.command(f"hipmem explain {name} --device {device}")
 
 
 def _bytes(n: int) -> str:

@@ -24,6 +24,8 @@ import re
 import textwrap
 from typing import Any
 
+from .terminal_text import command_lines, wrapped_words
+
 _done = False
 
 
@@ -83,7 +85,6 @@ def _whole_short_help() -> None:
         cls.get_short_help_str = short_help  # type: ignore[method-assign]
 
 
-_CONTINUATION = " \\"  # a shell line continuation: the example still runs when pasted
 _LIST_ITEM = re.compile(r"^(\d+\.|[-*]) ")  # "1. ", "- ": later lines go under the text
 
 
@@ -154,9 +155,9 @@ def raw_block(lines: list[str], width: int) -> list[str]:
         if max(len(one) for one in piece) <= width:
             shown += piece
         elif _is_command(line):
-            shown += _command_lines(" ".join(one.strip() for one in piece), width, indent)
+            shown += command_lines(" ".join(one.strip() for one in piece), width, indent)
         else:
-            shown += _wrapped_words(" ".join(piece).split(), width, indent, hanging)
+            shown += wrapped_words(" ".join(piece).split(), width, indent, hanging)
         index = end
     return shown
 
@@ -169,36 +170,6 @@ def _continues(line: str, hanging: str) -> bool:
         and _indent_of(line) == hanging
         and not (_is_command(line) or _LIST_ITEM.match(text))
     )
-
-
-def _command_lines(command: str, width: int, indent: str) -> list[str]:
-    """An example command on lines of `width`, a shell continuation ending each but the last
-    (the command as written may hold continuations of its own: they are re-made here)."""
-    words = [word for word in command.split() if word != "\\"]
-    pieces = _wrapped_words(
-        _options_with_values(words), width - len(_CONTINUATION), indent, indent + "    "
-    )
-    return [piece + _CONTINUATION for piece in pieces[:-1]] + pieces[-1:]
-
-
-_KEEP = "\ue000"  # a private-use character: a space that does not break (option and value)
-
-
-def _options_with_values(words: list[str]) -> list[str]:
-    """`-r pool` as one word: an option and the value after it are pasted and read together."""
-    joined: list[str] = []
-    for word in words:
-        after_option = joined and joined[-1].startswith("-") and _KEEP not in joined[-1]
-        if after_option and not word.startswith("-"):
-            joined[-1] += _KEEP + word
-            continue
-        joined.append(word)
-    return joined
-
-
-def _wrapped_words(words: list[str], width: int, initial: str, subsequent: str) -> list[str]:
-    wrapper = WholeWordsWrapper(width, initial_indent=initial, subsequent_indent=subsequent)
-    return [piece.replace(_KEEP, " ") for piece in wrapper.wrap(" ".join(words))]
 
 
 def write_dl(self: Any, rows: Any, col_max: int = 30, col_spacing: int = 2) -> None:
@@ -217,9 +188,9 @@ def write_dl(self: Any, rows: Any, col_max: int = 30, col_spacing: int = 2) -> N
         if max(len(word) for word in text.split()) > text_width:
             under = margin + " " * 4
             self.write(f"{margin}{term}\n")
-            self.write("\n".join(_wrapped_words(text.split(), self.width, under, under)) + "\n")
+            self.write("\n".join(wrapped_words(text.split(), self.width, under, under)) + "\n")
             continue
-        lines = _wrapped_words(text.split(), text_width, "", "")
+        lines = wrapped_words(text.split(), text_width, "", "")
         if len(term) <= first_col - col_spacing:
             self.write(f"{margin}{term}{' ' * (first_col - len(term))}{lines[0]}\n")
         else:

@@ -40,7 +40,7 @@ from .table import Cell as Cell
 from .table import Styled as Styled
 from .table import Table as Table
 from .table import cell_text
-from .terminal_text import GLUE, glue_units, words_of, wrap
+from .terminal_text import GLUE, command_lines, glue_units, words_of, wrap
 from .terminal_text import clean as clean
 from .terminal_text import whole as whole
 
@@ -115,6 +115,14 @@ def _wrapped(text: str, *, style: str | None = None, err: bool = False) -> None:
 def note(text: str, *, err: bool = False) -> None:
     """A line of secondary information (dim on a terminal)."""
     line(text, style="dim", err=err)
+
+
+def command(text: str, *, err: bool = False) -> None:
+    """A command for the user to run next, on lines that fit the width, joined by shell
+    continuations (never a wrap that would run half of it when pasted)."""
+    console = _console("stderr" if err else "stdout")
+    for piece in command_lines(text, console.width, "  "):
+        _print(piece, style="dim", err=err)
 
 
 def heading(text: str) -> None:

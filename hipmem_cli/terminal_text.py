@@ -67,3 +67,40 @@ def wrap(text: str, width: int) -> list[str]:
         )
         lines.extend(wrapped or [""])
     return [line.replace(GLUE, " ") for line in lines]
+
+
+_CONTINUATION = " \\"  # a shell line continuation: the command still runs when pasted
+
+
+def command_lines(command: str, width: int, indent: str) -> list[str]:
+    """An example command on lines of `width`, a shell continuation ending each but the last
+    (the command as written may hold continuations of its own: they are re-made here): pasted
+    into a shell, the lines run as the one command. Help pages and `output.command` use it."""
+    words = [word for word in command.split() if word != "\\"]
+    pieces = wrapped_words(
+        _options_with_values(words), width - len(_CONTINUATION), indent, indent + "    "
+    )
+    return [piece + _CONTINUATION for piece in pieces[:-1]] + pieces[-1:]
+
+
+_KEEP = "\ue000"  # a private-use character: a space that does not break (option and value)
+
+
+def _options_with_values(words: list[str]) -> list[str]:
+    """`-r pool` as one word: an option and the value after it are pasted and read together."""
+    joined: list[str] = []
+    for word in words:
+        after_option = joined and joined[-1].startswith("-") and _KEEP not in joined[-1]
+        if after_option and not word.startswith("-"):
+            joined[-1] += _KEEP + word
+            continue
+        joined.append(word)
+    return joined
+
+
+def wrapped_words(words: list[str], width: int, initial: str, subsequent: str) -> list[str]:
+    """Words on lines of `width`, broken only between them (never at a hyphen, never inside a
+    word: a word longer than the line gets a line of its own, whole)."""
+    wrapper = textwrap.TextWrapper(width, initial_indent=initial, subsequent_indent=subsequent,
+                                   break_on_hyphens=False, break_long_words=False)  # fmt: skip
+    return [piece.replace(_KEEP, " ") for piece in wrapper.wrap(" ".join(words))]

@@ -151,6 +151,9 @@ def _unseen(request: RecordRequest) -> tuple[str, ...]:
 
 def _collect(request: RecordRequest, torch: RecordTorch, work: Path, exit_code: int,
              wall_s: float) -> Recording:  # fmt: skip
+    refused = work / "refused.txt"  # the boot's REFUSED
+    if refused.is_file():
+        raise RecordError(refused.read_text(errors="replace")[:500])
     run_file = work / "run.json"
     if not run_file.is_file():
         return Recording(request, torch.version, exit_code, wall_s, None, 0, 0, 0, False, 0, {},

@@ -6,7 +6,8 @@ Only the standard library and torch are used: this runs in the user's interprete
 user's packages, not hipmem's. What it writes (HIPMEM_RECORD_DIR):
 
 - `snapshot.pickle`: `torch.cuda.memory._dump_snapshot`'s file, PyTorch's own format;
-- `run.json`: the peaks, the allocator's counters, the device reads and where the first were.
+- `run.json`: the peaks, the allocator's counters, the device reads and where the first were;
+- `refused.txt`: why it would not run the command (a PyTorch that is not a CUDA build).
 
 Each is written to a temporary name and renamed; the first process to finish with the GPU
 in use writes them (a DataLoader's workers never touch it). Another `sitecustomize` on the
@@ -28,6 +29,7 @@ from pathlib import Path
 RECORD_DIR = Path(os.environ["HIPMEM_RECORD_DIR"]) if os.environ.get("HIPMEM_RECORD_DIR") else None
 MAX_ENTRIES = int(os.environ.get("HIPMEM_RECORD_MAX_ENTRIES", "5000000"))
 READ_SITES = 5  # the user's lines named for device reads
+REFUSED = "refused.txt"  # why this process would not run the command (hipmem says it)
 _reads: dict[str, int] = {}
 
 
@@ -126,10 +128,11 @@ def _start() -> None:
 
     import torch
 
-    if torch.version.cuda is None:
-        sys.stderr.write(
-            f"hipmem record: PyTorch {torch.__version__} is not a CUDA build; a recording "
-            "runs a CUDA build of PyTorch on the virtual GPU\n"
+    if torch.version.cuda is None:  # hipmem says it (replay/record/run.py reads REFUSED)
+        assert RECORD_DIR is not None
+        (RECORD_DIR / REFUSED).write_text(
+            f"PyTorch {torch.__version__} is not a CUDA build; a recording runs a CUDA build of "
+            "PyTorch on the virtual GPU (give --torch VERSION, e.g. --torch 2.11)"
         )
         os._exit(2)
     # cuDNN's choices of algorithm and workspace come from cuDNN's own heuristics, which the

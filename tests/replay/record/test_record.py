@@ -7,6 +7,7 @@ test's own Python, which has no PyTorch: `--torch 2.11.0` puts the cached wheel 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -167,3 +168,23 @@ def test_torch_distributed_is_refused_in_one_line(record_torch: object, tmp_path
     done = run_record(tmp_path, script)
     assert done.returncode == 1
     assert "hipmem record: torch.distributed is not recorded yet" in done.stderr
+
+
+def test_the_users_own_sitecustomize_still_runs(record_torch: object, tmp_path: Path) -> None:
+    """The recording's boot is a sitecustomize first on PYTHONPATH; the user's own one, later
+    on the path, runs after it."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "from pathlib import Path\nPath('user-site-ran').write_text('yes')\n"
+    )
+    script = tmp_path / "one.py"
+    script.write_text("import torch\ntorch.ones(4, device='cuda')\n")
+    command = [*HIPMEM, "record", "--device", "H200", "--torch", "2.11.0", "--",
+               sys.executable, str(script)]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    done = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=env,
+                          check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "user-site-ran").read_text() == "yes"
+    assert "give -o SNAPSHOT to keep the snapshot" in " ".join(done.stdout.split())
