@@ -79,13 +79,8 @@ def commands_torch(python: str) -> RecordTorch:
     """The PyTorch the interpreter `python` imports."""
     probe = ("import importlib.util as u; s = u.find_spec('torch'); "
              "print(next(iter(s.submodule_search_locations)) if s else '')")  # fmt: skip
-    try:
-        done = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=60,
-                              check=False)  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired) as err:
-        raise RecordTorchError(f"cannot ask {python} where PyTorch is: {err}") from None
-    location = done.stdout.strip()
-    if done.returncode != 0 or not location:
+    location = _ask(python, probe)
+    if not location:
         raise RecordTorchError(
             f"{python} has no PyTorch; install a CUDA build there, or give --torch VERSION "
             "(e.g. --torch 2.11) to use one hipmem installs into its cache"
@@ -144,17 +139,22 @@ def interpreter(executable: str) -> str:
 
 def _python_tag(python: str) -> str:
     """`cp311` for a CPython 3.11 interpreter (the tag of the wheels it can import)."""
-    probe = "import sys; print(f'cp{sys.version_info[0]}{sys.version_info[1]}')"
-    try:
-        done = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=60,
-                              check=False)  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired) as err:
-        raise RecordTorchError(f"cannot start {python}: {err}") from None
-    tag = done.stdout.strip()
-    if done.returncode != 0 or not re.fullmatch(r"cp3\d+", tag):
+    tag = _ask(python, "import sys; print(f'cp{sys.version_info[0]}{sys.version_info[1]}')")
+    if not re.fullmatch(r"cp3\d+", tag):
         raise RecordTorchError(f"{python} is not a CPython 3 interpreter; give the Python "
                                "that runs the script")  # fmt: skip
     return tag
+
+
+def _ask(python: str, code: str) -> str:
+    """What `python -c code` prints, stripped; "" when it fails (the caller says what that
+    means). Never imports anything in hipmem's own process."""
+    try:
+        done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60,
+                              check=False)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise RecordTorchError(f"cannot start {python}: {err}") from None
+    return done.stdout.strip() if done.returncode == 0 else ""
 
 
 def _installed_match(version: str, tag: str) -> str | None:
