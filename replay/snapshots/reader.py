@@ -59,7 +59,13 @@ from .pickle_machine import (
     SnapshotRefused,
     excerpt,
 )
-from .segments import INT64_END, DeviceSegments, count_or_none, plain_settings
+from .segments import (
+    INT64_END,
+    DeviceSegments,
+    count_or_none,
+    no_history_message,
+    plain_settings,
+)
 from .snapshot_file import (
     GZIP_MAGIC,
     GzipStream,
@@ -362,6 +368,10 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> list[DevicePar
         parts.append(reader.read(trace, entries, end_bytes, active, settings, last_use))
     if not parts:
         raise SnapshotError(f"{path}: the snapshot holds no trace (was _record_memory_history on?)")
+    if total_entries == 0:  # segments only: what was reserved at the dump, not how it got there
+        raise SnapshotError(
+            no_history_message(path, [segments.get(d, _NO_SEGMENTS) for d in range(len(traces))])
+        )
     return parts
 
 

@@ -9,6 +9,7 @@ recurses, whatever the pickle nests.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 INT64_END = 1 << 63
@@ -80,3 +81,18 @@ def _is_plain_dict(value: Any) -> bool:
         if type(key) is not str or type(item) not in _SCALARS:
             return False
     return True
+
+
+def no_history_message(path: Path, devices: list[DeviceSegments]) -> str:
+    """The one line for a snapshot dumped without the allocator's history: what it can answer
+    (the segments at the dump) and what it cannot (anything replayed)."""
+    reserved = sum(end_bytes for _, end_bytes, _ in devices)
+    blocks = [block for _, _, active in devices for block in active]
+    allocated = sum(size for _, size, _ in blocks)
+    return (
+        f"{path}: no allocator history in this snapshot (dumped with include_traces=False, or "
+        "without torch.cuda.memory._record_memory_history): it says only what was reserved when "
+        f"it was dumped ({reserved:,} bytes; {allocated:,} bytes in {len(blocks):,} live "
+        "blocks); a replay, explain, recommend and check need the allocations in order: record "
+        "with _record_memory_history() on"
+    )

@@ -230,3 +230,21 @@ def test_reading_snapshots_needs_no_torch() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_snapshot_without_history_says_what_it_can_and_cannot_answer(tmp_path: Path) -> None:
+    """`_dump_snapshot` with include_traces=False (or history never on): segments, no trace.
+    Every command says in one line what the segments hold and that a replay needs the trace;
+    a gate never answers from it (#50)."""
+    recorded = pickle.loads(gzip.decompress((SNAPSHOTS / "train-default.pickle.gz").read_bytes()))
+    recorded["device_traces"] = [[] for _ in recorded["device_traces"]]
+    path = tmp_path / "segments-only.pickle"
+    path.write_bytes(pickle.dumps(recorded))
+    for command in (["log", "inspect", str(path)],
+                    ["check", "--from-snapshot", str(path), "--device", "H200"]):  # fmt: skip
+        done = hipmem_cli(*command)
+        assert done.returncode == 1, done.stderr
+        assert done.stdout == ""
+        assert done.stderr.count("\n") == 1
+        assert "no allocator history in this snapshot" in done.stderr
+        assert "943,718,400 bytes; 67,108,864 bytes in 2 live blocks" in done.stderr
