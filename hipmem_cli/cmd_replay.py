@@ -259,11 +259,15 @@ def _under_recorded_conditions(
     it (replay/explain/recorded_conditions.py, its low end), said on stderr. The device kind
     is said, not applied: the device given stays the one replayed."""
     from ..replay.explain.recorded_conditions import CAP, RecordedConditions, infer_for_log
+    from ..replay.pytorch.resource import alloc_conf
+    from ..replay.virtual.gpu import check_conf
 
     open_specs = [s for s in targets.virtual_torch if s.limit_bytes is None]
     allocator = targets.torch_allocator(options)
     if options.device_memory_bytes is not None or not open_specs or allocator is None:
         return specs
+    for spec in open_specs:  # a mistyped setting is said before the inferred cap is
+        check_conf(alloc_conf(spec, log), allocator)
     found = infer_for_log(log, program, options.virtual_device(), allocator)
     if found is None:
         return specs

@@ -91,6 +91,13 @@ def fraction_limit(limit_bytes: int, device_bytes: int) -> int:
     return limit_bytes
 
 
+def check_conf(conf: str, allocator: torch_allocator.TorchAllocator) -> None:
+    """Settings this allocator cannot run, refused before any work: keys its release does not
+    have (a usage error naming the nearest), and backends only a GPU has."""
+    check_settings(conf)
+    check_setting_keys(conf, allocator.version, allocator.include_dirs)
+
+
 def check_settings(conf: str) -> None:
     """Settings the virtual GPU cannot run, refused before any work."""
     if "MallocAsync" in conf:  # cudaMallocAsync, or ROCm's hipMallocAsync
@@ -152,8 +159,7 @@ class VirtualGpu:
         environment variable that carries `conf` (PyTorch reads several, in an order of its
         own: docs/allocator-settings.md). `built`: the allocator's build, already made and
         checked by the caller (replay/engine/target.py), so not hashed again."""
-        check_settings(conf)
-        check_setting_keys(conf, allocator.version, allocator.include_dirs)
+        check_conf(conf, allocator)
         self.device, self.allocator, self.conf = device, allocator, conf
         self.variable = variable
         self.n_ops = arrays.n_ops if isinstance(arrays, ProgramFiles) else len(arrays["op"])

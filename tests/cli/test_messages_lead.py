@@ -151,3 +151,20 @@ def test_replay_help_says_it_takes_snapshots(
     code, out, _ = hipmem(capsys, monkeypatch, "replay", "--help")
     assert code == 0
     assert "PyTorch memory" in out and "snapshot(s)" in out
+
+
+def test_a_mistyped_setting_is_said_before_an_inferred_cap(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    torch_allocators: dict[str, object],
+) -> None:
+    """oom.pickle.gz ran out of memory under a cap that a replay infers and says; a usage
+    error in the settings comes first and alone (#50)."""
+    code, out, err = hipmem(capsys, monkeypatch, "replay", "tests/data/snapshots/oom.pickle.gz",
+                            "-r", "torch:settings=expandable_segment:True", "--device", "H200",
+                            "--torch", "2.11")  # fmt: skip
+    assert (code, out) == (2, "")
+    assert err.startswith(
+        "Error: PyTorch 2.11.0+cu130 has no allocator setting 'expandable_segment'"
+    )
+    assert "inferred" not in err and err.count("\n") == 1
