@@ -30,19 +30,13 @@ from hipmem._core.atomic_write import naming_write_errors
 from hipmem._core.build_cache import built_folder
 from hipmem._core.cache_root import cache_dir
 
-from ..virtual.build import LIBCUDA, NVML, compile_part, tool
+from ..virtual.build import LIBCUDA, NVML, compile_part, dynamic_symbols, tool
 from ..virtual.build import SOURCES as VCUDA_SOURCES
 from .imports import CudaImports, cuda_imports, torch_libraries
 
 SOURCES = Path(__file__).parent / "csrc"
 LIBRARIES = SOURCES / "libraries"
 ATTRIBUTES = SOURCES / "h100_attributes.json"
-# A definition written by hand: `EXPORT <type> name(` or a macro that defines `name`.
-_DEFINED = re.compile(
-    r"^(?:EXPORT [^(]*?\b(\w+)\(|(?:NOT_SUPPORTED|CREATE|FORWARD|CAPTURE_INFO)\((\w+)"
-    r"|ONE_BYTE\((\w+), (\w+)\))",
-    re.MULTILINE,
-)
 _STRING_FUNCTION = re.compile(r"(ErrorString|StatusString|ErrorName|StatusName|GetLastError)$")
 
 
@@ -97,16 +91,28 @@ def build(package: Path, version: str, cuda_major: int, include_dirs: list[Path]
 def _compile_library(
     work: Path, soname: str, imports: CudaImports, base: list[str], main: Path | None, what: str
 ) -> None:
-    """One stand-in: its main source (or none), its hand-written answers, a stub per other name."""
+    """One stand-in: its main source (or none), its hand-written answers, then a stub for each
+    other name PyTorch imports from it. What the sources define is read from a first build's
+    symbol table, not from their text: a CUDA header may rename a function
+    (`cudaGetDeviceProperties` is `cudaGetDeviceProperties_v2` under CUDA 12)."""
     own = LIBRARIES / f"{soname.split('.so')[0]}.c"
     parts = [p for p in (main, own if own.is_file() else None) if p is not None]
-    defined = _defined_names(parts)
-    lines = ['#include "stub.h"\n', *(f'#include "{p}"\n' for p in parts)]
-    for name in sorted(imports.names.get(soname, frozenset()) - defined):
-        kind = "STUB_STRING" if _STRING_FUNCTION.search(name) else "STUB"
-        lines.append(f"{kind}({name})\n")
+    included = ['#include "stub.h"\n', *(f'#include "{p}"\n' for p in parts)]
+    _build_library(work, soname, imports, base, "".join(included), what)
+    defined = dynamic_symbols(work / soname, defined=True)
+    stubs = [
+        f"{'STUB_STRING' if _STRING_FUNCTION.search(name) else 'STUB'}({name})\n"
+        for name in sorted(imports.names.get(soname, frozenset()) - defined)
+    ]
+    if stubs:
+        _build_library(work, soname, imports, base, "".join(included + stubs), what)
+
+
+def _build_library(
+    work: Path, soname: str, imports: CudaImports, base: list[str], text: str, what: str
+) -> None:
     source = work / "src" / f"{soname}.c"
-    _write(source, "".join(lines))
+    _write(source, text)
     command = [*base, f"-Wl,-soname,{soname}", "-o", str(work / soname), str(source)]
     version = imports.versions.get(soname)
     if version is not None:
@@ -114,17 +120,6 @@ def _compile_library(
         _write(script, f"{version} {{\n  global: *;\n}};\n")
         command.insert(-3, f"-Wl,--version-script={script}")
     compile_part([*command, "-lpthread"], what)
-
-
-def _defined_names(sources: list[Path]) -> set[str]:
-    names: set[str] = set()
-    for source in sources:
-        text = source.read_text()
-        if source.name == "record_runtime.c":  # it includes the replay's runtime
-            text += (VCUDA_SOURCES / "virtual_cuda.c").read_text()
-        for match in _DEFINED.finditer(text):
-            names.update(group for group in match.groups() if group)
-    return names
 
 
 def _device_header() -> str:
