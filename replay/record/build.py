@@ -43,7 +43,9 @@ _STRING_FUNCTION = re.compile(r"(ErrorString|StatusString|ErrorName|StatusName|G
 def standins_dir(package: Path, version: str, cuda_major: int) -> Path:
     """The cache folder of this PyTorch build's stand-ins (it may not exist yet)."""
     digest = hashlib.sha256(f"{version} {cuda_major}".encode())
-    for source in sorted([*SOURCES.rglob("*"), *VCUDA_SOURCES.iterdir()]):
+    here = Path(__file__).parent  # the build's own rules: which libraries, which names
+    for source in sorted([*SOURCES.rglob("*"), *VCUDA_SOURCES.iterdir(), here / "build.py",
+                          here / "imports.py"]):  # fmt: skip
         if source.is_file():
             digest.update(source.name.encode() + source.read_bytes())
     for library in torch_libraries(package):

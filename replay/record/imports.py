@@ -1,7 +1,8 @@
 """What a PyTorch build imports from the CUDA libraries: the names a recording's stand-ins define.
 
-PyTorch's libraries (`torch/lib/*.so`, `torch/_C*.so`) and a CUDA extension beside them
-(torchvision's `_C.so`) link the CUDA runtime, cuBLAS, cuDNN, NCCL and the rest by soname.
+PyTorch's libraries (`torch/lib/*.so`, `torch/_C*.so`) link the CUDA runtime, cuBLAS, cuDNN,
+NCCL and the rest by soname (an extension such as torchvision's `_C.so` imports a subset of
+the runtime's names, which the stand-in runtime defines too).
 Most imports carry a symbol version named like the library (`cublasCreate_v2@libcublas.so.13`),
 which says which library must define them; NCCL, cuSPARSELt, cuFile, NVSHMEM and the driver
 export unversioned names, given to their library by prefix (UNVERSIONED_PREFIXES).
@@ -25,9 +26,10 @@ from elftools.elf.sections import SymbolTableSection
 from ..errors import ReplayError
 
 # Libraries of the system and of PyTorch itself: never stood in for.
-SYSTEM = re.compile(
-    r"^(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux.*|libgomp)\."
-)
+# The CUDA libraries, by soname: the runtime, driver, math libraries, cuDNN, NCCL, NVRTC,
+# NVSHMEM, CUPTI, cuFile, NVML. Everything else PyTorch links (the C library, its bundled
+# OpenMP, its own libraries) is the real one.
+CUDA_LIBRARY = re.compile(r"^lib(cu|nv|nccl)")
 # The unversioned imports, by the library that defines them (the longest prefix wins).
 UNVERSIONED_PREFIXES = {
     "nccl": "libnccl.so.2",
@@ -77,11 +79,11 @@ def cuda_imports(libraries: list[Path]) -> CudaImports:
         if owner is not None and owner in needed:
             names[owner].add(name)
     for soname in needed - own:
-        if not SYSTEM.match(soname):
+        if CUDA_LIBRARY.match(soname):
             names.setdefault(soname, set())
     return CudaImports(
-        {soname: frozenset(found) for soname, found in names.items() if not SYSTEM.match(soname)},
-        {soname: version for soname, version in versions.items() if not SYSTEM.match(soname)},
+        {soname: frozenset(found) for soname, found in names.items() if CUDA_LIBRARY.match(soname)},
+        {soname: version for soname, version in versions.items() if CUDA_LIBRARY.match(soname)},
     )
 
 
@@ -125,7 +127,7 @@ def _read(library: Path) -> _Library:
                 required = _version(index, versions, requirements)
                 if required is None:
                     found.unversioned.add(symbol.name)
-                elif not SYSTEM.match(required[0]):
+                elif CUDA_LIBRARY.match(required[0]):
                     found.versioned.add((symbol.name, *required))
             return found
     except (OSError, ELFError) as err:

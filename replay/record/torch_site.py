@@ -97,6 +97,7 @@ def installed_release(version: str, python: str) -> RecordTorch:
     public = _installed_match(version, tag) or torch_release.public_version(
         torch_release.resolve_torch(version).version
     )
+    torch_release.check_supported(public, version)  # 2.4 on: recorded from 2.4.1 to 2.14.1
     site = cache_dir() / "record-torch" / f"{public}-{tag}"
 
     def make(work: Path) -> None:
