@@ -35,6 +35,7 @@ from .rocm.catalog import load_catalog
 from .rocm.choice import one_release, releases, several_cached_warning
 from .rocm.locator import Libraries
 from .rocm.on_demand import OnDemand, offline_reason
+from .rocm.releases import find_release, nearest_release, rocm_of_library
 from .say import Say
 from .session import SessionResult, size_calls
 from .sweeps.plan import SweptCall
@@ -129,6 +130,7 @@ def _size(request: SizingRequest, say: Say) -> SizingAnswer:
             return answer
     answer.sources = _sources(request, matmuls)
     parsed = gather_calls(answer.sources, load_catalog(chosen[0].rocm), say)
+    _say_log_releases(answer.sources, chosen, say)
     answer.swept = any(isinstance(item, SweptCall) for item in parsed)
     if answer.swept or request.sweep_plot:
         if not answer.swept:
@@ -173,6 +175,7 @@ def _gate(request: SizingRequest, say: Say, ready: Callable[[], None]) -> Sizing
     if several:
         say.warning(several)
     parsed = gather_calls(sources, load_catalog(libraries.rocm), say)
+    _say_log_releases(sources, [libraries], say)
     with say.progress("sizing") as bar:
         answer.sessions.append(
             size_calls(parsed, device, progress=bar, libraries=libraries, minimum=request.minimum)
@@ -238,6 +241,43 @@ def _fetch(request: SizingRequest, device: Device, say: Say) -> OnDemand:
         progress=say.transfer,
         notice=say.warning,
     )
+
+
+_SHOWN = {"rocsolver": "rocSOLVER", "rocblas": "rocBLAS"}  # a log's header names, read lower
+
+
+def _say_log_releases(sources: CallSources, chosen: list[Libraries], say: Say) -> None:
+    """A call log whose header names other library versions than the release(s) sizing it:
+    said once, with the release hipmem has nearest to the log's (sizes change between
+    releases). A log sized with its own release among others (`--rocm 6.4,7.2`) is not."""
+    for log in sources.logs:
+        named = {name: version for name, version in log.versions.items() if name in _SHOWN}
+        differing = [(libraries, _differ(named, libraries)) for libraries in chosen]
+        if not named or not all(differ for _, differ in differing):
+            continue
+        libraries, differ = differing[0]
+        written = ", ".join(f"{_SHOWN[name]} {version}" for name, version in differ.items())
+        have = _versions(libraries)
+        sized = ", ".join(f"{_SHOWN[name]} {have[name]}" for name in differ)
+        rocm = next(filter(None, (rocm_of_library(*pair) for pair in differ.items())), None)
+        nearest = None if rocm is None else nearest_release(rocm).name
+        hint = f"; --rocm {nearest} is the nearest release hipmem has" if nearest not in (
+            None, libraries.rocm) else ""  # fmt: skip
+        say.warning(
+            f"{log.path}: written by {written} (ROCm {rocm or 'unknown'}), sized with {sized} "
+            f"(ROCm {libraries.rocm}): workspace sizes can differ between releases{hint}"
+        )
+
+
+def _differ(named: dict[str, str], libraries: Libraries) -> dict[str, str]:
+    """The libraries of `named` (name: the log's version) the release does not have."""
+    have = _versions(libraries)
+    return {name: version for name, version in named.items() if have.get(name, version) != version}
+
+
+def _versions(libraries: Libraries) -> dict[str, str]:
+    """What the release's libraries report of themselves (none for an unknown release)."""
+    return {} if libraries.rocm is None else find_release(libraries.rocm).versions
 
 
 def _say_notice(report: MatmulReport, say: Say) -> None:

@@ -163,3 +163,20 @@ def rocm_of_rocsolver(version: str) -> str | None:
 
 def sort_key(name: str) -> tuple[int, ...]:
     return tuple(int(part) for part in name.split(".") if part.isdigit())
+
+
+def rocm_of_library(library: str, version: str) -> str | None:
+    """The ROCm release that ships rocBLAS or rocSOLVER `version` (`library` as a log names
+    it: `rocBLAS`, `rocSOLVER`), or None when unknown."""
+    of = {"rocblas": rocm_of_rocblas, "rocsolver": rocm_of_rocsolver}.get(library.lower())
+    return None if of is None else of(version)
+
+
+def nearest_release(rocm: str) -> Release:
+    """The release hipmem has nearest to ROCm `rocm` (`7.0` -> 7.2; the newer on a tie)."""
+
+    def number(name: str) -> int:
+        major, minor = sort_key(name)[:2]
+        return major * 100 + minor
+
+    return min(reversed(RELEASES), key=lambda release: abs(number(release.name) - number(rocm)))

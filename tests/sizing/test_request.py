@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from hipmem.sizing.errors import UsageError
-from hipmem.sizing.request import SizingRequest, size_request
+from hipmem.sizing.request import Purpose, SizingRequest, size_request
 from hipmem.sizing.say import Say
 
 import hipmem
@@ -114,3 +114,52 @@ def test_a_bad_point_limit_is_named(rocm72: Path) -> None:
     with pytest.raises(hipmem.HipmemError) as raised:
         size_request(request)
     assert raised.value.exit_code == 2
+
+
+SOLVER_LOG = REPO / "samples" / "rocsolver-bench.log"  # rocSOLVER 3.28.2, rocBLAS 4.4.1
+
+
+def _log_warnings(log: Path, rocm: str, purpose: Purpose = "size") -> list[str]:
+    heard = Heard()
+    request = SizingRequest(from_logs=[log], device="MI210", rocm=rocm, purpose=purpose)
+    size_request(request, heard.say())
+    return [line for line in heard.lines if line.startswith(f"warning: {log}: written by")]
+
+
+def test_a_log_written_by_another_release_is_said_with_the_nearest_one(
+    rocm64: Path, rocm72: Path
+) -> None:
+    (said,) = _log_warnings(SOLVER_LOG, "7.2")
+    assert said == (
+        f"warning: {SOLVER_LOG}: written by rocSOLVER 3.28.2, rocBLAS 4.4.1 (ROCm 6.4), sized "
+        "with rocSOLVER 3.32.0, rocBLAS 5.2.0 (ROCm 7.2): workspace sizes can differ between "
+        "releases; --rocm 6.4 is the nearest release hipmem has"
+    )
+    assert _log_warnings(SOLVER_LOG, "7.2", purpose="check") == [said]
+    assert _log_warnings(SOLVER_LOG, "6.4") == []  # its own release
+    assert _log_warnings(SOLVER_LOG, "6.4,7.2") == []  # its own release among those compared
+
+
+def test_a_release_hipmem_lacks_names_the_nearest_or_none(rocm72: Path, tmp_path: Path) -> None:
+    text = SOLVER_LOG.read_text()
+    rocm70 = tmp_path / "rocm70.log"  # rocSOLVER 3.30 is ROCm 7.0: 7.2 is the nearest
+    rocm70.write_text(text.replace("3.28.2.", "3.30.1.").replace("Version: 4.4.1.", ""))
+    (said,) = _log_warnings(rocm70, "7.2")
+    assert said.endswith("(ROCm 7.0), sized with rocSOLVER 3.32.0 (ROCm 7.2): workspace sizes "
+                         "can differ between releases")  # fmt: skip
+    unknown = tmp_path / "unknown.log"
+    unknown.write_text(
+        text.replace("3.28.2.", "3.99.0.").replace("Version: 4.4.1.", "Version: 5.2.0.")
+    )
+    (said,) = _log_warnings(unknown, "7.2")
+    assert "written by rocSOLVER 3.99.0 (ROCm unknown), sized with rocSOLVER 3.32.0" in said
+
+
+def test_nearest_release_by_number() -> None:
+    from hipmem.sizing.rocm.releases import nearest_release, rocm_of_library
+
+    names = [nearest_release(r).name for r in ("5.7", "6.0", "6.4", "7.0", "7.1", "7.2", "8.0")]
+    assert names == ["6.4", "6.4", "6.4", "7.2", "7.2", "7.2", "7.2"]
+    assert rocm_of_library("rocSOLVER", "3.28.2") == "6.4"
+    assert rocm_of_library("rocblas", "5.0.1") == "7.0"
+    assert rocm_of_library("hipblaslt", "1.0") is None
