@@ -140,6 +140,8 @@ class Request:
                 rocm=self.target in ("rocm", "both"),
             )
         say_accepted(advice.skipped)
+        for note in advice.release_notes:
+            output.warning(note)
         if advice.inferred is not None:
             output.info(advice.inferred.sentence(cap_option=False))
         for warning in environment_warnings(self.target):
@@ -285,6 +287,8 @@ class CheckRequest:
                 accept_skipped=self.accept_skipped, strict=self.strict,
             )  # fmt: skip
         say_accepted(found.skipped)
+        for note in found.release_notes:
+            output.warning(note)
         if found.inferred is not None:
             output.info(found.inferred.sentence(cap_option=False))
         self.result_dict = {"source": self.source, **found.as_dict()}

@@ -220,13 +220,14 @@ def render(done: Recording) -> None:
     else:
         output.written("snapshot", done.snapshot)
         name = shlex.quote(str(done.snapshot))
-        device = request.device.name
+        # The release that recorded it replays it: another's allocator can answer differently.
+        on = f"--device {request.device.name} --torch {done.torch_version.split('+')[0]}"
         output.note("Next, each device's smallest memory and the fits of both settings:")
         settings = "-r torch:settings=recorded -r torch:expandable_segments=1"
-        output.command(f"hipmem replay {name} {settings} --device {device} --find-capacity")
+        output.command(f"hipmem replay {name} {settings} {on} --find-capacity")
         if done.out_of_memory:
             output.note("Why it ran out of memory, and which settings avoid it:")
-            output.command(f"hipmem explain {name} --device {device}")
+            output.command(f"hipmem explain {name} {on}")
 
 
 def _bytes(n: int) -> str:

@@ -238,7 +238,7 @@ def replay_command(
             print_table(reports, recorded)
             print_notes(program, reports)
             print_virtual_devices(reports)
-            say_recording_release(torch, targets.virtual_torch)
+            say_recording_release(log, targets)
     if plot:
         output.written("plot", plot)
     if html:

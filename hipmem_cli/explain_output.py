@@ -77,7 +77,10 @@ def render_explanation(found: Explanation) -> None:
 
 
 def render_inferred(found: Explanation) -> None:
-    """The conditions inferred from the recording (or why none were), one line on stderr."""
+    """The conditions inferred from the recording (or why none were), one line on stderr, and
+    a release that its fields exclude."""
+    for note in found.release_notes:
+        output.warning(note)
     if found.conditions is not None:
         output.info(found.conditions.sentence())
     elif found.inferred is not None:

@@ -1,14 +1,12 @@
 """`replay --torch 2.11,2.14`: the releases asked for (each one's column is replayed by
-hipmem.replay.engine.releases), and the line that says a snapshot does not name its release."""
+hipmem.replay.engine.releases), and the line that says a snapshot's fields exclude one."""
 
 from __future__ import annotations
 
-import os
-
-from ..replay.engine.resources import ResourceSpec
+from ..replay.engine.preflight import Targets
 from ..replay.errors import ReplayUsageError
-from ..replay.pytorch.allocator import TORCH_ENV
-from ..replay.pytorch.fetch import fetched_versions
+from ..replay.logs.events import AllocationLog
+from ..replay.snapshots.release_range import outside_notes
 from . import output
 
 
@@ -20,13 +18,11 @@ def split_releases(torch: str | None, capacity: bool) -> list[str | None]:
     return releases or [None]
 
 
-def say_recording_release(torch: str | None, virtual: list[ResourceSpec]) -> None:
-    """A snapshot does not record the PyTorch that wrote it: `settings=recorded` reproduces its
-    settings, and the release is the user's to name (unless it was)."""
-    if torch is not None or os.environ.get(TORCH_ENV):
-        return
-    if any(spec.options.get("settings") == "recorded" for spec in virtual):
-        output.note(
-            "the snapshot does not say which PyTorch recorded it: give that release with "
-            "--torch VERSION (fetched: " + (", ".join(fetched_versions()) or "none") + ")"
-        )
+def say_recording_release(log: AllocationLog, targets: Targets) -> None:
+    """A snapshot whose fields exclude a release that replayed it, one line each (a snapshot
+    does not name its release; its fields bound it: replay/snapshots/release_range.py)."""
+    versions = {t.allocator.version for t in targets.by_key.values() if t.allocator is not None}
+    recorded = [(r.source, r.written_by) for r in log.recordings]
+    for version in sorted(versions):
+        for note in outside_notes(recorded, version):
+            output.warning(note)

@@ -47,7 +47,7 @@ from ..settings import grid as allocator_grid
 from ..settings.candidate import Candidate
 from ..settings.grid import GridEntry
 from ..settings.recommend import replay_entries_at_ends
-from ..settings.workloads import Workload, load_workloads
+from ..settings.workloads import Workload, load_workloads, release_notes
 from ..virtual import build as vcuda_build
 from ..virtual.devices import Device
 from ..virtual.gpu import VirtualGpu
@@ -116,6 +116,8 @@ class Explanation:
     # The conditions inferred from the snapshot's recorded out-of-memory error (none given),
     # or why they could not be; None when none was recorded or the user gave them.
     inferred: Inference | None = None
+    # A snapshot whose fields exclude the release that replayed it (release_range.py).
+    release_notes: list[str] = field(default_factory=list)
 
     @property
     def conditions(self) -> RecordedConditions | None:
@@ -182,6 +184,7 @@ class Explanation:
             if isinstance(self.inferred, NotInferred)
             else None,
             "pre_recording_allocations": self.pre_recording_allocations,
+            "release_notes": self.release_notes,
             "refused": None if self.refused is None else self.refused.as_dict(),
             "state": None if self.state is None else self.state.as_dict(),
             "reason": self.reason,
@@ -289,6 +292,7 @@ def explain(
             r.pre_recording_allocations for w in workloads for r in w.log.recordings
         ),
         inferred=inferred,
+        release_notes=release_notes(workloads, allocator.version),
     )
     if found is None:
         return result

@@ -15,6 +15,8 @@ import pandas as pd
 from hipmem._core.alloc_conf import validate_alloc_conf
 from hipmem._core.skipped_input import SkippedPlace
 
+from ..snapshots.release_range import ReleaseRange
+
 # Values of the `action` column (int8).
 ALLOCATE = 0
 FREE = 1
@@ -91,6 +93,7 @@ class Recording:
     reserved_time_ns: np.ndarray  # int64: when the reserved bytes changed
     reserved_bytes: np.ndarray  # int64: the reserved bytes from then on
     ooms: list[OomEvent] = field(default_factory=list)
+    written_by: ReleaseRange | None = None  # the PyTorch releases its fields allow
 
     def checked_alloc_conf(self) -> str:
         """The recorded settings, once held to PyTorch's grammar: a snapshot is input, and what
@@ -113,6 +116,7 @@ class Recording:
                 {**o.where.as_dict(), "size_bytes": o.size_bytes, "device_free_bytes":
                  o.device_free_bytes} for o in self.ooms
             ],
+            "written_by": None if self.written_by is None else self.written_by.as_dict(),
         }  # fmt: skip
 
 

@@ -23,7 +23,7 @@ from ..pytorch import allocator as torch_allocator
 from ..snapshots.frames import Frame, user_frame
 from ..snapshots.reader import entry_frames
 from ..virtual.devices import Device
-from .workloads import Snapshots, Workload, load_snapshots
+from .workloads import Snapshots, Workload, load_snapshots, release_notes
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,8 @@ class AllocatorCheck:
     skipped: SkippedInput = field(default_factory=SkippedInput)  # accepted (accept_skipped)
     # The conditions inferred from a recorded out-of-memory error (none given), judged under.
     inferred: RecordedConditions | None = None
+    # A snapshot whose fields exclude the release that replayed it (release_range.py).
+    release_notes: list[str] = field(default_factory=list)
 
     @property
     def fits(self) -> bool:
@@ -89,6 +91,7 @@ class AllocatorCheck:
             "snapshots": [verdict.as_dict() for verdict in self.verdicts],
             "skipped_entries": self.skipped.as_dict(),
             "inferred_conditions": None if self.inferred is None else self.inferred.as_dict(),
+            "release_notes": self.release_notes,
         }
 
 
@@ -127,7 +130,8 @@ def check_allocator_settings(
             options = replace(options, device_memory_bytes=inferred.lo_bytes)
     verdicts = [_verdict(workload, settings, options, limits) for workload in workloads]
     return AllocatorCheck(settings, options.virtual_device(), allocator.version,
-                          allocator.describe(), verdicts, skipped, inferred)  # fmt: skip
+                          allocator.describe(), verdicts, skipped, inferred,
+                          release_notes(workloads, allocator.version))  # fmt: skip
 
 
 def _verdict(

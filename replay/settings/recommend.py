@@ -55,7 +55,7 @@ from ..virtual.gpu import ProgramFiles, VirtualGpu, VirtualGpuFailed
 from . import grid as allocator_grid
 from .candidate import Candidate, SnapshotRun
 from .grid import GridEntry
-from .workloads import Snapshots, Workload, load_snapshots
+from .workloads import Snapshots, Workload, load_snapshots, release_notes
 
 # Which variable a PyTorch build reads (docs/allocator-settings.md has the source): ROCm
 # builds read PYTORCH_HIP_ALLOC_CONF when PYTORCH_CUDA_ALLOC_CONF is unset, CUDA builds
@@ -89,6 +89,8 @@ class AllocatorRecommendation:
     skipped: SkippedInput = field(default_factory=SkippedInput)  # accepted (accept_skipped)
     # The conditions inferred from a recorded out-of-memory error (the user gave none).
     inferred: RecordedConditions | None = None
+    # A snapshot whose fields exclude the release that replayed it (release_range.py).
+    release_notes: list[str] = field(default_factory=list)
     # What was replayed, for a plot or a replay of one setting (not in --json).
     workloads: list[Workload] = field(default_factory=list, repr=False)
     options: ReplayOptions = field(default_factory=ReplayOptions, repr=False)
@@ -138,6 +140,7 @@ class AllocatorRecommendation:
             "inferred_conditions": None if self.inferred is None else self.inferred.as_dict(),
             "uncertain": [c.settings for c in self.candidates if c.uncertain],
             "notes": self.notes,
+            "release_notes": self.release_notes,
             "skipped_entries": self.skipped.as_dict(),
             "candidates": [candidate.as_dict() for candidate in self.candidates],
         }
@@ -224,6 +227,7 @@ def recommend_allocator_settings(
         default=default,
         capacity=capacity,
         notes=notes + _capped_note(candidates, best, allow_cap),
+        release_notes=release_notes(workloads, allocator.version),
         skipped=skipped,
         workloads=workloads,
         options=options,

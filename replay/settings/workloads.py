@@ -15,6 +15,7 @@ from ..engine.program import ReplayProgram, build_program
 from ..errors import ReplayUsageError
 from ..logs.events import AllocationLog
 from ..logs.loader import load_log
+from ..snapshots.release_range import outside_notes
 from ..snapshots.snapshot_file import is_snapshot
 
 
@@ -71,3 +72,10 @@ def load_snapshots(
             found.append(Workload(source, part, build_program(part)))
     refuse_skipped(skipped.count, skipped.first, accept=accept_skipped)
     return found, skipped
+
+
+def release_notes(workloads: Sequence[Workload], version: str) -> list[str]:
+    """A line for each snapshot whose fields exclude PyTorch `version`, the release replaying
+    it (`release_range.outside_notes`)."""
+    recorded = [(r.source, r.written_by) for w in workloads for r in w.log.recordings]
+    return outside_notes(recorded, version)

@@ -59,6 +59,7 @@ from .pickle_machine import (
     SnapshotRefused,
     excerpt,
 )
+from .release_range import ReleaseRange, snapshot_releases
 from .segments import (
     INT64_END,
     DeviceSegments,
@@ -121,8 +122,8 @@ class _TraceList:
     `made`, the finished columns. The C machine fills it as it reads; `_TraceRows` is the
     Python machine's sink, which fills the same fields."""
 
-    __slots__ = ("count", "frames", "live", "made", "ooms", "pre", "shared", "skipped",
-                 "skipped_count", "target")  # fmt: skip
+    __slots__ = ("count", "first_keys", "frames", "live", "made", "ooms", "pre", "shared",
+                 "skipped", "skipped_count", "target")  # fmt: skip
 
     def __init__(self, target: list[Any], shared: _Shared) -> None:
         self.target = target  # kept alive, so its id names no other list while read
@@ -134,6 +135,7 @@ class _TraceList:
         self.skipped: list[tuple[int, str]] = []
         self.skipped_count = 0
         self.frames: dict[int, list[Frame]] = {}
+        self.first_keys: list[Any] | None = None  # the first entry's keys (release_range.py)
         # Line, time_ns, action, pointer, size, stream columns; the reserved level's times
         # and levels; its sums and peak (`_TraceRows.made_from_rows` says what each is).
         self.made: tuple[Any, ...] = ()
@@ -216,6 +218,8 @@ class _TraceRows(_TraceList):
             raise SnapshotError(f"a device has more than {shared.max_entries:,} trace entries")
         if shared.want_lines and line in shared.want_lines:
             self.keep_frames(line, item.get("frames"))
+        if self.first_keys is None:
+            self.first_keys = list(item)
         action = item["action"]
         if type(action) is not str:
             self.skip(line, "entry has no action")
@@ -343,6 +347,9 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> list[DevicePar
     if segments is None:
         said = f"{path}: the segments hold more than {budget.held_objects:,} blocks"
         raise SnapshotError(budget.explained(f"{said}, counting a shared one at each reference"))
+    releases = snapshot_releases(
+        data, [getattr(s, "first_keys", None) for s in machine.sinks.values()]
+    )
     total_entries = 0
     parts = []
     uses: dict[int, int] = {}  # devices per trace list (a list may be shared)
@@ -363,7 +370,7 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> list[DevicePar
         if not (trace or segment_count or entries):
             continue
         uses[id(trace)] -= 1
-        reader = _DeviceTrace(f"{path}#dev{device}", device, shared)
+        reader = _DeviceTrace(f"{path}#dev{device}", device, shared, releases)
         last_use = not uses[id(trace)]
         parts.append(reader.read(trace, entries, end_bytes, active, settings, last_use))
     if not parts:
@@ -382,8 +389,9 @@ class _DeviceTrace:
     """One device's streamed entries, the items kept before them, and its segments, made
     into event columns and a `Recording`."""
 
-    def __init__(self, source: str, device: int, shared: _Shared) -> None:
+    def __init__(self, source: str, device: int, shared: _Shared, releases: ReleaseRange) -> None:
         self.source, self.device, self.shared = source, device, shared
+        self.releases = releases
 
     def read(
         self,
@@ -469,6 +477,7 @@ class _DeviceTrace:
             reserved_time_ns=times if last_use else times.copy(),
             reserved_bytes=levels,
             ooms=[OomEvent(LineRef(where, line), size, free) for line, size, free in stream.ooms],
+            written_by=self.releases,
         )
 
 

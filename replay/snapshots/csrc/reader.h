@@ -65,6 +65,7 @@ typedef struct {
     __int128 grown, net;
     Map live;
     int64_t count, skipped_count;
+    int keys_kept; /* the first entry's keys were handed to `py` (reader.py's first_keys) */
 } Sink;
 
 enum { KIND_ALLOC, KIND_FREE, KIND_OOM, KIND_SEGMENT_ALLOC, KIND_SEGMENT_FREE };

@@ -369,6 +369,25 @@ int sinks_finish(Machine *m) {
     return 0;
 }
 
+/* The first entry's keys, handed to the sink's _TraceList (`first_keys`): which PyTorch
+   wrote the file shows in them (release_range.py). A held entry's pairs are still pending. */
+static int keep_first_keys(Machine *m, Sink *s, PyObject *item, int held) {
+    PyObject *keys;
+    if (held) {
+        keys = PyList_New(m->pend_n / 2);
+        for (Py_ssize_t k = 0; keys && k < m->pend_n / 2; k++) {
+            Py_INCREF(m->pend_items[2 * k]);
+            PyList_SET_ITEM(keys, k, m->pend_items[2 * k]);
+        }
+    } else {
+        keys = PyDict_Keys(item);
+    }
+    int failed = !keys || PyObject_SetAttrString(s->py, "first_keys", keys) < 0;
+    Py_XDECREF(keys);
+    s->keys_kept = 1;
+    return failed ? -1 : 0;
+}
+
 /* APPENDS (or APPEND) of n items to `target`: trace entries into its sink's columns, any
    other item after the first entry a skipped one, items before it into the list. */
 int put_items(Machine *m, PyObject *target, PyObject **items, Py_ssize_t n,
@@ -394,6 +413,7 @@ int put_items(Machine *m, PyObject *target, PyObject **items, Py_ssize_t n,
                 item_fields(m->pend_items, m->pend_n, &fields);
             else
                 scan_fields(m, item, &fields);
+            if (!sink->keys_kept && keep_first_keys(m, sink, item, held) < 0) return -1;
             if (sink_entry(m, sink, item, &fields) < 0) return -1;
             m->cells -= (held ? m->pend_n / 2 : PyDict_GET_SIZE(item)) + 1;
             m->cells -= memo_drop(m, item); /* its memo slot holds nothing now */
