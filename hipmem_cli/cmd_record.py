@@ -144,6 +144,7 @@ def as_dict(done: Recording) -> dict[str, object]:
         "context_bytes": done.context_bytes,
         "max_rss_bytes": done.max_rss_bytes,
         "unseen": list(done.unseen),
+        "applied": list(done.applied),
         "fits": [fit.as_dict() for fit in done.fits],
     }
 
@@ -212,6 +213,10 @@ def render(done: Recording) -> None:
     if done.device_reads:
         sites = ", ".join(f"{site} ({n}x)" for site, n in done.device_read_sites.items())
         output.note(f"{done.device_reads:,} device values read back as zeros; first at: {sites}")
+    if done.applied:
+        output.note(
+            f"As a ROCm build on {done.request.device.name}: " + "; ".join(done.applied) + "."
+        )
     output.note("Not seen: " + "; ".join(done.unseen) + ".")
     if done.fits:
         render_fits([("torch:settings=recorded", list(done.fits))])

@@ -33,6 +33,7 @@ from ..logs.loader import load_log
 from ..pytorch import fetch as torch_fetch
 from ..virtual.devices import environment
 from . import build
+from .rocm_workspaces import rocm_workspaces
 from .torch_site import RecordTorch, commands_torch, installed_release, interpreter
 
 BOOT = Path(__file__).parent / "boot"
@@ -49,7 +50,10 @@ UNSEEN = (
     "memory the CUDA libraries allocate outside PyTorch's allocator (cuBLAS: about 64 MiB per "
     "handle) is not counted",
 )
-UNSEEN_AMD = "the HIP context's memory is not counted (never measured on an AMD GPU)"
+UNSEEN_AMD = (
+    "on ROCm, which GEMMs go to hipBLASLt rather than rocBLAS, MIOpen's workspaces and the HIP "
+    "context's memory are not seen (never measured on an AMD GPU)"
+)
 
 
 class RecordError(ReplayError):
@@ -89,6 +93,7 @@ class Recording:
     max_rss_bytes: int  # the recorded process's peak resident memory (0: it wrote nothing)
     unseen: tuple[str, ...]
     fits: tuple[Fit, ...] = ()  # the snapshot on each device of the fits table (a run that ended)
+    applied: tuple[str, ...] = ()  # a ROCm build's workspaces, set for an AMD device
 
 
 def record(request: RecordRequest, *, notice: Callable[[str], None] | None = None) -> Recording:
@@ -102,11 +107,15 @@ def record(request: RecordRequest, *, notice: Callable[[str], None] | None = Non
     torch = installed_release(request.torch, python) if request.torch else commands_torch(python)
     headers = torch_fetch.fetch(torch.version.split("+")[0], notice=notice).include_dirs
     folder = build.build(torch.package, torch.version, torch.cuda_major, list(headers))
+    user_env = {**os.environ, **request.environment}
+    workspaces, applied = rocm_workspaces(request.device, torch.version, user_env)
     with tempfile.TemporaryDirectory(prefix="hipmem-record-") as work:
         started = time.perf_counter()
-        exit_code = _run(request, executable, torch, folder, Path(work))
+        exit_code = _run(request, executable, torch, folder, Path(work), workspaces)
         wall_s = time.perf_counter() - started
-        done = _collect(request, torch, Path(work), exit_code, wall_s)
+        done = dataclasses.replace(
+            _collect(request, torch, Path(work), exit_code, wall_s), applied=applied
+        )
         if request.fits and exit_code == 0 and not done.out_of_memory and done.max_rss_bytes:
             done = dataclasses.replace(done, fits=_fits(Path(work) / "snapshot.pickle", torch))
         return done
@@ -120,9 +129,10 @@ def _fits(snapshot: Path, torch: RecordTorch) -> tuple[Fit, ...]:
 
 
 def _run(request: RecordRequest, executable: str, torch: RecordTorch, folder: Path,
-         work: Path) -> int:  # fmt: skip
+         work: Path, workspaces: dict[str, str]) -> int:  # fmt: skip
     env = dict(os.environ)
     env.update(request.environment)
+    env.update(workspaces)
     env.update(environment(request.device))
     env["HIPMEM_VCUDA_CONTEXT_BYTES"] = str(context_bytes(request))
     preload = build.preload_order(folder, f"libcudart.so.{torch.cuda_major}")

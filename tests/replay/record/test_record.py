@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -188,3 +189,33 @@ def test_the_users_own_sitecustomize_still_runs(record_torch: object, tmp_path: 
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "user-site-ran").read_text() == "yes"
     assert "give -o SNAPSHOT to keep the snapshot" in " ".join(done.stdout.split())
+
+
+def _workspaces(tmp_path: Path, device: str) -> tuple[list[str], set[int]]:
+    """What a recording of blas_workspaces.py on `device` said it applied, and the sizes of
+    its allocations over 4 MiB (the BLAS workspaces: the script's tensors are smaller)."""
+    snapshot = tmp_path / f"{device}.pickle"
+    script = RECORD / "scripts" / "blas_workspaces.py"
+    command = [*HIPMEM, "record", "--device", device, "--torch", "2.11.0", "-o", str(snapshot),
+               "--json", "--", sys.executable, str(script)]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, check=False)
+    applied = answer_of(done)["applied"]
+    data = pickle.loads(snapshot.read_bytes())  # the test's own recording
+    sizes = {e["size"] for trace in data["device_traces"] for e in trace
+             if e["action"] == "alloc" and e["size"] > 4 << 20}  # fmt: skip
+    return applied, sizes
+
+
+def test_an_amd_device_gets_a_rocm_builds_blas_workspaces(
+    record_torch: object, tmp_path: Path
+) -> None:
+    applied, sizes = _workspaces(tmp_path, "MI300X")
+    assert sizes == {128 << 20, 76 << 20}  # rocBLAS on gfx942; hipBLASLt of PyTorch 2.11
+    assert applied == [
+        "the rocBLAS workspace: 128 MiB, a ROCm build's on gfx942 "
+        "(CUBLAS_WORKSPACE_CONFIG=:131072:1)",
+        "the hipBLASLt workspace: 76 MiB, a ROCm build's of PyTorch 2.11 "
+        "(CUBLASLT_WORKSPACE_SIZE=77824)",
+    ]
+    applied, sizes = _workspaces(tmp_path, "H100")
+    assert (applied, sizes) == ([], {32 << 20})  # the CUDA build's own: one cuBLAS workspace

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from hipmem.replay.errors import ReplayUsageError
+from hipmem.replay.record.rocm_workspaces import rocm_workspaces
 from hipmem.replay.record.run import RecordRequest
 from hipmem.replay.record.torch_site import RecordTorchError, checked, interpreter
 from hipmem.replay.record.vary import _for_value, parse_variation
@@ -71,3 +72,20 @@ def test_a_pytorch_that_is_not_a_cuda_build_is_named(tmp_path: Path) -> None:
     assert "is not a CUDA build" in str(raised.value) and "--torch" in str(raised.value)
     (package / "version.py").write_text("__version__ = '2.11.0+cu130'\ncuda = '13.0'\n")
     assert checked(package, None).cuda_major == 13
+
+
+def test_a_rocm_builds_workspaces_by_arch_and_release_and_the_users_own_kept() -> None:
+    values, said = rocm_workspaces(DEVICES["MI210"], "2.13.0+cu130", {})
+    assert values == {"CUBLAS_WORKSPACE_CONFIG": ":32768:1", "CUBLASLT_WORKSPACE_SIZE": "81920",
+                      "TORCH_CUBLASLT_UNIFIED_WORKSPACE": "0"}  # fmt: skip
+    assert said[1] == ("the hipBLASLt workspace: 80 MiB, a ROCm build's of PyTorch 2.13 "
+                       "(CUBLASLT_WORKSPACE_SIZE=81920)")  # fmt: skip
+    mine = {"ROCBLAS_WORKSPACE_CONFIG": ":1024:2", "HIPBLASLT_WORKSPACE_SIZE": "4096"}
+    values, said = rocm_workspaces(DEVICES["MI355X"], "2.11.0", mine)
+    assert values["CUBLAS_WORKSPACE_CONFIG"] == ":1024:2"  # the ROCm names a user set, kept
+    assert values["CUBLASLT_WORKSPACE_SIZE"] == "4096"
+    assert said == (
+        "the rocBLAS workspace: ROCBLAS_WORKSPACE_CONFIG=:1024:2, as you set it",
+        "the hipBLASLt workspace: HIPBLASLT_WORKSPACE_SIZE=4096, as you set it",
+    )
+    assert rocm_workspaces(DEVICES["H100"], "2.11.0", {}) == ({}, ())
