@@ -27,7 +27,12 @@ from packaging.version import Version
 
 from hipmem._core.devices import AMD, Device
 
+from ..explain.variables import expandable_takes_effect, has_expandable
+
 _MiB_KIB = 1024
+# The variables each build reads, the CUDA build's (the one set) first.
+_ROCBLAS_NAMES = ("CUBLAS_WORKSPACE_CONFIG", "HIPBLAS_WORKSPACE_CONFIG", "ROCBLAS_WORKSPACE_CONFIG")
+_HIPBLASLT_NAMES = ("CUBLASLT_WORKSPACE_SIZE", "HIPBLASLT_WORKSPACE_SIZE")
 
 
 def rocm_workspaces(
@@ -40,16 +45,26 @@ def rocm_workspaces(
     values: dict[str, str] = {}
     said: list[str] = []
     rocblas_kib = (128 if device.arch.startswith(("gfx94", "gfx95")) else 32) * _MiB_KIB
-    names = ("CUBLAS_WORKSPACE_CONFIG", "HIPBLAS_WORKSPACE_CONFIG", "ROCBLAS_WORKSPACE_CONFIG")
-    _apply(values, said, "the rocBLAS workspace", names, f":{rocblas_kib}:1", environ,
+    _apply(values, said, "the rocBLAS workspace", _ROCBLAS_NAMES, f":{rocblas_kib}:1", environ,
            f"{rocblas_kib // _MiB_KIB} MiB, a ROCm build's on {device.arch}")  # fmt: skip
     release = Version(torch_version).release
     lt_mib = 80 if release[:2] >= (2, 13) else 76
-    names = ("CUBLASLT_WORKSPACE_SIZE", "HIPBLASLT_WORKSPACE_SIZE")
-    _apply(values, said, "the hipBLASLt workspace", names, str(lt_mib * _MiB_KIB), environ,
+    _apply(values, said, "the hipBLASLt workspace", _HIPBLASLT_NAMES, str(lt_mib * _MiB_KIB),
+           environ,
            f"{lt_mib} MiB, a ROCm build's of PyTorch {release[0]}.{release[1]}")  # fmt: skip
     values["TORCH_CUBLASLT_UNIFIED_WORKSPACE"] = "0"  # its own pool, as on ROCm
     return values, tuple(said)
+
+
+def expandable_note(device: Device, torch_version: str, alloc_conf: str) -> str | None:
+    """Said when the recording ran with expandable segments on an AMD device where a ROCm
+    build of that release ignores them (they take effect from PyTorch 2.11 with ROCm 7.0)."""
+    if device.vendor != AMD or not alloc_conf or not has_expandable(alloc_conf):
+        return None
+    if expandable_takes_effect(torch_version, "rocm"):
+        return None
+    return (f"expandable_segments does nothing in a ROCm build of PyTorch {torch_version} (from "
+            "2.11, with ROCm 7.0): this recording ran with it, as the CUDA build does")  # fmt: skip
 
 
 def _apply(

@@ -33,7 +33,7 @@ from ..logs.loader import load_log
 from ..pytorch import fetch as torch_fetch
 from ..virtual.devices import environment
 from . import build
-from .rocm_workspaces import rocm_workspaces
+from .rocm_workspaces import expandable_note, rocm_workspaces
 from .torch_site import RecordTorch, commands_torch, installed_release, interpreter
 
 BOOT = Path(__file__).parent / "boot"
@@ -113,8 +113,12 @@ def record(request: RecordRequest, *, notice: Callable[[str], None] | None = Non
         started = time.perf_counter()
         exit_code = _run(request, executable, torch, folder, Path(work), workspaces)
         wall_s = time.perf_counter() - started
+        done = _collect(request, torch, Path(work), exit_code, wall_s)
+        conf = user_env.get("PYTORCH_CUDA_ALLOC_CONF", "") if request.alloc_conf is None else (
+            request.alloc_conf)  # fmt: skip
+        ignored = expandable_note(request.device, torch.version.split("+")[0], conf)
         done = dataclasses.replace(
-            _collect(request, torch, Path(work), exit_code, wall_s), applied=applied
+            done, applied=applied, unseen=(*done.unseen, *filter(None, [ignored]))
         )
         if request.fits and exit_code == 0 and not done.out_of_memory and done.max_rss_bytes:
             done = dataclasses.replace(done, fits=_fits(Path(work) / "snapshot.pickle", torch))

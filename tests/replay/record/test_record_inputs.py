@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from hipmem.replay.errors import ReplayUsageError
-from hipmem.replay.record.rocm_workspaces import rocm_workspaces
+from hipmem.replay.record.rocm_workspaces import expandable_note, rocm_workspaces
 from hipmem.replay.record.run import RecordRequest
 from hipmem.replay.record.torch_site import RecordTorchError, checked, interpreter
 from hipmem.replay.record.vary import _for_value, parse_variation
@@ -89,3 +89,11 @@ def test_a_rocm_builds_workspaces_by_arch_and_release_and_the_users_own_kept() -
         "the hipBLASLt workspace: HIPBLASLT_WORKSPACE_SIZE=4096, as you set it",
     )
     assert rocm_workspaces(DEVICES["H100"], "2.11.0", {}) == ({}, ())
+
+
+def test_expandable_segments_a_rocm_build_ignores_is_said() -> None:
+    said = expandable_note(DEVICES["MI300X"], "2.9.1", "expandable_segments:True")
+    assert said is not None and said.startswith("expandable_segments does nothing in a ROCm build")
+    assert expandable_note(DEVICES["MI300X"], "2.11.0", "expandable_segments:True") is None
+    assert expandable_note(DEVICES["H100"], "2.9.1", "expandable_segments:True") is None
+    assert expandable_note(DEVICES["MI300X"], "2.9.1", "max_split_size_mb:128") is None
