@@ -33,7 +33,7 @@ from ..logs.loader import load_log
 from ..pytorch import fetch as torch_fetch
 from ..virtual.devices import environment
 from . import build
-from .rocm_workspaces import expandable_note, rocm_workspaces
+from .rocm_build import expandable_note, rocm_workspaces
 from .torch_site import RecordTorch, commands_torch, installed_release, interpreter
 
 BOOT = Path(__file__).parent / "boot"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from hipmem.replay.errors import ReplayUsageError
-from hipmem.replay.record.rocm_workspaces import expandable_note, rocm_workspaces
+from hipmem.replay.record.rocm_build import expandable_note, rocm_workspaces
 from hipmem.replay.record.run import RecordRequest
 from hipmem.replay.record.torch_site import RecordTorchError, checked, interpreter
 from hipmem.replay.record.vary import _for_value, parse_variation

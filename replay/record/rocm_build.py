@@ -1,5 +1,6 @@
-"""What a ROCm build of PyTorch gives its BLAS libraries that the CUDA build a recording runs
-does not, set for an AMD device so that the recording allocates what a ROCm build would.
+"""What a ROCm build of PyTorch does that the CUDA build a recording runs does not, for an AMD
+device: its BLAS workspaces, set so that the recording allocates what a ROCm build would, and
+expandable segments, which a ROCm build before 2.11 ignores (said).
 
 PyTorch allocates the BLAS workspaces through its caching allocator, one per handle and
 stream, with sizes chosen in `aten/src/ATen/cuda/CublasHandlePool.cpp`:
