@@ -19,7 +19,7 @@ Measured: `hipmem record --torch V` of one small script under 2.4.1, 2.9.1, 2.11
 2.13.0 and 2.14.1 (each snapshot's keys), and for 2.5 to 2.8 and 2.10 the key strings that
 `THCPModule_memorySnapshot` builds in each release's `libtorch_python.so`
 (docs/pytorch-releases.md, "The snapshot's own release"; the snapshots are in
-tests/data/snapshots/releases/). A field present means that release or later; a field absent where
+tests/data/snapshot-releases/). A field present means that release or later; a field absent where
 its place was read (a trace entry, the settings) means an earlier one. Fields that PyTorch
 writes only sometimes (`forward_frames`, `device_free`) say nothing here.
 """

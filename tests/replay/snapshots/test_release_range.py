@@ -1,5 +1,5 @@
 """Which PyTorch wrote a snapshot, read from its fields: real snapshots written by six releases
-(tests/data/snapshots/releases/, `hipmem record --torch V` of allocate.py there), read by
+(tests/data/snapshot-releases/, `hipmem record --torch V` of allocate.py there), read by
 both pickle machines, and the line each command says when the replaying release is outside."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from hipmem.replay.snapshots.release_range import ReleaseRange, outside_notes, w
 from tests.cli_run import hipmem
 from tests.snapshot_reference import SNAPSHOTS
 
-RELEASES = SNAPSHOTS / "releases"
+RELEASES = SNAPSHOTS.parent / "snapshot-releases"
 # Each release's snapshot, and the range its fields say: the release itself lies in it.
 SAID = {
     "2.4.1": "PyTorch 2.4 or earlier",
