@@ -186,7 +186,15 @@ def render_varied(varied: VariedRecordings) -> None:
     else:
         output.line(f"Largest {name} that fits on a virtual {device}: {_value_of(varied, best)} "
                     f"(peak reserved {_bytes(best.max_memory_reserved)})")  # fmt: skip
+    _say_applied(first)
     output.note(f"PyTorch {first.torch_version}; not seen: " + "; ".join(first.unseen) + ".")
+
+
+def _say_applied(done: Recording) -> None:
+    """What a ROCm build does differently, set for an AMD device (replay/record/rocm_build.py)."""
+    if done.applied:
+        device = done.request.device.name
+        output.note(f"As a ROCm build on {device}: " + "; ".join(done.applied) + ".")
 
 
 def render(done: Recording) -> None:
@@ -213,10 +221,7 @@ def render(done: Recording) -> None:
     if done.device_reads:
         sites = ", ".join(f"{site} ({n}x)" for site, n in done.device_read_sites.items())
         output.note(f"{done.device_reads:,} device values read back as zeros; first at: {sites}")
-    if done.applied:
-        output.note(
-            f"As a ROCm build on {done.request.device.name}: " + "; ".join(done.applied) + "."
-        )
+    _say_applied(done)
     output.note("Not seen: " + "; ".join(done.unseen) + ".")
     if done.fits:
         render_fits([("torch:settings=recorded", list(done.fits))])
