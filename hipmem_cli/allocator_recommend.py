@@ -303,13 +303,19 @@ class CheckRequest:
 
 def explain_failure(gate: CheckRequest) -> None:
     """`check --explain`: the first refused snapshot, explained as `hipmem explain` does."""
-    from .cmd_explain import explain_snapshot
+    from ..replay.explain.explanation import explain
+    from .explain_output import render_explanation, render_inferred
 
     refused = next((name for name in gate.failed_snapshots), None)
     if refused is None:
         return
-    memory = None if gate.device_memory_bytes is None else str(gate.device_memory_bytes)
-    explain_snapshot(refused, gate.device, memory, None, gate.torch, gate.settings, "rocm", False)
+    memory = gate.device_memory_bytes
+    with output.progress("explaining") as report:
+        found = explain(refused, device=gate.device if memory is None else None,
+                        device_memory_bytes=memory, torch_version=gate.torch,
+                        settings=gate.settings, torch_build="rocm", progress=report)  # fmt: skip
+    render_inferred(found)
+    render_explanation(found)
 
 
 def _settings_to_check(alloc_conf: str | None, environ: Mapping[str, str]) -> tuple[str, str]:

@@ -21,7 +21,7 @@ from ..replay.engine.resources import STREAM_ORDERED_KINDS, ResourceSpec
 from ..replay.logs.events import AllocationLog
 from ..replay.rmm.virtual import device_text
 from . import output, virtual_capacity_output
-from .cmd_log import skipped_rows_json
+from .skipped_rows import skipped_rows_json
 
 
 def find_capacities(

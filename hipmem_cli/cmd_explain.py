@@ -129,7 +129,7 @@ def explain_snapshot(
     build: str,
     json: bool,
 ) -> Explanation:
-    """Explain, then print the JSON or the text (`check --explain` calls it too)."""
+    """Explain, then print the JSON or the text."""
     from ..replay.explain.explanation import explain
     from .explain_output import render_explanation, render_inferred
 

@@ -8,8 +8,6 @@ from typing import Annotated
 
 import typer
 
-from hipmem._core.skipped_input import SHOWN_PLACES, describe_skipped
-
 from ..replay.errors import ReplayUsageError
 from ..replay.logs.analysis import LogSummary, analyze, live_trace
 from ..replay.logs.events import AllocationLog
@@ -17,6 +15,7 @@ from ..replay.logs.loader import load_log
 from . import output
 from .html_output import captured, check_html_option, write_html
 from .options import HtmlOption, JsonOption, PlotOption, check_plot_option
+from .skipped_rows import warn_skipped_rows
 
 log_app = typer.Typer(
     help="Read RMM/hipMM allocation logs (no GPU needed).",
@@ -108,24 +107,6 @@ def _write_page(
         figure = log_figure(log, live_trace(log.events), summary, "Live bytes")
     write_html(path, title, printed, figure=figure, headline=headline,
                notes=[frames_left_out(log)])  # fmt: skip
-
-
-def warn_skipped_rows(log: AllocationLog) -> None:
-    """One warning for the rows that could not be read (`log inspect` and `replay` alike)."""
-    if log.skipped_count:
-        described = describe_skipped(log.skipped_count, log.skipped_places())
-        output.skipped(described, "--strict makes this an error")
-    for damaged in log.skipped[SHOWN_PLACES:]:  # where a damaged file ends is never left unsaid
-        if damaged.reason.startswith("gzip data"):
-            output.warning(f"{damaged.source}:{damaged.line}: {damaged.reason}")
-
-
-def skipped_rows_json(log: AllocationLog) -> dict[str, object]:
-    """The same `skipped_rows` object as `log inspect --json` prints."""
-    return {
-        "count": log.skipped_count,
-        "first": [{"source": s.source, "line": s.line, "reason": s.reason} for s in log.skipped],
-    }
 
 
 def _time_of_day(time_ns: int | None) -> str:

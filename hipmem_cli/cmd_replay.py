@@ -21,7 +21,6 @@ from ..replay.logs.loader import load_log
 from ..replay.pictures.plot import write_plot
 from . import output
 from .capacity_output import find_capacities
-from .cmd_log import skipped_rows_json, warn_skipped_rows
 from .html_output import captured, check_html_option, write_html
 from .options import (
     DeviceMemoryOption,
@@ -36,6 +35,7 @@ from .options import (
     said_limits,
 )
 from .replay_output import print_notes, print_table, print_virtual_devices
+from .skipped_rows import skipped_rows_json, warn_skipped_rows
 from .torch_releases import say_recording_release, split_releases
 
 EPILOG = """\b
