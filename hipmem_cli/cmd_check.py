@@ -10,7 +10,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..sizing.errors import UsageError
+from hipmem._core.errors import UsageError
+
 from ..sizing.request import SizingRequest, size_request
 from ..sizing.workspace_check import VARIABLE, check, read_pytorch_config, read_setting
 from . import allocator_recommend, hipblaslt_output, output, sized_calls
@@ -132,7 +133,7 @@ def check_command(
     allocator_fits = True
     if explain and gate is None:
         raise UsageError("--explain is about PyTorch's allocator settings: give "
-                               "--from-snapshot FILE too")  # fmt: skip
+                         "--from-snapshot FILE too")  # fmt: skip
     if gate is not None:
         allocator_fits = gate.run(json and not has_calls)
         if explain and not allocator_fits and not json:

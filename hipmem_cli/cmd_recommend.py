@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..sizing import env_formats
-from ..sizing.errors import UsageError
+from ..sizing.errors import SizingUsageError
 from ..sizing.recommend import (
     PYTORCH_VARIABLE,
     BadSize,
@@ -165,7 +165,7 @@ def recommend_command(
     if handles < 1:
         raise BadSize("must be at least 1", parameter="handles", value=handles)
     if json and fmt not in (None, Format.json):
-        raise UsageError(f"--json is --format json; it cannot go with --format {fmt.value}")
+        raise SizingUsageError(f"--json is --format json; it cannot go with --format {fmt.value}")
     chosen = "json" if json else (fmt.value if fmt is not None else None)
     refuse_idle_accept(accept_skipped, from_log, from_snapshot)
     if chosen == "github":  # the files it appends to, before any work
@@ -236,8 +236,8 @@ def _refuse_sizing_options(*given: tuple[str, object]) -> None:
     """Workspace options with no calls to size: say so rather than ignore them."""
     for flag, value in given:
         if value:
-            raise UsageError(f"{flag} is about the workspace of calls, and none was given "
-                             "(CALL, --from-log or --workload); drop it")  # fmt: skip
+            raise SizingUsageError(f"{flag} is about the workspace of calls, and none was given "
+                                   "(CALL, --from-log or --workload); drop it")  # fmt: skip
 
 
 def _emit(

@@ -78,7 +78,9 @@ Docs: hipmem docs replay
 """
 
 
-class Backend(str, Enum):
+class BackendChoice(str, Enum):
+    """`--backend`: where the resources replay (replay/engine/backends.py resolves it)."""
+
     auto = "auto"
     cuda = "cuda"
     hip = "hip"
@@ -121,12 +123,12 @@ def replay_command(
         ),
     ],
     backend: Annotated[
-        Backend,
+        BackendChoice,
         typer.Option(
             help="Where to allocate; auto: the GPU there is, or for torch resources with no "
             "GPU, the virtual GPU."
         ),
-    ] = Backend.auto,
+    ] = BackendChoice.auto,
     device: VirtualDeviceOption = None,
     device_memory: DeviceMemoryOption = None,
     torch: TorchVersionsOption = None,

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ..sizing.defaults import rules_for
-from ..sizing.errors import UsageError
+from ..sizing.errors import SizingUsageError
 from ..sizing.rocm.catalog import Catalog, Routine, catalog_releases, load_catalog
 from ..sizing.rocm.choice import requested
 from . import output
@@ -31,7 +31,9 @@ def routines(
     catalog = load_catalog(_release(rocm))
     found = matching(catalog, pattern)
     if not found:
-        raise UsageError(f"no routine matches '{pattern}' (try a shorter pattern, e.g. getrf)")
+        raise SizingUsageError(
+            f"no routine matches '{pattern}' (try a shorter pattern, e.g. getrf)"
+        )
     if json:
         output.print_json(
             [describe(routine, catalog) | {"rocm": catalog.release} for routine in found]
@@ -50,11 +52,11 @@ def _release(option: str | None) -> str | None:
     would answer a size query here, else the newest catalog."""
     names, asked_as = requested(option)
     if len(names) > 1:
-        raise UsageError(f"{asked_as} {','.join(names)}: routines takes one release")
+        raise SizingUsageError(f"{asked_as} {','.join(names)}: routines takes one release")
     if names:
         if names[0] not in catalog_releases():
             known = ", ".join(catalog_releases())
-            raise UsageError(
+            raise SizingUsageError(
                 f"hipmem has catalogs of ROCm {known}", parameter=asked_as, value=names[0]
             )
         return names[0]

@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from ..sizing.calls.sources import CallSources, accepted_skipped_lines
-from ..sizing.errors import UsageError
+from ..sizing.errors import SizingUsageError
 from ..sizing.say import Say
 from ..sizing.session import SessionResult
 from . import output
@@ -46,5 +46,7 @@ def say_accepted(sources: CallSources) -> dict[str, object]:
 def refuse_idle_accept(accept: bool, *files: list[Path] | None) -> None:
     """--accept-skipped with no file read leniently would change nothing: say so."""
     if accept and not any(files):
-        raise UsageError("--accept-skipped is about lines and entries of files that cannot be "
-                         "read: give --from-log or --from-snapshot, or drop it")  # fmt: skip
+        raise SizingUsageError(
+            "--accept-skipped is about lines and entries of files that cannot be read: give "
+            "--from-log or --from-snapshot, or drop it"
+        )

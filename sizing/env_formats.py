@@ -30,7 +30,7 @@ from typing import Any
 
 from hipmem._core.alloc_conf import is_alloc_conf
 
-from .errors import SizingError, UsageError
+from .errors import SizingError, SizingUsageError
 
 FORMATS = ("shell", "dotenv", "json", "yaml", "github")
 # The variables PyTorch reads its allocator settings from (replay/settings/recommend.py says
@@ -47,7 +47,7 @@ _VALUE = re.compile(r"[0-9]+|(?::[0-9]+:[0-9]+)+")
 GITHUB_FILES = ("GITHUB_ENV", "GITHUB_OUTPUT")
 
 
-class UnknownFormat(UsageError):
+class UnknownFormat(SizingUsageError):
     """The output format is not one of FORMATS."""
 
 

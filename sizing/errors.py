@@ -10,19 +10,19 @@ class SizingError(errors.HipmemError):
     """Base class of the sizing library's errors."""
 
 
-class UsageError(SizingError, errors.UsageError):
+class SizingUsageError(SizingError, errors.UsageError):
     """The request is malformed: unknown routine, argument or value."""
 
 
-class UnknownRoutine(UsageError):
+class UnknownRoutine(SizingUsageError):
     """No routine of that name is in the catalog."""
 
 
-class BadArgument(UsageError):
+class BadArgument(SizingUsageError):
     """An argument is unknown, missing, or has a value of the wrong kind."""
 
 
-class UnknownDevice(UsageError):
+class UnknownDevice(SizingUsageError):
     """The device is neither a known arch nor a known product name."""
 
 
@@ -88,15 +88,15 @@ class CallLogError(SizingError):
     """A call log cannot be read, or (with --strict) holds a line that is not a call."""
 
 
-class CallLogRefused(UsageError):
+class CallLogRefused(SizingUsageError):
     """A call log holds something no real log does and that is refused outright (an alias)."""
 
 
-class NotACallLog(CallLogError, UsageError):
+class NotACallLog(CallLogError, SizingUsageError):
     """The path named as a call log is not a file (a directory, a device such as
     /dev/urandom): a call log that cannot be read, and usage (exit 2), as every command says
     of an input that is no file."""
 
 
-class WorkloadError(UsageError):
+class WorkloadError(SizingUsageError):
     """A workload file does not follow the workload schema."""

@@ -25,7 +25,7 @@ from typing import Literal
 from .calls.in_release import in_release
 from .calls.sources import CallSources, gather_calls
 from .device_choice import choose_device
-from .errors import UsageError
+from .errors import SizingUsageError
 from .hipblaslt.log import HipblasltLog
 from .hipblaslt.matmul import MatmulReport, changed_by_cap
 from .hipblaslt.request import SHOWN_SKIPPED, MatmulRequest, size_under_cap, workspace_cap
@@ -134,10 +134,10 @@ def _size(request: SizingRequest, say: Say) -> SizingAnswer:
     answer.swept = any(isinstance(item, SweptCall) for item in parsed)
     if answer.swept or request.sweep_plot:
         if not answer.swept:
-            raise UsageError("--plot draws sweeps: give --sweep ARG=RANGE, or a workload whose "
-                             "calls have `sweep:`", parameter="plot")  # fmt: skip
+            raise SizingUsageError("--plot draws sweeps: give --sweep ARG=RANGE, or a workload "
+                                   "whose calls have `sweep:`", parameter="plot")  # fmt: skip
         if len(chosen) > 1:
-            raise UsageError(
+            raise SizingUsageError(
                 "sweeps are sized with one ROCm release at a time: give --rocm R",
                 parameter="rocm",
             )

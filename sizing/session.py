@@ -25,7 +25,7 @@ from .call_answers import CallAnswers
 from .calls.result import CallResult
 from .calls.spec import Call, Value, make_call, parse_call
 from .device_choice import choose_device
-from .errors import SizingError, UsageError, WorkerCrashed
+from .errors import SizingError, SizingUsageError, WorkerCrashed
 from .minimum import MinimumFinder
 from .rocm.catalog import Catalog, load_catalog
 from .rocm.locator import Libraries, MixedReleases, locate
@@ -330,13 +330,17 @@ def _counted(item: Call | str | Counted, catalog: Catalog) -> tuple[Call, int]:
     if isinstance(call, str):
         call = parse_call(call, catalog)
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_COUNT:
-        raise UsageError(f"{call.label}: count {count!r} is not a whole number 1..{MAX_COUNT}")
+        raise SizingUsageError(
+            f"{call.label}: count {count!r} is not a whole number 1..{MAX_COUNT}"
+        )
     return call, count
 
 
 def _add_counts(total: int, count: int, call: Call) -> int:
     if total + count > MAX_COUNT:
-        raise UsageError(f"{call.label}: counted more than {MAX_COUNT:,} times in all (2**63 - 1)")
+        raise SizingUsageError(
+            f"{call.label}: counted more than {MAX_COUNT:,} times in all (2**63 - 1)"
+        )
     return total + count
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .calls.result import CallResult
-from .errors import SizingError, UsageError
+from .errors import SizingError, SizingUsageError
 from .recommend import degraded_calls, query_kind
 from .session import SessionResult
 
@@ -30,11 +30,11 @@ _C_SPACES = " \t\n\v\f\r"  # isspace() in the C locale and in UTF-8 locales
 _DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
-class NotANumber(UsageError):
+class NotANumber(SizingUsageError):
     """The value has no number at its start, so strtoul would read it as 0."""
 
 
-class AmbiguousValue(UsageError):
+class AmbiguousValue(SizingUsageError):
     """Old and C23 strtoul read the value differently (a `0b` binary prefix)."""
 
 

@@ -19,7 +19,7 @@ from hipmem._core.skipped_input import (
     refuse_skipped,
 )
 
-from ..errors import CallLogError, UsageError
+from ..errors import CallLogError, SizingUsageError
 from ..rocm.catalog import Catalog, load_catalog
 from ..say import Say
 from ..sweeps.plan import SweptCall, plan_sweep
@@ -80,7 +80,7 @@ def gather_calls(
         _refuse_skipped_lines(log, sources.accept_skipped)
         calls.extend(log.calls)
     if not calls:
-        raise UsageError(
+        raise SizingUsageError(
             "no calls to size: give CALL arguments, e.g. rocsolver_dgetrf:m=1024,n=1024"
             + (", or a log with calls in it" if sources.from_logs else "")
         )
@@ -94,7 +94,7 @@ def _command_line_calls(
     if not sources.sweeps:
         return [(parse_call(text, catalog), 1) for text in sources.call_texts]
     if not sources.call_texts:
-        raise UsageError(
+        raise SizingUsageError(
             "--sweep sweeps the CALL arguments, and none was given (a workload file gives "
             "each call its own `sweep:`)"
         )

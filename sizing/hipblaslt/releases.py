@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import UsageError
+from ..errors import SizingUsageError
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ def find_hipblaslt(version: str, *, parameter: str = "hipblaslt") -> HipblasltRe
     for release in HIPBLASLT_RELEASES:
         if release.version == wanted or release.version.rsplit(".", 1)[0] == wanted:
             return release
-    raise UsageError(
+    raise SizingUsageError(
         f"hipmem knows hipBLASLt {', '.join(hipblaslt_versions())}",
         parameter=parameter,
         value=version,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from hipmem._core.errors import UsageError as HipmemUsageError
 
-from ..errors import UsageError
+from ..errors import SizingUsageError
 from .locator import Libraries, locate
 from .on_demand import OnDemand
 from .releases import normalise, sort_key
@@ -29,8 +29,8 @@ def requested(option: str | None) -> tuple[list[str], str]:
     for part in pieces:
         with _from_environment(asked_as):
             if not part:  # `7.2,,6.4` or `7.2,`: a release left out, not a list to guess at
-                raise UsageError("a release is missing between commas", parameter="rocm",
-                                 value=text)  # fmt: skip
+                raise SizingUsageError("a release is missing between commas", parameter="rocm",
+                                       value=text)  # fmt: skip
             name = normalise(part)
         if name not in names:
             names.append(name)
@@ -46,7 +46,7 @@ def _from_environment(asked_as: str) -> Iterator[None]:
     except HipmemUsageError as err:  # the sizing library's, or a shared one (release_text)
         if asked_as != ROCM_ENV or err.parameter != "rocm":
             raise
-        raise UsageError(err.detail, parameter=ROCM_ENV, value=err.value) from None
+        raise SizingUsageError(err.detail, parameter=ROCM_ENV, value=err.value) from None
 
 
 def one_release(
@@ -55,7 +55,7 @@ def one_release(
     """The libraries of the single release recommend/check/routines answer with."""
     names, asked_as = requested(option)
     if len(names) > 1:
-        raise UsageError(
+        raise SizingUsageError(
             f"{asked_as} {','.join(names)}: {command} takes one release "
             f"(`hipmem size --rocm {','.join(names)}` compares them)"
         )

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from hipmem._core.close_names import did_you_mean
 
-from ..errors import CacheDamaged, LibraryNotFound, UsageError
+from ..errors import CacheDamaged, LibraryNotFound, SizingUsageError
 from .elf_file import needed_libraries
 from .fetch import cached_releases, load_offline
 from .on_demand import OnDemand
@@ -54,7 +54,7 @@ def is_cache_label(found_in: str) -> bool:
     return found_in.startswith(CACHE_LABEL)
 
 
-class MixedReleases(UsageError):
+class MixedReleases(SizingUsageError):
     """A library directory holds rocBLAS and rocSOLVER of different ROCm releases."""
 
 
@@ -116,7 +116,9 @@ def locate(
         if wanted in cached or (on_demand is not None and wanted in release_names()):
             found = _from_cache(wanted, on_demand)
             return _with(found, why=f"asked for ROCm {wanted}", cached=cached_releases())
-        raise UsageError(_unavailable(wanted, passed_over, cached), parameter="rocm", value=rocm)
+        raise SizingUsageError(
+            _unavailable(wanted, passed_over, cached), parameter="rocm", value=rocm
+        )
     if cached:
         found = _newest_intact(cached, on_demand)
         return _with(found, why="the newest release in the cache", cached=cached)

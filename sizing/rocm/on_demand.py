@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from hipmem._core.byte_sizes import format_bytes
 from hipmem._core.progress import ProgressCallback, no_progress
 
-from ..errors import LibraryNotFound, UsageError
+from ..errors import LibraryNotFound, SizingUsageError
 from ..hipblaslt.fetch import OfflineHipblaslt, fetch_hipblaslt
 from ..hipblaslt.releases import HipblasltRelease
 from . import fetch as rocm_fetch
@@ -49,7 +49,7 @@ def offline_reason(option: bool) -> str | None:
         return None
     if raw.strip().lower() in _YES:
         return f"{OFFLINE_ENV}={raw.strip()}"
-    raise UsageError(f"{OFFLINE_ENV}={raw[:20]!r}: expected 1 (never download) or 0")
+    raise SizingUsageError(f"{OFFLINE_ENV}={raw[:20]!r}: expected 1 (never download) or 0")
 
 
 @contextmanager

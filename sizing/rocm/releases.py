@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from hipmem._core.close_names import did_you_mean
 from hipmem._core.release_text import check_release_length
 
-from ..errors import UsageError
+from ..errors import SizingUsageError
 
 BASE_SUITE = "sid"
 # From BASE_SUITE at fetch time, unpinned; recorded in the manifest.
@@ -112,7 +112,7 @@ def find_release(name: str, *, parameter: str = "rocm") -> Release:
         if release.name == wanted:
             return release
     hint = did_you_mean(wanted, release_names(), n=1, cutoff=0.5)
-    raise UsageError(
+    raise SizingUsageError(
         f"hipmem knows ROCm {', '.join(release_names())}{hint} "
         f"(fetch one with `hipmem rocm fetch --rocm {NEWEST.name}`)",
         parameter=parameter,
@@ -125,7 +125,7 @@ def normalise(name: str, *, parameter: str = "rocm") -> str:
     check_release_length(name, parameter=parameter, example=NEWEST.name)
     parts = name.strip().split(".")
     if len(parts) < 2 or not all(part.isdigit() and part.isascii() for part in parts[:2]):
-        raise UsageError(
+        raise SizingUsageError(
             f"expected a ROCm release such as {NEWEST.name}", parameter=parameter, value=name
         )
     return f"{int(parts[0])}.{int(parts[1])}"

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import product
 
-from ..errors import UsageError
+from ..errors import SizingUsageError
 
 DEFAULT_MAX_POINTS = 1_000_000
 # Past this, one request's points no longer fit a machine's memory comfortably: each point
@@ -35,7 +35,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 _MAX_LIST_VALUES = 100_000  # a list is typed by hand; a longer one is not a list
 
 
-class BadSweep(UsageError):
+class BadSweep(SizingUsageError):
     """A sweep that cannot be read, or a grid too large to size."""
 
 

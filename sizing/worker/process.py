@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import SizingError, UsageError, WorkerCrashed
+from ..errors import SizingError, SizingUsageError, WorkerCrashed
 from ..rocm.locator import Libraries
 from .shim_build import build_shim
 from .virtual_device import Device
@@ -77,7 +77,7 @@ def deadline_from_environment() -> float:
     except ValueError:
         seconds = -1.0
     if not 0 < seconds < float("inf"):
-        raise UsageError(f"{DEADLINE_ENV}={text!r}: expected a positive number of seconds")
+        raise SizingUsageError(f"{DEADLINE_ENV}={text!r}: expected a positive number of seconds")
     return seconds
 
 

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 from hipmem.replay.engine import native
 from hipmem.replay.errors import ReplayError, ReplayUsageError
-from hipmem.sizing.errors import SizingError
-from hipmem.sizing.errors import UsageError as SizingUsageError
+from hipmem.sizing.errors import SizingError, SizingUsageError
 
 import hipmem
 from hipmem._core.atomic_write import write_text_atomically

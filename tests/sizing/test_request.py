@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from hipmem.sizing.errors import UsageError
+from hipmem.sizing.errors import SizingUsageError
 from hipmem.sizing.request import Purpose, SizingRequest, size_request
 from hipmem.sizing.say import Say
 
@@ -79,7 +79,7 @@ def test_size_answers_with_each_release_and_a_gate_with_one(rocm64: Path, rocm72
     assert all(session.session_bytes > 0 for session in answer.sessions)
     for purpose in ("check", "recommend"):
         gate = SizingRequest(calls=calls, device="MI210", rocm="6.4,7.2", purpose=purpose)
-        with pytest.raises(UsageError, match=f"{purpose} takes one release"):
+        with pytest.raises(SizingUsageError, match=f"{purpose} takes one release"):
             size_request(gate)
     (checked,) = size_request(
         SizingRequest(calls=calls, device="MI210", rocm="7.2", purpose="check")
@@ -102,7 +102,7 @@ def test_a_plot_without_sweeps_is_refused_before_any_call_is_sized(rocm72: Path)
     heard = Heard()
     request = SizingRequest(calls=["dgemm:m=64,n=64,k=64"], device="MI210", rocm="7.2",
                             sweep_plot=True)  # fmt: skip
-    with pytest.raises(UsageError, match="--plot draws sweeps") as raised:
+    with pytest.raises(SizingUsageError, match="--plot draws sweeps") as raised:
         size_request(request, heard.say())
     assert raised.value.parameter == "plot"
     assert not [line for line in heard.lines if line.startswith("bar: sizing")]

@@ -11,7 +11,7 @@ from pathlib import Path
 from hipmem.sizing.calls.logs import read_call_log
 from hipmem.sizing.calls.spec import parse_call
 from hipmem.sizing.calls.workload_file import MAX_COUNT, read_workload
-from hipmem.sizing.errors import CallLogError, SizingError, UsageError, WorkloadError
+from hipmem.sizing.errors import CallLogError, SizingError, SizingUsageError, WorkloadError
 from hipmem.sizing.rocm.catalog import load_catalog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -42,7 +42,7 @@ def _naming(message: str, name: str) -> None:
 def test_call_specs_of_any_text(text: str) -> None:
     try:
         parse_call(text, _CATALOG)
-    except UsageError as err:
+    except SizingUsageError as err:
         assert str(err)
 
 
@@ -55,7 +55,7 @@ def test_call_specs_of_real_routines_and_odd_values(routine: str, args: list[tup
     text = f"{routine}:" + ",".join(f"{name}={value}" for name, value in args)
     try:
         call = parse_call(text, _CATALOG)
-    except UsageError as err:
+    except SizingUsageError as err:
         assert str(err)
         return
     for name, value in call.args.items():  # whatever was accepted follows the rules
@@ -70,7 +70,7 @@ def _read_log(content: bytes) -> None:
         path.write_bytes(content)
         try:
             log = read_call_log(path, _CATALOG)
-        except (CallLogError, UsageError) as err:
+        except (CallLogError, SizingUsageError) as err:
             _naming(str(err), str(path))
             return
     lines = content.count(b"\n") + (0 if content.endswith(b"\n") or not content else 1)

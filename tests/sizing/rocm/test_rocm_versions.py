@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hipmem.sizing.errors import UnknownRoutine, UsageError
+from hipmem.sizing.errors import SizingUsageError, UnknownRoutine
 from hipmem.sizing.recommend import version_warnings
 from hipmem.sizing.rocm.catalog import load_catalog
 from hipmem.sizing.rocm.locator import MixedReleases, locate
@@ -141,7 +141,7 @@ def test_an_unavailable_release_is_one_usage_line_naming_what_is_there(rocm: Pat
     assert env.stderr.strip() == "Error: HIPMEM_ROCM='seven': expected a ROCm release such as 7.2"
     unavailable = hipmem("size", "-d", "MI210", "dgetrf:m=8,n=8", HIPMEM_ROCM="7.1")
     assert unavailable.stderr.startswith("Error: HIPMEM_ROCM='7.1': no ROCm 7.1 here")
-    with pytest.raises(UsageError) as raised:  # the library names its parameter
+    with pytest.raises(SizingUsageError) as raised:  # the library names its parameter
         locate(None, "7.1")
     assert str(raised.value).startswith("rocm='7.1': no ROCm 7.1 here")
 

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hipmem.sizing.errors import UsageError, WorkerTimedOut
+from hipmem.sizing.errors import SizingUsageError, WorkerTimedOut
 from hipmem.sizing.session import SizingSession
 from hipmem.sizing.worker.process import (
     DEADLINE_ENV,
@@ -47,5 +47,5 @@ def test_the_deadline_is_configurable(monkeypatch: pytest.MonkeyPatch) -> None:
     assert deadline_from_environment() == 2.5
     for bad in ("0", "-1", "soon", "inf", "nan"):
         monkeypatch.setenv(DEADLINE_ENV, bad)
-        with pytest.raises(UsageError, match=f"{DEADLINE_ENV}="):
+        with pytest.raises(SizingUsageError, match=f"{DEADLINE_ENV}="):
             deadline_from_environment()
