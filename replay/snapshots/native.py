@@ -96,7 +96,7 @@ class NativeRestrictedPickle(RestrictedPickle):
     """`RestrictedPickle` with its loop in C: same arguments, sinks, results and messages."""
 
     def _run(self) -> Any:
-        # The sink's own limits are read from its `shared.sink_limits` (reader.py).
+        # The sink's own limits are read from its `shared.sink_limits` (trace_sink.py).
         return load().run(
             self,
             self._read,

@@ -1,8 +1,8 @@
 /* The restricted snapshot pickle machine and its trace sink, in C: what its files share.
  *
  * A port, opcode for opcode, of `replay/snapshots/pickle_machine.py` (`RestrictedPickle._run`)
- * and of the trace sink of `replay/snapshots/reader.py` (`_TraceRows.entry` / `other`, and the
- * columns of `_TraceRows.made_from_rows`): the Python machine is the reference, and
+ * and of the trace sink of `replay/snapshots/trace_sink.py` (`TraceRows.entry` / `other`, and the
+ * columns of `TraceRows.made_from_rows`): the Python machine is the reference, and
  * tests/replay/snapshots/test_snapshot_native.py checks that both give the same columns,
  * skipped entries and errors, byte for byte. Why C: the Python machine runs 7x to 10x the
  * time of `pickle.load` (C); issue 33 asks for at most that time.
@@ -49,10 +49,10 @@ enum { RES_TIME_NS, RES_LEVEL, N_RES_COLUMNS };
 /* after the columns: grown, net, peak_at, peak level, peak time (ns) */
 enum { N_MADE_COUNTS = 5 };
 
-/* The trace sink of one list (reader.py's _TraceRows; sink.c) */
+/* The trace sink of one list (trace_sink.py's TraceRows; sink.c) */
 
 typedef struct {
-    PyObject *py; /* the _TraceList made by new_sink, which gets the results (it keeps the
+    PyObject *py; /* the TraceList made by new_sink, which gets the results (it keeps the
                      list alive) */
     PyObject *pre, *ooms, *skipped; /* its own lists, appended to here */
     Column rows[N_ROW_COLUMNS]; /* int64 each, but the action's int8 */
@@ -65,7 +65,7 @@ typedef struct {
     __int128 grown, net;
     Map live;
     int64_t count, skipped_count;
-    int keys_kept; /* the first entry's keys were handed to `py` (reader.py's first_keys) */
+    int keys_kept; /* the first entry's keys were handed to `py` (trace_sink.py's first_keys) */
 } Sink;
 
 enum { KIND_ALLOC, KIND_FREE, KIND_OOM, KIND_SEGMENT_ALLOC, KIND_SEGMENT_FREE };

@@ -1,7 +1,7 @@
-/* The trace sink: reader.py's _TraceRows for one list, in C. Each trace entry appended to a
+/* The trace sink: trace_sink.py's TraceRows for one list, in C. Each trace entry appended to a
    list becomes column values the moment it is read (`sink_entry`), anything else appended
    after the first entry a skipped one (`sink_other`); at the end each sink hands its
-   columns and counts to its _TraceList (`sinks_finish`). */
+   columns and counts to its TraceList (`sinks_finish`). */
 #include "reader.h"
 
 static int sink_skip(Machine *m, Sink *s, int64_t line, PyObject *reason /* stolen; may be
@@ -31,7 +31,7 @@ static int next_line(Machine *m, Sink *s, int64_t *line) {
     return 0;
 }
 
-/* reader.py's _not_an_entry */
+/* trace_sink.py's not_an_entry */
 static PyObject *not_an_entry(Machine *m, PyObject *item) {
     int shared = item == m->dropped;
     if (!shared && PyDict_CheckExact(item)) {
@@ -59,7 +59,7 @@ int sink_other(Machine *m, Sink *s, PyObject *item) {
 
 static const char *FIELD_NAMES[4] = {"addr", "size", "stream", "time_us"};
 
-/* _TraceRows._skip_field: the first field that is not a count names the skip. */
+/* TraceRows._skip_field: the first field that is not a count names the skip. */
 static int skip_field(Machine *m, Sink *s, int64_t line, PyObject *action, PyObject **values) {
     for (int k = 0; k < 4; k++) {
         int64_t v;
@@ -118,7 +118,7 @@ void scan_fields(Machine *m, PyObject *item, Fields *f) {
     while (PyDict_Next(item, &at, &key, &value)) field_put(f, key, value);
 }
 
-/* reader.py's _TRACKED: the kind of an action (an exact str), or -1 when it is not one the
+/* trace_sink.py's _TRACKED: the kind of an action (an exact str), or -1 when it is not one the
    columns follow. By length and bytes, as field_index: no hashing per entry. */
 static int tracked_kind(PyObject *action) {
     if (PyUnicode_KIND(action) != PyUnicode_1BYTE_KIND) return -1;
@@ -281,7 +281,7 @@ Sink *sink_for(Machine *m, PyObject *target, int make) {
         m->max_entries = PyLong_AsLongLong(max);
         Py_DECREF(max);
         if (m->max_entries == -1 && PyErr_Occurred()) return NULL;
-        /* The sink's other limits (reader.py's MAX_KEPT_SKIPS, MAX_TIME_US, DAY_US) */
+        /* The sink's other limits (trace_sink.py's MAX_KEPT_SKIPS, MAX_TIME_US, DAY_US) */
         PyObject *limits = PyObject_GetAttrString(m->shared, "sink_limits");
         if (!limits) return NULL;
         long long kept;
@@ -307,8 +307,8 @@ Sink *sink_for(Machine *m, PyObject *target, int make) {
     return s;
 }
 
-/* Hand each sink's columns and counts to its _TraceList (`made`, as
-   `_TraceRows.made_from_rows` makes them in Python), and the day to their shared state. */
+/* Hand each sink's columns and counts to its TraceList (`made`, as
+   `TraceRows.made_from_rows` makes them in Python), and the day to their shared state. */
 int sinks_finish(Machine *m) {
     for (Py_ssize_t i = 0; i < m->n_sinks; i++) {
         Sink *s = &m->sinks[i];
@@ -369,7 +369,7 @@ int sinks_finish(Machine *m) {
     return 0;
 }
 
-/* The first entry's keys, handed to the sink's _TraceList (`first_keys`): which PyTorch
+/* The first entry's keys, handed to the sink's TraceList (`first_keys`): which PyTorch
    wrote the file shows in them (release_range.py). A held entry's pairs are still pending. */
 static int keep_first_keys(Machine *m, Sink *s, PyObject *item, int held) {
     PyObject *keys;
