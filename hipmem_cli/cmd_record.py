@@ -154,6 +154,16 @@ def varied_as_dict(varied: VariedRecordings) -> dict[str, object]:
     return {
         "vary": varied.variation.name,
         "largest_fitting": None if best is None else _value_of(varied, best),
+        "by_device": [
+            {
+                "device": a.device.name,
+                "memory_bytes": a.device.memory_bytes,
+                "largest": a.value,
+                "peak_reserved_bytes": a.peak_reserved_bytes,
+                "bounded": a.bounded,
+            }
+            for a in varied.by_device()
+        ],
         "runs": [
             {"value": value, "fits": varied.fits(done), **as_dict(done)}
             for value, done in zip(varied.variation.values, varied.recordings, strict=True)
@@ -186,8 +196,32 @@ def render_varied(varied: VariedRecordings) -> None:
     else:
         output.line(f"Largest {name} that fits on a virtual {device}: {_value_of(varied, best)} "
                     f"(peak reserved {_bytes(best.max_memory_reserved)})")  # fmt: skip
+    _render_by_device(varied)
     _say_applied(first)
     output.note(f"PyTorch {first.torch_version}; not seen: " + "; ".join(first.unseen) + ".")
+
+
+def _render_by_device(varied: VariedRecordings) -> None:
+    """The largest value on each device of the fits table, from each run's snapshot replayed
+    there (under the settings it ran with)."""
+    answers = varied.by_device()
+    if not answers:
+        return
+    name = varied.variation.name
+    table = output.Table(f"The largest {name} given that fits, by device (each run replayed there)",
+                         ["device", "memory", f"largest {name}", "peak reserved"],
+                         right=("memory", "peak reserved"))  # fmt: skip
+    for answer in answers:
+        largest = "none given" if answer.value is None else answer.value
+        if answer.bounded:
+            largest += " or more"
+        peak = "" if answer.peak_reserved_bytes is None else _bytes(answer.peak_reserved_bytes)
+        table.add_row(answer.device.name, output.human_bytes(answer.device.memory_bytes),
+                      largest, peak)  # fmt: skip
+    output.print_table(table)
+    if any(answer.bounded for answer in answers):
+        output.note(f"or more: a larger {name} ran out of memory on the recorded device; record "
+                    "on a larger --device to know")  # fmt: skip
 
 
 def _say_applied(done: Recording) -> None:

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from hipmem._core.devices import Device
+
 from ..errors import ReplayUsageError
 from .run import Recording, RecordRequest, record
 
@@ -44,6 +46,35 @@ class VariedRecordings:
         """The run of the last value given that fits (values are given smallest first)."""
         fitting = [r for r in self.recordings if self.fits(r)]
         return fitting[-1] if fitting else None
+
+    def by_device(self) -> list[DeviceAnswer]:
+        """For each device of the fits table: the last value given whose snapshot replays there
+        with no refusal. A value that ran out of memory on the recorded device has no whole
+        snapshot, so a larger device's answer stops short of it (`bounded`)."""
+        ran = [(value, r) for value, r in zip(self.variation.values, self.recordings,
+                                              strict=True) if r.fits]  # fmt: skip
+        if not ran:
+            return []
+        recorded = self.recordings[0].request.device
+        ran_out = any(r.out_of_memory for r in self.recordings)
+        answers = []
+        for k, fit in enumerate(ran[0][1].fits):
+            fitting = [(value, r) for value, r in ran if len(r.fits) > k and r.fits[k].fits]
+            value, best = fitting[-1] if fitting else (None, None)
+            peak = None if best is None else best.fits[k].peak_reserved_bytes
+            bounded = ran_out and fit.device.memory_bytes > recorded.memory_bytes
+            answers.append(DeviceAnswer(fit.device, value, peak, bounded))
+        return answers
+
+
+@dataclass(frozen=True)
+class DeviceAnswer:
+    """The largest value that fits on one device of the fits table (None: none given fits)."""
+
+    device: Device
+    value: str | None
+    peak_reserved_bytes: int | None
+    bounded: bool  # a larger value ran out of memory on the (smaller) recorded device
 
 
 def parse_variation(text: str) -> Variation:
@@ -88,8 +119,7 @@ def _for_value(request: RecordRequest, name: str, value: str) -> RecordRequest:
     if command == request.command:  # no word names it: the environment does
         environment[name] = value
     output = None if request.output is None else snapshot_path(request.output, name, value)
-    return dataclasses.replace(request, command=command, environment=environment, output=output,
-                               fits=False)  # fmt: skip
+    return dataclasses.replace(request, command=command, environment=environment, output=output)
 
 
 def snapshot_path(output: Path, name: str, value: str) -> Path:

@@ -157,6 +157,12 @@ def test_vary_finds_the_largest_batch_that_fits_as_on_the_gpu(
     # measured 2026-11-28: 125 and 139 exact; 132 is 10 MiB (0.015%) under the GPU's
     assert exact["125"] == truth("gpt_train-b125")["max_memory_reserved"]
     assert exact["139"] == truth("gpt_train-b139")["max_memory_reserved"]
+    # Each run that ended, replayed on the fits table's devices: 132 on the H200 itself, "132
+    # or more" where 139 might fit (it ran out on the smaller H200), none on an 80 GB H100.
+    by_device = {entry["device"]: entry for entry in answer["by_device"]}
+    assert (by_device["H200"]["largest"], by_device["H200"]["bounded"]) == ("132", False)
+    assert (by_device["MI300X"]["largest"], by_device["MI300X"]["bounded"]) == ("132", True)
+    assert by_device["H100"]["largest"] is None
 
 
 def test_torch_distributed_is_refused_in_one_line(record_torch: object, tmp_path: Path) -> None:
