@@ -37,6 +37,7 @@ from hipmem._core.freed_memory import release_freed_memory
 from ..explain.requests import recorded_failed_rows
 from ..logs.analysis import previous_allocations
 from ..logs.events import ALLOCATE, ALLOCATE_FAILURE, FREE, AllocationLog, LineRef
+from ..virtual.placement import placement_plan
 
 OP_ALLOCATE = 0
 OP_FREE = 1
@@ -113,6 +114,9 @@ class ReplayProgram:
     live_bytes: np.ndarray  # int64: bytes the log holds after each op (requested, not reserved)
     log_events: int  # rows in the log, the unit of events/s (as in the C++ floor)
     anomalies: Anomalies
+    # uint64 (size, offset) pairs: where the recording's driver put each segment, for the
+    # virtual GPU (replay/virtual/placement.py); empty for an RMM log
+    placement: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.uint64))
 
     @property
     def op_count(self) -> int:
@@ -220,6 +224,7 @@ def _build(log: AllocationLog) -> ReplayProgram:
         live_bytes=live_bytes,
         log_events=n,
         anomalies=anomalies,
+        placement=placement_plan(log),
     )
 
 
@@ -307,6 +312,7 @@ def program_arrays(program: ReplayProgram) -> dict[str, np.ndarray]:
         "stream": np.ascontiguousarray(program.stream_index, dtype=np.int32),
         "thread": np.ascontiguousarray(program.thread_index, dtype=np.int32),
         "stream_ids": np.ascontiguousarray(program.streams, dtype=np.uint64),
+        "placement": np.ascontiguousarray(program.placement, dtype=np.uint64),
     }
 
 

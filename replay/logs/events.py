@@ -94,6 +94,9 @@ class Recording:
     reserved_bytes: np.ndarray  # int64: the reserved bytes from then on
     ooms: list[OomEvent] = field(default_factory=list)
     written_by: ReleaseRange | None = None  # the PyTorch releases its fields allow
+    # int64 (n, 2): each segment_alloc's address and size, each segment_free's address and
+    # -size, in order (replay/virtual/placement.py)
+    segment_places: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
 
     def checked_alloc_conf(self) -> str:
         """The recorded settings, once held to PyTorch's grammar: a snapshot is input, and what

@@ -248,7 +248,9 @@ class _DeviceTrace:
         end_bytes: int,
         settings: dict[str, Any],
     ) -> Recording:
-        times_ns, changes, grown_bytes, net_bytes, peak_at, peak_level, peak_time_ns = made
+        times_ns, changes, addresses, grown_bytes, net_bytes, peak_at, peak_level, peak_time_ns = (
+            made
+        )
         start_bytes = max(0, end_bytes - net_bytes)
         # Every level lies in [end - grown, start + grown]: below 2**62, no int64 sum wraps.
         if max(end_bytes, start_bytes) + grown_bytes >= MAX_RESERVED_BYTES:
@@ -258,6 +260,7 @@ class _DeviceTrace:
             )
         times = np.frombuffer(times_ns, dtype=np.int64)
         levels = np.frombuffer(changes, dtype=np.int64)  # the changes summed from 0
+        places = segment_places(np.frombuffer(addresses, dtype=np.int64), levels)
         if start_bytes or not last_use:  # else the machine's sums are the levels already
             levels = levels + start_bytes
         peak_bytes = max(start_bytes, start_bytes + peak_level if peak_at >= 0 else 0)
@@ -279,7 +282,19 @@ class _DeviceTrace:
             reserved_bytes=levels,
             ooms=[OomEvent(LineRef(where, line), size, free) for line, size, free in stream.ooms],
             written_by=self.releases,
+            segment_places=places,
         )
+
+
+def segment_places(addresses: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    """(address, size) of each segment_alloc, and (address, -size) of each segment_free, in
+    order: where the driver put each segment (replay/virtual/placement.py). `addresses`: each
+    reserved change's segment address or -1; `levels`: the changes summed from 0."""
+    placed = addresses >= 0
+    sizes = np.diff(levels, prepend=np.int64(0))[placed]
+    if not len(sizes):
+        return np.zeros((0, 2), np.int64)
+    return np.stack((addresses[placed], sizes), axis=1)
 
 
 # The event columns in the order the machines hand them over (`TraceRows.made_from_rows`).

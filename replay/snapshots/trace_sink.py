@@ -61,8 +61,9 @@ class TraceList:
         self.skipped_count = 0
         self.frames: dict[int, list[Frame]] = {}
         self.first_keys: list[Any] | None = None  # the first entry's keys (release_range.py)
-        # Line, time_ns, action, pointer, size, stream columns; the reserved level's times
-        # and levels; its sums and peak (`TraceRows.made_from_rows` says what each is).
+        # Line, time_ns, action, pointer, size, stream columns; the reserved level's times,
+        # levels and segment addresses; its sums and peak (`TraceRows.made_from_rows` says
+        # what each is).
         self.made: tuple[Any, ...] = ()
 
     def keep_frames(self, line: int, frames: Any) -> None:
@@ -82,16 +83,17 @@ class TraceRows(TraceList):
     def __init__(self, target: list[Any], shared: Shared) -> None:
         super().__init__(target, shared)
         self.rows = array("q")
-        self.reserved = array("q")  # time_us, delta (interleaved)
+        self.reserved = array("q")  # time_us, delta, segment address or -1 (interleaved)
 
     def made_from_rows(self) -> tuple[Any, ...]:
         """The Python machine's rows as the C machine hands its columns over: line, time_ns,
-        action (int8), pointer, size, stream; the reserved level's times (ns) and changes
-        summed from 0 (wrapping in int64, exact when `_recording`'s check passes), the
+        action (int8), pointer, size, stream; the reserved level's times (ns), its changes
+        summed from 0 (wrapping in int64, exact when `_recording`'s check passes) and each
+        change's segment address (-1 for expandable segments' maps and unmaps), the
         exact sums of its growth and of its changes, and the index of its first maximum with
         that maximum and its time (ns), so no reader indexes the arrays for them."""
         table = np.frombuffer(self.rows, dtype=np.int64).reshape(-1, 6)
-        pairs = np.frombuffer(self.reserved, dtype=np.int64).reshape(-1, 2)
+        pairs = np.frombuffer(self.reserved, dtype=np.int64).reshape(-1, 3)
         deltas = pairs[:, 1]
         # Each delta is below 2**63, so 32-bit halves of the sums add up exactly in int64.
         growth = deltas[deltas > 0]
@@ -106,6 +108,7 @@ class TraceRows(TraceList):
             *(np.ascontiguousarray(table[:, k]) for k in (3, 4, 5)),
             pairs[:, 0] * 1000,
             levels,
+            np.ascontiguousarray(pairs[:, 2]),
             grown_bytes,
             net_bytes,
             peak_at,
@@ -188,7 +191,9 @@ class TraceRows(TraceList):
             free_ok = type(free) is int and 0 <= free < INT64_END
             self.ooms.append((line, size, free if free_ok else None))
         else:
-            self.reserved.extend((span_us, size if kind == 3 else -size))
+            # cudaMalloc's and cudaFree's segments, not expandable segments' maps
+            placed = address if action in ("segment_alloc", "segment_free") else -1
+            self.reserved.extend((span_us, size if kind == 3 else -size, placed))
             return
         self.rows.extend((line, span_us, _ACTIONS[kind], address, size, stream))
 

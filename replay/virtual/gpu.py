@@ -41,7 +41,8 @@ from .devices import environment
 from .loop_files import read_loop_files
 
 ALLOC_CONF = "PYTORCH_CUDA_ALLOC_CONF"
-_ARRAYS = (("op", np.int8), ("slot", np.int32), ("size", np.int64), ("stream", np.int32))
+_ARRAYS = (("op", np.int8), ("slot", np.int32), ("size", np.int64), ("stream", np.int32),
+           ("placement", np.uint64))  # fmt: skip
 
 
 class VirtualGpuFailed(ReplayError):
@@ -107,6 +108,15 @@ def check_settings(conf: str) -> None:
         )
 
 
+def _write_arrays(arrays: dict[str, np.ndarray], folder: Path) -> None:
+    """The program's arrays as the driver reads them (a program with no recorded placement,
+    an RMM log's, gets an empty one)."""
+    for name, dtype in _ARRAYS:
+        array = np.ascontiguousarray(arrays.get(name, ()), dtype=dtype)
+        with naming_write_errors(folder / f"{name}.bin"):
+            array.tofile(folder / f"{name}.bin")
+
+
 class ProgramFiles:
     """A program's arrays on disk, written once and read by every VirtualGpu that replays it:
     a grid of settings replays one program many times, several at once."""
@@ -115,10 +125,7 @@ class ProgramFiles:
         self.folder = Path(tempfile.mkdtemp(prefix="hipmem-program-"))
         self.n_ops = len(arrays["op"])
         try:
-            for name, dtype in _ARRAYS:
-                with naming_write_errors(self.folder / f"{name}.bin"):
-                    array = np.ascontiguousarray(arrays[name], dtype=dtype)
-                    array.tofile(self.folder / f"{name}.bin")
+            _write_arrays(arrays, self.folder)
         except BaseException:
             self.close()
             raise
@@ -173,10 +180,7 @@ class VirtualGpu:
             if isinstance(arrays, ProgramFiles):
                 arrays.link_into(self._folder)
             else:
-                for name, dtype in _ARRAYS:
-                    array = np.ascontiguousarray(arrays[name], dtype=dtype)
-                    with naming_write_errors(self._folder / f"{name}.bin"):
-                        array.tofile(self._folder / f"{name}.bin")
+                _write_arrays(arrays, self._folder)
         except BaseException:
             self.close()
             raise

@@ -45,7 +45,9 @@ extern PyObject *KEYS[N_KEYS];
 
 /* The event columns of reader.py's DeviceTrace, in its order, and what PyTorch reserved. */
 enum { COL_LINE, COL_TIME_NS, COL_ACTION, COL_POINTER, COL_SIZE, COL_STREAM, N_ROW_COLUMNS };
-enum { RES_TIME_NS, RES_LEVEL, N_RES_COLUMNS };
+/* RES_SEGMENT_ADDRESS: a segment_alloc's or segment_free's address (where the driver put the
+   segment: replay/virtual/placement.py), -1 for the changes of expandable segments */
+enum { RES_TIME_NS, RES_LEVEL, RES_SEGMENT_ADDRESS, N_RES_COLUMNS };
 /* after the columns: grown, net, peak_at, peak level, peak time (ns) */
 enum { N_MADE_COUNTS = 5 };
 

@@ -216,8 +216,8 @@ int sink_entry(Machine *m, Sink *s, PyObject *item, const Fields *f) {
         /* |span_us| <= MAX_TIME_US, so the nanoseconds fit int64 */
         int64_t delta = kind == KIND_SEGMENT_ALLOC ? size : -size;
         Column *r = s->reserved;
-        if (column_room(&r[RES_TIME_NS], 1, 8) < 0 || column_room(&r[RES_LEVEL], 1, 8) < 0)
-            return -1;
+        for (int k = 0; k < N_RES_COLUMNS; k++)
+            if (column_room(&r[k], 1, 8) < 0) return -1;
         s->level += (uint64_t)delta;
         if (s->peak_at < 0 || (int64_t)s->level > s->peak_level) {
             s->peak_at = r[RES_LEVEL].used;
@@ -228,6 +228,11 @@ int sink_entry(Machine *m, Sink *s, PyObject *item, const Fields *f) {
         s->net += delta;
         column_put64(&r[RES_TIME_NS], span_us * 1000);
         column_put64(&r[RES_LEVEL], (int64_t)s->level);
+        /* segment_alloc (13 characters) and segment_free (12), not segment_map or
+           segment_unmap: the places of cudaMalloc's and cudaFree's segments */
+        Py_ssize_t length = PyUnicode_GET_LENGTH(action);
+        int placed = kind == KIND_SEGMENT_ALLOC ? length == 13 : length == 12;
+        column_put64(&r[RES_SEGMENT_ADDRESS], placed ? address : -1);
         return 0;
     }
     Column *c = s->rows;

@@ -7,7 +7,9 @@
 //   vcuda_replay DIR N_SLOTS N_STREAMS [--plain]
 //
 // DIR holds the program as raw arrays (op.bin int8, slot.bin int32, size.bin int64,
-// stream.bin int32; replay/engine/program.py). Then each line on stdin is one replay ("probe"):
+// stream.bin int32; replay/engine/program.py) and where the recording's driver put each segment
+// (placement.bin, uint64 size and offset pairs, maybe none: replay/virtual/placement.py). Then
+// each line on stdin is one replay ("probe"):
 //
 //   DEVICE_BYTES LIMIT_BYTES STOP_ON_FAILURE TIME_CALLS REPEATS [SAMPLE_EVERY]
 //
@@ -65,6 +67,7 @@ struct HipmemVcudaState {
       refusals, ranges, arena_bytes;
 };
 int hipmem_vcuda_configure(unsigned long long total_bytes, unsigned long long granularity_bytes);
+int hipmem_vcuda_place(unsigned long long const* pairs, unsigned long long count);
 void hipmem_vcuda_state(HipmemVcudaState* out);
 }
 
@@ -86,7 +89,17 @@ using hipmem::write_list;
 
 struct Program : hipmem::ProgramArrays {
   std::vector<cudaStream_t> handles;  // one per logged stream; the default stream stays 0
+  // DIR/placement.bin: where the recording's driver put each segment, (size, offset) pairs
+  std::vector<unsigned long long> placement;
 };
+
+// The virtual GPU sized for one replay, with the recorded placement from its first call.
+void configure(Program const& p, long long device_bytes) {
+  if (hipmem_vcuda_configure(static_cast<unsigned long long>(device_bytes), 0) != 0 ||
+      hipmem_vcuda_place(p.placement.data(), p.placement.size() / 2) != 0) {
+    throw std::runtime_error("the virtual GPU still holds memory from the last replay");
+  }
+}
 
 // PyTorch's caching allocator, as replay_loop.hpp calls it.
 struct TorchCalls {
@@ -151,9 +164,7 @@ void reset_allocator() {
 std::string probe(Program const& p, std::string const& dir, long long device_bytes,
                   long long limit_bytes, bool stop_on_failure, bool time_calls, int repeats,
                   long long sample_every) {
-  if (hipmem_vcuda_configure(static_cast<unsigned long long>(device_bytes), 0) != 0) {
-    throw std::runtime_error("the virtual GPU still holds memory from the last replay");
-  }
+  configure(p, device_bytes);
   if (limit_bytes >= 0) {  // as torch_worker.py does on a GPU: a fraction of the device
     double const fraction = static_cast<double>(limit_bytes) / static_cast<double>(device_bytes);
     alloc::setMemoryFraction(fraction < 1.0 ? fraction : 1.0, 0);
@@ -196,9 +207,7 @@ std::string probe(Program const& p, std::string const& dir, long long device_byt
 // The allocator's state at the first refusal (the `state` line above), as one JSON object.
 std::string state_at_refusal(Program const& p, std::string const& dir, long long device_bytes,
                              long long limit_bytes) {
-  if (hipmem_vcuda_configure(static_cast<unsigned long long>(device_bytes), 0) != 0) {
-    throw std::runtime_error("the virtual GPU still holds memory from the last replay");
-  }
+  configure(p, device_bytes);
   if (limit_bytes >= 0) {
     double const fraction = static_cast<double>(limit_bytes) / static_cast<double>(device_bytes);
     alloc::setMemoryFraction(fraction < 1.0 ? fraction : 1.0, 0);
@@ -269,6 +278,7 @@ int main(int argc, char** argv) {
   try {
     Program p;
     static_cast<hipmem::ProgramArrays&>(p) = hipmem::read_program(dir, std::stoll(argv[2]));
+    p.placement = hipmem::read_array<unsigned long long>(dir + "/placement.bin");
     auto const n_streams = std::stoll(argv[3]);
     check_runtime();
     c10::cuda::_internal::setHasPrimaryContext([](c10::DeviceIndex) { return true; });
@@ -295,7 +305,7 @@ int main(int argc, char** argv) {
       hipmem::ProbeLine asked;
       if (!hipmem::parse_probe_line(line, asked)) { break; }
       if (plain) {
-        hipmem_vcuda_configure(static_cast<unsigned long long>(asked.device_bytes), 0);
+        configure(p, asked.device_bytes);
         std::cout << "{\"wall_ns\":" << plain_loop(p) << "}" << std::endl;
         reset_allocator();
         continue;

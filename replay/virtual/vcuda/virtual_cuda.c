@@ -173,12 +173,9 @@ static uintptr_t highest_gap(size_t size, size_t align, size_t* index) {
   return 0;
 }
 
-/* A range of `size` bytes aligned to `align` (0 when none is free), placed as the device's
-   placement says. The lock is held. */
-static uintptr_t arena_take(size_t size, size_t align, int kind) {
-  size_t i = 0;
-  uintptr_t at = g_place_up ? lowest_gap(size, align, &i) : highest_gap(size, align, &i);
-  if (at == 0) return 0;
+/* The range [at, at + size) as g_ranges[i]: `at`, or 0 with no memory for it. The lock is
+   held. */
+static uintptr_t arena_insert(size_t i, uintptr_t at, size_t size, int kind) {
   if (g_range_count == g_range_room) {
     size_t room = g_range_room ? 2 * g_range_room : 256;
     Range* grown = realloc(g_ranges, room * sizeof *grown);
@@ -192,21 +189,78 @@ static uintptr_t arena_take(size_t size, size_t align, int kind) {
   return at;
 }
 
-/* The index of the range starting at `start`, or -1. The lock is held. */
-static long arena_find(uintptr_t start) {
+/* A range of `size` bytes aligned to `align` (0 when none is free), placed as the device's
+   placement says. The lock is held. */
+static uintptr_t arena_take(size_t size, size_t align, int kind) {
+  size_t i = 0;
+  uintptr_t at = g_place_up ? lowest_gap(size, align, &i) : highest_gap(size, align, &i);
+  return at ? arena_insert(i, at, size, kind) : 0;
+}
+
+/* The index of the first range starting at or above `start`. The lock is held. */
+static size_t arena_above(uintptr_t start) {
   size_t lo = 0, hi = g_range_count;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
     if (g_ranges[mid].start < start) lo = mid + 1;
     else hi = mid;
   }
-  return lo < g_range_count && g_ranges[lo].start == start ? (long)lo : -1;
+  return lo;
+}
+
+/* The index of the range starting at `start`, or -1. The lock is held. */
+static long arena_find(uintptr_t start) {
+  size_t i = arena_above(start);
+  return i < g_range_count && g_ranges[i].start == start ? (long)i : -1;
 }
 
 static void arena_drop(size_t index) {
   memmove(g_ranges + index, g_ranges + index + 1,
           (g_range_count - index - 1) * sizeof *g_ranges);
   --g_range_count;
+}
+
+/* The range [at, at + size) if no live range overlaps it (and takes it), else 0. The lock is
+   held. */
+static uintptr_t arena_take_at(uintptr_t at, size_t size, int kind) {
+  if (at < g_arena_start || at + size > g_arena_start + g_arena_bytes) return 0;
+  size_t i = arena_above(at);
+  if (i > 0 && g_ranges[i - 1].start + g_ranges[i - 1].size > at) return 0;
+  if (i < g_range_count && at + size > g_ranges[i].start) return 0;
+  return arena_insert(i, at, size, kind);
+}
+
+/* ---- the recorded placement ------------------------------------------------------------
+   PyTorch breaks ties between equal-size cached blocks by address, and the CUDA driver places
+   segments in an order of its own (not top down: in an FSDP2 snapshot recorded on the H200,
+   20 MiB segments alternate above and below the first). A replay of a snapshot knows where
+   the driver put each segment: the plan is the recording's cudaMalloc and cudaFree calls in
+   order, (size, offset) and (0, offset), offsets in the recorded order of addresses
+   (replay/virtual/placement.py). While the calls are the recorded ones, each cudaMalloc takes
+   its recorded place; the first that is not (another size, a place taken, a free the
+   recording did not make) ends the plan: the run has gone its own way, and later segments are
+   placed top down. */
+static unsigned long long* g_plan; /* (size, offset) pairs; size 0: a free */
+static size_t g_plan_count, g_plan_next;
+
+/* The plan's place for a cudaMalloc of `size` bytes (`bytes` rounded), or 0 when the plan is
+   over. The lock is held. */
+static uintptr_t plan_take(size_t size, size_t bytes) {
+  if (g_plan_next >= g_plan_count) return 0;
+  unsigned long long const* step = g_plan + 2 * g_plan_next;
+  uintptr_t at = step[0] == size && size != 0
+                     ? arena_take_at(g_arena_start + step[1], bytes, RANGE_MALLOC)
+                     : 0;
+  g_plan_next = at ? g_plan_next + 1 : g_plan_count;
+  return at;
+}
+
+/* A cudaFree of `at`: the plan's next step, or the end of the plan. The lock is held. */
+static void plan_free(uintptr_t at) {
+  if (g_plan_next >= g_plan_count) return;
+  unsigned long long const* step = g_plan + 2 * g_plan_next;
+  int recorded = step[0] == 0 && g_arena_start + step[1] == at;
+  g_plan_next = recorded ? g_plan_next + 1 : g_plan_count;
 }
 
 /* Device memory: 1 when `bytes` more fit on the device (and takes them). The lock is held. */
@@ -249,6 +303,28 @@ EXPORT int hipmem_vcuda_configure(unsigned long long total_bytes,
   }
   pthread_mutex_unlock(&g_lock);
   return busy ? -1 : 0;
+}
+
+/* Where the coming cudaMalloc calls go (the recorded placement above): `count` pairs of
+   (size, offset), copied. Returns 0, or -1 while memory is in use or with no memory for it. */
+EXPORT int hipmem_vcuda_place(const unsigned long long* pairs, unsigned long long count) {
+  ensure_init();
+  pthread_mutex_lock(&g_lock);
+  int bad = g_committed_bytes != 0;
+  unsigned long long* plan = NULL;
+  if (!bad && count) {
+    plan = malloc(2 * count * sizeof *plan);
+    bad = plan == NULL;
+    if (plan) memcpy(plan, pairs, 2 * count * sizeof *plan);
+  }
+  if (!bad) {
+    free(g_plan);
+    g_plan = plan;
+    g_plan_count = count;
+    g_plan_next = 0;
+  }
+  pthread_mutex_unlock(&g_lock);
+  return bad ? -1 : 0;
 }
 
 EXPORT void hipmem_vcuda_state(HipmemVcudaState* out) {
@@ -380,7 +456,8 @@ EXPORT cudaError_t cudaMalloc(void** ptr, size_t size) {
   pthread_mutex_lock(&g_lock);
   uintptr_t at = 0;
   if (commit(bytes)) {
-    at = arena_take(bytes, g_granularity_bytes, RANGE_MALLOC);
+    at = plan_take(size, bytes);
+    if (!at) at = arena_take(bytes, g_granularity_bytes, RANGE_MALLOC);
     if (!at) g_committed_bytes -= bytes;
   }
   if (at) {
@@ -402,6 +479,7 @@ EXPORT cudaError_t cudaFree(void* ptr) {
   long index = arena_find((uintptr_t)ptr);
   int ok = index >= 0 && g_ranges[index].kind == RANGE_MALLOC;
   if (ok) {
+    plan_free((uintptr_t)ptr);
     g_committed_bytes -= g_ranges[index].size;
     g_asked_bytes -= g_ranges[index].asked;
     arena_drop((size_t)index);
