@@ -63,6 +63,7 @@ _API = {
     "replay": ("hipmem.replay.engine.run", "replay"),
     "ReplayOptions": ("hipmem.replay.engine.options", "ReplayOptions"),
     "parse_spec": ("hipmem.replay.engine.resources", "parse_spec"),
+    "find_capacities": ("hipmem.replay.capacity.capacities", "find_capacities"),
     "find_capacity": ("hipmem.replay.capacity.search", "find_capacity"),
     "fits": ("hipmem.replay.capacity.fits", "fits"),
     "recommend_allocator_settings": (
@@ -122,6 +123,7 @@ __all__ = [
     "explain",
     "fetch_rmm",
     "fetch_torch",
+    "find_capacities",
     "find_capacity",
     "fits",
     "fleet_client",
@@ -157,6 +159,7 @@ __all__ = [
 if TYPE_CHECKING:  # for type checkers and editors; at run time __getattr__ imports lazily
     from hipmem._core.byte_sizes import format_bytes, parse_bytes
     from hipmem._core.errors import HipmemError, UsageError
+    from hipmem.replay.capacity.capacities import find_capacities
     from hipmem.replay.capacity.fits import fits
     from hipmem.replay.capacity.search import find_capacity
     from hipmem.replay.engine.options import ReplayOptions

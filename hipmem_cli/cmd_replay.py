@@ -9,6 +9,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..replay.capacity.capacities import find_capacities
+from ..replay.capacity.search import CONFIRM_RUNS
 from ..replay.engine.options import ReplayOptions
 from ..replay.engine.preflight import Targets, preflight
 from ..replay.engine.program import ReplayProgram, build_program
@@ -20,7 +22,7 @@ from ..replay.logs.events import AllocationLog
 from ..replay.logs.loader import load_log
 from ..replay.pictures.plot import write_plot
 from . import output
-from .capacity_output import find_capacities
+from .capacity_output import render_capacities
 from .html_output import captured, check_html_option, write_html
 from .options import (
     DeviceMemoryOption,
@@ -164,7 +166,8 @@ def replay_command(
         Optional[int],  # noqa: UP045 - typer reads the annotation at runtime on Python 3.10
         typer.Option(
             "--confirm-runs",
-            help="With --find-capacity: replays the size found must pass again. [default: 2]",
+            help="With --find-capacity: replays the size found must pass again. "
+            f"[default: {CONFIRM_RUNS}]",
             min=0,
             metavar="N",
             show_default=False,
@@ -210,12 +213,14 @@ def replay_command(
     program = build_program(log)
     kept = captured() if html else contextlib.nullcontext(output.Captured())
     if capacity:
-        confirm = 2 if confirm_runs is None else confirm_runs
         with kept as printed:
-            every = find_capacities(log, program, specs, options, confirm, json_out, targets)
+            with output.progress("finding capacity") as bar:
+                found = find_capacities(log, specs, options, program=program, targets=targets,
+                                        confirm_runs=confirm_runs, progress=bar)  # fmt: skip
+            render_capacities(found, log, program, options, targets, json_out)
         if html:  # the search replays many sizes: the page draws the log's requested bytes
             _write_page(html, log, program, [], {}, printed)
-        if not every:
+        if not found.found:
             raise typer.Exit(1)
         return
     specs = _under_recorded_conditions(log, program, specs, options, targets)

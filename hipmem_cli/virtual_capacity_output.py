@@ -1,21 +1,18 @@
-"""`hipmem replay --find-capacity` on the virtual GPU: the search and its two tables.
+"""`hipmem replay --find-capacity` on the virtual GPU: its two tables.
 
 Per torch resource: the smallest device memory, the smallest memory fraction of the chosen
 device, then a "fits" table of the fits devices. Rendering only; the figures come from
-hipmem.replay.capacity.fits.
+hipmem.replay.capacity.capacities (`VirtualCapacity`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from ..replay.capacity.fits import Fit, find_virtual_capacity, fits
+from ..replay.capacity.capacities import VirtualCapacity
+from ..replay.capacity.fits import Fit
 from ..replay.capacity.result import CapacityResult, NoCapacityFound
 from ..replay.engine.options import ReplayOptions
 from ..replay.engine.preflight import Targets
 from ..replay.engine.program import ReplayProgram
-from ..replay.engine.resources import ResourceSpec
-from ..replay.logs.events import AllocationLog
 from ..replay.virtual.devices import FITS_DEVICES
 from . import output
 
@@ -26,63 +23,6 @@ CAPS_NOTE = (
     "map 2 MiB past the cap. Neither counts the memory a real GPU keeps for the CUDA/HIP "
     "context and the libraries of a running program (several hundred MiB): leave room for it."
 )
-
-
-@dataclass
-class VirtualCapacity:
-    """Both searches and the fits of one resource."""
-
-    spec: ResourceSpec
-    device: CapacityResult | NoCapacityFound
-    fraction: CapacityResult | NoCapacityFound
-    fits: list[Fit]
-
-    @property
-    def found(self) -> bool:
-        return isinstance(self.device, CapacityResult) and isinstance(self.fraction, CapacityResult)
-
-    def as_dict(self) -> dict[str, object]:
-        def one(result: CapacityResult | NoCapacityFound) -> object:
-            if isinstance(result, CapacityResult):
-                return result.as_dict()
-            return {"capacity_bytes": None, "error": str(result)}
-
-        return {
-            "resource": self.spec.label,
-            "device_memory": one(self.device),
-            "memory_fraction": one(self.fraction),
-            "fits": [fit.as_dict() for fit in self.fits],
-        }
-
-
-def search(
-    log: AllocationLog,
-    program: ReplayProgram,
-    specs: list[ResourceSpec],
-    options: ReplayOptions,
-    confirm_runs: int,
-    targets: Targets,
-) -> list[VirtualCapacity]:
-    """Run both searches and the fits for each resource, with a progress bar, each where the
-    preflight's `targets` say it replays."""
-    found: list[VirtualCapacity] = []
-    with output.progress("finding capacity on the virtual GPU") as bar:
-        for spec in specs:
-            target = targets.of(spec, options)
-            results: list[CapacityResult | NoCapacityFound] = []
-            for cap in ("device", "fraction"):
-                try:
-                    results.append(
-                        find_virtual_capacity(log, spec, options, cap=cap, program=program,
-                                              confirm_runs=confirm_runs, progress=bar,
-                                              target=target)
-                    )  # fmt: skip
-                except NoCapacityFound as err:
-                    results.append(err)
-            bar(0, None, f"{spec.label}: fits")
-            fitted = fits(log, spec, options, program=program, target=target)
-            found.append(VirtualCapacity(spec, results[0], results[1], fitted))
-    return found
 
 
 def render(

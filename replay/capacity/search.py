@@ -39,8 +39,11 @@ from .rmm_probes import Ahead, RmmProbes
 
 MIB = 1 << 20
 GROWTH_LIMIT = 64  # give up when even this many times the peak requested bytes fails
+CONFIRM_RUNS = 2  # the replays a size found must pass again, unless a caller says otherwise
 
-__all__ = ["CapacityResult", "NoCapacityFound", "Probe", "find_capacity", "sized_option"]
+__all__ = [
+    "CONFIRM_RUNS", "CapacityResult", "NoCapacityFound", "Probe", "find_capacity", "sized_option"
+]  # fmt: skip
 
 
 def sized_option(spec: ResourceSpec) -> str:
@@ -67,7 +70,7 @@ def find_capacity(
     *,
     program: ReplayProgram | None = None,
     resolution_bytes: int = MIB,
-    confirm_runs: int = 2,
+    confirm_runs: int = CONFIRM_RUNS,
     progress: ProgressCallback | None = None,
     cap: str = "device",
     target: ReplayTarget | None = None,
