@@ -31,9 +31,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hipmem.replay.pytorch.allocator import locate
-
 from benchmarks.bench_virtual_replay import SOURCE, _cpu, spread, tile_snapshot
+from hipmem.replay.pytorch.allocator import locate
 
 REPO = Path(__file__).resolve().parents[1]
 # One fresh process: load the snapshot, then time the grid alone with `jobs` processes.

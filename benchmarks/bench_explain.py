@@ -28,9 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hipmem.replay.pytorch.allocator import locate
-
 from benchmarks.bench_virtual_replay import SOURCE, _cpu, spread, tile_snapshot
+from hipmem.replay.pytorch.allocator import locate
 
 REPO = Path(__file__).resolve().parents[1]
 CAP_BYTES = 570_000_000  # train-default's defaults need 585,105,408 under a cap; expandable less

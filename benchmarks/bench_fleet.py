@@ -41,7 +41,6 @@ from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.resources import parse_spec
 from hipmem.replay.fleet.cluster import fleet_client, plan_local_cluster
 from hipmem.replay.fleet.run import FleetRequest, run_fleet
-
 from tests.fleet_logs import HEADER, REAL, read_rows, shifted, tiled, window
 
 GPU_SPECS = ("pool:initial=16GiB", "binning:initial=16GiB", "arena:size=16GiB", "async")

@@ -44,13 +44,13 @@ from hipmem.replay.logs.loader import load_log
 log = load_log([Path(sys.argv[1])])
 kind, page = sys.argv[2], Path(sys.argv[3])
 if kind == "replay":
-    from hipmem.replay.engine.run import replay
+    from hipmem.replay.engine.run import replay_log
     from hipmem.replay.engine.options import ReplayOptions
     from hipmem.replay.pictures.html_timeline import replay_figure
     from hipmem.replay.engine.program import build_program
     from hipmem.replay.engine.resources import parse_spec
     program = build_program(log)
-    report = replay(log, parse_spec("host"), ReplayOptions(backend="host", plot_samples=10_000),
+    report = replay_log(log, parse_spec("host"), ReplayOptions(backend="host", plot_samples=10_000),
                     program=program)
 else:
     from hipmem.replay.pictures.html_timeline import log_figure

@@ -308,7 +308,7 @@ def child(
         backend=backend, threads="single", streams="default", repeats=repeats
     )
     usage_before = _process_usage()
-    report = engine.replay(log, parse_spec(spec_text), options, program=program)
+    report = engine.replay_log(log, parse_spec(spec_text), options, program=program)
     usage_after = _process_usage()
     if report.outcome != "completed" or report.failure_count:
         raise SystemExit(f"{spec_text}: {report.outcome}, {report.failure_count} refused")
@@ -317,7 +317,7 @@ def child(
     first["timed_pass_wall_ns"] = report.timed_pass_wall_ns
     later = []
     for _ in range(replays - 1):
-        again = engine.replay(log, parse_spec(spec_text), options, program=program)
+        again = engine.replay_log(log, parse_spec(spec_text), options, program=program)
         later.append(
             {
                 "pass_windows_ns": pass_windows(again, seen["entered_ns"]),
@@ -445,9 +445,8 @@ def floor_source(shared_source: Path) -> str:
 
 def build_floor(shared_source: Path, work: Path) -> Path:
     """The floor, built in `work`, or the one an earlier run built there from the same source."""
-    from hipmem.replay.engine import native
-
     from benchmarks.bench_replay import build_floor as build
+    from hipmem.replay.engine import native
 
     work.mkdir(parents=True, exist_ok=True)
     source, binary = work / "replay_floor.cu", work / "replay_floor"

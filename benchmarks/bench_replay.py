@@ -38,7 +38,7 @@ from hipmem.replay.engine import native
 from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.program import build_program
 from hipmem.replay.engine.resources import parse_spec
-from hipmem.replay.engine.run import replay
+from hipmem.replay.engine.run import replay_log
 from hipmem.replay.logs.loader import load_log
 
 # The floor's resources, as hipmem specs with the floor's settings (16 GiB pools and arena).
@@ -174,7 +174,7 @@ def main() -> None:
                 floor_rates.pop(resource, None)
                 continue
             runs = {
-                mode: replay(log, parse_spec(text), options, program=program)
+                mode: replay_log(log, parse_spec(text), options, program=program)
                 for mode, options in MODES.items()
                 if mode != "logged_streams" or len(program.streams) > 1
             }

@@ -7,7 +7,7 @@ from `--shared`, and a long one: gpt tiled `--long-copies` times, each copy free
 left live) and each resource as RMM's benchmark builds it (`pool` grown from 0, `binning` with
 bins 2^18..2^22 over such a pool, `arena` of RMM's default size), it measures, side by side:
 
-- hipmem: `replay(..., ReplayOptions(backend="cuda", streams="default", repeats=PASSES))`,
+- hipmem: `replay_log(..., ReplayOptions(backend="cuda", streams="default", repeats=PASSES))`,
   i.e. `hipmem replay LOG -r RES --streams default --repeats PASSES`; one repetition is one
   such replay (a fresh resource, the best of PASSES passes: its `wall_ns`);
 - the reference, `benchmarks/replay_threaded_reference.cu`, built here against the same librmm:
@@ -67,9 +67,8 @@ from hipmem.replay.engine import native
 from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.program import build_program
 from hipmem.replay.engine.resources import parse_spec
-from hipmem.replay.engine.run import replay
+from hipmem.replay.engine.run import replay_log
 from hipmem.replay.logs.loader import load_log
-
 from tests.fleet_logs import HEADER, read_rows, tiled, write_log
 
 RESOURCES = ("pool", "binning", "arena")
@@ -274,7 +273,7 @@ def run_hipmem(log: Any, program: Any, spec: str, mode: tuple[str, str], passes:
     options = ReplayOptions(backend="cuda", threads=threads, streams=streams, repeats=passes)
     walls = []
     for _ in range(reps):
-        report = replay(log, parse_spec(spec), options, program=program)
+        report = replay_log(log, parse_spec(spec), options, program=program)
         assert report.outcome == "completed" and report.failure_count == 0, report.outcome
         walls.append(report.wall_ns / 1e6)
     return walls

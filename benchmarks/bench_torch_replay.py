@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.program import build_program, program_arrays
 from hipmem.replay.engine.resources import parse_spec
-from hipmem.replay.engine.run import replay
+from hipmem.replay.engine.run import replay_log
 from hipmem.replay.logs.events import AllocationLog
 from hipmem.replay.logs.loader import load_log
 
@@ -44,6 +44,7 @@ RMM_SPECS = ("pool:initial=16GiB", "binning:initial=16GiB", "arena:size=16GiB", 
 def _plain_child(source: str) -> None:
     """In a fresh process: the bare loop, best of N passes; prints ns."""
     import torch
+
     from hipmem.replay.pytorch.worker import load_extension
 
     torch.cuda.set_device(0)  # initialises CUDA and the caching allocator, as the worker does
@@ -89,7 +90,7 @@ def fidelity() -> None:
     print(f"{'snapshot':<18} {'recorded':>14} {'settings=recorded':>18}  trace")
     for path in sorted(SNAPSHOTS.glob("*.pickle.gz")):
         log = load_log(path)
-        report = replay(log, parse_spec("torch:settings=recorded"))
+        report = replay_log(log, parse_spec("torch:settings=recorded"))
         recorded = sum(r.peak_reserved_bytes for r in log.recordings)
         partial = sum(r.pre_recording_allocations for r in log.recordings)
         trace = f"partial ({partial} allocations before recording)" if partial else "complete"
@@ -117,10 +118,10 @@ def main() -> None:
         plain_ns, torch_ns = [], []
         for _ in range(args.rounds):  # alternated, so drift on the machine hits both alike
             plain_ns.append(plain_loop_ns(log, args.repeats, ""))
-            torch_ns.append(replay(log, parse_spec("torch"), options).wall_ns)
+            torch_ns.append(replay_log(log, parse_spec("torch"), options).wall_ns)
         figures = {"torch plain loop": min(plain_ns), "torch": min(torch_ns)}
         for spec in RMM_SPECS if args.rmm else ():
-            figures[spec] = replay(log, parse_spec(spec), options).wall_ns
+            figures[spec] = replay_log(log, parse_spec(spec), options).wall_ns
         for resource, wall_ns in figures.items():
             rate, ratio = events / wall_ns * 1e3, figures["torch plain loop"] / wall_ns
             print(f"{name:<18} {events:>8,} {resource:<22} {rate:>10.2f} {ratio:>8.2f}")

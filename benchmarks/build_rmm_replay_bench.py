@@ -29,9 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hipmem.replay.engine import native
-
 from hipmem._core.cache_root import cache_dir
+from hipmem.replay.engine import native
 
 RMM_COMMIT = "0059816216e838bfbf3146461e5139bebe3cc664"
 WHEELS = ("librmm-cu13==26.4.0", "rapids-logger==0.2.3")

@@ -21,7 +21,7 @@ from hipmem.replay.capacity.search import find_capacity
 from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.program import build_program
 from hipmem.replay.engine.resources import parse_spec
-from hipmem.replay.engine.run import replay
+from hipmem.replay.engine.run import replay_log
 from hipmem.replay.logs.loader import load_log
 
 MODES = (("logged", "logged"), ("single", "logged"), ("single", "default"))
@@ -43,7 +43,7 @@ def main() -> None:
             found = find_capacity(log, parse_spec(args.spec), options, program=program)
             sized = parse_spec(found.sized_spec)
             failing = sum(
-                replay(log, sized, options, program=program).failure_count > 0
+                replay_log(log, sized, options, program=program).failure_count > 0
                 for _ in range(args.replays)
             )
             print(

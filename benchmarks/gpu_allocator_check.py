@@ -33,7 +33,7 @@ if importlib.util.find_spec("platformdirs") is None:  # the GPU machine's Python
     os.environ.setdefault("HIPMEM_CACHE_DIR", str(Path.home() / ".cache" / "hipmem"))
 
 from hipmem.replay.engine.options import ReplayOptions
-from hipmem.replay.engine.run import replay
+from hipmem.replay.engine.run import replay_log
 from hipmem.replay.settings.candidate import Candidate
 from hipmem.replay.settings.recommend import recommend_allocator_settings
 from hipmem.replay.virtual.devices import find_device
@@ -107,7 +107,7 @@ def _compare(
     name: str, candidate: Candidate, recommended: bool, advice: Any, options: ReplayOptions
 ) -> dict[str, Any]:
     workload = advice.workloads[0]
-    on_gpu = replay(workload.log, candidate.spec, options, program=workload.program)
+    on_gpu = replay_log(workload.log, candidate.spec, options, program=workload.program)
     promised = candidate.peak_reserved_bytes
     return {
         "snapshot": name,

@@ -49,7 +49,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from hipmem.replay.capacity.search import NoCapacityFound, _bisect, _sized, sized_option  # noqa: E402
+from hipmem._core.bisection import NothingHolds, least_holding_above  # noqa: E402
+from hipmem.replay.capacity.search import _sized, sized_option  # noqa: E402
 from hipmem.replay.engine.program import build_program  # noqa: E402
 from hipmem.replay.engine.resources import ResourceSpec, parse_spec  # noqa: E402
 from hipmem.replay.logs.loader import load_log  # noqa: E402
@@ -131,8 +132,8 @@ def capacity(side: Side, spec: ResourceSpec, device_bytes: int, peak: int) -> in
 
     failing = (max(peak, 1) - 1) // MiB * MiB
     try:
-        return _bisect(replays, failing, max(peak, 1), MiB, spec.label)
-    except NoCapacityFound:
+        return least_holding_above(replays, failing, max(peak, 1), MiB)
+    except NothingHolds:
         return None
 
 

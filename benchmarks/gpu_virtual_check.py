@@ -35,7 +35,7 @@ from hipmem.replay.capacity.search import find_capacity
 from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.program import build_program
 from hipmem.replay.engine.resources import parse_spec
-from hipmem.replay.engine.run import replay
+from hipmem.replay.engine.run import replay_log
 from hipmem.replay.logs.loader import load_log
 from hipmem.replay.pytorch.allocator import locate
 from hipmem.replay.virtual.devices import find_device
@@ -96,8 +96,8 @@ def main() -> None:
         program = build_program(log)
         for text in SETTINGS:
             spec = parse_spec(_spec(text, program.peak_requested_bytes))
-            on_gpu = replay(log, spec, gpu_options, program=program)
-            virtual = replay(log, spec, virtual_options, program=program)
+            on_gpu = replay_log(log, spec, gpu_options, program=program)
+            virtual = replay_log(log, spec, virtual_options, program=program)
             row = {
                 "snapshot": name,
                 "spec": spec.label,

@@ -23,11 +23,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hipmem.replay.engine import native
-from hipmem.replay.engine.program import ReplayProgram, build_program
-from hipmem.replay.logs.events import AllocationLog
-from hipmem.replay.logs.loader import load_log
-
 from benchmarks.bench_threaded_replay import (
     MODES,
     RESOURCES,
@@ -37,6 +32,10 @@ from benchmarks.bench_threaded_replay import (
     per_event_ns,
     sequence_handoff,
 )
+from hipmem.replay.engine import native
+from hipmem.replay.engine.program import ReplayProgram, build_program
+from hipmem.replay.logs.events import AllocationLog
+from hipmem.replay.logs.loader import load_log
 from tests.fleet_logs import read_rows, write_log
 
 THREADED = ("threads=logged streams=default", "threads=logged streams=logged")

@@ -12,7 +12,7 @@ Everything is imported on first use, so `import hipmem` stays cheap (the CLI rel
     print(hipmem.recommend(result).rocblas_device_memory_size_bytes)
 
     log = hipmem.load_log("run.csv.gz")
-    report = hipmem.replay(log, hipmem.parse_spec("pool"))
+    report = hipmem.replay_log(log, hipmem.parse_spec("pool"))
 
 The implementation lives in the `sizing` and `replay` packages; this module only names the
 supported entry points. Every error raised is a `hipmem.HipmemError` with an `exit_code`.
@@ -21,14 +21,7 @@ supported entry points. Every error raised is a `hipmem.HipmemError` with an `ex
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from hipmem._core.package_folders import find_parts_beside
-
-# In a checkout that Python found first (the working folder of `python -c`), the parts are
-# folders beside this one: hipmem/_core/package_folders.py says why.
-find_parts_beside(Path(__file__).parent)
 
 # name -> (module, attribute)
 _API = {
@@ -49,23 +42,27 @@ _API = {
     "plan_sweep": ("hipmem.sizing.sweeps.plan", "plan_sweep"),
     "parse_sweep": ("hipmem.sizing.sweeps.range", "parse_sweep"),
     "read_call_log": ("hipmem.sizing.calls.logs", "read_call_log"),
-    "size_matmuls": ("hipmem.sizing.hipblaslt.matmul", "size_matmul_specs"),
-    "recommended_hipblaslt_kib": ("hipmem.sizing.hipblaslt.matmul", "recommended_kib"),
+    "size_matmul_specs": ("hipmem.sizing.hipblaslt.matmul", "size_matmul_specs"),
+    "recommended_hipblaslt_kib": ("hipmem.sizing.hipblaslt.matmul", "recommended_hipblaslt_kib"),
     "record_call_logs": ("hipmem.sizing.calls.log_recorder", "record_call_logs"),
     "recommend": ("hipmem.sizing.recommend", "recommend"),
     "Recommendation": ("hipmem.sizing.recommend", "Recommendation"),
     "read_setting": ("hipmem.sizing.workspace_check", "read_setting"),
+    "read_environment_setting": ("hipmem.sizing.workspace_check", "read_environment_setting"),
     "check": ("hipmem.sizing.workspace_check", "check"),
     # replay
     "load_log": ("hipmem.replay.logs.loader", "load_log"),
     "AllocationLog": ("hipmem.replay.logs.events", "AllocationLog"),
     "analyze": ("hipmem.replay.logs.analysis", "analyze"),
-    "replay": ("hipmem.replay.engine.run", "replay"),
+    "replay_log": ("hipmem.replay.engine.run", "replay_log"),
+    "load_job": ("hipmem.replay.job", "load_job"),
+    "replay_job": ("hipmem.replay.job", "replay_job"),
+    "ReplayJob": ("hipmem.replay.job", "ReplayJob"),
     "ReplayOptions": ("hipmem.replay.engine.options", "ReplayOptions"),
     "parse_spec": ("hipmem.replay.engine.resources", "parse_spec"),
     "find_capacities": ("hipmem.replay.capacity.capacities", "find_capacities"),
     "find_capacity": ("hipmem.replay.capacity.search", "find_capacity"),
-    "fits": ("hipmem.replay.capacity.fits", "fits"),
+    "fits_table": ("hipmem.replay.capacity.fits", "fits_table"),
     "recommend_allocator_settings": (
         "hipmem.replay.settings.recommend",
         "recommend_allocator_settings",
@@ -73,6 +70,8 @@ _API = {
     "AllocatorRecommendation": ("hipmem.replay.settings.recommend", "AllocatorRecommendation"),
     "check_allocator_settings": ("hipmem.replay.settings.check", "check_allocator_settings"),
     "AllocatorCheck": ("hipmem.replay.settings.check", "AllocatorCheck"),
+    "settings_to_check": ("hipmem.replay.explain.variables", "settings_to_check"),
+    "CheckedSettings": ("hipmem.replay.explain.variables", "CheckedSettings"),
     "write_allocator_plot": ("hipmem.replay.settings.plot", "write_allocator_plot"),
     "explain": ("hipmem.replay.explain.explanation", "explain"),
     "Explanation": ("hipmem.replay.explain.explanation", "Explanation"),
@@ -88,7 +87,7 @@ _API = {
     "FleetRequest": ("hipmem.replay.fleet.run", "FleetRequest"),
     "run_fleet": ("hipmem.replay.fleet.run", "run_fleet"),
     "fleet_client": ("hipmem.replay.fleet.cluster", "fleet_client"),
-    "summarize_fleet": ("hipmem.replay.fleet.summary", "summarize"),
+    "summarize_fleet": ("hipmem.replay.fleet.summary", "summarize_fleet"),
     # shared
     "HipmemError": ("hipmem._core.errors", "HipmemError"),
     "UsageError": ("hipmem._core.errors", "UsageError"),
@@ -101,6 +100,7 @@ __all__ = [
     "AllocatorCheck",
     "AllocatorRecommendation",
     "CallResult",
+    "CheckedSettings",
     "Explanation",
     "FleetRequest",
     "HipmemError",
@@ -108,6 +108,7 @@ __all__ = [
     "Recommendation",
     "RecordRequest",
     "Recording",
+    "ReplayJob",
     "ReplayOptions",
     "SessionResult",
     "SizingAnswer",
@@ -125,9 +126,10 @@ __all__ = [
     "fetch_torch",
     "find_capacities",
     "find_capacity",
-    "fits",
+    "fits_table",
     "fleet_client",
     "format_bytes",
+    "load_job",
     "load_log",
     "parse_bytes",
     "parse_call",
@@ -136,6 +138,7 @@ __all__ = [
     "parse_variation",
     "plan_sweep",
     "read_call_log",
+    "read_environment_setting",
     "read_setting",
     "read_workload",
     "read_workload_entries",
@@ -145,10 +148,12 @@ __all__ = [
     "record",
     "record_call_logs",
     "record_varied",
-    "replay",
+    "replay_job",
+    "replay_log",
     "run_fleet",
+    "settings_to_check",
     "size_calls",
-    "size_matmuls",
+    "size_matmul_specs",
     "size_request",
     "summarize_fleet",
     "write_allocator_plot",
@@ -160,16 +165,18 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time __getattr__ impo
     from hipmem._core.byte_sizes import format_bytes, parse_bytes
     from hipmem._core.errors import HipmemError, UsageError
     from hipmem.replay.capacity.capacities import find_capacities
-    from hipmem.replay.capacity.fits import fits
+    from hipmem.replay.capacity.fits import fits_table
     from hipmem.replay.capacity.search import find_capacity
     from hipmem.replay.engine.options import ReplayOptions
     from hipmem.replay.engine.resources import parse_spec
-    from hipmem.replay.engine.run import replay
+    from hipmem.replay.engine.run import replay_log
     from hipmem.replay.explain.explanation import Explanation, explain
     from hipmem.replay.explain.plot import write_state_plot
+    from hipmem.replay.explain.variables import CheckedSettings, settings_to_check
     from hipmem.replay.fleet.cluster import fleet_client
     from hipmem.replay.fleet.run import FleetRequest, run_fleet
-    from hipmem.replay.fleet.summary import summarize as summarize_fleet
+    from hipmem.replay.fleet.summary import summarize_fleet
+    from hipmem.replay.job import ReplayJob, load_job, replay_job
     from hipmem.replay.logs.analysis import analyze
     from hipmem.replay.logs.events import AllocationLog
     from hipmem.replay.logs.loader import load_log
@@ -189,8 +196,7 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time __getattr__ impo
     from hipmem.sizing.calls.result import CallResult
     from hipmem.sizing.calls.spec import parse_call
     from hipmem.sizing.calls.workload_file import read_workload, read_workload_entries
-    from hipmem.sizing.hipblaslt.matmul import recommended_kib as recommended_hipblaslt_kib
-    from hipmem.sizing.hipblaslt.matmul import size_matmul_specs as size_matmuls
+    from hipmem.sizing.hipblaslt.matmul import recommended_hipblaslt_kib, size_matmul_specs
     from hipmem.sizing.minimum import Minimum
     from hipmem.sizing.recommend import Recommendation, recommend
     from hipmem.sizing.request import SizingAnswer, SizingRequest, size_request
@@ -198,7 +204,7 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time __getattr__ impo
     from hipmem.sizing.sweeps.plan import SweptCall, plan_sweep
     from hipmem.sizing.sweeps.range import parse_sweep
     from hipmem.sizing.sweeps.result import SweepResult
-    from hipmem.sizing.workspace_check import check, read_setting
+    from hipmem.sizing.workspace_check import check, read_environment_setting, read_setting
 
 
 def __getattr__(name: str) -> Any:
@@ -213,8 +219,6 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'hipmem' has no attribute {name!r}")
     module, attribute = _API[name]
     value = getattr(importlib.import_module(module), attribute)
-    if name == "replay":  # the package, callable as the function (see replay/__init__)
-        value = importlib.import_module("hipmem.replay")
     globals()[name] = value
     return value
 

@@ -187,9 +187,10 @@ def render_no_fit(advice: AllocatorRecommendation) -> str:
     )
 
 
-def render_check(check: AllocatorCheck, source: str) -> None:
-    """`ok ...` on stdout, or `FAIL ...` naming the first refused allocation, then notes.
-    `source`: where the setting string came from (`--alloc-conf`, `$PYTORCH_CUDA_ALLOC_CONF`)."""
+def render_check(check: AllocatorCheck) -> None:
+    """`ok ...` on stdout, or `FAIL ...` naming the first refused allocation, then notes; the
+    setting string named by where it came from (`--alloc-conf`, `$PYTORCH_CUDA_ALLOC_CONF`)."""
+    source = check.source
     shown = f"{source} '{check.settings}'" if check.settings else f"{source}: PyTorch's defaults"
     on = device_text(check.device)
     found = check.inferred

@@ -10,8 +10,6 @@ other (sizing renders the formats, replay finds the settings).
 from __future__ import annotations
 
 import contextlib
-import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -27,13 +25,16 @@ from .html_output import captured, check_html_option, write_html
 from .options import check_plot_option, memory_bytes
 
 if TYPE_CHECKING:
+    from ..replay.explain.variables import CheckedSettings
     from ..replay.settings.recommend import AllocatorRecommendation
 
 # The replay library (pandas, numpy) is imported when a snapshot is replayed, not when
 # `hipmem recommend` starts for calls alone.
 
 
-class Target(str, Enum):
+class TorchBuild(str, Enum):
+    """`--for`: the PyTorch build the settings are written for."""
+
     rocm = "rocm"
     cuda = "cuda"
     both = "both"
@@ -58,7 +59,7 @@ class Request:
     """The allocator options of one `recommend`, checked."""
 
     snapshots: list[Path]
-    target: str
+    torch_build: str
     device: str | None
     device_memory_bytes: int | None
     torch: str | None
@@ -72,7 +73,7 @@ class Request:
     @staticmethod
     def of(
         snapshots: list[Path] | None,
-        target: Target,
+        torch_build: TorchBuild,
         device: str | None,
         device_memory: str | None,
         torch: str | None,
@@ -87,7 +88,7 @@ class Request:
         an option that changes nothing is a mistake worth saying)."""
         if not snapshots:
             given = [flag for flag, value in (
-                ("--for", target is not Target.both), ("--device-memory", device_memory),
+                ("--for", torch_build is not TorchBuild.both), ("--device-memory", device_memory),
                 ("--torch", torch), ("--capacity", capacity is not Capacity.all),
                 ("--plot", plot), ("--allow-cap", allow_cap), ("--html", html))
                 if value]  # fmt: skip
@@ -100,7 +101,7 @@ class Request:
         memory = _device_memory(device_memory)
         request = Request(
             snapshots=list(snapshots),
-            target=target.value,
+            torch_build=torch_build.value,
             # --device names the virtual GPU unless --device-memory does: with calls as well,
             # --device is then the sizing device alone (an MI210 is not a virtual GPU preset).
             device=device if memory is None else None,
@@ -137,14 +138,14 @@ class Request:
                 accept_skipped=self.accept_skipped,
                 strict=self.strict,
                 progress=bar,
-                rocm=self.target in ("rocm", "both"),
+                rocm=self.torch_build in ("rocm", "both"),
             )
         say_accepted(advice.skipped)
         for note in advice.release_notes:
             output.warning(note)
         if advice.inferred is not None:
             output.info(advice.inferred.sentence(cap_option=False))
-        for warning in environment_warnings(self.target):
+        for warning in advice.environment_warnings(self.torch_build):
             output.warning(warning)
         shown = chosen_format is None and output.stdout_is_terminal()
         # The page has the tables a terminal shows, whatever stdout is.
@@ -164,7 +165,7 @@ class Request:
 
             write_allocator_plot(self.plot, advice)
             output.written("plot", self.plot)
-        return Emitted(advice.variables(self.target), {"allocator_settings": advice.as_dict()},
+        return Emitted(advice.variables(self.torch_build), {"allocator_settings": advice.as_dict()},
                        _comment(advice))  # fmt: skip
 
 
@@ -211,45 +212,19 @@ def _comment(advice: AllocatorRecommendation) -> str:
     )
 
 
-def environment_warnings(target: str, environ: Mapping[str, str] | None = None) -> list[str]:
-    """A variable already set that a ROCm build would read instead of the one emitted
-    (docs/allocator-settings.md, "Which variable PyTorch reads")."""
-    environ = os.environ if environ is None else environ
-    found = []
-    if target == "rocm" and "PYTORCH_CUDA_ALLOC_CONF" in environ:
-        found.append(
-            "PYTORCH_CUDA_ALLOC_CONF is set: a ROCm build of PyTorch reads it before "
-            "PYTORCH_HIP_ALLOC_CONF (even empty); unset it, or use --for both"
-        )
-    if "PYTORCH_ALLOC_CONF" in environ:
-        found.append(
-            "PYTORCH_ALLOC_CONF is set: PyTorch 2.11 reads it only when none of the variables "
-            "below is set, and 2.9 never; the settings are not merged"
-        )
-    return found
-
-
-# The variables a setting string is read from when no --alloc-conf is given, in the order a
-# ROCm build of PyTorch 2.11 reads them; when more than one is set they must agree, since
-# builds and versions read different ones (a CUDA build never reads the HIP one, 2.9 never
-# reads PYTORCH_ALLOC_CONF).
-CHECKED_VARIABLES = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
-
-
 @dataclass
 class CheckRequest:
     """The allocator options of one `check`, checked."""
 
     snapshots: list[Path]
-    settings: str
-    source: str  # where the settings came from, as the verdict names it
+    chosen: CheckedSettings  # the setting string and where it came from (--alloc-conf, ...)
     device: str | None
     device_memory_bytes: int | None
     torch: str | None
     accept_skipped: bool = False
     strict: bool = False
     result_dict: dict[str, object] = field(default_factory=dict)
-    failed_snapshots: list[Path] = field(default_factory=list)
+    refused_snapshot: Path | None = None  # the first snapshot refused a request
 
     @staticmethod
     def of(
@@ -260,7 +235,6 @@ class CheckRequest:
         torch: str | None,
         accept_skipped: bool = False,
         strict: bool = False,
-        environ: Mapping[str, str] | None = None,
     ) -> CheckRequest | None:
         if not snapshots:
             given = [flag for flag, value in (("--alloc-conf", alloc_conf),
@@ -269,11 +243,13 @@ class CheckRequest:
                 raise ReplayUsageError(f"{given[0]} is about PyTorch's allocator settings: "
                                        "give --from-snapshot FILE too")  # fmt: skip
             return None
-        environ = os.environ if environ is None else environ
-        settings, source = _settings_to_check(alloc_conf, environ)
+        from ..replay.explain.variables import settings_to_check
+
+        # Chosen before any work: variables that disagree are refused before calls are sized.
+        chosen = settings_to_check(alloc_conf)
         memory = _device_memory(device_memory)
-        return CheckRequest(list(snapshots), settings, source, device, memory, torch,
-                            accept_skipped, strict)  # fmt: skip
+        return CheckRequest(list(snapshots), chosen, device, memory, torch, accept_skipped,
+                            strict)  # fmt: skip
 
     def run(self, json_only: bool) -> bool:
         """Replay, say the verdict (or print the JSON), and whether every snapshot fits."""
@@ -282,7 +258,7 @@ class CheckRequest:
 
         with output.progress("checking snapshots"):
             found = check_allocator_settings(
-                self.snapshots, self.settings, device=self.device,
+                self.snapshots, self.chosen, device=self.device,
                 device_memory_bytes=self.device_memory_bytes, torch_version=self.torch,
                 accept_skipped=self.accept_skipped, strict=self.strict,
             )  # fmt: skip
@@ -291,13 +267,13 @@ class CheckRequest:
             output.warning(note)
         if found.inferred is not None:
             output.info(found.inferred.sentence(cap_option=False))
-        self.result_dict = {"source": self.source, **found.as_dict()}
-        refused = [v.snapshot for v in found.verdicts if not v.fits]
-        self.failed_snapshots = [Path(name.rpartition("#dev")[0] or name) for name in refused]
+        self.result_dict = found.as_dict()
+        failed = found.first_failure
+        self.refused_snapshot = None if failed is None else failed.path
         if json_only:
             output.print_json({"allocator_settings": self.result_dict})
         else:
-            allocator_output.render_check(found, self.source)
+            allocator_output.render_check(found)
         return found.fits
 
 
@@ -306,31 +282,14 @@ def explain_failure(gate: CheckRequest) -> None:
     from ..replay.explain.explanation import explain
     from .explain_output import render_explanation, render_inferred
 
-    refused = next((name for name in gate.failed_snapshots), None)
+    refused = gate.refused_snapshot
     if refused is None:
         return
     memory = gate.device_memory_bytes
     with output.progress("explaining") as report:
         found = explain(refused, device=gate.device if memory is None else None,
                         device_memory_bytes=memory, torch_version=gate.torch,
-                        settings=gate.settings, torch_build="rocm", progress=report)  # fmt: skip
+                        settings=gate.chosen.settings, torch_build="rocm",
+                        progress=report)  # fmt: skip
     render_inferred(found)
     render_explanation(found)
-
-
-def _settings_to_check(alloc_conf: str | None, environ: Mapping[str, str]) -> tuple[str, str]:
-    """(settings, where they came from): --alloc-conf, else the variables that are set."""
-    from hipmem._core.alloc_conf import check_alloc_conf
-
-    if alloc_conf is not None:
-        return check_alloc_conf(alloc_conf, parameter="alloc_conf"), "--alloc-conf"
-    found = {name: environ[name] for name in CHECKED_VARIABLES if name in environ}
-    if len(set(found.values())) > 1:
-        raise ReplayUsageError(
-            f"{' and '.join(found)} are set to different settings, and PyTorch's builds and "
-            "versions read different ones (`hipmem docs allocator-settings`): give --alloc-conf"
-        )
-    if not found:
-        return "", "no PYTORCH_*_ALLOC_CONF set"
-    name, value = next(iter(found.items()))
-    return check_alloc_conf(value, parameter=name), f"${name}"

@@ -32,10 +32,11 @@ def render_capacities(
         return
     if found.resources:
         _print_capacities(found, program, options, targets)
-        rmm_fits = [(r.spec.label, r.fits) for r in found.resources if r.fits is not None]
+        rmm_fits = [(r.spec.label, r.fits_table) for r in found.resources
+                    if r.fits_table is not None]  # fmt: skip
         if rmm_fits:
             virtual_capacity_output.render_fits(rmm_fits)
-            on_virtual = next(r.spec for r in found.resources if r.fits is not None)
+            on_virtual = next(r.spec for r in found.resources if r.fits_table is not None)
             target = targets.of(on_virtual, options)
             assert target.rmm is not None and target.device is not None
             labels = ", ".join(label for label, _ in rmm_fits)

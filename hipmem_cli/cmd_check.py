@@ -5,7 +5,6 @@ allocator settings replay its memory snapshots? It sizes the same call sources a
 
 from __future__ import annotations
 
-import os
 from typing import Annotated, Optional
 
 import typer
@@ -13,7 +12,13 @@ import typer
 from hipmem._core.errors import UsageError
 
 from ..sizing.request import SizingRequest, size_request
-from ..sizing.workspace_check import VARIABLE, check, read_pytorch_config, read_setting
+from ..sizing.workspace_check import (
+    VARIABLE,
+    check,
+    read_environment_setting,
+    read_pytorch_config,
+    read_setting,
+)
 from . import allocator_recommend, hipblaslt_output, output, sized_calls
 from .options import (
     MAX_POINTS_DEFAULT_TEXT,
@@ -147,7 +152,7 @@ def check_command(
     elif value is not None:
         setting = read_setting(value, source="--value")
     else:
-        setting = read_setting(os.environ.get(VARIABLE), source=f"${VARIABLE}")
+        setting = read_environment_setting()
     request = SizingRequest(
         calls=calls or [], from_logs=from_log or [], workloads=workload or [], strict=strict,
         accept_skipped=accept_skipped, sweeps=sweep or [], max_points=max_points,

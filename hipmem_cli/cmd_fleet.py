@@ -10,6 +10,7 @@ import typer
 from hipmem._core.plot_files import check_plot_path
 from hipmem._core.skipped_input import SHOWN_PLACES, skipped_json
 
+from ..replay.capacity.confirmation import CONFIRM_RUNS
 from ..replay.engine.backends import is_host_spec
 from ..replay.engine.options import ReplayOptions
 from ..replay.engine.resources import parse_spec
@@ -29,7 +30,7 @@ from ..replay.fleet.run import (
     find_fleet_logs,
     run_fleet,
 )
-from ..replay.fleet.summary import ResourceSummary, Spread, summarize
+from ..replay.fleet.summary import ResourceSummary, Spread, summarize_fleet
 from . import output
 from .options import (
     DeviceMemoryOption,
@@ -77,7 +78,7 @@ def fleet_command(
     ] = False,
     confirm_runs: Annotated[
         int, typer.Option("--confirm-runs", help="With --find-capacity: replays to confirm.", min=0)
-    ] = 2,
+    ] = CONFIRM_RUNS,
     scheduler: Annotated[
         Optional[str],  # noqa: UP045 - typer reads the annotation at runtime on Python 3.10
         typer.Option(help="Dask scheduler address (tcp://host:8786); default: a local cluster."),
@@ -181,7 +182,7 @@ def fleet_command(
             run = run_fleet(client, request, results_file, progress=bar)
     _say_unused(run)
     names = [spec.label for spec in specs]
-    summaries = summarize(run.records, names)
+    summaries = summarize_fleet(run.records, names)
     if plot is not None:
         from ..replay.fleet.plot import write_fleet_plot
 

@@ -126,15 +126,15 @@ def recommend_command(
     max_points: MaxPointsOption = MAX_POINTS_DEFAULT_TEXT,
     minimum: MinimumOption = False,
     from_snapshot: FromSnapshotOption = None,
-    target: Annotated[
-        allocator_recommend.Target,
+    torch_build: Annotated[
+        allocator_recommend.TorchBuild,
         typer.Option(
             "--for",
             help="With --from-snapshot: the PyTorch build the settings are for: rocm "
             "(PYTORCH_HIP_ALLOC_CONF), cuda (PYTORCH_CUDA_ALLOC_CONF) or both (a ROCm build "
             "reads either).",
         ),
-    ] = allocator_recommend.Target.both,
+    ] = allocator_recommend.TorchBuild.both,
     device_memory: DeviceMemoryOption = None,
     torch: TorchVersionOption = None,
     capacity: Annotated[
@@ -171,7 +171,7 @@ def recommend_command(
     if chosen == "github":  # the files it appends to, before any work
         env_formats.check_github_files()
     allocator_request = allocator_recommend.Request.of(
-        from_snapshot, target, device, device_memory, torch, capacity, plot, allow_cap, html,
+        from_snapshot, torch_build, device, device_memory, torch, capacity, plot, allow_cap, html,
         accept_skipped, strict,
     )  # fmt: skip
     if allocator_request is not None and not (calls or from_log or workload or sweep):

@@ -145,7 +145,7 @@ def as_dict(done: Recording) -> dict[str, object]:
         "max_rss_bytes": done.max_rss_bytes,
         "unseen": list(done.unseen),
         "applied": list(done.applied),
-        "fits": [fit.as_dict() for fit in done.fits],
+        "fits": [fit.as_dict() for fit in done.fits_table],
     }
 
 
@@ -257,8 +257,8 @@ def render(done: Recording) -> None:
         output.note(f"{done.device_reads:,} device values read back as zeros; first at: {sites}")
     _say_applied(done)
     output.note("Not seen: " + "; ".join(done.unseen) + ".")
-    if done.fits:
-        render_fits([("torch:settings=recorded", list(done.fits))])
+    if done.fits_table:
+        render_fits([("torch:settings=recorded", list(done.fits_table))])
     if done.snapshot is None:
         output.note("give -o SNAPSHOT to keep the snapshot (replay, explain and recommend read it)")
     else:

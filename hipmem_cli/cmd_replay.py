@@ -10,16 +10,14 @@ from typing import Annotated, Optional
 import typer
 
 from ..replay.capacity.capacities import find_capacities
-from ..replay.capacity.search import CONFIRM_RUNS
+from ..replay.capacity.confirmation import CONFIRM_RUNS
 from ..replay.engine.options import ReplayOptions
-from ..replay.engine.preflight import Targets, preflight
-from ..replay.engine.program import ReplayProgram, build_program
-from ..replay.engine.releases import replay_releases
-from ..replay.engine.report import ReplayReport, recorded_figures
-from ..replay.engine.resources import ResourceSpec, parse_spec
+from ..replay.engine.program import ReplayProgram
+from ..replay.engine.report import ReplayReport
+from ..replay.engine.resources import parse_spec
 from ..replay.errors import ReplayUsageError
+from ..replay.job import load_job, replay_job
 from ..replay.logs.events import AllocationLog
-from ..replay.logs.loader import load_log
 from ..replay.pictures.plot import write_plot
 from . import output
 from .capacity_output import render_capacities
@@ -38,7 +36,7 @@ from .options import (
 )
 from .replay_output import print_notes, print_table, print_virtual_devices
 from .skipped_rows import skipped_rows_json, warn_skipped_rows
-from .torch_releases import say_recording_release, split_releases
+from .torch_releases import split_releases
 
 EPILOG = """\b
 Resource specs (--resource, repeatable;
@@ -206,87 +204,51 @@ def replay_command(
     )
     options.check()
     # Every resource's backend, allocator release and virtual GPU build, before the log.
-    targets = preflight(specs, options, torch_releases=releases, rmm_releases=rmm_releases)
     with output.progress("loading", transfer=True) as bar:
-        log = load_log(logs, strict=strict, progress=bar)
+        job = load_job(logs, specs, options, torch_releases=releases, rmm_releases=rmm_releases,
+                       strict=strict, progress=bar)  # fmt: skip
+    log, program = job.log, job.program
     warn_skipped_rows(log)
-    program = build_program(log)
     kept = captured() if html else contextlib.nullcontext(output.Captured())
     if capacity:
         with kept as printed:
             with output.progress("finding capacity") as bar:
-                found = find_capacities(log, specs, options, program=program, targets=targets,
+                found = find_capacities(log, specs, options, program=program, targets=job.targets,
                                         confirm_runs=confirm_runs, progress=bar)  # fmt: skip
-            render_capacities(found, log, program, options, targets, json_out)
+            render_capacities(found, log, program, options, job.targets, json_out)
         if html:  # the search replays many sizes: the page draws the log's requested bytes
             _write_page(html, log, program, [], {}, printed)
         if not found.found:
             raise typer.Exit(1)
         return
-    specs = _under_recorded_conditions(log, program, specs, options, targets)
-    reports: list[ReplayReport] = []
     with output.progress("replaying") as bar:
-        for done, spec in enumerate(specs):
-            bar(done, len(specs), spec.label)
-            reports += replay_releases(log, spec, options, program, targets, releases, rmm_releases)
-    limits = {s.label: s.limit_bytes or s.option_bytes("maximum") for s in specs}
+        replays = replay_job(job, progress=bar)
+    for level, sentence in replays.notices:
+        (output.warning if level == "warning" else output.info)(sentence)
+    reports = replays.reports
+    limits = {s.label: s.limit_bytes or s.option_bytes("maximum") for s in replays.specs}
     if plot:
         write_plot(plot, program, reports, log.sources, limits)
-    recorded = recorded_figures(log, program.peak_requested_bytes)
     with kept as printed:
         if json_out:
             payload: dict[str, object] = {"sources": log.sources}
             payload["skipped_rows"] = skipped_rows_json(log)
-            if recorded is not None:
-                payload["recorded"] = recorded.as_dict()
+            if replays.recorded is not None:
+                payload["recorded"] = replays.recorded.as_dict()
             payload["resources"] = [r.as_dict() for r in reports]
             output.print_json(payload)
         else:
-            print_table(reports, recorded)
+            print_table(reports, replays.recorded)
             print_notes(program, reports)
             print_virtual_devices(reports)
-            say_recording_release(log, targets)
+            for note in job.release_notes():
+                output.warning(note)
     if plot:
         output.written("plot", plot)
     if html:
         _write_page(html, log, program, reports, limits, printed)
     if any(r.failure_count for r in reports):
         raise typer.Exit(1)
-
-
-def _under_recorded_conditions(
-    log: AllocationLog,
-    program: ReplayProgram,
-    specs: list[ResourceSpec],
-    options: ReplayOptions,
-    targets: Targets,
-) -> list[ResourceSpec]:
-    """A snapshot that recorded an out-of-memory error, replayed with no cap and no device
-    memory given: PyTorch's allocator on the virtual GPU replays under the cap inferred from
-    it (replay/explain/recorded_conditions.py, its low end), said on stderr. The device kind
-    is said, not applied: the device given stays the one replayed."""
-    from ..replay.explain.recorded_conditions import CAP, RecordedConditions, infer_for_log
-    from ..replay.pytorch.resource import alloc_conf
-    from ..replay.virtual.gpu import check_conf
-
-    open_specs = [s for s in targets.virtual_torch if s.limit_bytes is None]
-    allocator = targets.torch_allocator(options)
-    if options.device_memory_bytes is not None or not open_specs or allocator is None:
-        return specs
-    for spec in open_specs:  # a mistyped setting is said before the inferred cap is
-        check_conf(alloc_conf(spec, log), allocator)
-    found = infer_for_log(log, program, options.virtual_device(), allocator)
-    if found is None:
-        return specs
-    if not isinstance(found, RecordedConditions):
-        output.warning(found.sentence())
-        return specs
-    if found.kind != CAP:
-        output.info(found.sentence(applied=False))
-        return specs
-    output.info(found.sentence(cap_option=False).replace(
-        "answering under it", f"replayed under its low end (limit={found.lo_bytes})"))  # fmt: skip
-    return [s.with_limit(found.lo_bytes) if s in open_specs else s for s in specs]
 
 
 _HTML_SAMPLES = 10_000  # reserved-bytes samples of a replay drawn on a page (zoomable)

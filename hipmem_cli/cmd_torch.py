@@ -7,7 +7,6 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..replay.errors import ReplayUsageError
 from ..replay.pytorch import allocator as torch_allocator
 from ..replay.pytorch import fetch as torch_fetch
 from ..replay.pytorch import release as torch_release
@@ -89,16 +88,7 @@ def fetch(
     ] = None,
 ) -> None:
     """Download PyTorch's allocator (libc10_cuda.so) and the CUDA headers into the cache."""
-    import os
-
-    text = torch or (None if wheel else os.environ.get(torch_allocator.TORCH_ENV))
-    asked_as = "torch" if torch else torch_allocator.TORCH_ENV  # named in an error
-    names: list[str | None] = [n.strip() for n in (text or "").split(",") if n.strip()] or [None]
-    for name in names:  # every name checked before any download
-        if name is not None:
-            torch_release.public_version(name, parameter=asked_as)
-    if wheel is not None and len(names) != 1:
-        raise ReplayUsageError("--wheel is one PyTorch: give one --torch version")
+    names = torch_allocator.releases_to_fetch(torch, wheel=wheel)  # checked before any download
     for name in names:
         title = f"fetching PyTorch {name or '(the newest)'}"
         with output.progress(title, steps_when_piped=True) as report:

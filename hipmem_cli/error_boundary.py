@@ -61,13 +61,16 @@ def describe(err: BaseException) -> tuple[int, str | None, bool]:
 
 
 def _raised_in_output(err: BaseException) -> bool:
-    """Whether `err` was raised while output.py, the one module that writes the standard
-    output, was writing (files hipmem writes say their own failures: CannotWriteFile)."""
+    """Whether `err` was raised while hipmem_cli/output/, the one package that writes the
+    standard output, was writing (files hipmem writes say their own failures: CannotWriteFile)."""
+    from pathlib import Path
+
     from . import output
 
+    package = str(Path(output.__file__).parent)
     frame = err.__traceback__
     while frame is not None:
-        if frame.tb_frame.f_code.co_filename == output.__file__:
+        if str(Path(frame.tb_frame.f_code.co_filename).parent) == package:
             return True
         frame = frame.tb_next
     return False
@@ -81,7 +84,7 @@ _FLAGS = {
     "device_memory_bytes": "--device-memory",
     "device_memory": "--device-memory",
     "snapshots": "--from-snapshot",
-    "target": "--for",
+    "torch_build": "--for",
     "cap_bytes": "--cap",
     "settings": "--alloc-conf",  # explain's settings
 }

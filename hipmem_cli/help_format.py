@@ -8,7 +8,7 @@ any):
 - an argument with a metavar shows that name alone: typer writes every argument with its
   Python type (`CALL <list[str]>`), which reads as syntax to type; options already show their
   metavar (`--plot FILE`), arguments now do too (`CALL`, `LOG`);
-- `--help` pages are written through hipmem_cli/output.py like everything else;
+- `--help` pages are written through hipmem_cli/output/ like everything else;
 - nothing a user copies is split, and no line is wider than the help: click's wrapper breaks
   words at hyphens (`--find-` / `capacity`) and cuts a word longer than the line
   (`docs/call-` / `logs.md`); here lines break only between words, and a word too long for a

@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..sizing.hipblaslt.matmul import MatmulReport, MatmulResult, changed_by_cap, recommended_kib
+from ..sizing.hipblaslt.matmul import (
+    MatmulReport,
+    MatmulResult,
+    changed_by_cap,
+    recommended_hipblaslt_kib,
+)
 from . import output
 
 
@@ -76,7 +81,7 @@ def report_failures(reports: list[MatmulReport]) -> bool:
 
 def recommended_variable(report: MatmulReport) -> tuple[str, str]:
     """(HIPBLASLT_WORKSPACE_SIZE, KiB): the smallest cap keeping every first choice."""
-    return ("HIPBLASLT_WORKSPACE_SIZE", str(recommended_kib(report)))
+    return ("HIPBLASLT_WORKSPACE_SIZE", str(recommended_hipblaslt_kib(report)))
 
 
 def render_check(report: MatmulReport, source: str) -> bool:

@@ -7,16 +7,18 @@ numbers aside), one when a kind of work is done, and in between at most one ever
 seconds, so that a log shows the command is alive without a line per item. When nothing moves
 for twice that (a cluster starting, a worker's first task importing its libraries), the last
 line is said again with how long the command has been at it, so a log never goes quiet for
-long while the command works.
+long while the command works. The timer that says it again runs below the command line
+(`hipmem._core.progress.heartbeat`): this module only words the lines.
 """
 
 from __future__ import annotations
 
 import re
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+
+from hipmem._core.progress import ProgressCallback, heartbeat
 
 _NUMBERS = re.compile(r"\d[\d,.]*")
 STILL = "still working"  # the words of a line said again
@@ -30,25 +32,22 @@ class PipedProgress:
         self._kind: str | None = None
         self._last = ""  # the last line said, to say again while nothing moves
         self._started = self._said_at = time.monotonic()
-        self._lock = threading.Lock()  # the caller's thread and the heartbeat's
 
     def __call__(self, done: int, total: int | None, label: str = "") -> None:
         kind = _NUMBERS.sub("#", label)
-        with self._lock:
-            now = time.monotonic()
-            if kind == self._kind and done != total and now - self._said_at < self._every_s:
-                return
-            self._kind = kind
-            parts = (f"{self._title}:", _amount(done, total), label)
-            self._last = " ".join(part for part in parts if part)
-            self._tell(self._last, now)
+        now = time.monotonic()
+        if kind == self._kind and done != total and now - self._said_at < self._every_s:
+            return
+        self._kind = kind
+        parts = (f"{self._title}:", _amount(done, total), label)
+        self._last = " ".join(part for part in parts if part)
+        self._tell(self._last, now)
 
     def heartbeat(self) -> None:
         """Say the last line again if nothing was said for twice `every_s`."""
-        with self._lock:
-            now = time.monotonic()
-            if self._last and now - self._said_at >= 2 * self._every_s:
-                self._tell(f"{self._last} ({STILL}, {now - self._started:.0f} s)", now)
+        now = time.monotonic()
+        if self._last and now - self._said_at >= 2 * self._every_s:
+            self._tell(f"{self._last} ({STILL}, {now - self._started:.0f} s)", now)
 
     def _tell(self, line: str, now: float) -> None:
         self._said_at = now
@@ -65,19 +64,9 @@ def _amount(done: int, total: int | None) -> str:
 @contextmanager
 def piped_progress(
     title: str, every_s: float, say: Callable[[str], None]
-) -> Iterator[PipedProgress]:
-    """A PipedProgress with its heartbeat running, stopped on the way out (however that is)."""
-    progress = PipedProgress(title, every_s, say)
-    stop = threading.Event()
-
-    def beat() -> None:
-        while not stop.wait(every_s / 2):
-            progress.heartbeat()
-
-    thread = threading.Thread(target=beat, name="piped-progress", daemon=True)
-    thread.start()
-    try:
+) -> Iterator[ProgressCallback]:
+    """A PipedProgress with its heartbeat checked every half period, stopped on the way out
+    (however that is)."""
+    lines = PipedProgress(title, every_s, say)
+    with heartbeat(lines, lines.heartbeat, every_s / 2) as progress:
         yield progress
-    finally:
-        stop.set()
-        thread.join()

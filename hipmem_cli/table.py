@@ -1,4 +1,4 @@
-"""A table as hipmem prints it: rows of cells (plain or styled) under a title. `output.py`
+"""A table as hipmem prints it: rows of cells (plain or styled) under a title. `output/`
 draws it (`print_table`) so that no cell is split inside a word."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The rules of text on a terminal, as pure functions: what is escaped (`clean`) and where a
 line may break (`words_of`, `wrap`; a number and its unit are one word, `whole` keeps a
-text on one line). `output.py` prints through them."""
+text on one line). `output/` prints through them."""
 
 from __future__ import annotations
 

@@ -54,7 +54,8 @@ def render(
     peak = program.peak_requested_bytes
     output.line(
         f"peak requested by the log: {output.human_bytes(peak)} ({peak:,} bytes); each search "
-        "bisected to 2 MiB and confirmed (the size replays again, 2 MiB less does not)."
+        "bisected to 2 MiB and confirmed (the size replays --confirm-runs more times, or the "
+        "search goes on above it)."
     )
     output.line(CAPS_NOTE.format(device=device.name))
     for entry in found:
@@ -84,7 +85,7 @@ def _probes(result: CapacityResult | NoCapacityFound) -> int:
 
 
 def _render_fits(found: list[VirtualCapacity]) -> None:
-    render_fits([(entry.spec.label, entry.fits) for entry in found])
+    render_fits([(entry.spec.label, entry.fits_table) for entry in found])
 
 
 def render_fits(found: list[tuple[str, list[Fit]]]) -> None:

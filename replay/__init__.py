@@ -2,7 +2,7 @@
 through real memory resources, on a GPU or on the virtual GPU.
 
 Usable from Python alone; never imports typer or rich. The supported entry points are named
-in `hipmem` (`hipmem.load_log`, `hipmem.replay`, ...). One folder per concept:
+in `hipmem` (`hipmem.load_log`, `hipmem.replay_log`, ...). One folder per concept:
 
     logs/        allocation logs: reading, the events, analysis, writing, plots
     snapshots/   PyTorch memory snapshots: the restricted, streaming pickle reader
@@ -15,29 +15,4 @@ in `hipmem` (`hipmem.load_log`, `hipmem.replay`, ...). One folder per concept:
     explain/     why an allocation ran out of memory, and what would have avoided it
     fleet/       many logs through many resources on a Dask cluster
     pictures/    plots and interactive pages
-
-`hipmem.replay` is both this package and the API's `replay()` function, which it has been
-since before the package was installed under `hipmem`: Python binds a subpackage's name on
-its parent once the subpackage is imported, so the two cannot be separate objects. This
-package is therefore callable, and calling it is `hipmem.replay.engine.run.replay`.
 """
-
-from __future__ import annotations
-
-import sys
-import types
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .engine.report import ReplayReport
-
-
-class _CallablePackage(types.ModuleType):
-    def __call__(self, *args: Any, **kwargs: Any) -> ReplayReport:
-        """`hipmem.replay(log, spec, options)`: see `hipmem.replay.engine.run.replay`."""
-        from .engine.run import replay
-
-        return replay(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallablePackage

@@ -1,6 +1,6 @@
 """How the sizing library speaks while it works: lines on the way (a log read, a release
 fetched, a notice) and progress. The library never prints: the CLI passes its own `Say`
-(hipmem_cli/output.py draws and colours); a Python caller gets silence by default."""
+(hipmem_cli/output/ draws and colours); a Python caller gets silence by default."""
 
 from __future__ import annotations
 

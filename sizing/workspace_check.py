@@ -7,12 +7,15 @@ will, and says so when the library would see something other than what was meant
 
     setting = read_setting("4732160")
     outcome = check(setting, session_result)     # outcome.passed, outcome.reason
+    setting = read_environment_setting()         # the value this process's rocBLAS would read
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -159,6 +162,14 @@ def read_setting(text: str | None, *, source: str = VARIABLE) -> WorkspaceSettin
     if text.lstrip(_C_SPACES).startswith("-"):
         notes.append(f"{source} {text!r} is negative: strtoul wraps it to {classic.value}")
     return WorkspaceSetting(text, classic.value, notes)
+
+
+def read_environment_setting(environ: Mapping[str, str] | None = None) -> WorkspaceSetting:
+    """ROCBLAS_DEVICE_MEMORY_SIZE as rocBLAS reads it from `environ` (default: this process's
+    environment, which a rocBLAS started from it inherits), named `$ROCBLAS_DEVICE_MEMORY_SIZE`
+    in errors and notes; unset, rocBLAS manages the memory."""
+    environ = os.environ if environ is None else environ
+    return read_setting(environ.get(VARIABLE), source=f"${VARIABLE}")
 
 
 @dataclass(frozen=True)

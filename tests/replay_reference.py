@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+
 from hipmem.replay.logs.events import ACTION_NAMES, COLUMNS, AllocationLog
 
 _CODES = {name: code for code, name in ACTION_NAMES.items()}

@@ -1,18 +1,22 @@
-"""Several searches at once, one per core: RMM's resources on the virtual GPU.
+"""Replays side by side, one per core: the one helper for work that waits on driver processes.
 
-Each replay there is a driver process of its own on a virtual GPU of its own (replay/rmm/
-virtual.py), so the searches of pool, arena and binning share nothing and may run side by
-side; what each finds is what it finds alone. A search on a real GPU or on host memory shares
-the device or the machine's memory with the others, so those stay one at a time (callers
-pass only the virtual ones here).
+`run_each` runs tasks at once, at most one per core (or `workers`), answers in the tasks'
+order: the searches of RMM's resources on the virtual GPU (replay/capacity/capacities.py) and
+their confirming replays (replay/capacity/confirmation.py), and the grid of PyTorch allocator
+settings (replay/settings/recommend.py). Each replay on the virtual GPU is a driver process of
+its own on a virtual GPU of its own (replay/rmm/virtual.py, replay/virtual/gpu.py), so they
+share nothing and may run side by side; what each finds is what it finds alone. A search on a
+real GPU or on host memory shares the device or the machine's memory with the others, so those
+stay one at a time (callers pass only the virtual ones here).
 
-`CORES` counts the replays running at once: each takes a core (`held`) and waits for one when
-all are taken, so searches side by side, with their confirming replays, never run more
+`CORES` counts RMM's replays running at once: each takes a core (`held`) and waits for one
+when all are taken, so searches side by side, with their confirming replays, never run more
 replays than there are cores; a replay made only in case it is needed (a search's next probe,
 guessed) runs only on a core free at that moment (`take_spare`).
 
-Ctrl-C (or any error) in one task, or in the thread waiting on them, stops the others at
-their next replay (`Stopped`): the command ends within one replay, not after every search.
+Ctrl-C (or any error) in one task, or in the thread waiting on them, drops the tasks not yet
+started and stops RMM's replays of the others at their next one (`Stopped`): the command ends
+within one replay, not after every search.
 """
 
 from __future__ import annotations

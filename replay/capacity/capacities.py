@@ -28,10 +28,11 @@ from ..engine.program import ReplayProgram, build_program
 from ..engine.resources import ResourceSpec
 from ..logs.events import AllocationLog
 from .at_once import run_each
-from .fits import Fit, find_virtual_capacity, fits
+from .confirmation import CONFIRM_RUNS
+from .fits import Fit, find_virtual_capacity, fits_table
 from .result import CapacityResult, NoCapacityFound
 from .rmm_probes import RmmProbes
-from .search import CONFIRM_RUNS, find_capacity
+from .search import find_capacity
 
 Found = CapacityResult | NoCapacityFound
 
@@ -48,13 +49,14 @@ class ResourceCapacity:
 
     spec: ResourceSpec
     result: Found
-    fits: list[Fit] | None = None
+    fits_table: list[Fit] | None = None
 
     def as_dict(self) -> dict[str, object]:
         found = _found_as_dict(self.result)
         if not isinstance(self.result, CapacityResult):
             found = {"resource": self.spec.label, **found}
-        fitted = {"fits": [f.as_dict() for f in self.fits]} if self.fits is not None else {}
+        fitted = {} if self.fits_table is None else {
+            "fits": [f.as_dict() for f in self.fits_table]}  # fmt: skip
         return {**found, **fitted}
 
 
@@ -65,7 +67,7 @@ class VirtualCapacity:
     spec: ResourceSpec
     device: Found
     fraction: Found
-    fits: list[Fit]
+    fits_table: list[Fit]
 
     @property
     def found(self) -> bool:
@@ -76,7 +78,7 @@ class VirtualCapacity:
             "resource": self.spec.label,
             "device_memory": _found_as_dict(self.device),
             "memory_fraction": _found_as_dict(self.fraction),
-            "fits": [fit.as_dict() for fit in self.fits],
+            "fits": [fit.as_dict() for fit in self.fits_table],
         }
 
 
@@ -107,7 +109,7 @@ def find_capacities(
     progress: ProgressCallback | None = None,
 ) -> Capacities:
     """Search each of `specs` where it replays: what `hipmem replay --find-capacity` answers.
-    Each size found replays `confirm_runs` more times (search.CONFIRM_RUNS unless given).
+    Each size found replays `confirm_runs` more times (confirmation.CONFIRM_RUNS unless given).
     `targets`: the preflight's (replay/engine/preflight.py), resolved here when not given;
     `program`: the log's, built here when not given."""
     options = options or ReplayOptions()
@@ -141,7 +143,7 @@ def _virtual(
         except NoCapacityFound as err:
             results.append(err)
     progress(0, None, f"{spec.label}: fits")
-    fitted = fits(log, spec, options, program=program, target=target)
+    fitted = fits_table(log, spec, options, program=program, target=target)
     return VirtualCapacity(spec, results[0], results[1], fitted)
 
 
@@ -171,7 +173,7 @@ def _others(
                 return err
 
         def fitted(at: int) -> list[Fit]:
-            return fits(log, specs[at], options, program=program, target=spec_targets[at],
+            return fits_table(log, specs[at], options, program=program, target=spec_targets[at],
                         probes=probes)  # fmt: skip
 
         # Side by side, one per core, the searches (the longest) first

@@ -16,8 +16,10 @@ running program (several hundred MiB): add it, or read the headroom of `fits` wi
 
 Each probe is a replay in a fresh process (replay/virtual/gpu.py). The search bisects
 between the peak requested bytes (below it nothing fits) and the uncapped reserved peak (at
-it nothing is ever refused) to `resolution_bytes`, then confirms: the size found replays with
-no refusal (`confirm_runs` times), `resolution_bytes` less does not.
+it nothing is ever refused) to `resolution_bytes`, through hipmem/_core/bisection.py, then
+confirms as every capacity search does (replay/capacity/confirmation.py): the size found
+replays `confirm_runs` more times, or the search goes on above it. A replay here is the same
+every time, so the confirming replays are not listed among the probes.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hipmem._core.bisection import least_holding
+from hipmem._core.bisection import NothingHolds, first_holding, growth_most, least_holding
 from hipmem._core.byte_sizes import MiB
 from hipmem._core.progress import ProgressCallback
 
@@ -34,19 +36,19 @@ from ..engine.options import ReplayOptions
 from ..engine.program import OP_ALLOCATE, ReplayProgram, build_program, program_arrays
 from ..engine.resources import ResourceSpec
 from ..engine.target import VIRTUAL_TORCH, ReplayTarget, target_on
-from ..errors import ReplayError, ReplayUsageError
+from ..errors import ReplayUsageError
 from ..logs.events import AllocationLog
 from ..pytorch import resource as torch_resource
 from ..rmm.virtual import RmmProbe
 from ..virtual.devices import FITS_DEVICES, Device
 from ..virtual.gpu import ProbeResult, VirtualGpu
 from . import arena_rule
+from .confirmation import CONFIRM_RUNS, confirmed
 from .result import CapacityResult, NoCapacityFound, Probe
 from .rmm_probes import RmmProbes
 
 CAPS = ("device", "fraction")
 SIZED_DEVICE = "device memory"
-GROWTH_LIMIT = 64  # give up when a device of this many times the reserved peak is refused
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,7 @@ def find_virtual_capacity(
     cap: str = "device",
     program: ReplayProgram | None = None,
     resolution_bytes: int = 2 * MiB,
-    confirm_runs: int = 1,
+    confirm_runs: int = CONFIRM_RUNS,
     progress: ProgressCallback | None = None,
     target: ReplayTarget | None = None,
 ) -> CapacityResult:
@@ -145,10 +147,18 @@ def find_virtual_capacity(
                 progress(len(result.probes), None, spec.label)
             return ok
 
-        passing = _first_passing(gpu, cap, device, resolution_bytes, replays, sized, spec)
         failing = max(0, (program.peak_requested_bytes - 1) // resolution_bytes) * resolution_bytes
+        top, uncapped = _uncapped(gpu, cap, device, sized, spec)
+        passing = _first_passing(uncapped, top, failing, resolution_bytes, replays, sized, spec)
         passing = least_holding(replays, failing, passing, resolution_bytes)
-        _confirm(gpu, probe, passing, resolution_bytes, confirm_runs, spec.label)
+
+        def above(failed: int) -> int:  # `failed` passed, then failed on a later try
+            if failed >= top:
+                raise NoCapacityFound(f"{spec.label}: no {sized} up to {top:,} bytes replays "
+                                      "it every time")  # fmt: skip
+            return least_holding(replays, failed, top, resolution_bytes)
+
+        passing = confirmed(passing, lambda size: probe(gpu, size).replayed, above, confirm_runs)
     result.capacity_bytes = passing
     result.confirm_runs = confirm_runs
     if cap == "device":
@@ -158,65 +168,57 @@ def find_virtual_capacity(
     return result
 
 
+def _uncapped(
+    gpu: VirtualGpu, cap: str, device: Device, sized: str, spec: ResourceSpec
+) -> tuple[int, ProbeResult]:
+    """The most the search asks, and the log's replay with no cap there: the device's memory,
+    or for `cap="device"` the first device that replays the log, doubled from it."""
+    memory_bytes = device.memory_bytes
+    most = memory_bytes if cap == "fraction" else growth_most(memory_bytes, memory_bytes)
+    runs: dict[int, ProbeResult] = {}
+
+    def replays(size: int) -> bool:
+        runs[size] = gpu.replay(device_bytes=size, stop_on_failure=True)
+        return runs[size].replayed
+
+    try:  # (no smaller device is known to refuse the log: 0 stands below the first)
+        _, size = first_holding(replays, 0, memory_bytes, most)
+    except NothingHolds as err:  # the log does not fit the device itself
+        if cap == "fraction":
+            raise NoCapacityFound(
+                f"{spec.label}: does not replay on a {device.name} even with all of its memory "
+                f"({memory_bytes:,} bytes): no {sized} does"
+            ) from None
+        raise NoCapacityFound(
+            f"{spec.label}: no device up to {err.failing:,} bytes replays it"
+        ) from None
+    return size, runs[size]
+
+
 def _first_passing(
-    gpu: VirtualGpu,
-    cap: str,
-    device: Device,
+    uncapped: ProbeResult,
+    top: int,
+    failing: int,
     resolution_bytes: int,
     replays: Callable[[int], bool],
     sized: str,
     spec: ResourceSpec,
 ) -> int:
-    """A size that replays: the uncapped reserved peak, found on a device large enough."""
-    size = device.memory_bytes
-    first = gpu.replay(device_bytes=size, stop_on_failure=True)
-    while not first.replayed:  # the log does not fit the device itself
-        if cap == "fraction":
-            raise NoCapacityFound(
-                f"{spec.label}: does not replay on a {device.name} even with all of its memory "
-                f"({device.memory_bytes:,} bytes): no {sized} does"
-            )
-        size *= 2
-        if size > GROWTH_LIMIT * device.memory_bytes:
-            raise NoCapacityFound(f"{spec.label}: no device up to {size // 2:,} bytes replays it")
-        first = gpu.replay(device_bytes=size, stop_on_failure=True)
+    """A size that replays: the uncapped reserved peak, doubled (to `top`) until one does."""
     # Uncapped, the allocator never asked for more than its reserved peak, so a device of
     # that size refuses nothing. A fraction is PyTorch's own check, which with expandable
     # segments can refuse at that peak (it counts a whole mapping before it is made): grow.
-    top = device.memory_bytes if cap == "fraction" else size
-    upper = min(max(-(-first.peak_reserved_bytes // resolution_bytes) * resolution_bytes,
+    upper = min(max(-(-uncapped.peak_reserved_bytes // resolution_bytes) * resolution_bytes,
                     resolution_bytes), top)  # fmt: skip
-    while not replays(upper):
-        if upper >= top:
-            raise NoCapacityFound(f"{spec.label}: no {sized} up to {top:,} bytes replays it")
-        upper = min(upper * 2, top)
-    return upper
+    try:
+        # The bisection after goes from `failing`, not from a size refused here: the probes
+        # are those this search has always made.
+        return first_holding(replays, failing, upper, top, resolution_bytes)[1]
+    except NothingHolds:
+        raise NoCapacityFound(f"{spec.label}: no {sized} up to {top:,} bytes replays it") from None
 
 
-def _confirm(
-    gpu: VirtualGpu,
-    probe: Callable[[VirtualGpu, int], ProbeResult],
-    passing: int,
-    resolution_bytes: int,
-    confirm_runs: int,
-    label: str,
-) -> None:
-    """`passing` replays again (`confirm_runs` times), one step less still does not."""
-    for _ in range(confirm_runs):
-        if not probe(gpu, passing).replayed:
-            raise ReplayError(
-                f"{label}: {passing:,} bytes replayed once and then not; please report this "
-                "with the log"
-            )
-    below = passing - resolution_bytes
-    if confirm_runs and below > 0 and probe(gpu, below).replayed:
-        raise ReplayError(
-            f"{label}: {below:,} bytes was refused once and then replayed; please report this "
-            "with the log"
-        )
-
-
-def fits(
+def fits_table(
     log: AllocationLog,
     spec: ResourceSpec,
     options: ReplayOptions | None = None,

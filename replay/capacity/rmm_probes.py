@@ -103,7 +103,8 @@ class RmmProbes:
 
 class Ahead:
     """A search's next probe, replayed ahead on a spare core while the search waits for the
-    probe before it (replay/capacity/search.py asks with both possible next sizes).
+    probe before it (replay/capacity/search.py's bisection announces both possible next sizes:
+    `guess` is hipmem/_core/bisection.py's `before_asking`).
 
     Which of the two is guessed: the one that follows if the probe under way goes as the one
     before it went (near its answer a bisection meets runs of one outcome), or the other where

@@ -3,14 +3,13 @@
 A pool (`pool`, or the pool under `binning`) is sized by its `maximum`; every other resource by
 a `limit=` on top of it. Candidates are multiples of `resolution_bytes` (1 MiB by default,
 itself a multiple of RMM's 256-byte alignment). The search starts at the log's peak requested
-bytes (no resource can do with less), doubles until a replay succeeds, then bisects. Pools
-can fragment in ways that are not monotonic in their size; bisection then finds one boundary,
-which is why every probe is reported.
+bytes (no resource can do with less), doubles until a replay succeeds (giving up past
+`GROWTH_LIMIT` times the peak), then bisects: hipmem/_core/bisection.py's
+`least_holding_above`. Pools can fragment in ways that are not monotonic in their size;
+bisection then finds one boundary, which is why every probe is reported.
 
-A replay need not behave the same twice: with several replay threads or streams, and with
-stream-ordered pools (async), what a free makes reusable can depend on timing. So the size
-found is replayed `confirm_runs` more times; if any of those fails, the search goes on above
-it. The answer is a size that replayed without failure every time it was tried at the end.
+The size found is confirmed (replay/capacity/confirmation.py): it replays `confirm_runs` more
+times (recorded as probes), or the search goes on above it, doubling again.
 
 RMM's `limit=` on the virtual GPU follows a rule that answers its probes from one replay
 (replay/capacity/limit_rule.py): the same probes and answer, the confirming replays real.
@@ -19,27 +18,25 @@ RMM's `limit=` on the virtual GPU follows a rule that answers its probes from on
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
+from hipmem._core.bisection import NothingHolds, least_holding_above
 from hipmem._core.progress import ProgressCallback
 
 from ..engine.options import ReplayOptions
 from ..engine.program import ReplayProgram, build_program
 from ..engine.resources import ResourceSpec
-from ..engine.run import replay
+from ..engine.run import replay_log
 from ..engine.target import VIRTUAL_RMM, VIRTUAL_TORCH, ReplayTarget, resolve_target
 from ..errors import ReplayUsageError
 from ..logs.events import AllocationLog
-from .at_once import run_each
+from .confirmation import CONFIRM_RUNS, confirmed
 from .limit_rule import LimitRule, RuleBroken
 from .result import CapacityResult, NoCapacityFound, Probe
 from .rmm_probes import Ahead, RmmProbes
 
 MIB = 1 << 20
-GROWTH_LIMIT = 64  # give up when even this many times the peak requested bytes fails
-CONFIRM_RUNS = 2  # the replays a size found must pass again, unless a caller says otherwise
 
 __all__ = [
     "CONFIRM_RUNS", "CapacityResult", "NoCapacityFound", "Probe", "find_capacity", "sized_option"
@@ -140,7 +137,7 @@ def _search(
             if made is not None:
                 return probes.answer(made, sized, target)
             return probes.replays(sized, target, ahead.start if ahead is not None else None)
-        report = replay(log, sized, probe_options, program=program, target=target)
+        report = replay_log(log, sized, probe_options, program=program, target=target)
         return report.failure_count == 0 and report.outcome == "completed"
 
     # RMM's limit on the virtual GPU: probes answered by RMM's rule (replay/capacity/limit_rule.py)
@@ -158,31 +155,34 @@ def _search(
     def replays(size_bytes: int) -> bool:
         return record(size_bytes, rule.replays(size_bytes) if rule else run(size_bytes))
 
-    def confirmed(size_bytes: int) -> bool:
-        if target.loop != VIRTUAL_RMM:
-            return all(record(size_bytes, run(size_bytes)) for _ in range(confirm_runs))
+    def least_above(failing: int) -> int:  # double from a step above `failing`, then bisect
+        guess = ahead.guess if ahead is not None and rule is None else None
+        try:
+            passing = least_holding_above(replays, failing, peak, resolution_bytes, guess)
+        except NothingHolds as err:
+            raise NoCapacityFound(f"{spec.label}: no {option} up to {err.failing} bytes "
+                                  "replays the log without failure") from None  # fmt: skip
         if ahead is not None:
             ahead.forget()  # confirming replays are replays of their own, never made ahead
-        # Each replay a process and a virtual GPU of its own: side by side, recorded as
-        # one after another would be (up to the first failure)
-        confirming = [partial(run, size_bytes, False)] * confirm_runs
-        return all(record(size_bytes, ok) for ok in run_each(confirming))
+        return passing
+
+    def above(failed: int) -> int:  # `failed` passed, then failed on a later try
+        if rule:
+            raise RuleBroken(f"{failed} bytes failed on a later try")
+        return least_above(failed)
 
     def search() -> int:
-        peak = max(program.peak_requested_bytes, 1)
-        failing = (peak - 1) // resolution_bytes * resolution_bytes  # below the peak: must fail
-        while True:
-            guess = ahead.guess if ahead is not None and rule is None else None
-            passing = _bisect(replays, failing, peak, resolution_bytes,
-                              f"{spec.label}: no {option}", guess)  # fmt: skip
-            if confirmed(passing):
-                if rule:
-                    rule.check(passing)
-                return passing
-            if rule:
-                raise RuleBroken(f"{passing} bytes failed on a later try")
-            failing = passing  # it failed on a later try: search above it
+        # Each confirming replay on the virtual GPU is a process and a virtual GPU of its own:
+        # side by side, recorded as one after another would be (up to the first failure)
+        passing = confirmed(least_above(below_peak), partial(run, made_ahead=False), above,
+                            confirm_runs, side_by_side=target.loop == VIRTUAL_RMM,
+                            heard=record)  # fmt: skip
+        if rule:
+            rule.check(passing)
+        return passing
 
+    peak = max(program.peak_requested_bytes, 1)
+    below_peak = (peak - 1) // resolution_bytes * resolution_bytes  # must fail
     try:
         passing = search()
     except RuleBroken:  # a real replay disagreed: replay every probe instead
@@ -193,42 +193,3 @@ def _search(
     result.confirm_runs = confirm_runs
     result.sized_spec = _sized(spec, option, passing).label
     return result
-
-
-def _bisect(
-    replays: Callable[[int], bool],
-    failing: int,
-    peak: int,
-    resolution_bytes: int,
-    what: str,
-    guess: Callable[[int, int | None, int | None], None] | None = None,
-) -> int:
-    """The smallest passing size above `failing` (known to fail): double, then bisect.
-    `guess(asking, if_passes, if_fails)` hears of each probe before it is asked, with the
-    probe that follows either way (None: none follows)."""
-
-    def middle_of(failing: int, passing: int) -> int | None:
-        if passing - failing <= resolution_bytes:
-            return None
-        return (failing + passing) // 2 // resolution_bytes * resolution_bytes
-
-    passing = failing + resolution_bytes
-    while True:
-        if guess is not None:
-            doubled = passing * 2
-            guess(passing, middle_of(failing, passing),
-                  doubled if doubled <= GROWTH_LIMIT * peak else None)  # fmt: skip
-        if replays(passing):
-            break
-        failing = passing
-        passing *= 2  # passing >= resolution_bytes, so this grows by a step at least
-        if passing > GROWTH_LIMIT * peak:
-            raise NoCapacityFound(f"{what} up to {failing} bytes replays the log without failure")
-    while (middle := middle_of(failing, passing)) is not None:
-        if guess is not None:
-            guess(middle, middle_of(failing, middle), middle_of(middle, passing))
-        if replays(middle):
-            passing = middle
-        else:
-            failing = middle
-    return passing

@@ -12,7 +12,7 @@ from .preflight import Targets
 from .program import ReplayProgram
 from .report import ReplayReport
 from .resources import ResourceSpec
-from .run import replay
+from .run import replay_log
 
 
 def replay_releases(
@@ -30,15 +30,15 @@ def replay_releases(
         reports = []
         for release in rmm_releases:
             chosen = dataclasses.replace(options, rmm_version=release)
-            report = replay(log, spec, chosen, program, targets.of(spec, chosen))
+            report = replay_log(log, spec, chosen, program, targets.of(spec, chosen))
             reports.append(dataclasses.replace(report, resource=f"{spec.label} ({report.engine})"))
         return reports
     if len(torch_releases) == 1 or spec not in targets.virtual_torch:
-        return [replay(log, spec, options, program, targets.of(spec, options))]
+        return [replay_log(log, spec, options, program, targets.of(spec, options))]
     reports = []
     for release in torch_releases:
         chosen = dataclasses.replace(options, torch_version=release)
-        report = replay(log, spec, chosen, program, targets.of(spec, chosen))
+        report = replay_log(log, spec, chosen, program, targets.of(spec, chosen))
         name = report.engine.replace("torch ", "PyTorch ", 1)
         reports.append(dataclasses.replace(report, resource=f"{spec.label} ({name})"))
     return reports

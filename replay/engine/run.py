@@ -11,7 +11,7 @@ Semantics (the same in the native core and the Python loop):
 - an allocation the resource refuses is a failure: recorded with its log row, size, the bytes
   the replay held and the bytes the resource had reserved; `on_failure="skip"` goes on (the
   matching free is skipped), `"stop"` ends the replay;
-- every byte is returned before `replay()` returns: at the end (allocations the log never
+- every byte is returned before `replay_log()` returns: at the end (allocations the log never
   freed), after a stop, on an error and on Ctrl-C.
 
 Where each resource replays is decided once, into a `ReplayTarget` (replay/engine/target.py:
@@ -39,7 +39,7 @@ from .resources import ResourceSpec
 from .target import NATIVE, PYTHON, TORCH_WORKER, VIRTUAL_TORCH, ReplayTarget, resolve_target
 
 
-def replay(
+def replay_log(
     log: AllocationLog,
     spec: ResourceSpec,
     options: ReplayOptions | None = None,

@@ -1,6 +1,11 @@
-"""Which variable to write a setting in, for the user's PyTorch, and what not to recommend.
+"""Which variable PyTorch reads a setting from: the one to write a setting in, the one a check
+reads it from, those already set that would win over it, and what not to recommend. `hipmem
+explain`, `recommend --from-snapshot` (its warnings) and `check --from-snapshot` ask here, the
+command line and the Python API alike; only the pairs `recommend --for` writes for each build
+are settings/recommend.py's (VARIABLES).
 
-Each rule has its source in docs/explain.md ("The variable PyTorch reads"):
+Each rule has its source in docs/explain.md ("The variable PyTorch reads") and
+docs/allocator-settings.md ("Which variable PyTorch reads"):
 
 - The allocator's own keys (expandable_segments, max_split_size_mb, garbage_collection_
   threshold, ...) are read by `CUDAAllocatorConfig::instance()` (c10/cuda/CUDAAllocatorConfig.h)
@@ -25,10 +30,16 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from hipmem._core.alloc_conf import settings_pairs
+from hipmem._core.alloc_conf import check_alloc_conf, settings_pairs
+
+from ..errors import ReplayUsageError
 
 FIRST_READ = "PYTORCH_CUDA_ALLOC_CONF"
 OTHERS_READ = ("PYTORCH_HIP_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+# The order a ROCm build of PyTorch 2.11 reads them in. A check without a setting string reads
+# whichever are set, and they must agree: builds and versions read different ones (a CUDA build
+# never reads the HIP one, 2.9 never reads PYTORCH_ALLOC_CONF).
+READ_ORDER = (FIRST_READ, *OTHERS_READ)
 BUILDS = ("rocm", "cuda")
 ROCM_EXPANDABLE_TORCH = (2, 11)
 ROCM_EXPANDABLE_ROCM = (7, 0)
@@ -132,3 +143,57 @@ def variable_advice(
     if harm:
         advice.warnings.append(harm)
     return advice
+
+
+def set_variables(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables of READ_ORDER set in `environ` (default: this process's), in that order."""
+    environ = os.environ if environ is None else environ
+    return {name: environ[name] for name in READ_ORDER if name in environ}
+
+
+def environment_warnings(torch_build: str, environ: Mapping[str, str] | None = None) -> list[str]:
+    """A variable set in `environ` (default: this process's) that a build would read instead of
+    those written for `torch_build` ("rocm", "cuda" or "both", as
+    `AllocatorRecommendation.variables` takes it)."""
+    found = set_variables(environ)
+    warnings = []
+    if torch_build == "rocm" and FIRST_READ in found:
+        warnings.append(
+            f"{FIRST_READ} is set: a ROCm build of PyTorch reads it before "
+            "PYTORCH_HIP_ALLOC_CONF (even empty); unset it, or use --for both"
+        )
+    if "PYTORCH_ALLOC_CONF" in found:
+        warnings.append(
+            "PYTORCH_ALLOC_CONF is set: PyTorch 2.11 reads it only when none of the variables "
+            "below is set, and 2.9 never; the settings are not merged"
+        )
+    return warnings
+
+
+@dataclass(frozen=True)
+class CheckedSettings:
+    """The setting string a check judges, and where it came from, as its verdict names it."""
+
+    settings: str  # "" for PyTorch's defaults
+    source: str  # `--alloc-conf`, `$PYTORCH_CUDA_ALLOC_CONF`, or that none is set
+
+
+def settings_to_check(
+    alloc_conf: str | None = None, environ: Mapping[str, str] | None = None
+) -> CheckedSettings:
+    """`alloc_conf` when given (`check --alloc-conf`), else the setting string of the variables
+    of READ_ORDER set in `environ` (default: this process's), else PyTorch's defaults. Variables
+    set to different strings are refused (`ReplayUsageError`): no one answer holds for every
+    build and version. Each string is held to the settings' grammar, named by where it was."""
+    if alloc_conf is not None:
+        return CheckedSettings(check_alloc_conf(alloc_conf, parameter="alloc_conf"), "--alloc-conf")
+    found = set_variables(environ)
+    if len(set(found.values())) > 1:
+        raise ReplayUsageError(
+            f"{' and '.join(found)} are set to different settings, and PyTorch's builds and "
+            "versions read different ones (`hipmem docs allocator-settings`): give --alloc-conf"
+        )
+    if not found:
+        return CheckedSettings("", "no PYTORCH_*_ALLOC_CONF set")
+    name, value = next(iter(found.items()))
+    return CheckedSettings(check_alloc_conf(value, parameter=name), f"${name}")

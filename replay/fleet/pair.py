@@ -25,6 +25,7 @@ from pathlib import Path
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
+from ..capacity.confirmation import CONFIRM_RUNS
 from ..engine.options import ReplayOptions
 from ..errors import ReplayError
 from .records import RESULTS_VERSION, STATUS_FAILED, STATUS_OK, TASK_CAPACITY, TEXT_CHARS
@@ -54,7 +55,7 @@ class PairTask:
     task: str  # TASK_REPLAY or TASK_CAPACITY
     settings: str
     options: ReplayOptions
-    confirm_runs: int = 2
+    confirm_runs: int = CONFIRM_RUNS
 
 
 def hash_log(log: LogRef) -> tuple[str, int]:
@@ -192,13 +193,13 @@ def _loaded(pair: PairTask) -> tuple[AllocationLog, ReplayProgram]:
 def _replay_pair(pair: PairTask) -> dict[str, Any]:
     from ..capacity.search import find_capacity
     from ..engine.resources import parse_spec
-    from ..engine.run import replay
+    from ..engine.run import replay_log
     from ..logs.events import ALLOCATE_FAILURE
 
     log, program = _loaded(pair)
     spec = parse_spec(pair.spec)
     options = dataclasses.replace(pair.options, plot_samples=0)
-    report = replay(log, spec, options, program=program)
+    report = replay_log(log, spec, options, program=program)
     first = report.failures[0] if report.failures else None
     figures: dict[str, Any] = {
         "where": where_am_i(report.backend),

@@ -32,6 +32,7 @@ from typing import Any
 from hipmem._core.progress import ProgressCallback
 from hipmem._core.skipped_input import SkippedPlace
 
+from ..capacity.confirmation import CONFIRM_RUNS
 from ..engine.options import ReplayOptions
 from ..engine.resources import ResourceSpec
 from ..errors import ReplayError, ReplayUsageError
@@ -68,7 +69,7 @@ class FleetRequest:
     specs: list[ResourceSpec]
     options: ReplayOptions = field(default_factory=ReplayOptions)
     find_capacity: bool = False
-    confirm_runs: int = 2
+    confirm_runs: int = CONFIRM_RUNS
     retries: int = DEFAULT_RETRIES  # extra attempts for a pair whose worker died
     send_logs: bool = False  # send each log's bytes with its task, for workers that cannot see it
 

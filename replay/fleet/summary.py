@@ -98,7 +98,7 @@ class ResourceSummary:
         }
 
 
-def summarize(records: list[dict[str, Any]], resources: list[str]) -> list[ResourceSummary]:
+def summarize_fleet(records: list[dict[str, Any]], resources: list[str]) -> list[ResourceSummary]:
     """One summary per resource, in the order given."""
     return [_summary(name, [r for r in records if r["spec"] == name]) for name in resources]
 

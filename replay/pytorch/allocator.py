@@ -17,10 +17,11 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ReplayError
+from ..errors import ReplayError, ReplayUsageError
 from . import fetch as torch_fetch
 from . import release as torch_release
 
@@ -84,11 +85,46 @@ def _field(version_py: str, name: str) -> str | None:
     return found.group(1) if found else None
 
 
+def asked_release(
+    version: str | None = None, environ: Mapping[str, str] | None = None
+) -> tuple[str | None, str]:
+    """The release asked for (None: none) and where it was asked, as an error names it:
+    `version` (`torch`, the CLI's --torch), else HIPMEM_TORCH in `environ` (default: this
+    process's environment)."""
+    if version:
+        return version, "torch"
+    environ = os.environ if environ is None else environ
+    return environ.get(TORCH_ENV) or None, TORCH_ENV
+
+
+def releases_to_fetch(
+    torch: str | None = None,
+    *,
+    wheel: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> list[str | None]:
+    """The releases `hipmem torch fetch` fetches: `torch` (2.14, 2.14.1, or several: 2.11,2.14),
+    else HIPMEM_TORCH (`asked_release`), each held to the version grammar before any download;
+    [None] for the newest. A `wheel` says its own release, so the variable is not read for one,
+    and it is one release."""
+    if wheel is not None and not torch:
+        text, parameter = None, "torch"
+    else:
+        text, parameter = asked_release(torch, environ)
+    names: list[str | None] = [n.strip() for n in (text or "").split(",") if n.strip()] or [None]
+    for name in names:
+        if name is not None:
+            torch_release.public_version(name, parameter=parameter)
+    if wheel is not None and len(names) != 1:
+        raise ReplayUsageError("--wheel is one PyTorch: give one --torch version")
+    return names
+
+
 def locate(version: str | None = None) -> TorchAllocator:
     """The allocator the virtual GPU runs, by the search order of this module's docstring."""
-    asked = version or os.environ.get(TORCH_ENV) or None
+    asked, parameter = asked_release(version)
     if asked:  # an error names where the release came from: --torch, or the variable
-        torch_release.check_asked(asked, parameter="torch" if version else TORCH_ENV)
+        torch_release.check_asked(asked, parameter=parameter)
     tried: list[str] = []
     installed = installed_torch()
     if installed is not None:

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from hipmem._core.byte_sizes import MiB
-from hipmem._core.package_folders import child_environment
+from hipmem._core.child_python import child_environment
 
 from ..engine.resources import ResourceSpec
 from ..errors import ReplayError, ReplayUsageError

@@ -25,7 +25,7 @@ from pathlib import Path
 from hipmem._core.atomic_write import write_bytes_atomically
 from hipmem._core.devices import NVIDIA, Device
 
-from ..capacity.fits import Fit, fits
+from ..capacity.fits import Fit, fits_table
 from ..engine.options import ReplayOptions
 from ..engine.resources import parse_spec
 from ..errors import ReplayError, ReplayUsageError
@@ -71,7 +71,7 @@ class RecordRequest:
     alloc_conf: str | None = None  # PYTORCH_CUDA_ALLOC_CONF for the run
     environment: dict[str, str] = field(default_factory=dict)  # extra variables (--vary)
     stdout_to_stderr: bool = False  # the command's output off stdout (a --json answer's)
-    fits: bool = True  # replay the snapshot on each device of the fits table
+    fits_table: bool = True  # replay the snapshot on each device of the fits table
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ class Recording:
     context_bytes: int  # the device memory the virtual GPU kept for the context
     max_rss_bytes: int  # the recorded process's peak resident memory (0: it wrote nothing)
     unseen: tuple[str, ...]
-    fits: tuple[Fit, ...] = ()  # the snapshot on each device of the fits table (a run that ended)
+    fits_table: tuple[Fit, ...] = ()  # each device of the fits table (a run that ended)
     applied: tuple[str, ...] = ()  # a ROCm build's workspaces, set for an AMD device
 
 
@@ -120,16 +120,18 @@ def record(request: RecordRequest, *, notice: Callable[[str], None] | None = Non
         done = dataclasses.replace(
             done, applied=applied, unseen=(*done.unseen, *filter(None, [ignored]))
         )
-        if request.fits and exit_code == 0 and not done.out_of_memory and done.max_rss_bytes:
-            done = dataclasses.replace(done, fits=_fits(Path(work) / "snapshot.pickle", torch))
+        if request.fits_table and exit_code == 0 and not done.out_of_memory and done.max_rss_bytes:
+            done = dataclasses.replace(
+                done, fits_table=_fits_table(Path(work) / "snapshot.pickle", torch)
+            )
         return done
 
 
-def _fits(snapshot: Path, torch: RecordTorch) -> tuple[Fit, ...]:
+def _fits_table(snapshot: Path, torch: RecordTorch) -> tuple[Fit, ...]:
     """The recorded snapshot replayed on each device of the fits table, under the settings it
     ran with, by the release that recorded it."""
     options = ReplayOptions(backend="virtual", torch_version=torch.version.split("+")[0])
-    return tuple(fits(load_log(snapshot), parse_spec("torch:settings=recorded"), options))
+    return tuple(fits_table(load_log(snapshot), parse_spec("torch:settings=recorded"), options))
 
 
 def _run(request: RecordRequest, executable: str, torch: RecordTorch, folder: Path,

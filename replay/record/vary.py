@@ -52,16 +52,17 @@ class VariedRecordings:
         with no refusal. A value that ran out of memory on the recorded device has no whole
         snapshot, so a larger device's answer stops short of it (`bounded`)."""
         ran = [(value, r) for value, r in zip(self.variation.values, self.recordings,
-                                              strict=True) if r.fits]  # fmt: skip
+                                              strict=True) if r.fits_table]  # fmt: skip
         if not ran:
             return []
         recorded = self.recordings[0].request.device
         ran_out = any(r.out_of_memory for r in self.recordings)
         answers = []
-        for k, fit in enumerate(ran[0][1].fits):
-            fitting = [(value, r) for value, r in ran if len(r.fits) > k and r.fits[k].fits]
+        for k, fit in enumerate(ran[0][1].fits_table):
+            fitting = [(value, r) for value, r in ran
+                       if len(r.fits_table) > k and r.fits_table[k].fits]  # fmt: skip
             value, best = fitting[-1] if fitting else (None, None)
-            peak = None if best is None else best.fits[k].peak_reserved_bytes
+            peak = None if best is None else best.fits_table[k].peak_reserved_bytes
             bounded = ran_out and fit.device.memory_bytes > recorded.memory_bytes
             answers.append(DeviceAnswer(fit.device, value, peak, bounded))
         return answers

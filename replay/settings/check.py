@@ -9,7 +9,9 @@ that asked for it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from hipmem._core.alloc_conf import check_alloc_conf
 from hipmem._core.skipped_input import SkippedInput
@@ -17,8 +19,9 @@ from hipmem._core.skipped_input import SkippedInput
 from ..engine.options import ReplayOptions
 from ..engine.report import AllocationFailure
 from ..engine.resources import parse_spec
-from ..engine.run import replay
+from ..engine.run import replay_log
 from ..explain.recorded_conditions import CAP, RecordedConditions, recorded_conditions
+from ..explain.variables import CheckedSettings, settings_to_check
 from ..pytorch import allocator as torch_allocator
 from ..snapshots.frames import Frame, user_frame
 from ..snapshots.reader import entry_frames
@@ -39,6 +42,12 @@ class SnapshotVerdict:
     @property
     def fits(self) -> bool:
         return self.first_refused is None
+
+    @property
+    def path(self) -> Path:
+        """The snapshot's file: its source less the device (`run.pickle` of `run.pickle#dev0`,
+        snapshots/reader.py names them), to explain it (`check --explain`)."""
+        return Path(self.snapshot.rpartition("#dev")[0] or self.snapshot)
 
     def as_dict(self) -> dict[str, object]:
         refused = self.first_refused
@@ -72,6 +81,9 @@ class AllocatorCheck:
     inferred: RecordedConditions | None = None
     # A snapshot whose fields exclude the release that replayed it (release_range.py).
     release_notes: list[str] = field(default_factory=list)
+    # Where the settings came from, as the verdict names them: `settings` (given),
+    # `--alloc-conf`, `$PYTORCH_CUDA_ALLOC_CONF`, ... (explain/variables.py's settings_to_check).
+    source: str = "settings"
 
     @property
     def fits(self) -> bool:
@@ -83,6 +95,7 @@ class AllocatorCheck:
 
     def as_dict(self) -> dict[str, object]:
         return {
+            "source": self.source,
             "fits": self.fits,
             "settings": self.settings,
             "device": self.device.as_dict(),
@@ -97,21 +110,24 @@ class AllocatorCheck:
 
 def check_allocator_settings(
     snapshots: Snapshots,
-    settings: str,
+    settings: str | CheckedSettings | None = None,
     *,
     device: str | None = None,
     device_memory_bytes: int | None = None,
     torch_version: str | None = None,
     accept_skipped: bool = False,
     strict: bool = False,
+    environ: Mapping[str, str] | None = None,
 ) -> AllocatorCheck:
-    """Replay every snapshot with `settings` (PyTorch's setting string, "" for its defaults)
-    on the virtual `device` (a device of the table, default MI300X, or `device_memory_bytes`).
+    """Replay every snapshot with `settings` (PyTorch's setting string, "" for its defaults;
+    None: the one the PYTORCH_*_ALLOC_CONF variables set in `environ` hold, as
+    `settings_to_check` reads them; or what `settings_to_check` chose) on the virtual `device`
+    (a device of the table, default MI300X, or `device_memory_bytes`).
 
     A snapshot entry that cannot be read could change the verdict, so it stops the check
     (`SkippedInputError`, exit 1) unless `accept_skipped`; the verdict then carries how many
     entries it did without. `strict`: the first entry that cannot be read is the error."""
-    check_alloc_conf(settings, parameter="settings")
+    chosen = _chosen(settings, environ)
     options = ReplayOptions(backend="virtual", device_name=device,
                             device_memory_bytes=device_memory_bytes, torch_version=torch_version,
                             on_failure="stop", time_calls=False)  # fmt: skip
@@ -128,10 +144,20 @@ def check_allocator_settings(
             limits = inferred.ends
         else:
             options = replace(options, device_memory_bytes=inferred.lo_bytes)
-    verdicts = [_verdict(workload, settings, options, limits) for workload in workloads]
-    return AllocatorCheck(settings, options.virtual_device(), allocator.version,
+    verdicts = [_verdict(workload, chosen.settings, options, limits) for workload in workloads]
+    return AllocatorCheck(chosen.settings, options.virtual_device(), allocator.version,
                           allocator.describe(), verdicts, skipped, inferred,
-                          release_notes(workloads, allocator.version))  # fmt: skip
+                          release_notes(workloads, allocator.version), chosen.source)  # fmt: skip
+
+
+def _chosen(
+    settings: str | CheckedSettings | None, environ: Mapping[str, str] | None
+) -> CheckedSettings:
+    if isinstance(settings, CheckedSettings):
+        return settings  # held to the grammar when chosen
+    if settings is None:
+        return settings_to_check(environ=environ)
+    return CheckedSettings(check_alloc_conf(settings, parameter="settings"), "settings")
 
 
 def _verdict(
@@ -144,7 +170,7 @@ def _verdict(
         given = [*([f"limit={limit}"] if limit is not None else []),
                  *([f"settings={settings}"] if settings else [])]  # fmt: skip
         spec = parse_spec("torch" + (":" + ",".join(given) if given else ""))
-        report = replay(workload.log, spec, options, program=workload.program)
+        report = replay_log(workload.log, spec, options, program=workload.program)
         refused = report.failures[0] if report.failures else None
         frame = user_frame(entry_frames(refused.where)) if refused is not None else None
         verdict = SnapshotVerdict(workload.name, report.peak_requested_bytes,

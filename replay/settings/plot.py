@@ -20,7 +20,7 @@ from hipmem._core.plot_files import byte_unit, check_plot_path, plain_text, save
 from hipmem._core.pyplot import pyplot
 
 from ..engine.report import ReplayReport
-from ..engine.run import replay
+from ..engine.run import replay_log
 from ..errors import ReplayError
 from .candidate import Candidate
 from .recommend import AllocatorRecommendation
@@ -41,7 +41,7 @@ def sampled_replays(
     options = dataclasses.replace(recommendation.options, plot_samples=SAMPLES, time_calls=False)
 
     def sampled(candidate: Candidate) -> ReplayReport:
-        return replay(workload.log, candidate.spec, options, program=workload.program)
+        return replay_log(workload.log, candidate.spec, options, program=workload.program)
 
     shown = [("defaults", sampled(recommendation.default))]
     if chosen is not recommendation.default:

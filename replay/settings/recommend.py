@@ -27,15 +27,16 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TypeVar
 
 from hipmem._core.progress import ProgressCallback, no_progress
 from hipmem._core.skipped_input import SkippedInput
 
+from ..capacity.at_once import run_each
 from ..capacity.fits import find_virtual_capacity
 from ..capacity.result import NoCapacityFound
 from ..engine.options import ReplayOptions
@@ -47,7 +48,12 @@ from ..explain.recorded_conditions import (
     must_reproduce,
     recorded_conditions,
 )
-from ..explain.variables import expandable_takes_effect, has_expandable
+from ..explain.variables import (
+    environment_warnings,
+    expandable_takes_effect,
+    has_expandable,
+    set_variables,
+)
 from ..pytorch import allocator as torch_allocator
 from ..virtual import build as vcuda_build
 from ..virtual.devices import Device
@@ -65,7 +71,7 @@ VARIABLES = {
     "cuda": ("PYTORCH_CUDA_ALLOC_CONF",),
     "both": ("PYTORCH_HIP_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"),
 }
-TARGETS = tuple(VARIABLES)
+TORCH_BUILDS = tuple(VARIABLES)
 CAPACITIES = ("recommended", "all")
 
 _T = TypeVar("_T")
@@ -94,6 +100,9 @@ class AllocatorRecommendation:
     # What was replayed, for a plot or a replay of one setting (not in --json).
     workloads: list[Workload] = field(default_factory=list, repr=False)
     options: ReplayOptions = field(default_factory=ReplayOptions, repr=False)
+    # The PYTORCH_*_ALLOC_CONF variables set where it ran (for environment_warnings: which of
+    # them wins over the ones to set depends on the builds they are set for).
+    environment: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def settings(self) -> str | None:
@@ -112,14 +121,20 @@ class AllocatorRecommendation:
         have = self.device.memory_bytes if self.cap_bytes is None else self.cap_bytes
         return None if peak is None else have - peak
 
-    def variables(self, target: str = "both") -> list[tuple[str, str]]:
+    def variables(self, torch_build: str = "both") -> list[tuple[str, str]]:
         """(name, value) pairs to set, for ROCm builds of PyTorch, CUDA builds or both."""
-        if target not in VARIABLES:
-            raise ReplayUsageError(f"not one of {', '.join(TARGETS)}", parameter="target",
-                                   value=target)  # fmt: skip
+        if torch_build not in VARIABLES:
+            raise ReplayUsageError(f"not one of {', '.join(TORCH_BUILDS)}",
+                                   parameter="torch_build", value=torch_build)  # fmt: skip
         if self.recommended is None:
             return []
-        return [(name, self.recommended.settings) for name in VARIABLES[target]]
+        return [(name, self.recommended.settings) for name in VARIABLES[torch_build]]
+
+    def environment_warnings(self, torch_build: str = "both") -> list[str]:
+        """A variable already set that a build would read instead of those
+        `variables(torch_build)`
+        sets (docs/allocator-settings.md, "Which variable PyTorch reads")."""
+        return environment_warnings(torch_build, self.environment)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -159,6 +174,7 @@ def recommend_allocator_settings(
     jobs: int | None = None,
     progress: ProgressCallback | None = None,
     rocm: bool = False,
+    environ: Mapping[str, str] | None = None,
 ) -> AllocatorRecommendation:
     """Replay every setting of the grid on every snapshot on the virtual `device` (a device of
     the table, default MI300X, or `device_memory_bytes`) with PyTorch `torch_version`'s
@@ -167,7 +183,8 @@ def recommend_allocator_settings(
     setting is for a ROCm build of PyTorch too, so none that does nothing there is recommended:
     replay/explain/variables.py). A snapshot entry that cannot be read stops it
     (`SkippedInputError`) unless `accept_skipped` (`strict`: the first one does, naming it, as
-    in every command)."""
+    in every command). The PYTORCH_*_ALLOC_CONF variables set in `environ` (default: this
+    process's environment) are kept for the result's `environment_warnings`."""
     if capacity not in CAPACITIES:
         raise ReplayUsageError(
             f"not one of {', '.join(CAPACITIES)}", parameter="capacity", value=capacity
@@ -232,6 +249,7 @@ def recommend_allocator_settings(
         workloads=workloads,
         options=options,
         inferred=inferred,
+        environment=set_variables(environ),
     )
 
 
@@ -406,7 +424,9 @@ class _Replayer:
                            probe.alloc_retries, probe.failure_count, first)  # fmt: skip
 
     def map(self, work: Callable[[_T], object], tasks: list[_T], what: str) -> list[object]:
-        """`work` over `tasks`, `jobs` at a time, results in the tasks' order."""
+        """`work` over `tasks`, `jobs` at a time, results in the tasks' order. Threads only
+        wait on driver processes; on an error or Ctrl-C the tasks not yet started are dropped
+        (the running drivers end with the caller: same process group)."""
         done = [0]
         lock = threading.Lock()
 
@@ -418,20 +438,7 @@ class _Replayer:
             return result
 
         self.progress(0, len(tasks), what)
-        with _pool(self.jobs) as pool:
-            futures: list[Future[object]] = [pool.submit(counted, task) for task in tasks]
-            return [future.result() for future in futures]
-
-
-@contextmanager
-def _pool(jobs: int) -> Iterator[ThreadPoolExecutor]:
-    # Threads only wait on driver processes; on an error or Ctrl-C the queued work is dropped
-    # (the running drivers end with the caller: same process group).
-    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="hipmem-grid")
-    try:
-        yield pool
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        return run_each([partial(counted, task) for task in tasks], self.jobs)
 
 
 def _find_capacities(

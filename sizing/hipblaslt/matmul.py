@@ -366,7 +366,7 @@ def _result(
 HIPBLASLT_VARIABLES = ("CUBLASLT_WORKSPACE_SIZE", "HIPBLASLT_WORKSPACE_SIZE")  # PyTorch's order
 
 
-def recommended_kib(report: MatmulReport) -> int:
+def recommended_hipblaslt_kib(report: MatmulReport) -> int:
     """The smallest HIPBLASLT_WORKSPACE_SIZE (KiB) that leaves every first choice unchanged:
     the largest workspace of an uncapped first choice, rounded up to whole KiB."""
     needed = [r.uncapped.workspace_bytes for r in report.results if r.uncapped is not None]

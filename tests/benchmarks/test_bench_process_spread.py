@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hipmem.replay.engine import native
-from hipmem.replay.logs.loader import load_log
 
 from benchmarks import bench_process_spread as bench
+from hipmem.replay.engine import native
+from hipmem.replay.logs.loader import load_log
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "samples" / "serve-first-2000.csv.gz"

@@ -11,9 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hipmem.sizing.rocm.releases import find_release
-
 from hipmem._core import answer_cache
+from hipmem.sizing.rocm.releases import find_release
 from tests.cli_run import hipmem_process
 from tests.conftest import cli_env
 from tests.sizing.rocm.test_fetch_on_demand import sizes

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 import typer
-from hipmem.cli.main import build_app
 
+from hipmem.cli.main import build_app
 from tests.terminal import HIPMEM, REPO
 
 DOCS_LINE = re.compile(r"Docs: hipmem docs ([\w-]+)")

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hipmem.sizing.session import SessionResult, SizingSession
 
+from hipmem.sizing.session import SessionResult, SizingSession
 from tests.cli_run import hipmem as run_hipmem
 from tests.terminal import unwrapped
 

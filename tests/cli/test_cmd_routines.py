@@ -8,7 +8,6 @@ from pathlib import Path
 
 from hipmem.sizing.defaults import rules_for
 from hipmem.sizing.rocm.catalog import load_catalog
-
 from tests.cli_run import hipmem as run_hipmem
 
 REPO = Path(__file__).parents[2]

@@ -8,8 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hipmem.sizing.session import size_calls
 
+from hipmem.sizing.session import size_calls
 from tests.cli_run import hipmem as run_hipmem
 from tests.cli_run import hipmem_process
 

@@ -23,8 +23,9 @@ _ADDED_BY_WRAPPING = {"\\"}
 
 
 def _app() -> Any:
-    from hipmem.cli.main import build_app
     from typer.main import get_command
+
+    from hipmem.cli.main import build_app
 
     return get_command(build_app([]))
 

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-from hipmem.sizing.workspace_check import ULONG_MAX, strtoul
 
 from hipmem._core.errors import MAX_SHOWN_CHARS
+from hipmem.sizing.workspace_check import ULONG_MAX, strtoul
 from tests.cli_run import hipmem
 
 REPO = Path(__file__).resolve().parents[2]

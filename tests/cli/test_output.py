@@ -1,4 +1,4 @@
-"""hipmem_cli/output.py is the one way out: nothing bypasses it, nothing from an input reaches
+"""hipmem_cli/output/ is the one way out: nothing bypasses it, nothing from an input reaches
 the terminal raw, and no value is split inside, at any width."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ import re
 from pathlib import Path
 
 import pytest
-from hipmem.cli import output
 from rich.console import Console
+
+from hipmem.cli import output
 
 CLI = Path(__file__).resolve().parents[2] / "hipmem_cli"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

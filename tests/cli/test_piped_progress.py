@@ -4,6 +4,8 @@ and the last line said again while nothing moves. Periods of 0 (always due) and 
 
 from __future__ import annotations
 
+import time
+
 from hipmem.cli.piped_progress import PipedProgress, piped_progress
 
 HOUR_S = 3600.0
@@ -37,9 +39,11 @@ def test_every_change_is_said_once_the_period_has_passed() -> None:
 
 def test_while_nothing_moves_the_last_line_is_said_again() -> None:
     said: list[str] = []
-    with piped_progress("fleet", 0.0, said.append) as progress:
+    with piped_progress("fleet", 0.01, said.append) as progress:
         progress(0, 2, "pairs, 0 events replayed")
-        progress.heartbeat()
+        deadline = time.monotonic() + 30  # the heartbeat's thread says it, within 25 ms
+        while len(said) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
     assert said[0] == "fleet: 0/2 pairs, 0 events replayed"
     assert said[1].startswith("fleet: 0/2 pairs, 0 events replayed (still working, ")
     assert said[1].endswith(" s)")

@@ -7,9 +7,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from hipmem.replay.engine.backends import cuda_device_count, hip_device_count
 from hipmem.replay.logs.loader import load_log
-
 from tests.cli_run import hipmem as run_hipmem
 from tests.log_reference import REAL_LOGS_DIR
 from tests.replay_reference import reference_failures, reference_peak_bytes

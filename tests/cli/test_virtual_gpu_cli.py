@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hipmem.replay.virtual.devices import FITS_DEVICES
 
+from hipmem.replay.virtual.devices import FITS_DEVICES
 from tests.cli_run import hipmem as run_hipmem
 from tests.snapshot_reference import SNAPSHOTS
 

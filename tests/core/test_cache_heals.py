@@ -12,10 +12,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hipmem.sizing.rocm import fetch as rocm_fetch
-from hipmem.sizing.worker.shim_build import build_shim
 
 from hipmem._core import build_cache
+from hipmem.sizing.rocm import fetch as rocm_fetch
+from hipmem.sizing.worker.shim_build import build_shim
 from tests.cli_run import hipmem_process
 from tests.sizing.rocm.test_rocm_fetch import _mirror_cache
 

@@ -12,15 +12,15 @@ import sys
 from pathlib import Path
 
 import pytest
+
+import hipmem
+from hipmem._core.devices import AMD, DEVICES, find_device
 from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.program import build_program, program_arrays
 from hipmem.replay.pytorch import allocator as torch_allocator
 from hipmem.replay.virtual.gpu import VirtualGpu
 from hipmem.sizing.session import size_calls
 from hipmem.sizing.worker.virtual_device import PRODUCTS, resolve
-
-import hipmem
-from hipmem._core.devices import AMD, DEVICES, find_device
 from tests.conftest import cli_env
 from tests.snapshot_reference import SNAPSHOTS
 

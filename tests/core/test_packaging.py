@@ -170,7 +170,7 @@ def test_import_hipmem_is_cheap_and_names_the_api() -> None:
 SAMPLE = REPO / "samples" / "serve-first-2000.csv.gz"
 _API_PROBE = (
     "import sys, hipmem; log = hipmem.load_log(sys.argv[1]); "
-    "print(hipmem.replay(log, hipmem.parse_spec('host')).peak_requested_bytes)"
+    "print(hipmem.replay_log(log, hipmem.parse_spec('host')).peak_requested_bytes)"
 )
 # The PyTorch replay worker, started as the library starts it; its input is missing, so it
 # must get as far as reading it: the module was found (it needs no torch for that).
@@ -232,10 +232,14 @@ def test_cli_worker_and_api_work_for_any_install_from_any_folder(
         assert "in.npz" in worker.stdout and "specification" not in worker.stdout, worker
 
 
-def test_the_checkout_maps_the_parts_as_pyproject_does() -> None:
+def test_the_checkouts_hipmem_holds_the_parts_as_links() -> None:
+    # Every tool reads hipmem/ as the package it installs as (docs/architecture.md): each
+    # part is a link to its top-level folder, and setuptools finds them all, listing none.
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
-    from hipmem._core.package_folders import PARTS
-
+    for part, folder in (("cli", "hipmem_cli"), ("sizing", "sizing"), ("replay", "replay")):
+        link = REPO / "hipmem" / part
+        assert link.is_symlink() and link.resolve() == (REPO / folder).resolve(), link
     with (REPO / "pyproject.toml").open("rb") as handle:
-        declared = tomllib.load(handle)["tool"]["setuptools"]["package-dir"]
-    assert declared == PARTS
+        setuptools = tomllib.load(handle)["tool"]["setuptools"]
+    assert "package-dir" not in setuptools
+    assert list(setuptools["packages"]) == ["find"]

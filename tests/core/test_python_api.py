@@ -9,13 +9,13 @@ import stat
 from pathlib import Path
 
 import pytest
-from hipmem.replay.engine import native
-from hipmem.replay.errors import ReplayError, ReplayUsageError
-from hipmem.sizing.errors import SizingError, SizingUsageError
 
 import hipmem
 from hipmem._core.atomic_write import write_text_atomically
 from hipmem._core.cache_root import CacheUnusable, cache_dir
+from hipmem.replay.engine import native
+from hipmem.replay.errors import ReplayError, ReplayUsageError
+from hipmem.sizing.errors import SizingError, SizingUsageError
 from tests.log_reference import DATA_LOGS, REAL_LOGS_DIR
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,7 +36,7 @@ def test_sizing_and_replay_from_python(rocm: Path) -> None:
     advice = hipmem.recommend(result)
     assert advice.rocblas_device_memory_size_bytes == result.session_bytes > 0
     log = hipmem.load_log(REAL_LOGS_DIR / "serve.csv.gz")
-    report = hipmem.replay(log, hipmem.parse_spec("host"))
+    report = hipmem.replay_log(log, hipmem.parse_spec("host"))
     assert report.peak_requested_bytes == hipmem.analyze(log).peak_live_bytes
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from dotenv import dotenv_values
+
 from hipmem.sizing.env_formats import (
     GithubFileError,
     UnknownFormat,

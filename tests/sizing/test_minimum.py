@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from hipmem.sizing.calls.executed_routines import buffers, execution_reason
 from hipmem.sizing.calls.spec import parse_call
 from hipmem.sizing.minimum import MinimumFinder

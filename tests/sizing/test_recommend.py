@@ -7,6 +7,8 @@ import math
 from fractions import Fraction
 
 import pytest
+
+from hipmem._core.byte_sizes import MAX_BYTES, parse_bytes
 from hipmem.sizing.calls.spec import parse_call
 from hipmem.sizing.recommend import (
     BadSize,
@@ -20,8 +22,6 @@ from hipmem.sizing.recommend import (
 )
 from hipmem.sizing.session import SessionResult, SizingSession
 from hipmem.sizing.worker.virtual_device import resolve
-
-from hipmem._core.byte_sizes import MAX_BYTES, parse_bytes
 
 CALLS = ["rocsolver_dgetrf:m=1024,n=1024", "rocsolver_dgetrs:n=1024,nrhs=1"]
 HPA_GEMM = (

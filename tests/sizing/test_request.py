@@ -9,12 +9,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from hipmem.sizing.errors import SizingUsageError
-from hipmem.sizing.request import Purpose, SizingRequest, size_request
-from hipmem.sizing.say import Say
 
 import hipmem
 from hipmem._core.progress import ProgressCallback, no_progress
+from hipmem.sizing.errors import SizingUsageError
+from hipmem.sizing.request import Purpose, SizingRequest, size_request
+from hipmem.sizing.say import Say
 from tests.cli_run import hipmem as run_hipmem
 
 REPO = Path(__file__).resolve().parents[2]

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from hipmem.sizing.calls.spec import make_call, parse_call
 from hipmem.sizing.rocm.catalog import Catalog, Param, Routine, load_catalog
 from hipmem.sizing.session import SizingSession, size_calls

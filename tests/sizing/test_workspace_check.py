@@ -10,6 +10,9 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from hipmem.sizing.rocm.locator import locate
 from hipmem.sizing.session import SessionResult, SizingSession
 from hipmem.sizing.workspace_check import (
@@ -18,11 +21,10 @@ from hipmem.sizing.workspace_check import (
     IncompleteSizing,
     NotANumber,
     check,
+    read_environment_setting,
     read_setting,
     strtoul,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 CALLS = ["rocsolver_dgetrf:m=1024,n=1024", "rocsolver_dgetrs:n=1024,nrhs=1"]
 
@@ -136,6 +138,15 @@ def test_read_setting_notes_ignored_suffix_and_negative() -> None:
 @pytest.mark.parametrize("text", [None, "", "  ", "0", "000", "0x0"])
 def test_unset_empty_or_zero_means_managed(text: str | None) -> None:
     assert read_setting(text).managed
+
+
+def test_the_environment_is_read_as_rocblas_reads_it_and_named_as_a_shell_does() -> None:
+    setting = read_environment_setting({"ROCBLAS_DEVICE_MEMORY_SIZE": "128M"})
+    assert setting.bytes == 128
+    assert setting.notes[0].startswith("$ROCBLAS_DEVICE_MEMORY_SIZE '128M' is read as 128 bytes")
+    assert read_environment_setting({}).managed
+    with pytest.raises(NotANumber, match=r"^\$ROCBLAS_DEVICE_MEMORY_SIZE 'abc' is not a number"):
+        read_environment_setting({"ROCBLAS_DEVICE_MEMORY_SIZE": "abc"})
 
 
 def test_read_setting_refuses_non_numbers_and_ambiguous_values() -> None:

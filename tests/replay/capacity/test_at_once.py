@@ -9,8 +9,8 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from hipmem.replay.capacity.at_once import CORES, run_each
 
+from hipmem.replay.capacity.at_once import CORES, run_each
 from tests.cli_run import hipmem
 
 REPO = Path(__file__).resolve().parents[3]

@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import hipmem
 from hipmem.replay.capacity.capacities import Capacities
 from hipmem.replay.capacity.search import CONFIRM_RUNS
-
-import hipmem
 from tests.cli_run import hipmem as run_hipmem
 
 REPO = Path(__file__).resolve().parents[3]
@@ -39,7 +38,8 @@ def test_rmm_and_host_resources_are_what_the_command_prints(rmm_releases):
     found = hipmem.find_capacities(log, [hipmem.parse_spec(s) for s in specs], options,
                                    confirm_runs=1)  # fmt: skip
     assert [r.spec.label for r in found.resources] == specs and not found.virtual
-    assert found.resources[0].fits and found.resources[1].fits is None  # the virtual GPU's only
+    # the fits table: the virtual GPU's only
+    assert found.resources[0].fits_table and found.resources[1].fits_table is None
     args = [a for spec in specs for a in ("-r", spec)]
     done = run_hipmem("replay", str(SERVE), *args, "--backend", "virtual", "--find-capacity",
                       "--confirm-runs", "1", "--json")  # fmt: skip

@@ -8,14 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
+import hipmem
 from hipmem.replay.capacity import limit_rule
 from hipmem.replay.capacity import search as capacity_search
 from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.program import build_program
 from hipmem.replay.logs.events import AllocationLog
 from hipmem.replay.rmm.virtual import VirtualRmm
-
-import hipmem
 
 MiB = 1 << 20
 REPO = Path(__file__).resolve().parents[3]
@@ -69,7 +69,7 @@ def test_the_rule_is_rmm_s_own_count(logs, release):
     options = ReplayOptions(backend="virtual", rmm_version=release, on_failure="stop")
     for limit, refused in ((peak, 0), (peak - 1, 1)):
         spec = hipmem.parse_spec("arena").with_limit(limit)
-        assert hipmem.replay(log, spec, options).failure_count == refused
+        assert hipmem.replay_log(log, spec, options).failure_count == refused
 
 
 @pytest.mark.parametrize("wrong_by", [-8 * MiB, 8 * MiB])

@@ -13,15 +13,15 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
+
+import hipmem
 from hipmem.replay.capacity import rmm_probes
 from hipmem.replay.capacity import search as capacity_search
 from hipmem.replay.capacity.at_once import Cores
-from hipmem.replay.capacity.fits import fits
+from hipmem.replay.capacity.fits import fits_table
 from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.program import build_program
 from hipmem.replay.logs.events import AllocationLog
-
-import hipmem
 
 REPO = Path(__file__).resolve().parents[3]
 LOGS = ("tests/data/real/cnn.csv.gz", "samples/serve-first-2000.csv.gz")
@@ -91,7 +91,7 @@ def test_streams_default_probes_the_default_stream_and_fits_the_logged_ones(logs
         found = capacity_search.find_capacity(log, spec, options, program=program, probes=probes)
         assert found.as_dict() == expected
         # the fits table replays the logged streams, with the option or without, as before
-        assert fits(log, spec, options, program=program, probes=probes) == fits(
+        assert fits_table(log, spec, options, program=program, probes=probes) == fits_table(
             log, spec, logged, program=program
         )
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 
 import pytest
+
 from hipmem.replay.engine import native
 
 

@@ -13,16 +13,16 @@ import time
 
 import numpy as np
 import pytest
+
 from hipmem.replay.capacity.search import find_capacity
 from hipmem.replay.engine import native
 from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.program import OP_ALLOCATE, OP_FREE, build_program
 from hipmem.replay.engine.resources import parse_spec
-from hipmem.replay.engine.run import replay
+from hipmem.replay.engine.run import replay_log
 from hipmem.replay.errors import ReplayUsageError
 from hipmem.replay.logs import analysis
 from hipmem.replay.logs.loader import load_log
-
 from tests.log_reference import REAL_LOGS_DIR
 from tests.replay_reference import (
     log_from_rows,
@@ -102,7 +102,7 @@ def test_program_agrees_with_the_rows_and_the_analysis(real):
 @pytest.mark.parametrize("threads", ["logged", "single"])
 def test_real_logs_replay_completely_through_host_memory(real, engine, threads):
     log, program = real
-    report = replay(
+    report = replay_log(
         log, parse_spec("host"), ReplayOptions(engine=engine, threads=threads), program=program
     )
     assert (report.backend, report.engine, report.outcome) == ("host", engine, "completed")
@@ -126,7 +126,7 @@ def test_real_logs_replay_completely_through_host_memory(real, engine, threads):
 def test_a_limit_refuses_exactly_the_rows_the_reference_refuses(real, engine, threads):
     log, program = real
     limit = reference_peak_bytes(log) * 2 // 3
-    report = replay(
+    report = replay_log(
         log,
         parse_spec(f"host:limit={limit}"),
         ReplayOptions(engine=engine, threads=threads),
@@ -150,7 +150,7 @@ def test_a_limit_refuses_exactly_the_rows_the_reference_refuses(real, engine, th
 def test_stop_ends_at_the_first_failure_and_still_returns_everything(real, engine):
     log, program = real
     limit = reference_peak_bytes(log) // 2
-    report = replay(
+    report = replay_log(
         log,
         parse_spec(f"host:limit={limit}"),
         ReplayOptions(engine=engine, on_failure="stop"),
@@ -195,7 +195,7 @@ def test_crafted_anomalies_follow_the_rules(engine, threads):
     assert program.streams.tolist() == [0, 0x7F00]
     # line 7 becomes two calls: the replaced block's free, then the allocate
     assert program.op.tolist() == [0, 0, 1, 0, 1, 0, 0, 1, 0]
-    report = replay(
+    report = replay_log(
         log, parse_spec("host:limit=100"), ReplayOptions(engine=engine, threads=threads)
     )
     assert [(str(f.where), f.size_bytes, f.live_bytes) for f in report.failures] == [
@@ -210,9 +210,9 @@ def test_crafted_anomalies_follow_the_rules(engine, threads):
 def test_bad_options_are_usage_errors():
     log = log_from_rows(CRAFTED)
     with pytest.raises(ReplayUsageError, match="threads='many': not one of logged, single"):
-        replay(log, parse_spec("host"), ReplayOptions(threads="many"))
+        replay_log(log, parse_spec("host"), ReplayOptions(threads="many"))
     with pytest.raises(ReplayUsageError, match="backend='host': replays only host memory"):
-        replay(log, parse_spec("pool"), ReplayOptions(backend="host"))
+        replay_log(log, parse_spec("pool"), ReplayOptions(backend="host"))
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -240,7 +240,7 @@ def test_ctrl_c_stops_the_native_replay_quickly():
     started = time.monotonic()
     timer.start()
     with pytest.raises(KeyboardInterrupt):
-        replay(
+        replay_log(
             log,
             parse_spec("host"),
             ReplayOptions(engine="native", repeats=100_000),
@@ -279,7 +279,7 @@ def test_streams_default_puts_every_call_on_the_default_stream(engine):
     logged_streams = len(np.unique(log.events["stream"].to_numpy()))
     assert logged_streams > 1  # serve was recorded on several streams
     by_stream = {
-        streams: replay(log, parse_spec("host"), ReplayOptions(engine=engine, streams=streams))
+        streams: replay_log(log, parse_spec("host"), ReplayOptions(engine=engine, streams=streams))
         for streams in ("logged", "default")
     }
     assert by_stream["logged"].stream_count == logged_streams
@@ -289,15 +289,15 @@ def test_streams_default_puts_every_call_on_the_default_stream(engine):
         assert report.peak_requested_bytes == reference_peak_bytes(log)
         assert report.failure_count == 0
     with pytest.raises(ReplayUsageError, match="streams='some': not one of"):
-        replay(log, parse_spec("host"), ReplayOptions(streams="some"))
+        replay_log(log, parse_spec("host"), ReplayOptions(streams="some"))
 
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_allocator_time_is_the_sum_of_the_timed_calls(engine):
     log = load_log([LOGS / "gpt.csv.gz"])
-    report = replay(log, parse_spec("host"), ReplayOptions(engine=engine, threads="single"))
+    report = replay_log(log, parse_spec("host"), ReplayOptions(engine=engine, threads="single"))
     assert report.allocator_ns is not None and 0 < report.allocator_ns <= report.wall_ns
-    untimed = replay(
+    untimed = replay_log(
         log, parse_spec("host"), ReplayOptions(engine=engine, threads="single", time_calls=False)
     )
     if engine == "native":  # the Python loop always times its calls
@@ -312,7 +312,7 @@ def test_capacity_search_goes_on_when_a_size_fails_on_a_later_try(monkeypatch):
     mib = 1 << 20
     edge = (-(-program.peak_requested_bytes // mib) + 3) * mib
     tries: dict[int, int] = {}
-    real_replay = replay
+    real_replay = replay_log
 
     def flaky(log_, spec, options, program=None, target=None):
         report = real_replay(log_, spec, options, program=program, target=target)
@@ -321,7 +321,7 @@ def test_capacity_search_goes_on_when_a_size_fails_on_a_later_try(monkeypatch):
         fails = size < edge or (size == edge and tries[size] > 1)
         return dataclasses.replace(report, failure_count=1 if fails else 0)
 
-    monkeypatch.setattr("hipmem.replay.capacity.search.replay", flaky)
+    monkeypatch.setattr("hipmem.replay.capacity.search.replay_log", flaky)
     found = find_capacity(log, parse_spec("host"), program=program, confirm_runs=2)
     assert found.capacity_bytes == edge + mib
     assert tries[edge] >= 2 and tries[edge + mib] >= 3  # found once, then confirmed twice
@@ -332,7 +332,7 @@ def test_capacity_search_goes_on_when_a_size_fails_on_a_later_try(monkeypatch):
 @pytest.mark.parametrize("threads", ["logged", "single"])
 def test_the_null_resource_replays_every_event_and_reserves_nothing(real, threads):
     log, program = real
-    report = replay(
+    report = replay_log(
         log, parse_spec("null"), ReplayOptions(backend="host", threads=threads, repeats=2),
         program=program,
     )  # fmt: skip
@@ -356,7 +356,7 @@ def test_the_null_resource_replays_every_event_and_reserves_nothing(real, thread
 def test_the_null_resource_refuses_what_it_cannot_mean(spec, options, named):
     log = log_from_rows([(1, "allocate", 1, 64, 0), (1, "free", 1, 64, 0)])
     with pytest.raises(ReplayUsageError) as refused:
-        replay(log, parse_spec(spec), options)
+        replay_log(log, parse_spec(spec), options)
     assert named in str(refused.value)
 
 
@@ -371,7 +371,7 @@ def test_the_null_resource_has_no_capacity():
 def test_every_pass_is_reported_and_the_best_is_the_figure(real, threads):
     log, program = real
     options = ReplayOptions(backend="host", threads=threads, repeats=3)
-    report = replay(log, parse_spec("host"), options, program=program)
+    report = replay_log(log, parse_spec("host"), options, program=program)
     assert len(report.pass_wall_ns) == 3 and all(ns > 0 for ns in report.pass_wall_ns)
     assert report.wall_ns == min(report.pass_wall_ns)
     spread = report.pass_spread()
@@ -390,7 +390,7 @@ def test_every_pass_is_reported_and_the_best_is_the_figure(real, threads):
 def test_the_python_engine_reports_its_one_pass(real):
     log, program = real
     options = ReplayOptions(backend="host", engine="python", threads="single", repeats=3)
-    report = replay(log, parse_spec("host"), options, program=program)
+    report = replay_log(log, parse_spec("host"), options, program=program)
     assert report.pass_wall_ns == (report.wall_ns,)
     passes = report.as_dict()["passes"]
     assert isinstance(passes, dict) and passes["count"] == 1
@@ -400,14 +400,14 @@ def test_the_python_engine_reports_its_one_pass(real):
 def test_the_pass_that_times_each_call_runs_apart_from_the_passes_compared(real):
     log, program = real
     spec = parse_spec("host")
-    several = replay(log, spec, ReplayOptions(backend="host", repeats=3), program=program)
+    several = replay_log(log, spec, ReplayOptions(backend="host", repeats=3), program=program)
     assert len(several.pass_wall_ns) == 3 and several.timed_pass_wall_ns is not None
     assert several.alloc_latency is not None  # the timed pass still times every call
     assert several.wall_ns == min(several.pass_wall_ns)
-    one = replay(log, spec, ReplayOptions(backend="host", repeats=1), program=program)
+    one = replay_log(log, spec, ReplayOptions(backend="host", repeats=1), program=program)
     assert len(one.pass_wall_ns) == 1 and one.timed_pass_wall_ns is None
     untimed = ReplayOptions(backend="host", repeats=3, time_calls=False)
-    plain = replay(log, spec, untimed, program=program)
+    plain = replay_log(log, spec, untimed, program=program)
     assert len(plain.pass_wall_ns) == 3 and plain.timed_pass_wall_ns is None
     assert plain.alloc_latency is None
 
@@ -417,7 +417,7 @@ def test_a_timed_pass_that_stops_the_replay_is_the_pass_reported(real):
     log, program = real
     limit = parse_spec(f"host:limit={program.peak_requested_bytes // 2}")
     options = ReplayOptions(backend="host", repeats=3, on_failure="stop", threads="single")
-    report = replay(log, limit, options, program=program)
+    report = replay_log(log, limit, options, program=program)
     assert report.outcome == "stopped at first failure"
     assert report.pass_wall_ns == (report.wall_ns,) and report.timed_pass_wall_ns is None
 
@@ -436,6 +436,7 @@ def test_program_streams_and_threads_are_each_op_s_own(real):
 @pytest.mark.parametrize("distinct", [1, 7, 300_000])
 def test_sorted_codes_over_many_blocks_are_pandas_sorted_factorize(distinct):
     import pandas as pd
+
     from hipmem.replay.engine.program import _BLOCK_EVENTS, _sorted_codes
 
     rng = np.random.default_rng(distinct)

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from hipmem.replay.capacity.search import find_capacity
 from hipmem.replay.engine import native
 from hipmem.replay.engine.backends import cuda_device_count
 from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.program import build_program
 from hipmem.replay.engine.resources import parse_spec
-from hipmem.replay.engine.run import replay
+from hipmem.replay.engine.run import replay_log
 from hipmem.replay.logs.loader import load_log
-
 from tests.log_reference import REAL_LOGS_DIR
 from tests.replay_reference import reference_first_failure, reference_peak_bytes
 
@@ -73,7 +73,7 @@ def _device_free_bytes() -> int:
 )
 def test_every_resource_replays_gpt_and_returns_every_byte(gpt, text):
     log, program = gpt
-    report = replay(log, parse_spec(text), ReplayOptions(backend="cuda"), program=program)
+    report = replay_log(log, parse_spec(text), ReplayOptions(backend="cuda"), program=program)
     assert report.outcome == "completed"
     assert report.failure_count == 0
     assert report.peak_requested_bytes == reference_peak_bytes(log)
@@ -87,7 +87,7 @@ def test_every_resource_replays_gpt_and_returns_every_byte(gpt, text):
 
 def test_fixed_refuses_what_is_larger_than_its_block(gpt):
     log, program = gpt
-    report = replay(
+    report = replay_log(
         log, parse_spec("fixed:block=4MiB"), ReplayOptions(backend="cuda"), program=program
     )
     events = log.events
@@ -99,7 +99,7 @@ def test_fixed_refuses_what_is_larger_than_its_block(gpt):
 def test_a_limit_fails_first_where_the_reference_says(gpt):
     log, program = gpt
     limit = reference_peak_bytes(log) // 2
-    report = replay(
+    report = replay_log(
         log, parse_spec(f"cuda:limit={limit}"), ReplayOptions(backend="cuda"), program=program
     )
     expected_event, expected_live = reference_first_failure(log, limit, alignment=256)
@@ -112,7 +112,7 @@ def test_a_limit_fails_first_where_the_reference_says(gpt):
 def test_stop_on_failure_stops_at_the_first(gpt):
     log, program = gpt
     limit = reference_peak_bytes(log) // 2
-    report = replay(
+    report = replay_log(
         log,
         parse_spec(f"pool:initial=0,maximum={limit // 256 * 256}"),
         ReplayOptions(backend="cuda", on_failure="stop"),
@@ -128,7 +128,7 @@ def test_stop_on_failure_stops_at_the_first(gpt):
 def test_serve_streams_and_threads_replay_on_real_streams():
     log = load_log([LOGS / "serve.csv.gz"])
     for threads in ("logged", "single"):
-        report = replay(
+        report = replay_log(
             log, parse_spec("pool:initial=256MiB"), ReplayOptions(backend="cuda", threads=threads)
         )
         assert report.outcome == "completed" and report.failure_count == 0
@@ -141,7 +141,7 @@ def test_the_null_resource_runs_in_the_cuda_core_in_every_mode(threads, streams)
     """The machinery's own cost: the same core as every GPU resource, nothing reserved."""
     log = load_log([LOGS / "serve.csv.gz"])
     options = ReplayOptions(backend="cuda", threads=threads, streams=streams, repeats=2)
-    report = replay(log, parse_spec("null"), options)
+    report = replay_log(log, parse_spec("null"), options)
     assert (report.backend, report.engine, report.outcome) == ("cuda", "native", "completed")
     assert report.ops_done == report.ops and report.failure_count == 0
     assert report.peak_reserved_bytes is None
@@ -152,7 +152,9 @@ def test_the_null_resource_runs_in_the_cuda_core_in_every_mode(threads, streams)
 def test_serve_on_the_default_stream_and_the_allocator_time():
     log = load_log([LOGS / "serve.csv.gz"])
     for streams, count in (("logged", 5), ("default", 1)):
-        report = replay(log, parse_spec("async"), ReplayOptions(backend="cuda", streams=streams))
+        report = replay_log(
+            log, parse_spec("async"), ReplayOptions(backend="cuda", streams=streams)
+        )
         assert report.outcome == "completed" and report.failure_count == 0
         assert report.stream_count == count
         assert report.allocator_ns is not None and 0 < report.allocator_ns < report.wall_ns
@@ -169,15 +171,15 @@ def test_capacity_on_many_streams_and_threads_is_confirmed():
     assert at_answer[-3:] == [True, True, True]  # found, then confirmed twice
     failed = [p.size_bytes for p in found.probes if not p.replayed]
     assert failed and max(failed) < found.capacity_bytes  # no try at or above it failed
-    again = replay(log, parse_spec(found.sized_spec), options, program=program)
+    again = replay_log(log, parse_spec(found.sized_spec), options, program=program)
     assert again.outcome == "completed"
 
 
 def test_python_engine_agrees_with_native_on_failures(gpt):
     log, program = gpt
     spec = parse_spec(f"cuda:limit={reference_peak_bytes(log) // 2}")
-    fast = replay(log, spec, ReplayOptions(backend="cuda", threads="single"), program=program)
-    slow = replay(
+    fast = replay_log(log, spec, ReplayOptions(backend="cuda", threads="single"), program=program)
+    slow = replay_log(
         log, spec, ReplayOptions(backend="cuda", threads="single", engine="python"), program=program
     )
     assert [f.event_index for f in fast.failures] == [f.event_index for f in slow.failures]
@@ -189,10 +191,10 @@ def test_capacity_of_a_pool_replays_and_one_step_less_does_not(gpt):
     options = ReplayOptions(backend="cuda", threads="single")
     found = find_capacity(log, parse_spec("pool"), options, program=program)
     assert found.capacity_bytes >= reference_peak_bytes(log)
-    ok = replay(log, parse_spec(found.sized_spec), options, program=program)
+    ok = replay_log(log, parse_spec(found.sized_spec), options, program=program)
     assert ok.failure_count == 0
     smaller = parse_spec(f"pool:maximum={found.capacity_bytes - found.resolution_bytes}")
-    assert replay(log, smaller, options, program=program).failure_count > 0
+    assert replay_log(log, smaller, options, program=program).failure_count > 0
 
 
 def test_ctrl_c_returns_every_byte(gpt):
@@ -203,7 +205,9 @@ def test_ctrl_c_returns_every_byte(gpt):
     timer = threading.Timer(0.5, lambda: signal.pthread_kill(main, signal.SIGINT))
     timer.start()
     with pytest.raises(KeyboardInterrupt):
-        replay(log, parse_spec("cuda"), ReplayOptions(backend="cuda", repeats=50), program=program)
+        replay_log(
+            log, parse_spec("cuda"), ReplayOptions(backend="cuda", repeats=50), program=program
+        )
     timer.cancel()
     assert before - _device_free_bytes() < 64 << 20
 

@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
+
 from hipmem.replay.logs.loader import load_log
 from hipmem.sizing.rocm.locator import locate
 from hipmem.sizing.worker.shim_build import build_shim
-
 from tests.cli_run import hipmem_process
 from tests.conftest import REPO
 from tests.replay_reference import reference_failures, reference_peak_bytes

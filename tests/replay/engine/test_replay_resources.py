@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from hipmem.replay.engine.resources import ResourceSpec, parse_spec
-from hipmem.replay.errors import ReplayUsageError
 
 from hipmem._core.byte_sizes import parse_bytes
 from hipmem._core.errors import UsageError
+from hipmem.replay.engine.resources import ResourceSpec, parse_spec
+from hipmem.replay.errors import ReplayUsageError
 
 
 @pytest.mark.parametrize(

@@ -10,17 +10,17 @@ import json
 from typing import Any
 
 import pytest
+
 from hipmem.cli.main import build_app
 from hipmem.replay.engine import target as replay_target
 from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.preflight import preflight
 from hipmem.replay.engine.resources import parse_spec
-from hipmem.replay.engine.run import replay
+from hipmem.replay.engine.run import replay_log
 from hipmem.replay.errors import ReplayUsageError
 from hipmem.replay.logs.loader import load_log
 from hipmem.replay.pytorch import allocator as torch_allocator
 from hipmem.replay.virtual import build as vcuda_build
-
 from tests.log_reference import REAL_LOGS_DIR
 from tests.snapshot_reference import SNAPSHOTS
 
@@ -82,8 +82,8 @@ def test_the_engine_runs_the_loop_the_target_names() -> None:
     chosen = targets.of(spec, options)
     assert chosen.backend.name == "host" and not chosen.on_virtual_gpu
     python = replay_target.ReplayTarget(chosen.backend, replay_target.PYTHON)
-    by_python = replay(log, spec, options, target=python)
-    by_choice = replay(log, spec, options, target=chosen)
+    by_python = replay_log(log, spec, options, target=python)
+    by_choice = replay_log(log, spec, options, target=chosen)
     assert by_python.engine == "python"
     assert by_choice.engine == chosen.loop  # native where a C++ compiler is, else python
     # Either loop replays the same log to the same figures.

@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+import hipmem
 from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.report import ReplayReport
 from hipmem.replay.engine.resources import parse_spec
-from hipmem.replay.engine.run import replay
+from hipmem.replay.engine.run import replay_log
 from hipmem.replay.explain.explanation import explain
 from hipmem.replay.explain.variables import variable_advice
-
-import hipmem
 from tests.cli_run import hipmem as run_hipmem
 from tests.snapshot_reference import SNAPSHOTS
 
@@ -48,7 +48,7 @@ def _replay(name: str, settings: str, cap_bytes: int) -> ReplayReport:
     spec = f"torch:limit={cap_bytes}" + (f",settings={settings}" if settings else "")
     log = hipmem.load_log(SNAPSHOTS / f"{name}.pickle.gz")
     options = ReplayOptions(backend="virtual", device_name=H200, time_calls=False)
-    return replay(log, parse_spec(spec), options)
+    return replay_log(log, parse_spec(spec), options)
 
 
 @pytest.mark.parametrize("name", OOM_SNAPSHOTS)

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hipmem.replay.explain.explanation import explain
-from hipmem.replay.explain.recorded_conditions import CAP, DEVICE
 from hypothesis import given
 from hypothesis import strategies as st
 
 from hipmem._core.byte_sizes import BadSize, GiB, MiB, parse_rounded_bytes
+from hipmem.replay.explain.explanation import explain
+from hipmem.replay.explain.recorded_conditions import CAP, DEVICE
 from tests.cli_run import hipmem as run_hipmem
 
 REPO = Path(__file__).resolve().parents[3]

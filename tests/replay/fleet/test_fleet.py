@@ -25,13 +25,12 @@ from hipmem.replay.capacity.search import find_capacity
 from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.program import build_program
 from hipmem.replay.engine.resources import parse_spec
-from hipmem.replay.engine.run import replay
+from hipmem.replay.engine.run import replay_log
 from hipmem.replay.fleet.cluster import ClusterPlan, fleet_client, plan_local_cluster
 from hipmem.replay.fleet.results import ResultsFile
 from hipmem.replay.fleet.run import FleetRequest, find_fleet_logs, run_fleet
-from hipmem.replay.fleet.summary import summarize
+from hipmem.replay.fleet.summary import summarize_fleet
 from hipmem.replay.logs.loader import load_log
-
 from tests.cli_run import hipmem as run_hipmem
 from tests.fleet_logs import REAL, SNAPSHOTS, read_rows, real_fleet, tiled, write_log
 
@@ -75,7 +74,7 @@ def serial(path: Path, spec_text: str, capacity: bool) -> dict[str, Any]:
     log = load_log(path)
     spec = parse_spec(spec_text)
     program = build_program(log)
-    report = replay(log, spec, ReplayOptions(), program=program)
+    report = replay_log(log, spec, ReplayOptions(), program=program)
     figures = {
         "outcome": report.outcome,
         "failure_count": report.failure_count,
@@ -126,7 +125,7 @@ def test_every_pair_equals_a_serial_run(client, fleet, tmp_path):
     assert f"{sum(r['events'] for r in run.records):,} events" in seen[-1][2]
 
     # The fleet answer: percentiles over real logs, the logs at the maximum named.
-    host, limited = summarize(run.records, SPECS)
+    host, limited = summarize_fleet(run.records, SPECS)
     capacities = sorted(r["capacity_bytes"] for r in run.records if r["spec"] == "host")
     assert host.capacity is not None and host.capacity.max == capacities[-1]
     # Each percentile is a real log's capacity, and covers that share of the logs.

@@ -19,14 +19,14 @@ import pytest
 
 pytest.importorskip("distributed")
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from hipmem.replay.engine.resources import parse_spec
 from hipmem.replay.fleet.cluster import fleet_client, plan_local_cluster
 from hipmem.replay.fleet.results import MAX_LINE_BYTES, ResultsFile, ResultsFileError
 from hipmem.replay.fleet.run import FleetRequest, run_fleet
-from hipmem.replay.fleet.summary import summarize
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
+from hipmem.replay.fleet.summary import summarize_fleet
 from tests.cli_run import environment
 from tests.cli_run import hipmem as run_hipmem
 from tests.fleet_logs import real_fleet
@@ -62,7 +62,7 @@ def fresh(client: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
 
 def figures(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The fleet's answer, less the replays' wall time (a fact of the run, not of the logs)."""
-    answers = [s.as_dict() for s in summarize(records, SPECS)]
+    answers = [s.as_dict() for s in summarize_fleet(records, SPECS)]
     return [{k: v for k, v in a.items() if k != "replay_wall_ns"} for a in answers]
 
 

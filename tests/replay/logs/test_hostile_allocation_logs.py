@@ -10,9 +10,9 @@ import os
 from pathlib import Path
 
 import pytest
+
 from hipmem.replay.logs.csv_reading import MAX_LINE_BYTES
 from hipmem.replay.logs.loader import load_log
-
 from tests.bounded import hipmem_bounded
 
 REPO = Path(__file__).resolve().parents[3]

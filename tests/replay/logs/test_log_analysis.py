@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from hipmem.replay.logs.analysis import (
     ALLOCATE,
     FREE,
@@ -15,7 +16,6 @@ from hipmem.replay.logs.analysis import (
     size_histogram,
 )
 from hipmem.replay.logs.loader import load_log
-
 from tests.log_reference import DATA_LOGS, REAL_LOGS, Row, figures, read_rows
 
 ALL_LOGS = REAL_LOGS + sorted(DATA_LOGS.glob("*.csv"))

@@ -14,6 +14,9 @@ from unittest import mock
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from hipmem.replay.logs.analysis import (
     LogSummary,
     analyze,
@@ -23,9 +26,6 @@ from hipmem.replay.logs.analysis import (
 )
 from hipmem.replay.logs.loader import load_log
 from hipmem.replay.logs.pointer_links import row_dtype
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from tests.log_reference import DATA_LOGS, REAL_LOGS, Row, read_rows
 from tests.replay.logs.test_log_analysis import assert_figures_match_walk
 

@@ -7,13 +7,13 @@ import gzip
 import tempfile
 from pathlib import Path
 
-from hipmem.replay.errors import LogFormatError
-from hipmem.replay.logs.events import AllocationLog
-from hipmem.replay.logs.loader import load_log
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hipmem._core.skipped_input import NothingToAnswer
+from hipmem.replay.errors import LogFormatError
+from hipmem.replay.logs.events import AllocationLog
+from hipmem.replay.logs.loader import load_log
 from tests.log_reference import DATA_LOGS
 
 # A Thread-era log with every anomaly, failures, (nil) pointers and hex streams.

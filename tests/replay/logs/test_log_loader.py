@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+
 from hipmem.replay.errors import LogFormatError, ReplayUsageError
 from hipmem.replay.logs.csv_columns import parse_address, unwrap_midnight
 from hipmem.replay.logs.csv_header import HEADER_WITH_THREAD
 from hipmem.replay.logs.events import ACTION_NAMES, COLUMNS
 from hipmem.replay.logs.loader import load_log
 from hipmem.replay.logs.log_files import device_of, find_log_files
-
 from tests.log_reference import DATA_LOGS, REAL_LOGS, read_rows
 
 ERA_LOGS = sorted(p for p in DATA_LOGS.glob("*.csv*") if p.name != "bad_rows.csv")

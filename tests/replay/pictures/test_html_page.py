@@ -14,15 +14,15 @@ from typing import Any
 
 import numpy as np
 import pytest
+
+from hipmem._core.plot_files import byte_unit
 from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.program import build_program
 from hipmem.replay.engine.resources import parse_spec
-from hipmem.replay.engine.run import replay
+from hipmem.replay.engine.run import replay_log
 from hipmem.replay.logs.analysis import analyze, live_trace
 from hipmem.replay.logs.loader import load_log
 from hipmem.replay.pictures.html_timeline import bytes_text, log_figure, replay_figure
-
-from hipmem._core.plot_files import byte_unit
 from tests.cli_run import hipmem as run_hipmem
 from tests.spike_data import SPIKE_BYTES, spike_csv, spike_snapshot
 from tests.terminal import unwrapped
@@ -42,7 +42,7 @@ def test_replay_figure_draws_exact_peaks_and_names_the_spike_op(tmp_path: Path) 
     log = load_log([spike_csv(tmp_path / "spike.csv")])
     program = build_program(log)
     options = ReplayOptions(backend="host", plot_samples=10_000)
-    reports = [replay(log, parse_spec(s), options, program=program)
+    reports = [replay_log(log, parse_spec(s), options, program=program)
                for s in ("host", "host:limit=2GiB")]  # fmt: skip
     figure = replay_figure(
         log, program, [(r.resource, r) for r in reports], {"host:limit=2GiB": 2 << 30}

@@ -10,19 +10,19 @@ from typing import Any
 
 import numpy as np
 import pytest
+
+from hipmem._core.decimate import MAX_COLUMNS, envelope, peak_rows
+from hipmem._core.plot_files import byte_unit
 from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.program import build_program
 from hipmem.replay.engine.resources import parse_spec
-from hipmem.replay.engine.run import replay
+from hipmem.replay.engine.run import replay_log
 from hipmem.replay.fleet import plot as fleet_plot
 from hipmem.replay.logs import plot as log_plot
 from hipmem.replay.logs.analysis import analyze, live_trace
 from hipmem.replay.logs.loader import load_log
 from hipmem.replay.pictures import plot
 from hipmem.replay.settings import plot as allocator_plot
-
-from hipmem._core.decimate import MAX_COLUMNS, envelope, peak_rows
-from hipmem._core.plot_files import byte_unit
 from tests.spike_data import SPIKE_BYTES, spike_csv, spike_snapshot
 
 
@@ -82,7 +82,7 @@ def test_replay_plot_draws_the_requested_and_reserved_peaks(
     assert program.peak_requested_bytes >= SPIKE_BYTES
     assert _strided_max(program.live_bytes) < program.peak_requested_bytes  # a stride misses it
     options = ReplayOptions(backend="host", plot_samples=2000)
-    reports = [replay(log, parse_spec(spec), options, program=program)
+    reports = [replay_log(log, parse_spec(spec), options, program=program)
                for spec in ("host", "host:limit=2GiB")]  # fmt: skip
     plot.write_plot(tmp_path / "r.png", program, reports, log.sources)
     (axes,) = figures[0].axes
@@ -185,7 +185,6 @@ def test_sweep_plot_draws_the_largest_need(
 ) -> None:
     from hipmem.sizing.session import SizingSession
     from hipmem.sizing.sweeps import plot as sweep_plot
-
     from tests.sizing.sweeps.test_sweeps import GEMM, PEAK_BYTES
 
     figures = _capture(monkeypatch, sweep_plot)

@@ -6,16 +6,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from hipmem._core.plot_files import byte_unit
 from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.program import build_program
 from hipmem.replay.engine.resources import parse_spec
-from hipmem.replay.engine.run import replay
+from hipmem.replay.engine.run import replay_log
 from hipmem.replay.logs import plot as log_plot
 from hipmem.replay.logs.analysis import analyze, live_trace
 from hipmem.replay.logs.loader import load_log
 from hipmem.replay.pictures import plot
-
-from hipmem._core.plot_files import byte_unit
 
 SAMPLE = Path(__file__).resolve().parents[3] / "samples" / "serve-first-2000.csv.gz"
 
@@ -39,8 +39,8 @@ def test_replay_plot_names_the_log_marks_limits_and_refusals(
     program = build_program(log)
     limited = parse_spec("host:limit=200MiB")
     options = ReplayOptions(plot_samples=500)
-    reports = [replay(log, parse_spec("host"), options, program=program),
-               replay(log, limited, options, program=program)]  # fmt: skip
+    reports = [replay_log(log, parse_spec("host"), options, program=program),
+               replay_log(log, limited, options, program=program)]  # fmt: skip
     plot.write_plot(tmp_path / "r.png", program, reports, log.sources, {limited.label: 200 << 20})
     (figure,) = figures
     (axes,) = figure.axes

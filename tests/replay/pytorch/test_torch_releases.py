@@ -16,15 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+import hipmem
+from hipmem._core.native_build import first_error
 from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.resources import parse_spec
 from hipmem.replay.pytorch import allocator as torch_allocator
 from hipmem.replay.pytorch import fetch as torch_fetch
 from hipmem.replay.pytorch import release as torch_release
 from hipmem.replay.virtual import build as vcuda_build
-
-import hipmem
-from hipmem._core.native_build import first_error
 from tests.cli_run import hipmem as run_hipmem
 from tests.snapshot_reference import COMPLETE, NAMES, SNAPSHOTS
 
@@ -53,7 +53,7 @@ def test_every_snapshot_replays_under_each_release(
         cap = int(stats["memory_fraction"] * stats["device_total_bytes"])
         spec = parse_spec(f"torch:settings=recorded,limit={cap}")
     options = ReplayOptions(backend="virtual", torch_version=allocator.version, device_name="H200")
-    report = hipmem.replay(log, spec, options)
+    report = hipmem.replay_log(log, spec, options)
     assert report.engine == f"torch {allocator.version}"  # every answer names its release
     # The requests refused on the H200 (the trace's `oom`s) are refused again, no others.
     assert report.failure_count == stats["num_ooms"]
@@ -180,7 +180,7 @@ def _hipmem(*args: str) -> subprocess.CompletedProcess[str]:
 def test_a_release_older_than_hipmem_drives_is_one_line_with_the_nearest() -> None:
     done = _hipmem("torch", "fetch", "--torch", "2.3")
     assert done.returncode == 2
-    # Piped, the fetch says its first step on a line before the answer (hipmem_cli/output.py).
+    # Piped, the fetch says its first step on a line before the answer (hipmem_cli/output/).
     assert done.stderr.strip().splitlines()[-1:] == [
         "Error: --torch '2.3': hipmem drives PyTorch 2.4.0 and newer; the nearest release it "
         "drives is 2.4.0 (`hipmem torch fetch --torch 2.4`)"

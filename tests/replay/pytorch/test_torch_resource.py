@@ -9,10 +9,10 @@ import json
 from pathlib import Path
 
 import pytest
-from hipmem.replay.engine.resources import parse_spec
-from hipmem.replay.pytorch import resource as torch_resource
 
 import hipmem
+from hipmem.replay.engine.resources import parse_spec
+from hipmem.replay.pytorch import resource as torch_resource
 from tests.cli_run import hipmem as run_hipmem
 from tests.snapshot_reference import COMPLETE, NAMES, SNAPSHOTS
 
@@ -103,7 +103,7 @@ def test_settings_recorded_reproduce_the_recorded_reserved_peak(name: str) -> No
     spec = "torch:settings=recorded"
     if "memory_fraction" in stats:  # recorded under a cap: the same cap (the same GPU's bytes)
         spec += f",limit={int(stats['memory_fraction'] * stats['device_total_bytes'])}"
-    report = hipmem.replay(log, parse_spec(spec))
+    report = hipmem.replay_log(log, parse_spec(spec))
     if name in COMPLETE:
         # the whole run was recorded: the same events give the same reserved memory, exactly
         assert report.peak_reserved_bytes == stats["reserved_bytes_peak"]
@@ -119,7 +119,7 @@ def test_settings_recorded_reproduce_the_recorded_reserved_peak(name: str) -> No
 def test_a_limit_refuses_like_an_oom_and_names_the_line() -> None:
     log = hipmem.load_log(TRAIN)
     peak = hipmem.analyze(log).peak_live_bytes
-    report = hipmem.replay(log, parse_spec(f"torch:limit={peak // 2}"))
+    report = hipmem.replay_log(log, parse_spec(f"torch:limit={peak // 2}"))
     assert report.failure_count > 0
     first = report.failures[0]
     assert first.where.source.endswith("train-default.pickle.gz#dev0") and first.where.line > 0
@@ -134,6 +134,6 @@ def test_find_capacity_gives_the_smallest_cap_that_replays() -> None:
     found = hipmem.find_capacity(log, spec, resolution_bytes=step, confirm_runs=1)
     assert found.sized_option == "limit"
     assert found.capacity_bytes >= found.peak_requested_bytes
-    assert hipmem.replay(log, parse_spec(found.sized_spec)).failure_count == 0
+    assert hipmem.replay_log(log, parse_spec(found.sized_spec)).failure_count == 0
     below = parse_spec(f"torch:limit={found.capacity_bytes - step}")
-    assert hipmem.replay(log, below).failure_count > 0
+    assert hipmem.replay_log(log, below).failure_count > 0

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from hipmem.replay.snapshots.reader import read_snapshot
 
 REPO = Path(__file__).resolve().parents[3]

@@ -7,13 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from hipmem._core.devices import DEVICES
 from hipmem.replay.errors import ReplayUsageError
 from hipmem.replay.record.rocm_build import expandable_note, rocm_workspaces
 from hipmem.replay.record.run import RecordRequest
 from hipmem.replay.record.torch_site import RecordTorchError, checked, interpreter
 from hipmem.replay.record.vary import _for_value, parse_variation
-
-from hipmem._core.devices import DEVICES
 
 
 def test_a_variation_is_a_name_and_its_values() -> None:

@@ -24,12 +24,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+
+import hipmem
 from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.program import OP_ALLOCATE, build_program
 from hipmem.replay.engine.report import ReplayReport
 from hipmem.replay.logs.events import AllocationLog
-
-import hipmem
 from tests.cli_run import hipmem as run_hipmem
 from tests.cli_run import hipmem_process
 
@@ -61,7 +61,9 @@ def _allocations(count: int, size: int, base: int = 0x10000) -> list[tuple[str, 
 
 
 def _replay(log: AllocationLog, spec: str, **options: Any) -> ReplayReport:
-    return hipmem.replay(log, hipmem.parse_spec(spec), ReplayOptions(backend="virtual", **options))
+    return hipmem.replay_log(
+        log, hipmem.parse_spec(spec), ReplayOptions(backend="virtual", **options)
+    )
 
 
 @pytest.mark.parametrize("release", RELEASES)
@@ -263,7 +265,7 @@ def test_fits_are_each_devices_own_replay(logs, spec):
         custom_device(600 * MiB),
         custom_device(4 * MiB),
     ]
-    fits = hipmem.fits(log, hipmem.parse_spec(spec), ReplayOptions(backend="virtual"),
+    fits = hipmem.fits_table(log, hipmem.parse_spec(spec), ReplayOptions(backend="virtual"),
                        devices=devices)  # fmt: skip
     for fit, device in zip(fits[:3], devices, strict=False):
         alone = _replay(log, spec, device_memory_bytes=device.memory_bytes)
@@ -298,7 +300,7 @@ def test_arena_fits_by_the_rule_are_each_devices_own_replay(logs, release, monke
     largest = find_device("MI355X")
     for name, log in logs.items():
         replayed.clear()
-        hipmem.fits(log, hipmem.parse_spec("arena"), options, devices=[largest])
+        hipmem.fits_table(log, hipmem.parse_spec("arena"), options, devices=[largest])
         ((_, base),) = replayed
         reach = base.arena_extent_bytes
         assert base.peak_reserved_bytes == largest.memory_bytes // 2 and reach > 0, name
@@ -306,7 +308,7 @@ def test_arena_fits_by_the_rule_are_each_devices_own_replay(logs, release, monke
         arenas = [reach + MiB, reach + MiB - 256, reach, reach // 2 // 256 * 256, 24 * 1024 * MiB]
         devices = [largest, *(custom_device(2 * a) for a in arenas), find_device("MI210")]
         replayed.clear()
-        fits = hipmem.fits(log, hipmem.parse_spec("arena"), options, devices=devices)
+        fits = hipmem.fits_table(log, hipmem.parse_spec("arena"), options, devices=devices)
         by_rule = {d.memory_bytes for d in devices} - {size for size, _ in replayed}
         mi210 = find_device("MI210").memory_bytes
         assert by_rule == {2 * (reach + MiB), 2 * 24 * 1024 * MiB, mi210}
@@ -325,7 +327,7 @@ def test_arena_of_a_given_size_fits_alike_where_the_device_holds_it(logs):
 
     log = logs[REAL_LOGS[-1].name]
     devices = [find_device("MI355X"), custom_device(1536 * MiB), custom_device(512 * MiB)]
-    fits = hipmem.fits(log, hipmem.parse_spec("arena:size=1GiB"),
+    fits = hipmem.fits_table(log, hipmem.parse_spec("arena:size=1GiB"),
                        ReplayOptions(backend="virtual"), devices=devices)  # fmt: skip
     for fit, device in zip(fits[:2], devices, strict=False):
         alone = _replay(log, "arena:size=1GiB", device_memory_bytes=device.memory_bytes)

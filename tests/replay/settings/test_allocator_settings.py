@@ -11,11 +11,15 @@ import gzip
 import math
 import os
 import pickle
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+
+import hipmem
+from hipmem._core.alloc_conf import BadAllocConf, check_alloc_conf, settings_pairs
 from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.program import build_program, logged_allocation_sizes, program_arrays
 from hipmem.replay.engine.resources import parse_spec
@@ -26,9 +30,6 @@ from hipmem.replay.settings.recommend import AllocatorRecommendation
 from hipmem.replay.settings.workloads import load_workloads
 from hipmem.replay.virtual.devices import find_device
 from hipmem.replay.virtual.gpu import VirtualGpu
-
-import hipmem
-from hipmem._core.alloc_conf import BadAllocConf, check_alloc_conf, settings_pairs
 from tests.snapshot_reference import COMPLETE, SNAPSHOTS, UNCAPPED, figures, load
 
 MiB = 1 << 20
@@ -112,7 +113,7 @@ def test_each_candidate_is_what_a_separate_replay_of_its_setting_gives(
         assert candidate.error is None, candidate.error
         (run,) = candidate.runs
         spec = parse_spec(f"torch:settings={candidate.settings}" if candidate.settings else "torch")
-        report = hipmem.replay(log, spec, _virtual())
+        report = hipmem.replay_log(log, spec, _virtual())
         assert report.peak_reserved_bytes == run.peak_reserved_bytes, candidate.settings
         assert report.failure_count == run.refused_count, candidate.settings
         assert run.peak_requested_bytes == requested
@@ -141,8 +142,8 @@ def test_the_recommended_capacity_replays_and_2_mib_less_does_not(
     below = ReplayOptions(
         backend="virtual", device_memory_bytes=chosen.capacity_bytes - 2 * MiB, torch_version="2.11"
     )
-    assert hipmem.replay(log, chosen.spec, at).failure_count == 0
-    assert hipmem.replay(log, chosen.spec, below).failure_count > 0
+    assert hipmem.replay_log(log, chosen.spec, at).failure_count == 0
+    assert hipmem.replay_log(log, chosen.spec, below).failure_count > 0
     headroom = find_device(DEVICE).memory_bytes - (chosen.peak_reserved_bytes or 0)
     assert advice[name].headroom_bytes == headroom
 
@@ -161,7 +162,7 @@ def test_several_snapshots_get_one_setting_for_all_driven_by_the_largest(
     logs = {name: hipmem.load_log(SNAPSHOTS / f"{name}.pickle.gz") for name in names}
     for candidate in both.candidates:
         # each snapshot alone, replayed apart (the gc caps are the largest peak of the two)
-        alone = [hipmem.replay(logs[name], candidate.spec, _virtual()) for name in names]
+        alone = [hipmem.replay_log(logs[name], candidate.spec, _virtual()) for name in names]
         assert candidate.peak_reserved_bytes == max(r.peak_reserved_bytes or 0 for r in alone)
         assert candidate.refused_count == sum(r.failure_count for r in alone)
         driving = max(zip(alone, names, strict=True), key=lambda a: a[0].peak_reserved_bytes or 0)
@@ -188,7 +189,7 @@ def test_several_snapshots_get_one_setting_for_all_driven_by_the_largest(
         at = ReplayOptions(
             backend="virtual", device_memory_bytes=chosen.capacity_bytes, torch_version="2.11"
         )
-        assert hipmem.replay(log, chosen.spec, at).failure_count == 0
+        assert hipmem.replay_log(log, chosen.spec, at).failure_count == 0
 
 
 def test_a_setting_that_refuses_is_never_recommended(torch211: TorchAllocator) -> None:
@@ -296,10 +297,10 @@ def test_garbage_collection_entries_are_capped_at_their_base_settings_peak(
 def test_garbage_collection_without_a_fraction_changes_nothing(torch211: TorchAllocator) -> None:
     # The folklore setting alone is a no-op: PyTorch collects only under a memory fraction.
     log = hipmem.load_log(SNAPSHOTS / "train-default.pickle.gz")
-    alone = hipmem.replay(log, parse_spec("torch:garbage_collection_threshold=0.6"), _virtual())
-    default = hipmem.replay(log, parse_spec("torch"), _virtual())
+    alone = hipmem.replay_log(log, parse_spec("torch:garbage_collection_threshold=0.6"), _virtual())
+    default = hipmem.replay_log(log, parse_spec("torch"), _virtual())
     cap = default.peak_reserved_bytes
-    capped = hipmem.replay(
+    capped = hipmem.replay_log(
         log, parse_spec(f"torch:garbage_collection_threshold=0.6,limit={cap}"), _virtual()
     )
     assert alone.peak_reserved_bytes == default.peak_reserved_bytes
@@ -315,14 +316,14 @@ def test_a_fraction_in_the_settings_is_the_per_process_cap_of_a_limit(
     device = find_device(DEVICE).memory_bytes
     fraction = allocator_grid.fraction_text(150 * MiB, device)
     cap = allocator_grid.cap_bytes(fraction, device)
-    in_settings = hipmem.replay(
+    in_settings = hipmem.replay_log(
         log,
         parse_spec(
             f"torch:settings=garbage_collection_threshold:0.6,per_process_memory_fraction:{fraction}"
         ),
         _virtual(),
     )
-    as_limit = hipmem.replay(
+    as_limit = hipmem.replay_log(
         log, parse_spec(f"torch:garbage_collection_threshold=0.6,limit={cap}"), _virtual()
     )
     assert in_settings.peak_reserved_bytes == as_limit.peak_reserved_bytes
@@ -362,8 +363,12 @@ def test_variables_name_the_builds_pytorch_reads(
         ("PYTORCH_HIP_ALLOC_CONF", value),
         ("PYTORCH_CUDA_ALLOC_CONF", value),
     ]
-    with pytest.raises(ReplayUsageError, match="target='hip': not one of rocm, cuda, both"):
+    with pytest.raises(ReplayUsageError, match="torch_build='hip': not one of rocm, cuda, both"):
         found.variables("hip")
+    # a variable already set that a build reads before those written, as `recommend` warns
+    cuda_set = replace(found, environment={"PYTORCH_CUDA_ALLOC_CONF": ""})
+    assert len(cuda_set.environment_warnings("rocm")) == 1
+    assert cuda_set.environment_warnings("both") == []
 
 
 def test_a_file_that_is_not_a_snapshot_is_refused_before_any_work(tmp_path: Path) -> None:
@@ -483,6 +488,16 @@ def test_a_spec_takes_a_whole_setting_string_as_its_last_option() -> None:
         parse_spec("torch:settings=max_split_size_mb 64")
 
 
+def test_the_gate_checks_the_variables_setting_when_given_none(torch211: TorchAllocator) -> None:
+    snapshot, setting = SNAPSHOTS / "oom.pickle.gz", "expandable_segments:True"
+    gate = hipmem.check_allocator_settings(
+        [snapshot], torch_version="2.11", environ={"PYTORCH_HIP_ALLOC_CONF": setting}
+    )
+    assert (gate.settings, gate.source) == (setting, "$PYTORCH_HIP_ALLOC_CONF")
+    assert gate.as_dict()["source"] == gate.source
+    assert {verdict.path for verdict in gate.verdicts} == {snapshot}  # less its `#dev0`
+
+
 def test_the_process_environment_is_left_as_it_was(torch211: TorchAllocator) -> None:
     before = dict(os.environ)
     hipmem.check_allocator_settings(
@@ -537,7 +552,7 @@ def test_the_sampled_reserved_bytes_reach_the_reserved_peak(
     the peak the statistics report, where it happened."""
     log = hipmem.load_log(SNAPSHOTS / "train-default.pickle.gz")
     spec = parse_spec(f"torch:settings={settings}" if settings else "torch")
-    report = hipmem.replay(log, spec, _virtual(plot_samples=100))
+    report = hipmem.replay_log(log, spec, _virtual(plot_samples=100))
     samples = report.samples
     assert samples is not None and 90 <= len(samples.op_index) <= 110
     assert samples.reserved_bytes.max() == report.peak_reserved_bytes

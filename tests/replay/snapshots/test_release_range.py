@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from hipmem.replay.snapshots import native
 from hipmem.replay.snapshots.reader import read_snapshot
 from hipmem.replay.snapshots.release_range import ReleaseRange, outside_notes, written_by
-
 from tests.cli_run import hipmem
 from tests.snapshot_reference import SNAPSHOTS
 

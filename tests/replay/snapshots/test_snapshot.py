@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+import hipmem
 from hipmem.replay.logs.events import ACTION_NAMES
 from hipmem.replay.logs.writer import write_rmm_csv
 from hipmem.replay.snapshots import reader as snapshot
-
-import hipmem
 from tests.cli_run import hipmem as run_hipmem
 from tests.snapshot_reference import NAMES, SNAPSHOTS, figures
 

@@ -12,10 +12,10 @@ import struct
 from pathlib import Path
 
 import pytest
+
 from hipmem.replay.snapshots import budget, native
 from hipmem.replay.snapshots.pickle_machine import SnapshotError
 from hipmem.replay.snapshots.reader import read_snapshot
-
 from tests.bounded import python_bounded
 
 SNAPSHOTS = Path(__file__).parents[2] / "data" / "snapshots"

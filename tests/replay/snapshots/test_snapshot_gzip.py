@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from hipmem.replay.snapshots import reader as snapshot
 from hipmem.replay.snapshots.native import READER_ENV
-
 from tests.snapshot_reference import SNAPSHOTS
 
 # A small file (inflated in one call) and one past the 64 KiB of a first read.

@@ -11,13 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from hipmem.replay.logs.events import LineRef
-from hipmem.replay.snapshots import reader as snapshot
-from hipmem.replay.snapshots.pickle_machine import SnapshotError, SnapshotRefused
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hipmem
+from hipmem.replay.logs.events import LineRef
+from hipmem.replay.snapshots import reader as snapshot
+from hipmem.replay.snapshots.pickle_machine import SnapshotError, SnapshotRefused
 from tests.bounded import run_bounded
 
 SNAPSHOTS = Path(__file__).parents[2] / "data" / "snapshots"

@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hipmem.replay.logs.events import LineRef
-from hipmem.replay.snapshots import native as snapshot_native
-from hipmem.replay.snapshots import reader as snapshot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hipmem.replay.logs.events import LineRef
+from hipmem.replay.snapshots import native as snapshot_native
+from hipmem.replay.snapshots import reader as snapshot
 from tests.snapshot_reference import NAMES
 
 REPO = Path(__file__).resolve().parents[3]

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+import hipmem
 from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.program import build_program
 from hipmem.replay.engine.resources import parse_spec
@@ -22,8 +24,6 @@ from hipmem.replay.snapshots import native as snapshot_native
 from hipmem.replay.snapshots.reader import read_snapshot
 from hipmem.replay.virtual import build as vcuda_build
 from hipmem.replay.virtual.placement import GRANULE_BYTES, plan_of
-
-import hipmem
 from tests.cli_run import hipmem as run_hipmem
 
 MiB = 1 << 20
@@ -166,7 +166,7 @@ def test_each_rank_replays_to_what_its_gpu_reserved(
     stats = json.loads((DISTRIBUTED / f"{name}.stats.json").read_text())
     log = hipmem.load_log(DISTRIBUTED / f"{name}.pickle.gz")
     options = ReplayOptions(backend="virtual", torch_version="2.11", device_name="H200")
-    report = hipmem.replay(log, parse_spec("torch:settings=recorded"), options)
+    report = hipmem.replay_log(log, parse_spec("torch:settings=recorded"), options)
     assert report.peak_reserved_bytes == stats["max_memory_reserved"]
 
 
@@ -179,7 +179,7 @@ def test_top_down_placement_misses_fsdp2_rank_0_by_one_segment(
     assert len(build_program(log).placement) == 2 * len(recording.segment_places) == 2 * 135
     unplaced = replace(log, recordings=[replace(recording, segment_places=np.zeros((0, 2)))])
     options = ReplayOptions(backend="virtual", torch_version="2.11", device_name="H200")
-    report = hipmem.replay(unplaced, parse_spec("torch:settings=recorded"), options)
+    report = hipmem.replay_log(unplaced, parse_spec("torch:settings=recorded"), options)
     assert report.peak_reserved_bytes == 10_575_937_536 + 4 * MiB
 
 

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from hipmem.replay.virtual.build import string_abi_flags
-
 from tests.cli_run import hipmem
 from tests.snapshot_reference import SNAPSHOTS
 

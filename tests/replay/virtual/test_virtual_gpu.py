@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+import hipmem
 from hipmem.replay.engine.options import ReplayOptions
 from hipmem.replay.engine.program import build_program, program_arrays
 from hipmem.replay.engine.resources import ResourceSpec, parse_spec
@@ -27,8 +29,6 @@ from hipmem.replay.settings import grid as allocator_grid
 from hipmem.replay.virtual import build as vcuda_build
 from hipmem.replay.virtual.devices import custom_device, find_device
 from hipmem.replay.virtual.gpu import VirtualGpu
-
-import hipmem
 from tests.snapshot_reference import COMPLETE, SNAPSHOTS
 
 REPO = Path(__file__).resolve().parents[3]
@@ -183,7 +183,7 @@ def test_recorded_settings_give_the_recorded_peaks_byte_for_byte(
         assert stats["device_total_bytes"] == find_device("H200").memory_bytes
         cap = int(stats["memory_fraction"] * stats["device_total_bytes"])
         spec = parse_spec(f"torch:settings=recorded,limit={cap}")
-    report = hipmem.replay(log, spec, _virtual(device_name="H200"))
+    report = hipmem.replay_log(log, spec, _virtual(device_name="H200"))
     assert report.peak_reserved_bytes == stats["reserved_bytes_peak"]
     assert report.peak_requested_bytes == stats["requested_bytes_peak"]
     # The requests that ran out of memory on the H200 are replayed and refused again, as many
@@ -203,7 +203,7 @@ def test_pytorch_29_runs_side_by_side_and_names_itself(
     torch_allocators: dict[str, torch_allocator.TorchAllocator],
 ) -> None:
     log = hipmem.load_log(SNAPSHOTS / "train-expandable.pickle.gz")
-    reports = {v: hipmem.replay(log, RECORDED, _virtual(v)) for v in ("2.9", "2.11")}
+    reports = {v: hipmem.replay_log(log, RECORDED, _virtual(v)) for v in ("2.9", "2.11")}
     assert reports["2.9"].engine == "torch 2.9.1+cu128"
     assert reports["2.11"].engine == "torch 2.11.0+cu130"
     assert "fetched" in (reports["2.9"].allocator_source or "")
@@ -216,7 +216,7 @@ def test_a_device_smaller_than_the_snapshot_refuses_as_pytorch_does(
 ) -> None:
     log = hipmem.load_log(SNAPSHOTS / "train-default.pickle.gz")
     peak = _stats("train-default")["requested_bytes_peak"]
-    report = hipmem.replay(log, RECORDED, _virtual(device_memory_bytes=peak // 2))
+    report = hipmem.replay_log(log, RECORDED, _virtual(device_memory_bytes=peak // 2))
     assert report.failure_count > 0
     first = report.failures[0]
     assert first.where.source.endswith("train-default.pickle.gz#dev0") and first.where.line > 0
@@ -270,8 +270,8 @@ def test_the_smallest_device_is_bisected_to_2_mib_and_holds_in_fresh_processes(
     assert found.capacity_bytes % (2 * MiB) == 0
     stats = _stats(name)
     assert stats["requested_bytes_peak"] <= found.capacity_bytes <= stats["reserved_bytes_peak"]
-    at = hipmem.replay(log, RECORDED, _virtual(device_memory_bytes=found.capacity_bytes))
-    below = hipmem.replay(
+    at = hipmem.replay_log(log, RECORDED, _virtual(device_memory_bytes=found.capacity_bytes))
+    below = hipmem.replay_log(
         log, RECORDED, _virtual(device_memory_bytes=found.capacity_bytes - 2 * MiB)
     )
     assert at.failure_count == 0 and below.failure_count > 0
@@ -295,9 +295,9 @@ def test_the_fraction_cap_is_its_own_figure(
     assert found.sized_option == "memory fraction of H100"
     capped = parse_spec(found.sized_spec)
     assert capped.limit_bytes == found.capacity_bytes
-    assert hipmem.replay(log, capped, options).failure_count == 0
+    assert hipmem.replay_log(log, capped, options).failure_count == 0
     below = parse_spec(f"{spec},limit={found.capacity_bytes - 2 * MiB}")
-    assert hipmem.replay(log, below, options).failure_count > 0
+    assert hipmem.replay_log(log, below, options).failure_count > 0
 
 
 def test_a_search_ends_on_a_device_whose_memory_is_no_multiple_of_2_mib() -> None:
@@ -308,7 +308,7 @@ def test_a_search_ends_on_a_device_whose_memory_is_no_multiple_of_2_mib() -> Non
     log = hipmem.load_log(SNAPSHOTS / "oom.pickle.gz")
     h100 = find_device("H100").memory_bytes
     assert h100 % (2 * MiB)
-    peak = hipmem.replay(log, parse_spec("torch"), _virtual(device_name="H100"))
+    peak = hipmem.replay_log(log, parse_spec("torch"), _virtual(device_name="H100"))
     fraction = allocator_grid.fraction_text(peak.peak_reserved_bytes or 0, h100)
     settings = f"garbage_collection_threshold:0.6,per_process_memory_fraction:{fraction}"
     command = [
@@ -328,7 +328,7 @@ def test_fits_says_which_presets_hold_the_log_and_the_headroom(
 ) -> None:
     log = hipmem.load_log(SNAPSHOTS / "train-default.pickle.gz")
     tiny = [find_device("H100"), custom_device(256 * MiB)]
-    found = hipmem.fits(log, RECORDED, _virtual(), devices=tiny)
+    found = hipmem.fits_table(log, RECORDED, _virtual(), devices=tiny)
     assert [fit.device.name for fit in found] == ["H100", tiny[1].name]
     roomy, small = found
     assert (
@@ -429,7 +429,7 @@ def test_the_drivers_own_pool_on_the_virtual_gpu_is_one_clear_line() -> None:
     # (RMM's own resources replay there: tests/replay/rmm/test_rmm_virtual.py)
     log = hipmem.load_log(SNAPSHOTS / "oom.pickle.gz")
     with pytest.raises(hipmem.UsageError, match="async is the CUDA driver's own pool"):
-        hipmem.replay(log, parse_spec("async"), _virtual())
+        hipmem.replay_log(log, parse_spec("async"), _virtual())
 
 
 def test_settings_pytorch_refuses_are_its_own_words(
@@ -441,7 +441,7 @@ def test_settings_pytorch_refuses_are_its_own_words(
         match=r"with the settings 'roundup_power2_divisions:3' stopped: For roundups, the "
         "divisions has to be power of 2",
     ):
-        hipmem.replay(log, _unchecked("roundup_power2_divisions", "3"), _virtual())
+        hipmem.replay_log(log, _unchecked("roundup_power2_divisions", "3"), _virtual())
 
 
 def _unchecked(key: str, value: str) -> ResourceSpec:
@@ -466,7 +466,7 @@ def test_settings_refused_before_the_probe_is_read_are_still_its_own_words(
     monkeypatch.setattr(VirtualGpu, "_start", start_and_let_it_end)
     log = hipmem.load_log(SNAPSHOTS / "oom.pickle.gz")
     with pytest.raises(hipmem.HipmemError, match=r"stopped: For roundups, the divisions"):
-        hipmem.replay(log, _unchecked("roundup_power2_divisions", "3"), _virtual())
+        hipmem.replay_log(log, _unchecked("roundup_power2_divisions", "3"), _virtual())
 
 
 def test_ctrl_c_ends_the_replay_and_leaves_nothing_behind(
@@ -481,7 +481,7 @@ def test_ctrl_c_ends_the_replay_and_leaves_nothing_behind(
         "log = hipmem.load_log('tests/data/snapshots/train-default.pickle.gz')\n"
         "options = hipmem.ReplayOptions(backend='virtual', torch_version='2.11', repeats=100_000)\n"
         "print('replaying', flush=True)\n"
-        "hipmem.replay(log, hipmem.parse_spec('torch'), options)\n"
+        "hipmem.replay_log(log, hipmem.parse_spec('torch'), options)\n"
     )
     child = subprocess.Popen(
         [sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
 from hipmem.sizing.calls.log_formats import (
     BAD_ARGUMENT,
     BENCH_COMMANDS,
@@ -27,7 +28,6 @@ from hipmem.sizing.calls.spec import Call, make_call, parse_call
 from hipmem.sizing.defaults import rules_for
 from hipmem.sizing.errors import CallLogError
 from hipmem.sizing.rocm.catalog import load_catalog
-
 from tests.call_log_recorder import FIXTURE_CALLS, FIXTURES
 from tests.cli_run import hipmem as run_hipmem
 from tests.terminal import unwrapped

@@ -12,12 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
+
 from hipmem.sizing.calls.log_formats import BAD_ARGUMENT, TOO_LONG, split_trace_fields
 from hipmem.sizing.calls.logs import read_call_log
 from hipmem.sizing.calls.spec import parse_call
 from hipmem.sizing.calls.workload_file import read_workload
 from hipmem.sizing.errors import BadArgument, CallLogError, WorkloadError
-
 from tests.bounded import hipmem_bounded, python_bounded
 
 GEMM = "./rocblas-bench -f gemm -r f32_r --transposeA N --transposeB N -m 64 -n 64 -k 64"

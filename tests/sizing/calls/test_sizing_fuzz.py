@@ -8,13 +8,14 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from hipmem.sizing.calls.logs import read_call_log
 from hipmem.sizing.calls.spec import parse_call
 from hipmem.sizing.calls.workload_file import MAX_COUNT, read_workload
 from hipmem.sizing.errors import CallLogError, SizingError, SizingUsageError, WorkloadError
 from hipmem.sizing.rocm.catalog import load_catalog
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 REPO = Path(__file__).resolve().parents[3]
 CALL_LOGS = REPO / "tests" / "data" / "call_logs"

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from hipmem.sizing.calls.spec import make_call, parse_call
 from hipmem.sizing.calls.workload_file import read_workload
 from hipmem.sizing.errors import WorkloadError
-
 from tests.cli_run import hipmem as run_hipmem
 
 REPO = Path(__file__).parents[3]

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from hipmem.sizing.calls import spec, workload_reading
 from hipmem.sizing.calls.spec import parse_call
 from hipmem.sizing.calls.workload_file import (
@@ -21,9 +24,6 @@ from hipmem.sizing.calls.workload_file import (
     read_workload_matmuls,
 )
 from hipmem.sizing.errors import WorkloadError
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from tests.bounded import python_bounded
 
 REPO = Path(__file__).parents[3]

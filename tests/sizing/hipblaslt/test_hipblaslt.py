@@ -10,17 +10,17 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from hipmem.sizing.hipblaslt.matmul import (
     PYTORCH_DEFAULT_CAP_BYTES,
     changed_by_cap,
     parse_matmul,
-    recommended_kib,
+    recommended_hipblaslt_kib,
     size_matmuls,
     with_cap,
 )
 from hipmem.sizing.rocm.locator import locate
 from hipmem.sizing.worker.virtual_device import resolve
-
 from tests.cli_run import hipmem as run_hipmem
 
 DECODE = "hipblaslt_matmul:m=8192,n=16,k=8192,transA=T,a_type=bf16_r"
@@ -69,7 +69,7 @@ def test_recommend_check_round_trip(hipblaslt: dict[str, Path]) -> None:
     call that needs it, and only that one."""
     calls = [parse_matmul(s) for s in (DECODE, GEMV, SQUARE)]
     device, libraries = resolve("MI210"), locate(rocm="7.2")
-    kib = recommended_kib(size_matmuls(calls, device, libraries))
+    kib = recommended_hipblaslt_kib(size_matmuls(calls, device, libraries))
     assert kib == -(-7987200 // 1024)
     assert changed_by_cap(size_matmuls(with_cap(calls, kib * 1024), device, libraries)) == []
     worse = changed_by_cap(size_matmuls(with_cap(calls, (kib - 1) * 1024), device, libraries))
@@ -79,7 +79,7 @@ def test_recommend_check_round_trip(hipblaslt: dict[str, Path]) -> None:
 def test_from_python_through_hipmem(hipblaslt: dict[str, Path]) -> None:
     import hipmem
 
-    report = hipmem.size_matmuls([DECODE, GEMV], "MI210", rocm="7.2")
+    report = hipmem.size_matmul_specs([DECODE, GEMV], "MI210", rocm="7.2")
     assert report.hipblaslt_version == "7.2.4"
     assert hipmem.recommended_hipblaslt_kib(report) == -(-7987200 // 1024)
 

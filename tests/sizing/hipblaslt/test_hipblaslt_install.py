@@ -13,9 +13,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from hipmem.sizing.hipblaslt.locator import read_version
 from hipmem.sizing.rocm.locator import CACHE_LABEL
-
 from tests.cli_run import hipmem_process
 
 LIB = "usr/lib/x86_64-linux-gnu"
@@ -240,7 +240,7 @@ def test_from_python_with_a_rocm_dir(roots: tuple[Path, Path], tmp_path: Path) -
     import hipmem
 
     tree = amd_tree(tmp_path / "rocm", roots)
-    report = hipmem.size_matmuls([GEMV], "MI210", rocm_dir=str(tree / "lib"))
+    report = hipmem.size_matmul_specs([GEMV], "MI210", rocm_dir=str(tree / "lib"))
     assert (report.build.found_in, report.build.library) == (
         "--rocm-dir",
         tree / "lib/libhipblaslt.so.1",

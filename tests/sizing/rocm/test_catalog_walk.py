@@ -11,12 +11,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
 from hipmem.sizing.calls.result import SIZE_STATUSES, CallResult
 from hipmem.sizing.calls.spec import Call, make_call
 from hipmem.sizing.defaults import rules_for
 from hipmem.sizing.rocm.catalog import Routine, load_catalog
 from hipmem.sizing.session import SizingSession
-
 from tests.cli_run import hipmem as run_hipmem
 
 REPO = Path(__file__).parents[3]

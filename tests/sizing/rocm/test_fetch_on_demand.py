@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from hipmem.sizing.rocm import apt
 from hipmem.sizing.rocm import fetch as rocm_fetch
 from hipmem.sizing.rocm.releases import find_release
-
 from tests.cli_run import hipmem_process
 from tests.conftest import cli_env
 from tests.sizing.rocm.test_rocm_fetch import _mirror_cache

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 import typer
+
 from hipmem.sizing.errors import FetchError, PinnedVersionGone
 from hipmem.sizing.rocm import apt, tree_check, unpack
 from hipmem.sizing.rocm import fetch as rocm_fetch
 from hipmem.sizing.rocm.locator import locate
 from hipmem.sizing.rocm.releases import RELEASES, Release, find_release
-
 from tests.cli_run import hipmem_process
 from tests.conftest import cli_env
 
@@ -278,8 +278,9 @@ def _gone_64(name: str, parameter: str = "rocm") -> Release:
 def test_of_several_releases_one_the_archive_no_longer_offers_is_skipped(
     rocm64: Path, rocm72: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hipmem.cli import cmd_rocm
     from typer.testing import CliRunner
+
+    from hipmem.cli import cmd_rocm
 
     monkeypatch.setattr(rocm_fetch, "find_release", _gone_64)
     app = typer.Typer()

@@ -9,12 +9,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from hipmem.sizing.errors import SizingUsageError, UnknownRoutine
 from hipmem.sizing.recommend import version_warnings
 from hipmem.sizing.rocm.catalog import load_catalog
 from hipmem.sizing.rocm.locator import MixedReleases, locate
 from hipmem.sizing.session import SizingSession, size_calls
-
 from tests.cli_run import hipmem as run_hipmem
 from tests.conftest import rocm_release
 

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hipmem.sizing.rocm import fetch as rocm_fetch
-from hipmem.sizing.rocm import tree_check
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hipmem._core import answer_cache
+from hipmem.sizing.rocm import fetch as rocm_fetch
+from hipmem.sizing.rocm import tree_check
 
 
 def _tree(base: Path, contents: dict[str, bytes]) -> tuple[Path, dict[str, list[Any]]]:

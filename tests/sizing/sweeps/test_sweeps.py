@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from hipmem.sizing.session import SizingSession
 from hipmem.sizing.sweeps.range import BadSweep, check_grid, parse_max_points, parse_sweep
-
 from tests.cli_run import hipmem as run_hipmem
 
 # The HPA gemm (f16 in, f32 compute) picks its kernel, and so its workspace, from the tuned
@@ -280,6 +280,7 @@ def test_rule_closures_compute_what_simpleeval_computes() -> None:
     """Every default rule of every family, on sample arguments: the sweep's fast closures
     and simpleeval (which make_call uses) agree, or the closure is not used (None)."""
     import simpleeval
+
     from hipmem.sizing.defaults import COMMON, FAMILY, FUNCTIONS
     from hipmem.sizing.rocm.rule_closures import closure_of
 

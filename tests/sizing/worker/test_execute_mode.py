@@ -8,6 +8,7 @@ import ctypes
 from pathlib import Path
 
 import pytest
+
 from hipmem.sizing.rocm.locator import locate
 from hipmem.sizing.worker.shim_build import build_shim
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from hipmem.sizing.errors import UnknownDevice
 from hipmem.sizing.worker.virtual_device import GiB, resolve
 

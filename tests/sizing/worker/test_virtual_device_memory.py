@@ -10,7 +10,6 @@ from pathlib import Path
 
 from hipmem.sizing.rocm.locator import locate
 from hipmem.sizing.worker.shim_build import build_shim
-
 from tests.conftest import cli_env
 
 PROGRAM = textwrap.dedent(

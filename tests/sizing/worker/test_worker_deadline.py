@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from hipmem.sizing.errors import SizingUsageError, WorkerTimedOut
 from hipmem.sizing.session import SizingSession
 from hipmem.sizing.worker.process import (
