@@ -18,6 +18,7 @@ RMM's `limit=` on the virtual GPU follows a rule that answers its probes from on
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
@@ -103,93 +104,123 @@ def find_capacity(
     probe_options = replace(base, on_failure="stop", time_calls=False, repeats=1, plot_samples=0)
     option = sized_option(spec)
     result = CapacityResult(spec.label, option, 0, program.peak_requested_bytes, resolution_bytes)
+    replayer = _Replayer(log, program, partial(_sized, spec, option), probe_options, target)
+    search = _Search(replayer, result, resolution_bytes, progress)
+    if target.loop != VIRTUAL_RMM:
+        return search.run(confirm_runs)
+    with contextlib.ExitStack() as stack:  # the driver alone on the program's files, no report
+        if probes is None or probes.streams != base.streams:
+            probes = stack.enter_context(RmmProbes.write(log, program, base.streams))
+        replayer.probes = probes
+        replayer.ahead = stack.enter_context(contextlib.closing(
+            Ahead(probes, replayer.sized, target)))  # fmt: skip
+        if option == "limit":  # RMM's limit: probes answered by RMM's rule (limit_rule.py)
+            search.rule = LimitRule(program, replayer.replays, resolution_bytes)
+        return search.run(confirm_runs)
 
-    if target.loop == VIRTUAL_RMM:  # the driver alone on the program's files, no report
-        with contextlib.ExitStack() as stack:
-            if probes is None or probes.streams != base.streams:
-                probes = stack.enter_context(RmmProbes.write(log, program, base.streams))
-            ahead = stack.enter_context(contextlib.closing(
-                Ahead(probes, partial(_sized, spec, option), target)))  # fmt: skip
-            return _search(log, spec, program, probe_options, option, result, resolution_bytes,
-                           confirm_runs, progress, target, probes, ahead)  # fmt: skip
-    return _search(log, spec, program, probe_options, option, result, resolution_bytes,
-                   confirm_runs, progress, target, None, None)  # fmt: skip
+
+class _Replayer:
+    """One real replay of the log at a size: through `replay_log`, or for RMM's resources on
+    the virtual GPU the driver alone on the program's files (`probes`), maybe made `ahead`."""
+
+    def __init__(
+        self,
+        log: AllocationLog,
+        program: ReplayProgram,
+        sized: Callable[[int], ResourceSpec],
+        options: ReplayOptions,
+        target: ReplayTarget,
+    ) -> None:
+        self.log, self.program, self.sized = log, program, sized
+        self.options, self.target = options, target
+        self.probes: RmmProbes | None = None
+        self.ahead: Ahead | None = None
+
+    def replays(self, size_bytes: int, made_ahead: bool = True) -> bool:
+        spec = self.sized(size_bytes)
+        if self.probes is None:
+            report = replay_log(self.log, spec, self.options, program=self.program,
+                                target=self.target)  # fmt: skip
+            return report.failure_count == 0 and report.outcome == "completed"
+        made = self.ahead.take(size_bytes) if self.ahead is not None and made_ahead else None
+        if made is not None:
+            return self.probes.answer(made, spec, self.target)
+        start = self.ahead.start if self.ahead is not None else None
+        return self.probes.replays(spec, self.target, start)
 
 
-def _search(
-    log: AllocationLog,
-    spec: ResourceSpec,
-    program: ReplayProgram,
-    probe_options: ReplayOptions,
-    option: str,
-    result: CapacityResult,
-    resolution_bytes: int,
-    confirm_runs: int,
-    progress: ProgressCallback | None,
-    target: ReplayTarget,
-    probes: RmmProbes | None,
-    ahead: Ahead | None,
-) -> CapacityResult:
-    def run(size_bytes: int, made_ahead: bool = True) -> bool:  # one real replay
-        sized = _sized(spec, option, size_bytes)
-        if probes is not None:  # RMM's resource on the virtual GPU
-            made = ahead.take(size_bytes) if ahead is not None and made_ahead else None
-            if made is not None:
-                return probes.answer(made, sized, target)
-            return probes.replays(sized, target, ahead.start if ahead is not None else None)
-        report = replay_log(log, sized, probe_options, program=program, target=target)
-        return report.failure_count == 0 and report.outcome == "completed"
+class _Search:
+    """Up from the log's peak requested bytes: doubling, bisecting, then confirming; every
+    probe recorded in `result`. `rule` (RMM's limit) answers probes without replaying, until a
+    confirming replay disagrees with it: then every probe is replayed."""
 
-    # RMM's limit on the virtual GPU: probes answered by RMM's rule (replay/capacity/limit_rule.py)
-    rule = LimitRule(program, run, resolution_bytes) if (
-        option == "limit" and target.loop == VIRTUAL_RMM) else None  # fmt: skip
+    def __init__(
+        self,
+        replayer: _Replayer,
+        result: CapacityResult,
+        resolution_bytes: int,
+        progress: ProgressCallback | None,
+    ) -> None:
+        self.replayer, self.result = replayer, result
+        self.resolution_bytes, self.progress = resolution_bytes, progress
+        self.rule: LimitRule | None = None
+        self.peak_bytes = max(replayer.program.peak_requested_bytes, 1)
 
-    def record(size_bytes: int, ok: bool) -> bool:
-        if ahead is not None:
-            ahead.last = ok
-        result.probes.append(Probe(size_bytes, ok))
-        if progress:
-            progress(len(result.probes), None, spec.label)
-        return ok
-
-    def replays(size_bytes: int) -> bool:
-        return record(size_bytes, rule.replays(size_bytes) if rule else run(size_bytes))
-
-    def least_above(failing: int) -> int:  # double from a step above `failing`, then bisect
-        guess = ahead.guess if ahead is not None and rule is None else None
+    def run(self, confirm_runs: int) -> CapacityResult:
         try:
-            passing = least_holding_above(replays, failing, peak, resolution_bytes, guess)
+            passing = self._confirmed(confirm_runs)
+        except RuleBroken:  # a real replay disagreed: replay every probe instead
+            self.rule = None
+            self.result.probes.clear()
+            passing = self._confirmed(confirm_runs)
+        self.result.capacity_bytes = passing
+        self.result.confirm_runs = confirm_runs
+        self.result.sized_spec = self.replayer.sized(passing).label
+        return self.result
+
+    def _confirmed(self, confirm_runs: int) -> int:
+        below_peak = (self.peak_bytes - 1) // self.resolution_bytes * self.resolution_bytes
+        # Each confirming replay on the virtual GPU is a process and a virtual GPU of its own:
+        # side by side, recorded as one after another would be (up to the first failure)
+        passing = confirmed(self._least_above(below_peak),
+                            partial(self.replayer.replays, made_ahead=False), self._above,
+                            confirm_runs, side_by_side=self.replayer.probes is not None,
+                            heard=self._record)  # fmt: skip
+        if self.rule:
+            self.rule.check(passing)
+        return passing
+
+    def _least_above(self, failing: int) -> int:
+        """Doubling from a step above `failing` (known to fail), then bisecting."""
+        ahead = self.replayer.ahead
+        guess = ahead.guess if ahead is not None and self.rule is None else None
+        try:
+            passing = least_holding_above(self._replays, failing, self.peak_bytes,
+                                          self.resolution_bytes, guess)  # fmt: skip
         except NothingHolds as err:
-            raise NoCapacityFound(f"{spec.label}: no {option} up to {err.failing} bytes "
-                                  "replays the log without failure") from None  # fmt: skip
+            raise NoCapacityFound(
+                f"{self.result.resource}: no {self.result.sized_option} up to {err.failing} "
+                "bytes replays the log without failure"
+            ) from None
         if ahead is not None:
             ahead.forget()  # confirming replays are replays of their own, never made ahead
         return passing
 
-    def above(failed: int) -> int:  # `failed` passed, then failed on a later try
-        if rule:
+    def _above(self, failed: int) -> int:
+        """`failed` passed, then failed on a later try: search above it."""
+        if self.rule:
             raise RuleBroken(f"{failed} bytes failed on a later try")
-        return least_above(failed)
+        return self._least_above(failed)
 
-    def search() -> int:
-        # Each confirming replay on the virtual GPU is a process and a virtual GPU of its own:
-        # side by side, recorded as one after another would be (up to the first failure)
-        passing = confirmed(least_above(below_peak), partial(run, made_ahead=False), above,
-                            confirm_runs, side_by_side=target.loop == VIRTUAL_RMM,
-                            heard=record)  # fmt: skip
-        if rule:
-            rule.check(passing)
-        return passing
+    def _replays(self, size_bytes: int) -> bool:
+        if self.rule:
+            return self._record(size_bytes, self.rule.replays(size_bytes))
+        return self._record(size_bytes, self.replayer.replays(size_bytes))
 
-    peak = max(program.peak_requested_bytes, 1)
-    below_peak = (peak - 1) // resolution_bytes * resolution_bytes  # must fail
-    try:
-        passing = search()
-    except RuleBroken:  # a real replay disagreed: replay every probe instead
-        rule = None
-        result.probes.clear()
-        passing = search()
-    result.capacity_bytes = passing
-    result.confirm_runs = confirm_runs
-    result.sized_spec = _sized(spec, option, passing).label
-    return result
+    def _record(self, size_bytes: int, ok: bool) -> bool:
+        if self.replayer.ahead is not None:
+            self.replayer.ahead.last = ok
+        self.result.probes.append(Probe(size_bytes, ok))
+        if self.progress:
+            self.progress(len(self.result.probes), None, self.result.resource)
+        return ok
