@@ -215,6 +215,11 @@ def __getattr__(name: str) -> Any:
             return version("hipmem")
         except PackageNotFoundError:  # run from a source tree that was never installed
             return "0+unknown"
+    if name == "replay":  # the package, bound here once imported; the function is replay_log
+        raise AttributeError(
+            "hipmem.replay is the package (import hipmem.replay); the replay function is "
+            "hipmem.replay_log"
+        )
     if name not in _API:
         raise AttributeError(f"module 'hipmem' has no attribute {name!r}")
     module, attribute = _API[name]

@@ -116,3 +116,21 @@ def test_no_shared_concept_is_written_twice() -> None:
                 and not named_by_the_root
             ):
                 raise AssertionError(f"{relative} reads a second cache variable")
+
+
+def test_the_replay_package_is_a_package_and_replay_log_the_function() -> None:
+    # No package doubles as a function: a fresh process asking for `hipmem.replay` before
+    # importing it hears where the function is; once imported it is the package.
+    import subprocess
+    import sys
+
+    asked = subprocess.run(
+        [sys.executable, "-c", "import hipmem; hipmem.replay"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert asked.returncode == 1
+    assert "the replay function is hipmem.replay_log" in asked.stderr
+    import hipmem.replay.engine.run
+
+    assert not callable(hipmem.replay)
+    assert hipmem.replay_log is hipmem.replay.engine.run.replay_log
