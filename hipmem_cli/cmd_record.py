@@ -23,8 +23,8 @@ Examples:
   hipmem record --device MI300X --vary BATCH=8,16,32 -- python train.py
 
 The command runs unmodified on hipmem's stand-in CUDA libraries: PyTorch's own caching
-allocator sees every request the script makes on a GPU, while kernels do nothing and device
-values read back are zeros. The snapshot is PyTorch's own format: `hipmem replay`,
+allocator sees every request the script makes on a GPU, while kernels do nothing; small
+device values are computed on the host, the others read back as zeros. The snapshot is PyTorch's own format: `hipmem replay`,
 `explain` and `recommend --from-snapshot` read it.
 
 Exit codes: the command's own; 1 the recording could not run or recorded nothing; 2 usage;
@@ -254,7 +254,10 @@ def render(done: Recording) -> None:
     output.print_table(table)
     if done.device_reads:
         sites = ", ".join(f"{site} ({n}x)" for site, n in done.device_read_sites.items())
-        output.note(f"{done.device_reads:,} device values read back as zeros; first at: {sites}")
+        output.note(
+            f"{done.device_reads:,} device values the host could not compute read back as zeros; "
+            f"first at: {sites}"
+        )
     _say_applied(done)
     output.note("Not seen: " + "; ".join(done.unseen) + ".")
     if done.fits_table:

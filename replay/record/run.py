@@ -45,8 +45,9 @@ BOOT = Path(__file__).parent / "boot"
 NVIDIA_CONTEXT_BYTES = 552_402_944
 # What a recording never sees, said with every answer (docs/record.md says why).
 UNSEEN = (
-    "cuDNN is not run: convolutions and attention take PyTorch's own kernels",
-    "device values read back by the host are zeros",
+    "cuDNN's convolutions are not run: convolutions take PyTorch's own kernels",
+    "device values the host cannot compute (in storages over 256 KiB, random, from a backward) "
+    "read back as zeros",
     "memory the CUDA libraries allocate outside PyTorch's allocator (cuBLAS: about 64 MiB per "
     "handle) is not counted",
 )

@@ -28,6 +28,7 @@ from pathlib import Path
 
 RECORD_DIR = Path(os.environ["HIPMEM_RECORD_DIR"]) if os.environ.get("HIPMEM_RECORD_DIR") else None
 MAX_ENTRIES = int(os.environ.get("HIPMEM_RECORD_MAX_ENTRIES", "5000000"))
+BOOT = Path(__file__).parent  # this folder: its frames are hipmem's, never the user's line
 READ_SITES = 5  # the user's lines named for device reads
 REFUSED = "refused.txt"  # why this process would not run the command (hipmem says it)
 _reads: dict[str, int] = {}
@@ -48,7 +49,7 @@ def _user_line() -> str:
     """The innermost frame outside torch and this file: where the user read a device value."""
     for frame in reversed(traceback.extract_stack()[:-2]):
         name = frame.filename
-        if "/torch/" in name or name == __file__ or name.startswith("<"):
+        if "/torch/" in name or Path(name).parent == BOOT or name.startswith("<"):
             continue
         return f"{_shown(name)}:{frame.lineno}"
     return "(inside PyTorch)"
@@ -135,11 +136,16 @@ def _start() -> None:
             "PyTorch on the virtual GPU (give --torch VERSION, e.g. --torch 2.11)"
         )
         os._exit(2)
-    # cuDNN's choices of algorithm and workspace come from cuDNN's own heuristics, which the
-    # stand-in cannot answer: convolutions and attention take PyTorch's own kernels instead,
-    # and the recording says so (docs/record.md).
+    # cuDNN's convolution algorithms and workspaces come from cuDNN's own heuristics, which
+    # the stand-in cannot answer: convolutions take PyTorch's own kernels instead, and the
+    # recording says so (docs/record.md). cuDNN attention stays on: PyTorch's own path runs and
+    # the stand-in cuDNN answers its plans as the GPU does (csrc/libraries/libcudnn.c).
     torch.backends.cudnn.enabled = False
-    torch.backends.cuda.enable_cudnn_sdp(False)
+    # Small device values followed on the host, so that what the script reads back is what
+    # the GPU computed where the host can compute it (_hipmem_host_values says how).
+    import _hipmem_host_values  # type: ignore[import-not-found]  # beside this file at run time
+
+    _start.host_values = _hipmem_host_values.start()  # type: ignore[attr-defined]
     library = ctypes.CDLL(None)
     callback = ctypes.CFUNCTYPE(None, ctypes.c_ulonglong)(_on_device_read)
     library.hipmem_record_on_device_read(callback)

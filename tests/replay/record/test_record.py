@@ -11,6 +11,7 @@ import os
 import pickle
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -18,36 +19,15 @@ import pytest
 
 from hipmem.replay.snapshots.reader import read_snapshot
 
-REPO = Path(__file__).resolve().parents[3]
-RECORD = REPO / "tests" / "data" / "record"
+from .recording import HIPMEM, RECORD, answer_of, run_record
+
 TRUTHS = RECORD / "truths-h200-2026-11-28"
-HIPMEM = [sys.executable, "-m", "hipmem.cli"]
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="session")
-def record_torch(torch211: object) -> object:
-    """PyTorch 2.11.0's CUDA wheel installed for recordings (once per cache), and its CUDA
-    headers (torch211: the allocator fetch, which has them)."""
-    from hipmem.replay.record.torch_site import installed_release
-
-    return installed_release("2.11.0", sys.executable)
-
-
-def run_record(
-    tmp_path: Path, script: str | Path, *options: str
-) -> subprocess.CompletedProcess[str]:
-    command = [*HIPMEM, "record", "--device", "H200", "--torch", "2.11.0", *options, "--",
-               sys.executable, str(script)]  # fmt: skip
-    return subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, check=False)
-
-
-def answer_of(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    """The --json answer: all of stdout (the command's own output went to stderr)."""
-    assert done.stdout.lstrip().startswith("{"), (done.stdout[:500], done.stderr[-2000:])
-    found: dict[str, Any] = json.loads(done.stdout)
-    return found
+def _requests(columns: dict[str, Any]) -> Counter[tuple[Any, int]]:
+    return Counter(zip(columns["action"], (int(n) for n in columns["size_bytes"]), strict=True))
 
 
 def truth(name: str) -> dict[str, Any]:
@@ -90,6 +70,10 @@ def test_the_snapshot_is_pytorchs_and_replays_to_the_gpus_peak(
     assert f"snapshot written to {snapshot}" in " ".join(done.stderr.split())
     parts = read_snapshot(snapshot)  # hipmem's own reader: PyTorch's format
     assert len(parts) == 1 and len(parts[0].columns["size_bytes"]) > 1000
+    # every allocation and free the GPU made, no more (the order of frees with equal sizes
+    # may differ): nothing hipmem runs in the script's process asks PyTorch for memory
+    on_gpu = read_snapshot(TRUTHS / "encoder_varlen-defaults-1.pickle.gz")
+    assert _requests(parts[0].columns) == _requests(on_gpu[0].columns)
     replayed = subprocess.run(
         [*HIPMEM, "replay", str(snapshot), "-r", "torch:expandable_segments=1", "--device",
          "H200", "--torch", "2.11.0", "--json"],
