@@ -52,8 +52,10 @@ UNSEEN = (
     "handle) is not counted",
 )
 UNSEEN_AMD = (
-    "on ROCm, which GEMMs go to hipBLASLt rather than rocBLAS, MIOpen's workspaces and the HIP "
-    "context's memory are not seen (never measured on an AMD GPU)"
+    "on ROCm, which GEMMs go to hipBLASLt rather than rocBLAS, the attention kernels a ROCm "
+    "build runs (AOTriton or CK flash attention, where a CUDA build on Hopper runs cuDNN's), "
+    "MIOpen's workspaces and the HIP context's memory are not seen (never measured on an AMD "
+    "GPU)"
 )
 
 
