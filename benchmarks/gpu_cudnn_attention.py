@@ -1,9 +1,10 @@
 """cuDNN attention's requests to PyTorch's allocator, attention by attention: what the GPU
 answers and what a recording with no GPU must give back (#52, replay/record/csrc/libraries/
-libcudnn.c). For each of 44 attentions (shapes, layouts, causal or not, dropout, fp16/bf16,
-with and without a backward, grouped-query) it runs `F.scaled_dot_product_attention` under
-cuDNN attention and keeps the (action, bytes) of every allocation and free it made, from the
-allocator's history, and which backend PyTorch would have chosen by itself
+libcudnn.c). For each of 53 attentions (shapes, layouts, causal or not, dropout, fp16/bf16,
+with and without a backward, grouped-query, queries shorter than keys) it runs
+`F.scaled_dot_product_attention` under cuDNN attention and keeps the (action, bytes) of every
+allocation and free it made, from the allocator's history, and which backend PyTorch would
+have chosen by itself
 (`torch._fused_sdp_choice`: 3 is cuDNN).
 
 On the GPU machine (python3 with torch; hipmem need not be installed; about 30 s):
@@ -57,16 +58,24 @@ CONFIGS: list[Config] = [
         (2, 12, 1, 1024, 64, True, "bfloat16", True), (3, 8, 2, 384, 64, False, "bfloat16", True),
         (4, 16, 4, 512, 128, True, "float16", True), (8, 16, 8, 1024, 64, True, "bfloat16", False),
     ]
+] + [  # queries shorter than keys and values (skv), as in generation with a cache
+    {"b": b, "h": 16, "s": s, "skv": skv, "d": 64, "layout": "contiguous", "causal": causal,
+     "dtype": "bfloat16", "grad": grad, "dropout": 0.0}
+    for (b, s, skv, causal, grad) in [
+        (8, 1, 300, False, False), (64, 1, 513, False, False), (8, 1, 1024, False, False),
+        (8, 2, 512, False, False), (8, 16, 512, False, False), (8, 64, 512, False, False),
+        (8, 16, 512, True, False), (8, 1, 512, False, True), (8, 64, 512, False, True),
+    ]
 ]  # fmt: skip
 
 
 def attention_inputs(config: Config) -> tuple[torch.Tensor, ...]:
     dtype = getattr(torch, config["dtype"])
     b, h, s, d = config["b"], config["h"], config["s"], config["d"]
-    hk = config.get("hk", h)
+    hk, skv = config.get("hk", h), config.get("skv", s)
     if config["layout"] == "contiguous":
         q = torch.randn(b, h, s, d, device="cuda", dtype=dtype)
-        k, v = (torch.randn(b, hk, s, d, device="cuda", dtype=dtype) for _ in range(2))
+        k, v = (torch.randn(b, hk, skv, d, device="cuda", dtype=dtype) for _ in range(2))
     else:  # nanoGPT's: one (B, S, 3*H*D) projection, split, viewed and transposed
         qkv = torch.randn(b, s, 3 * h * d, device="cuda", dtype=dtype)
         q, k, v = (t.view(b, s, h, d).transpose(1, 2) for t in qkv.split(h * d, dim=2))

@@ -1,7 +1,7 @@
 """cuDNN attention in a recording: PyTorch's own cuDNN path runs on the stand-in cuDNN
 (replay/record/csrc/libraries/libcudnn.c) and makes the requests it made on the GPU.
 
-benchmarks/gpu_cudnn_attention.py ran 44 attentions on an H200 (PyTorch 2.11.0+cu130, cuDNN
+benchmarks/gpu_cudnn_attention.py ran 53 attentions on an H200 (PyTorch 2.11.0+cu130, cuDNN
 9.19; tests/data/record/truths-h200-2026-11-29/cudnn_attention.json): here the same file runs
 under `hipmem record` with no GPU, and every attention's allocations and frees, in order and to
 the byte, and PyTorch's own choice of backend, must be the GPU's."""
@@ -43,7 +43,7 @@ def test_cudnn_attention_asks_what_it_asked_on_the_gpu(
     assert done.returncode == 0, done.stderr[-2000:]
     recorded = json.loads(answer.read_text())
     on_gpu = json.loads(TRUTH.read_text())
-    assert len(on_gpu["runs"]) == 44
+    assert len(on_gpu["runs"]) == 53
     assert (recorded["torch"], recorded["cudnn"]) == (on_gpu["torch"], on_gpu["cudnn"])
     assert _differences(on_gpu, recorded) == []
     # what the GPU asked beyond PyTorch's tensors: a 256-byte workspace forward, and backward

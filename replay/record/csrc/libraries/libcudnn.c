@@ -6,8 +6,8 @@
    offset, each workspace, gradients copied to matching layouts) is the GPU's request. What
    only cuDNN could answer is the workspace of an execution plan; cudnn-frontend adds its own
    part (dQ accumulated in fp32 and the softmax sums, for the backward) on top of it. The
-   backend part is what an H100 and an H200 answered under cuDNN 9.19 for every attention
-   measured (benchmarks/gpu_cudnn_attention.py): 256 bytes, forward and backward.
+   backend part is what the H200 answered under cuDNN 9.19 for every attention measured
+   (benchmarks/gpu_cudnn_attention.py; plan_workspace_bytes below).
 
    The backend is played as a store: a descriptor keeps the attributes set on it and gives
    them back; the answers cuDNN computes (a heuristic's engine configurations, a plan's
@@ -27,6 +27,7 @@
 #define CUDNN_BACKEND_ENGINECFG_DESCRIPTOR 3
 #define CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR 5
 #define CUDNN_BACKEND_TENSOR_DESCRIPTOR 17
+#define CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR 19
 
 #define CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH 201
 #define CUDNN_ATTR_ENGINEHEUR_RESULTS 202
@@ -46,7 +47,7 @@
 #define CUDNN_STATUS_BAD_PARAM 2000
 #define CUDNN_STATUS_BAD_PARAM_NULL_POINTER 2002
 
-/* The workspace a plan asks beyond cudnn-frontend's own part (measured, above). */
+/* The workspace most attention plans ask beyond cudnn-frontend's own part (measured). */
 #define PLAN_WORKSPACE_BYTES 256
 #define CUDNN_DATA_FLOAT 0
 #define MAX_GRAPH_TENSORS 64
@@ -194,10 +195,12 @@ EXPORT int cudnnBackendSetAttribute(void* descriptor, int name, int type, int64_
 }
 
 /* The attributes of attention's operations that are tensors (pointwise X, B, Y, dX, dY, T;
-   matmul A, B, C; reduction X, Y; reshape X, Y). An operation's other descriptors (a pointwise
-   or matmul descriptor) may be destroyed once the operation is made: never followed. */
-static const int TENSOR_ATTRIBUTES[] = {751, 752, 753, 756, 757, 758, 1520, 1521, 1522,
-                                        1610, 1611, 2200, 2201};
+   matmul A, B, C; reduction X, Y; reshape X, Y; the fused attention forward of cuDNN 9's
+   newer releases, which cudnn-frontend builds for some inference: Q, K, V, O, statistics,
+   scale). An operation's other descriptors (a pointwise or matmul descriptor) may be destroyed
+   once the operation is made: never followed. */
+static const int TENSOR_ATTRIBUTES[] = {751,  752,  753,  756,  757,  758,  1520, 1521, 1522, 1610,
+                                        1611, 2200, 2201, 2800, 2801, 2802, 2803, 2804, 2805};
 
 static int is_tensor_attribute(int name) {
   for (size_t i = 0; i < sizeof TENSOR_ATTRIBUTES / sizeof *TENSOR_ATTRIBUTES; i++)
@@ -230,39 +233,62 @@ static int graph_tensors(const Descriptor* graph, const Descriptor** tensors) {
   return found;
 }
 
-/* A tensor of attention's [batch, heads, sequence, head dim]: its heads and bytes, or 0 heads. */
-static int64_t attention_heads(const Descriptor* tensor, int64_t* nbytes) {
+/* A tensor of attention's [batch, heads, sequence, head dim], per element (not the softmax
+   statistics' [.., 1] nor a scale's [1, 1, 1, 1]): 1 and its dimensions and bytes, or 0. */
+static int attention_tensor(const Descriptor* tensor, int64_t d[4], int64_t* nbytes) {
   const Attribute* dims = find(tensor, CUDNN_ATTR_TENSOR_DIMENSIONS);
   const Attribute* type = find(tensor, CUDNN_ATTR_TENSOR_DATA_TYPE);
   if (!dims || dims->count != 4) return 0;
-  int64_t d[4];
-  memcpy(d, dims->bytes, sizeof d);
-  if (d[2] < 2 || d[3] < 2) return 0; /* softmax statistics, scales: not per element */
+  memcpy(d, dims->bytes, 4 * sizeof *d);
+  if (d[3] < 2) return 0;
   int32_t data_type = CUDNN_DATA_FLOAT;
   if (type) memcpy(&data_type, type->bytes, sizeof data_type);
   *nbytes = d[0] * d[1] * d[2] * d[3] * (data_type == CUDNN_DATA_FLOAT ? 4 : 2);
-  return d[1];
+  return 1;
 }
 
-/* The workspace cuDNN 9.19's attention engines ask beyond PLAN_WORKSPACE_BYTES, measured on the
-   H200: a grouped-query backward (fewer key and value heads than query heads) keeps dK and dV
-   at the query's heads, (query heads / key heads) x (the bytes of dK and dV). Its graph is the
-   one whose key-head tensors are four (K, V, dK, dV); a forward's are two (K, V). */
-static int64_t grouped_query_bytes(const Descriptor* graph) {
+static int matrix_products(const Descriptor* graph) {
+  int found = 0;
+  const Attribute* ops = find(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS);
+  for (int64_t i = 0; ops && i < ops->count; i++) {
+    const Descriptor* op;
+    memcpy(&op, ops->bytes + i * (int64_t)sizeof op, sizeof op);
+    found += op->type == CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR;
+  }
+  return found;
+}
+
+/* The workspace of an attention plan, beyond cudnn-frontend's own part, as cuDNN 9.19 answered
+   on the H200 for the 53 attentions of benchmarks/gpu_cudnn_attention.py: PLAN_WORKSPACE_BYTES,
+   except
+   - a forward whose queries are one token long (generation's decode step): none, whether
+     cudnn-frontend builds it of matrix products or as one fused operation;
+   - a grouped-query backward (fewer key and value heads than query heads) keeps dK and dV at
+     the query's heads: (query heads / key heads) x (the bytes of dK and dV) more.
+   A backward's graph has four matrix products or more (dV, dP, dQ, dK); a forward's, two. Its
+   key-head tensors are K, V, dK and dV. */
+static int64_t plan_workspace_bytes(const Descriptor* graph) {
+  int products = matrix_products(graph); /* none: the fused forward */
   const Descriptor* tensors[MAX_GRAPH_TENSORS];
   int count = graph_tensors(graph, tensors);
-  int64_t most = 0, fewest = 0, bytes[MAX_GRAPH_TENSORS], heads[MAX_GRAPH_TENSORS];
+  int64_t heads[MAX_GRAPH_TENSORS] = {0}, bytes[MAX_GRAPH_TENSORS] = {0};
+  int64_t most = 0, fewest = 0;
+  int one_token = 0;
   for (int i = 0; i < count; i++) {
-    heads[i] = attention_heads(tensors[i], &bytes[i]);
-    if (heads[i] > most) most = heads[i];
-    if (heads[i] && (!fewest || heads[i] < fewest)) fewest = heads[i];
+    int64_t d[4];
+    if (!attention_tensor(tensors[i], d, &bytes[i])) continue;
+    heads[i] = d[1];
+    one_token |= d[2] == 1;
+    if (d[1] > most) most = d[1];
+    if (!fewest || d[1] < fewest) fewest = d[1];
   }
+  if (products < 4) return one_token ? 0 : PLAN_WORKSPACE_BYTES;
   int64_t key_bytes = 0;
   int key_tensors = 0;
   for (int i = 0; i < count; i++)
-    if (fewest && heads[i] == fewest) key_bytes += bytes[i], key_tensors++;
-  if (fewest == most || key_tensors != 4) return 0;
-  return most / fewest * (key_bytes / 2);
+    if (heads[i] && heads[i] == fewest) key_bytes += bytes[i], key_tensors++;
+  if (fewest == most || key_tensors != 4) return PLAN_WORKSPACE_BYTES;
+  return PLAN_WORKSPACE_BYTES + most / fewest * (key_bytes / 2);
 }
 
 static const Descriptor* plan_graph(const Descriptor* plan) {
@@ -278,8 +304,8 @@ EXPORT int cudnnBackendFinalize(void* made) {
   if (!descriptor) return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
   if (descriptor->type == CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR) {
     const Descriptor* graph = plan_graph(descriptor);
-    int64_t extra = graph ? grouped_query_bytes(graph) : 0;
-    set_int64(descriptor, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, PLAN_WORKSPACE_BYTES + extra);
+    set_int64(descriptor, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+              graph ? plan_workspace_bytes(graph) : PLAN_WORKSPACE_BYTES);
   }
   return 0;
 }
