@@ -24,8 +24,8 @@ Examples:
 
 The command runs unmodified on hipmem's stand-in CUDA libraries: PyTorch's own caching
 allocator sees every request the script makes on a GPU, while kernels do nothing; small
-device values are computed on the host, the others read back as zeros. The snapshot is PyTorch's own format: `hipmem replay`,
-`explain` and `recommend --from-snapshot` read it.
+device values are computed on the host, the others read back as zeros. The snapshot is
+PyTorch's own format: `hipmem replay`, `explain` and `recommend --from-snapshot` read it.
 
 Exit codes: the command's own; 1 the recording could not run or recorded nothing; 2 usage;
 130 interrupted.
