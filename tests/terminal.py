@@ -3,6 +3,7 @@ width, and read back what the user would see."""
 
 from __future__ import annotations
 
+import functools
 import os
 import pty
 import re
@@ -19,7 +20,7 @@ WIDTHS = (60, 80, 200)
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
 
-@dataclass
+@dataclass(frozen=True)  # frozen: one run may be read by several tests (help_piped)
 class Seen:
     returncode: int
     stdout: str
@@ -40,6 +41,15 @@ def piped(*args: str, columns: int = 80, env: dict[str, str] | None = None) -> S
         env=_env(columns, env), timeout=300,
     )  # fmt: skip
     return Seen(done.returncode, done.stdout, done.stderr)
+
+
+@functools.cache
+def help_piped(command: tuple[str, ...], columns: int = 80) -> Seen:
+    """`hipmem COMMAND --help` piped at `columns`, run once per test process and shared by
+    the tests that read it (test_fits_80_columns.py, test_terminal_cli.py,
+    test_cli_documented.py): it is the same text whichever test asks (the width decides it,
+    not HIPMEM_TORCH or PATH), and those tests ran it 69 times for 28 commands."""
+    return piped(*command, "--help", columns=columns)
 
 
 def on_terminal(*args: str, columns: int = 80, env: dict[str, str] | None = None) -> Seen:

@@ -20,8 +20,8 @@ import pytest
 
 from tests.conftest import rocm_release
 from tests.docs.test_docs_examples import _env, _releases_named, _uses_torch, _workdir
-from tests.docs_examples import REPO, Command, Example, all_examples
-from tests.terminal import WIDTH, command_on_terminal, too_wide, width_problems
+from tests.docs_examples import Command, Example, all_examples
+from tests.terminal import WIDTH, command_on_terminal, help_piped, too_wide, width_problems
 
 CONSOLE = [
     example
@@ -76,7 +76,8 @@ def test_documented_output_fits_80_columns(
 def test_help_fits_80_columns_and_cuts_nothing(command: str) -> None:
     argv = [str(Path(sys.executable).parent / "hipmem"), *command.split(), "--help"]
     env = {**_env(), "COLUMNS": str(WIDTH)}
-    piped = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
+    # the piped help at 80 columns, as test_terminal_cli.py and test_cli_documented.py read it
+    piped = help_piped(tuple(command.split()), columns=WIDTH)
     assert piped.returncode == 0, piped.stderr
     shown = command_on_terminal(argv, columns=WIDTH, env=env)
     assert width_problems(piped, "piped") + width_problems(shown, "terminal") == []

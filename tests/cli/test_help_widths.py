@@ -11,6 +11,7 @@ is the shell continuation (`\\`) that breaks a long example command.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,6 +23,7 @@ WIDTHS = (60, 80, 120)
 _ADDED_BY_WRAPPING = {"\\"}
 
 
+@functools.cache  # typer builds the whole command tree in 0.2 s: once, not once per test
 def _app() -> Any:
     from typer.main import get_command
 
@@ -39,6 +41,7 @@ def _paths(group: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
 COMMANDS = [" ".join(path) for path in _paths(_app())]
 
 
+@functools.cache  # the same text for the three widths' tests
 def _help_with_no_width(path: str) -> str:
     """The help of `hipmem PATH` drawn with no line limit: nothing wrapped, nothing split."""
     from typer._click import formatting

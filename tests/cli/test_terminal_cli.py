@@ -3,6 +3,7 @@ logs) and on a pseudo-terminal: values whole, honest exit codes, help with examp
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import os
@@ -20,7 +21,9 @@ from tests.terminal import (
     HIPMEM,
     REPO,
     WIDTHS,
+    Seen,
     both,
+    help_piped,
     on_terminal,
     piped,
     unwrapped,
@@ -41,9 +44,16 @@ LONG_CALLS = (
 # -- nothing users copy is split or cut -------------------------------------------------------
 
 
+@functools.cache
+def _as_json(*args: str) -> Seen:
+    """`hipmem ARGS --json`, piped: the values the tables below must show whole. JSON is the
+    same at every width, so the three widths' tests share one run of it."""
+    return piped(*args, "--json")
+
+
 @pytest.mark.parametrize("columns", WIDTHS)
 def test_long_call_table_keeps_every_call_whole(rocm: Path, columns: int) -> None:
-    as_json = json.loads(piped("size", "-d", "MI210", *CALL_LOGS, "--json").stdout)
+    as_json = json.loads(_as_json("size", "-d", "MI210", *CALL_LOGS).stdout)
     session = as_json["session_bytes"]
     versions = [f"{name} {v}" for name, v in as_json["library"]["versions"].items()]
     for seen in both("size", "-d", "MI210", *CALL_LOGS, "--top", "8", columns=columns):
@@ -58,8 +68,8 @@ def test_long_call_table_keeps_every_call_whole(rocm: Path, columns: int) -> Non
 
 @pytest.mark.parametrize("columns", WIDTHS)
 def test_capacity_table_keeps_the_spec_to_use_whole(columns: int) -> None:
-    as_json = piped("replay", SAMPLE_LOG, "-r", "host", "-r", "host:pinned=0", "--find-capacity",
-                    "--confirm-runs", "0", "--json")  # fmt: skip
+    as_json = _as_json("replay", SAMPLE_LOG, "-r", "host", "-r", "host:pinned=0",
+                       "--find-capacity", "--confirm-runs", "0")  # fmt: skip
     assert as_json.returncode == 0, as_json.stderr
     found = json.loads(as_json.stdout)["capacities"]
     for seen in both("replay", SAMPLE_LOG, "-r", "host", "-r", "host:pinned=0", "--find-capacity",
@@ -146,7 +156,7 @@ COMMANDS = [["size"], ["routines"], ["recommend"], ["check"], ["devices"], ["roc
 
 
 def _help(command: list[str], columns: int = 80) -> str:
-    seen = piped(*command, "--help", columns=columns)
+    seen = help_piped(tuple(command), columns)  # one run, shared with the tests that read it
     assert seen.returncode == 0, seen.stderr
     return seen.stdout
 

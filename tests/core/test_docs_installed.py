@@ -8,12 +8,11 @@ import zipfile
 from pathlib import Path
 
 from tests.cli_run import hipmem
-from tests.core.test_packaging import wheel  # noqa: F401 - the fixture: the wheel users get
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_the_wheel_carries_every_page(wheel: Path) -> None:  # noqa: F811
+def test_the_wheel_carries_every_page(wheel: Path) -> None:  # wheel: tests/core/conftest.py
     names = set(zipfile.ZipFile(wheel).namelist())
     pages = {f"hipmem/docs/{page.name}" for page in (REPO / "docs").glob("*.md")}
     assert len(pages) >= 20 and pages <= names, sorted(pages - names)

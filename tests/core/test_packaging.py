@@ -3,70 +3,51 @@ runs `hipmem --version` and sizes a call with the real libraries."""
 
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
 import sys
 import venv
 import zipfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+# The wheel (the `wheel` fixture) is built once per test run: tests/core/conftest.py.
+from tests.core.conftest import one_build_at_a_time
+from tests.core.conftest import run_building as _run
+
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _run(*command: str | Path, **kwargs: object) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": ""}  # byte-compiling is part of a build
-    return subprocess.run(
-        [str(c) for c in command], capture_output=True, text=True, env=env, **kwargs
-    )  # type: ignore[call-overload]
+def _venv_with(folder: Path, *install: str | Path) -> Path:
+    """A fresh venv holding hipmem installed by `pip install *install`; its `bin` folder.
 
-
-@contextmanager
-def _one_build_at_a_time(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """A build of the checkout makes its sdist in a folder of the checkout itself: two at once
-    (two test workers) take each other's files. The lock is in the folder the workers share."""
-    lock = tmp_path_factory.getbasetemp().parent / "hipmem-build.lock"
-    with lock.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
+    No dependencies are installed: they are the ones this test run has, seen through a path
+    file (re-installing numpy, pandas and pyarrow from pip's cache took a minute of two
+    cores). Only a plain path: the .pth files there (this checkout's editable install) are
+    not read, so `hipmem` can only come from what was installed."""
+    venv.create(folder, with_pip=True)
+    (site,) = (folder / "lib").glob("python3*/site-packages")
+    (site / "dependencies.pth").write_text(_site_packages_of_this_run() + "\n")
+    done = _run(folder / "bin" / "pip", "install", "-q", "--no-deps", *install, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return folder / "bin"
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    # The sdist first, then the wheel from it (build's default): what a user's pip does, and
-    # no stale `build/` folder of the checkout (an older layout's modules) can leak in.
-    with _one_build_at_a_time(tmp_path_factory):
-        done = _run(sys.executable, "-m", "build", "-o", out, REPO, cwd=REPO)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    warnings = [
-        line for line in (done.stdout + done.stderr).splitlines() if "warning" in line.lower()
-    ]
-    assert not warnings, "\n".join(warnings)
-    (found,) = out.glob("hipmem-*.whl")
-    return found
+def wheel_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv with the wheel installed, alone (`_venv_with`): its `bin` folder. One for
+    the module: the tests that use it only run what it holds."""
+    return _venv_with(tmp_path_factory.mktemp("wheel-venv"), wheel)
 
 
 @pytest.mark.slow
 def test_the_wheel_installs_and_sizes_a_call_in_a_fresh_venv(
-    wheel: Path, tmp_path: Path, rocm: Path
+    wheel_venv: Path, tmp_path: Path, rocm: Path
 ) -> None:
-    env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True)
-    bin_dir = env_dir / "bin"
-    # The wheel alone; its dependencies are the ones this test run has, seen through a path
-    # file (re-installing numpy, pandas and pyarrow from pip's cache took a minute of two
-    # cores). Only a plain path: the .pth files there (this checkout's editable install) are
-    # not read, so `hipmem` can only come from the wheel. `pip check` then holds the wheel's
-    # declared requirements against what is installed.
-    (site,) = (env_dir / "lib").glob("python3*/site-packages")
-    (site / "dependencies.pth").write_text(_site_packages_of_this_run() + "\n")
-    done = _run(bin_dir / "pip", "install", "-q", "--no-deps", wheel)
-    assert done.returncode == 0, done.stderr[-2000:]
+    bin_dir = wheel_venv
+    (site,) = (bin_dir.parent / "lib").glob("python3*/site-packages")
+    # `pip check` holds the wheel's declared requirements against what is installed.
     checked = _run(bin_dir / "pip", "check")
     assert checked.returncode == 0, checked.stdout[-2000:]
     where = _run(bin_dir / "python", "-c", "import hipmem; print(hipmem.__file__)", cwd=tmp_path)
@@ -135,7 +116,7 @@ def test_a_build_without_a_c_compiler_still_makes_the_wheel(
     # snapshots are read by the Python machine (tests/replay/snapshots/test_snapshot_native.py).
     missing = tmp_path / "no-cc"
     env = {**os.environ, "CC": str(missing), "LDSHARED": f"{missing} -shared"}
-    with _one_build_at_a_time(tmp_path_factory):
+    with one_build_at_a_time(tmp_path_factory):
         done = subprocess.run(
             [sys.executable, "-m", "build", "-o", tmp_path, REPO],  # from the sdist, as the fixture
             capture_output=True, text=True, env=env, cwd=tmp_path, check=False,
@@ -184,23 +165,12 @@ _WORKER_PROBE = (
 )
 
 
-def _venv_with(folder: Path, *install: str | Path) -> Path:
-    """A fresh venv holding hipmem installed by `pip install *install` (no dependencies: those
-    of this test run, seen through a path file, as in the wheel test above)."""
-    venv.create(folder, with_pip=True)
-    (site,) = (folder / "lib").glob("python3*/site-packages")
-    (site / "dependencies.pth").write_text(_site_packages_of_this_run() + "\n")
-    done = _run(folder / "bin" / "pip", "install", "-q", "--no-deps", *install, cwd=REPO)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return folder / "bin"
-
-
 @pytest.fixture(scope="module")
-def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def installed(wheel_venv: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The `bin` folder of each way of installing: the wheel, and `pip install .`; the
     editable install is this test run's own (the README's test command makes it)."""
-    ways = {"wheel": _venv_with(tmp_path_factory.mktemp("wheel-venv"), wheel)}
-    with _one_build_at_a_time(tmp_path_factory):  # pip builds in the checkout too
+    ways = {"wheel": wheel_venv}
+    with one_build_at_a_time(tmp_path_factory):  # pip builds in the checkout too
         ways["pip install ."] = _venv_with(tmp_path_factory.mktemp("dot-venv"), ".")
     return ways
 
