@@ -141,6 +141,7 @@ def as_dict(done: Recording) -> dict[str, object]:
         "out_of_memory": done.out_of_memory,
         "device_reads": done.device_reads,
         "device_read_sites": done.device_read_sites,
+        "cudnn_convolutions": done.cudnn_convolutions,
         "context_bytes": done.context_bytes,
         "max_rss_bytes": done.max_rss_bytes,
         "unseen": list(done.unseen),
@@ -258,6 +259,7 @@ def render(done: Recording) -> None:
             f"{done.device_reads:,} device values the host could not compute read back as zeros; "
             f"first at: {sites}"
         )
+    _say_convolutions(done.cudnn_convolutions)
     _say_applied(done)
     output.note("Not seen: " + "; ".join(done.unseen) + ".")
     if done.fits_table:
@@ -275,6 +277,17 @@ def render(done: Recording) -> None:
         if done.out_of_memory:
             output.note("Why it ran out of memory, and which settings avoid it:")
             output.command(f"hipmem explain {name} {on}")
+
+
+def _say_convolutions(counts: dict[str, int]) -> None:
+    """How the stand-in cuDNN answered the convolutions' workspaces, when any ran."""
+    if not any(counts.values()):
+        return
+    output.note(
+        f"cuDNN convolution workspaces: {counts.get('measured', 0):,} as the H200 answered, "
+        f"{counts.get('from_other_batch_sizes', 0):,} interpolated between measured batch "
+        f"sizes, {counts.get('not_measured', 0):,} not measured (none assumed)"
+    )
 
 
 def _bytes(n: int) -> str:

@@ -32,6 +32,7 @@ from hipmem._core.cache_root import cache_dir
 
 from ..virtual.build import LIBCUDA, NVML, compile_part, dynamic_symbols, tool
 from ..virtual.build import SOURCES as VCUDA_SOURCES
+from . import cudnn_table
 from .imports import CudaImports, cuda_imports, torch_libraries
 
 SOURCES = Path(__file__).parent / "csrc"
@@ -76,6 +77,7 @@ def build(package: Path, version: str, cuda_major: int, include_dirs: list[Path]
         includes = [f"-I{d}" for d in include_dirs] + [f"-I{VCUDA_SOURCES}", f"-I{LIBRARIES}"]
         _write(work / "src" / "record_device.h", _device_header())
         _write(work / "src" / "record_cudnn.h", _cudnn_header(cudnn_version(package)))
+        _write(work / "src" / "record_cudnn_convolutions.h", cudnn_table.header())
         base = [tool("CC"), "-shared", "-fPIC", "-O2", "-fvisibility=hidden", f"-I{work / 'src'}",
                 *includes]  # fmt: skip
         for_release = f"for PyTorch {version}"

@@ -45,7 +45,8 @@ BOOT = Path(__file__).parent / "boot"
 NVIDIA_CONTEXT_BYTES = 552_402_944
 # What a recording never sees, said with every answer (docs/record.md says why).
 UNSEEN = (
-    "cuDNN's convolutions are not run: convolutions take PyTorch's own kernels",
+    "cuDNN convolution workspaces the H200 did not measure (other shapes, batch sizes between "
+    "measured ones) are estimated, and cudnn.benchmark's timed choices are not made",
     "device values the host cannot compute (in storages over 256 KiB, random, from a backward) "
     "read back as zeros",
     "memory the CUDA libraries allocate outside PyTorch's allocator (cuBLAS: about 64 MiB per "
@@ -97,6 +98,9 @@ class Recording:
     unseen: tuple[str, ...]
     fits_table: tuple[Fit, ...] = ()  # each device of the fits table (a run that ended)
     applied: tuple[str, ...] = ()  # a ROCm build's workspaces, set for an AMD device
+    # cuDNN convolution plans by how the stand-in answered their workspace: "measured" (the
+    # GPU's table), "from_other_batch_sizes" (interpolated), "not_measured" (none assumed)
+    cudnn_convolutions: dict[str, int] = field(default_factory=dict)
 
 
 def record(request: RecordRequest, *, notice: Callable[[str], None] | None = None) -> Recording:
@@ -191,4 +195,5 @@ def _collect(request: RecordRequest, torch: RecordTorch, work: Path, exit_code: 
         int(run["num_ooms"]) > 0, int(run["device_reads"]),
         {str(k): int(v) for k, v in run["device_read_sites"].items()},
         context_bytes(request), int(run["max_rss_bytes"]), _unseen(request),
+        cudnn_convolutions={str(k): int(v) for k, v in run.get("cudnn_convolutions", {}).items()},
     )  # fmt: skip

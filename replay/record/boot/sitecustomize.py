@@ -98,6 +98,7 @@ def _finish(torch, library) -> None:  # type: ignore[no-untyped-def]
         "num_alloc_retries": stats.get("num_alloc_retries", 0),
         "device_reads": int(library.hipmem_record_device_reads()),
         "device_read_sites": _reads,
+        "cudnn_convolutions": _cudnn_convolutions(library),
         "pid": os.getpid(),
         "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }
@@ -106,6 +107,16 @@ def _finish(torch, library) -> None:  # type: ignore[no-untyped-def]
         Path(path).write_text(json.dumps(run))
 
     _write_atomically(RECORD_DIR / "run.json", dump)
+
+
+def _cudnn_convolutions(library) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    """How the stand-in cuDNN answered convolution workspaces (csrc/libraries/
+    cudnn_convolution.c): from a measured batch size, from others, or not in its table."""
+    import ctypes
+
+    counts = (ctypes.c_int64 * 3)()
+    library.hipmem_record_cudnn_convolutions(counts)
+    return dict(zip(("measured", "from_other_batch_sizes", "not_measured"), counts, strict=True))
 
 
 def _refuse_distributed(torch) -> None:  # type: ignore[no-untyped-def]
@@ -136,11 +147,14 @@ def _start() -> None:
             "PyTorch on the virtual GPU (give --torch VERSION, e.g. --torch 2.11)"
         )
         os._exit(2)
-    # cuDNN's convolution algorithms and workspaces come from cuDNN's own heuristics, which
-    # the stand-in cannot answer: convolutions take PyTorch's own kernels instead, and the
-    # recording says so (docs/record.md). cuDNN attention stays on: PyTorch's own path runs and
-    # the stand-in cuDNN answers its plans as the GPU does (csrc/libraries/libcudnn.c).
+    # cuDNN's batch norm, RNNs and CTC loss ask sizes the stand-in cannot answer: cuDNN is off
+    # but around convolutions (_hipmem_cudnn_convolutions), whose workspaces the stand-in answers
+    # from the GPU's table. cuDNN attention has its own switch and stays on: the stand-in answers
+    # its plans as the GPU does (csrc/libraries/libcudnn.c).
     torch.backends.cudnn.enabled = False
+    import _hipmem_cudnn_convolutions  # type: ignore[import-not-found]  # beside this file
+
+    _start.convolutions = _hipmem_cudnn_convolutions.start()  # type: ignore[attr-defined]
     # Small device values followed on the host, so that what the script reads back is what
     # the GPU computed where the host can compute it (_hipmem_host_values says how).
     import _hipmem_host_values  # type: ignore[import-not-found]  # beside this file at run time

@@ -1,7 +1,8 @@
 /* cuDNN as a recording needs it: a version, handles, error texts, and the backend API that
-   PyTorch's cuDNN attention drives through cudnn-frontend (aten/src/ATen/native/cudnn/MHA.cpp).
+   PyTorch's cuDNN attention (aten/src/ATen/native/cudnn/MHA.cpp) and convolutions (Conv_v8.cpp)
+   drive through cudnn-frontend. A convolution's workspace is cudnn_convolution.c's.
 
-   Convolutions stay off in a recording (replay/record/boot says why). Attention runs PyTorch's
+   Attention runs PyTorch's
    own cuDNN path, so every tensor it allocates (output, softmax statistics, dropout seed and
    offset, each workspace, gradients copied to matching layouts) is the GPU's request. What
    only cuDNN could answer is the workspace of an execution plan; cudnn-frontend adds its own
@@ -291,10 +292,20 @@ static int64_t plan_workspace_bytes(const Descriptor* graph) {
   return PLAN_WORKSPACE_BYTES + most / fewest * (key_bytes / 2);
 }
 
-static const Descriptor* plan_graph(const Descriptor* plan) {
+#include "cudnn_convolution.c"
+
+static const Descriptor* plan_engine(const Descriptor* plan) {
   const Descriptor* config = descriptor_at(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG);
-  const Descriptor* engine = config ? descriptor_at(config, CUDNN_ATTR_ENGINECFG_ENGINE) : NULL;
-  return engine ? descriptor_at(engine, CUDNN_ATTR_ENGINE_OPERATION_GRAPH) : NULL;
+  return config ? descriptor_at(config, CUDNN_ATTR_ENGINECFG_ENGINE) : NULL;
+}
+
+/* A plan's workspace: a convolution's from the GPU's table, an attention's as measured. */
+static int64_t plan_workspace(const Descriptor* plan) {
+  const Descriptor* engine = plan_engine(plan);
+  int64_t convolution = plan_convolution_workspace(engine);
+  if (convolution >= 0) return convolution;
+  const Descriptor* graph = engine ? descriptor_at(engine, CUDNN_ATTR_ENGINE_OPERATION_GRAPH) : NULL;
+  return graph ? plan_workspace_bytes(graph) : PLAN_WORKSPACE_BYTES;
 }
 
 /* A plan's workspace is fixed when it is finalized: the graph it refers to may be gone by the
@@ -302,11 +313,9 @@ static const Descriptor* plan_graph(const Descriptor* plan) {
 EXPORT int cudnnBackendFinalize(void* made) {
   Descriptor* descriptor = made;
   if (!descriptor) return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
-  if (descriptor->type == CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR) {
-    const Descriptor* graph = plan_graph(descriptor);
-    set_int64(descriptor, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-              graph ? plan_workspace_bytes(graph) : PLAN_WORKSPACE_BYTES);
-  }
+  keep_convolution_key(descriptor);
+  if (descriptor->type == CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR)
+    set_int64(descriptor, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, plan_workspace(descriptor));
   return 0;
 }
 
@@ -314,9 +323,10 @@ EXPORT int cudnnBackendFinalize(void* made) {
 static void engine_config(Descriptor* config, const Descriptor* heuristic) {
   Descriptor* engine = calloc(1, sizeof *engine); /* shared by every copy: never freed */
   engine->type = CUDNN_BACKEND_ENGINE_DESCRIPTOR;
-  set_descriptor(engine, CUDNN_ATTR_ENGINE_OPERATION_GRAPH,
-                 descriptor_at(heuristic, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH));
+  const Descriptor* graph = descriptor_at(heuristic, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH);
+  set_descriptor(engine, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, graph);
   set_int64(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, 0);
+  keep_convolution_workspace(engine, graph);
   clear(config);
   config->type = CUDNN_BACKEND_ENGINECFG_DESCRIPTOR;
   set_descriptor(config, CUDNN_ATTR_ENGINECFG_ENGINE, engine);

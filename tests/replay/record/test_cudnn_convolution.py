@@ -1,0 +1,94 @@
+"""cuDNN convolutions in a recording: PyTorch's own cuDNN path runs on the stand-in cuDNN and
+each plan's workspace is the GPU's (replay/record/csrc/libraries/cudnn_convolution.c, from the
+table benchmarks/gpu_cudnn_convolution.py measured on an H200 with PyTorch 2.11.0+cu130 and
+cuDNN 9.19).
+
+Two checks against the GPU: at batch sizes the table measured, every workspace is the H200's
+to the byte (the key the stand-in builds from cuDNN's descriptors is the one the table was
+written with); at batch size 33, which the table lacks, the interpolated workspaces are held to
+what the H200 allocated (tests/data/record/truths-h200-2026-11-29/
+cudnn_convolutions_batch33.json) at least as well as when this was written."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hipmem.replay.record.cudnn_table import TABLE
+
+from .recording import RECORD, answer_of, run_record
+
+SCRIPT = RECORD / "scripts" / "cudnn_convolutions.py"
+BATCH33 = RECORD / "truths-h200-2026-11-29" / "cudnn_convolutions_batch33.json"
+NCHW_FORWARD_SAME, NCHW_BACKWARD_SAME = 113, 80  # of 128 each, measured 2026-11-29
+
+
+def _dims(text: str) -> list[int]:
+    return [int(part) for part in text.split(":")[1].split(",")]
+
+
+def _measured_runs(count: int) -> tuple[list[dict[str, Any]], list[int]]:
+    """`count` forward convolutions of the table (contiguous fp16, at measured batch sizes), as
+    runs of the script, and the forward workspace the H200 answered for each."""
+    with gzip.open(TABLE, "rt") as source:
+        rows = json.load(source)["rows"]
+    forward = [r for r in rows if r["operation"] == "ConvFwd" and r["x"].startswith("HALF")]
+    runs, workspaces = [], []
+    for row in random.Random(0).sample(forward, count):
+        x, w = _dims(row["x"]), _dims(row["w"])
+        pairs = [[int(v) for v in row[key].split(",")] for key in ("stride", "pre", "dilation")]
+        config = [x, w, *pairs, x[1] // w[1]]
+        runs.append({"cfg": config, "dtype": "torch.float16", "channels_last": False})
+        workspaces.append(row["workspace_bytes"])
+    return runs, workspaces
+
+
+def _forward_workspace(events: list[list[Any]], output_bytes: int) -> int:
+    """The forward's workspace: what it allocated besides its output (0: nothing)."""
+    others = [size for action, size in events if action == "a" and size != output_bytes]
+    return others[0] if others else 0
+
+
+@pytest.mark.slow
+def test_measured_batch_sizes_get_the_gpus_workspace(record_torch: object, tmp_path: Path) -> None:
+    runs, on_gpu = _measured_runs(40)
+    truth = tmp_path / "runs.json"
+    truth.write_text(json.dumps({"runs": runs}))
+    done = run_record(tmp_path, SCRIPT, "--json", script_args=(str(truth), str(tmp_path / "o")))
+    assert done.returncode == 0, done.stderr[-2000:]
+    recorded = json.loads((tmp_path / "o").read_text())
+    outputs = [next(size for action, size in r["fwd"] if action == "a") for r in recorded]
+    pairs = zip(recorded, outputs, strict=True)
+    assert [_forward_workspace(r["fwd"], out) for r, out in pairs] == on_gpu
+    counts = answer_of(done)["cudnn_convolutions"]
+    assert counts["not_measured"] == 0 and counts["measured"] >= 40
+
+
+def _rounded(events: list[list[Any]]) -> list[tuple[str, int]]:
+    """Events as the allocator sees them: sizes rounded up to its 512-byte blocks."""
+    return [(action, -(-size // 512) * 512) for action, size in events]
+
+
+@pytest.mark.slow
+def test_unmeasured_batch_sizes_are_interpolated_as_the_gpu_answered(
+    record_torch: object, tmp_path: Path
+) -> None:
+    done = run_record(tmp_path, SCRIPT, "--json", script_args=(str(BATCH33), str(tmp_path / "o")))
+    assert done.returncode == 0, done.stderr[-2000:]
+    recorded = json.loads((tmp_path / "o").read_text())
+    on_gpu = json.loads(BATCH33.read_text())["runs"]
+    same = {"fwd": 0, "bwd": 0}
+    for gpu_run, run in zip(on_gpu, recorded, strict=True):
+        for part in same:
+            if not gpu_run["channels_last"]:
+                same[part] += _rounded(run[part]) == _rounded(gpu_run[part])
+    assert same["fwd"] >= NCHW_FORWARD_SAME and same["bwd"] >= NCHW_BACKWARD_SAME, same
+    counts = answer_of(done)["cudnn_convolutions"]
+    # no batch size 33 in the table; channels-last layouts were never measured
+    assert counts["measured"] == 0
+    assert counts["from_other_batch_sizes"] > 0 and counts["not_measured"] > 0
