@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -45,22 +46,39 @@ def row_key(row: dict[str, Any]) -> tuple[str, int]:
     return "|".join(parts), batch
 
 
+def _dims(tensor: str) -> list[int]:
+    return [int(size) for size in tensor.split(":")[1].split(",")]
+
+
+def row_shape(row: dict[str, Any]) -> list[int]:
+    """What makes two convolutions alike, for one the table lacks (cudnn_convolution.c's
+    ConvShape, in its order): operation, data type, kernel elements, first stride, grouped or
+    not, input and output channels, input and output elements per channel."""
+    x, w, y = _dims(row["x"]), _dims(row["w"]), _dims(row["y"])
+    return [OPERATIONS[row["operation"]], DATA_TYPES[row["x"].split(":")[0]], math.prod(w[2:]),
+            int(row["stride"].split(",")[0]), int(x[1] != w[1]), x[1], y[1], math.prod(x[2:]),
+            math.prod(y[2:])]  # fmt: skip
+
+
 def header(table: Path = TABLE) -> str:
-    """The table as C arrays: keys sorted (searched by bsearch), and per key its measured batch
-    sizes in order with their workspace bytes."""
+    """The table as C arrays: keys sorted (searched by bsearch) with the shape of each, and per
+    key its measured batch sizes in order with their workspace bytes."""
     with gzip.open(table, "rt") as source:
         rows = json.load(source)["rows"]
     points: dict[str, dict[int, int]] = defaultdict(dict)
+    shapes: dict[str, list[int]] = {}
     for row in rows:
         key, batch = row_key(row)
         points[key][batch] = int(row["workspace_bytes"])
+        shapes[key] = row_shape(row)
     keys = sorted(points)
     key_lines: list[str] = []
     point_lines: list[str] = []
     first = 0
     for key in keys:
         measured = sorted(points[key].items())
-        key_lines.append(f'  {{"{key}", {first}, {len(measured)}}},\n')
+        shape = ", ".join(map(str, shapes[key]))
+        key_lines.append(f'  {{"{key}", {first}, {len(measured)}, {{{shape}}}}},\n')
         point_lines.extend(f"  {{{batch}, {nbytes}}},\n" for batch, nbytes in measured)
         first += len(measured)
     return (

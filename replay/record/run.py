@@ -99,7 +99,7 @@ class Recording:
     fits_table: tuple[Fit, ...] = ()  # each device of the fits table (a run that ended)
     applied: tuple[str, ...] = ()  # a ROCm build's workspaces, set for an AMD device
     # cuDNN convolution plans by how the stand-in answered their workspace: "measured" (the
-    # GPU's table), "from_other_batch_sizes" (interpolated), "not_measured" (none assumed)
+    # GPU's table), "from_other_batch_sizes" (interpolated), "not_measured" (from an alike one)
     cudnn_convolutions: dict[str, int] = field(default_factory=dict)
 
 
