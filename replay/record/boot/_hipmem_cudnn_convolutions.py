@@ -19,7 +19,9 @@ from torch.overrides import TorchFunctionMode
 
 _CONVOLUTIONS = {
     torch.conv1d, torch.conv2d, torch.conv3d, torch.conv_transpose1d, torch.conv_transpose2d,
-    torch.conv_transpose3d, torch.convolution, torch.Tensor.backward,
+    torch.conv_transpose3d, torch.convolution,
+    # the backward passes: a convolution's backward picks cuDNN when it runs
+    torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad,
 }  # fmt: skip
 
 

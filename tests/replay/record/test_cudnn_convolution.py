@@ -117,3 +117,27 @@ def test_convolutions_the_table_lacks_are_estimated_from_alike_ones(
     assert answer_of(done)["cudnn_convolutions"]["not_measured"] == 3 * len(on_gpu)
     estimated, answered = _workspace_bytes(recorded), _workspace_bytes(on_gpu)
     assert abs(estimated / answered - 1) < 0.10, (estimated, answered)
+
+
+GRAD_SCRIPT = """
+import torch
+import torch.nn.functional as F
+x = torch.randn(8, 3, 224, 224, device="cuda", dtype=torch.float16, requires_grad=True)
+w = torch.randn(64, 3, 7, 7, device="cuda", dtype=torch.float16, requires_grad=True)
+torch.autograd.grad(F.conv2d(x, w, None, 2, 3).sum(), (x, w))
+"""
+
+
+@pytest.mark.slow
+def test_autograd_grad_runs_the_backward_on_cudnn(record_torch: object, tmp_path: Path) -> None:
+    """A gradient taken by torch.autograd.grad, not .backward(): its convolution backwards run
+    on cuDNN as on the GPU (the ResNet stem at batch 8: forward, data and filter measured)."""
+    script = tmp_path / "grad.py"
+    script.write_text(GRAD_SCRIPT)
+    done = run_record(tmp_path, script, "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert answer_of(done)["cudnn_convolutions"] == {
+        "measured": 3,
+        "from_other_batch_sizes": 0,
+        "not_measured": 0,
+    }
