@@ -90,6 +90,15 @@ def hipblaslt(rocm_roots: dict[str, Path]) -> dict[str, Path]:
     }
 
 
+@pytest.fixture(scope="session")
+def shared_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder where a documented session several pages show is run once per test run,
+    whichever test worker asks first (tests/shared_runs.py)."""
+    from tests.shared_runs import run_folder
+
+    return run_folder(tmp_path_factory)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests that read ../shared carry the `shared` marker, so that CI can run them beside it
     after the full suite ran in a lone copy (.ci/run): the one fixture below is their only way

@@ -21,7 +21,15 @@ import pytest
 from tests.conftest import rocm_release
 from tests.docs.test_docs_examples import _env, _releases_named, _uses_torch, _workdir
 from tests.docs_examples import Command, Example, all_examples
-from tests.terminal import WIDTH, command_on_terminal, help_piped, too_wide, width_problems
+from tests.shared_runs import run_once
+from tests.terminal import (
+    WIDTH,
+    Seen,
+    command_on_terminal,
+    help_piped,
+    too_wide,
+    width_problems,
+)
 
 CONSOLE = [
     example
@@ -38,24 +46,37 @@ def _run(
     prelude: list[str],
     workdir: Path,
     home: Mapping[str, str | None] | None = None,
+    shared: tuple[Path, list[str]] | None = None,
 ) -> list[str]:
     """The width problems of one command piped at 80 columns; `home`: another user's HOME or
-    cache folder (tests/docs/test_any_home.py)."""
+    cache folder (tests/docs/test_any_home.py); `shared`: the run's folder and the example's
+    commands before this one, for one run of a session several pages show."""
     if "--json" in command.text or "--format json" in command.text:
         return []  # machine-readable only: JSON is read by programs, not at a width
     argv = ["bash", "-c", "\n".join([*prelude, command.text])]
     env = {**_env(home), "COLUMNS": str(WIDTH)}
-    piped = subprocess.run(argv, capture_output=True, text=True, cwd=workdir, env=env,
-                           timeout=600)  # fmt: skip
+    folder, earlier = shared if shared is not None else (None, [])
+    piped = run_once(folder, [f"piped at {WIDTH}", *earlier, command.text],
+                     lambda: _piped(argv, workdir, env))  # fmt: skip
     # On a terminal at 80 columns these commands run in tests/docs/test_docs_examples.py, which
     # holds that output to the same rule (one run of each, not two).
     return width_problems(piped, f"line {command.line}: {command.text} (piped)")
 
 
+def _piped(argv: list[str], workdir: Path, env: dict[str, str]) -> Seen:
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=workdir, env=env,
+                          timeout=600)  # fmt: skip
+    return Seen(done.returncode, done.stdout, done.stderr)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("example", CONSOLE, ids=lambda example: example.name)
 def test_documented_output_fits_80_columns(
-    example: Example, rocm_roots: dict[str, Path], tmp_path: Path, request: pytest.FixtureRequest
+    example: Example,
+    rocm_roots: dict[str, Path],
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    shared_runs: Path,
 ) -> None:
     for release in sorted(_releases_named(example)):
         rocm_release(rocm_roots, release)
@@ -64,11 +85,13 @@ def test_documented_output_fits_80_columns(
     workdir = _workdir(tmp_path)
     problems: list[str] = []
     prelude: list[str] = []
+    earlier: list[str] = []  # the commands before: what they left in the folder
     for command in example.commands():
         if command.only_assigns:
             prelude.append(command.text)
         else:
-            problems += _run(command, prelude, workdir)
+            problems += _run(command, prelude, workdir, shared=(shared_runs, list(earlier)))
+        earlier.append(command.text)
     assert not problems, f"{example.name}:\n" + "\n".join(problems)
 
 

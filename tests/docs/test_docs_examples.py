@@ -31,6 +31,7 @@ from tests.docs_examples import (
     numbers_in,
     page_examples,
 )
+from tests.shared_runs import run_once
 from tests.terminal import WIDTH, Seen, command_on_terminal, width_problems
 
 EXAMPLES = all_examples()
@@ -68,6 +69,7 @@ def _run_command(
     workdir: Path,
     on_terminal: bool,
     home: Mapping[str, str | None] | None = None,
+    shared: tuple[Path, list[str]] | None = None,
 ) -> list[str]:
     """What is wrong with one command's run: [] when it ran as the page says.
 
@@ -75,22 +77,24 @@ def _run_command(
     pseudo-terminal of 80 columns, where the output must fit); the commands of script blocks
     are piped, `COLUMNS` wide. The width rule holds for what was printed; the figures are
     compared with the page after what differs between machines (the cache folder: HOME,
-    XDG_CACHE_HOME, HIPMEM_CACHE_DIR) is written as the page shows it (`as_on_the_pages`)."""
+    XDG_CACHE_HOME, HIPMEM_CACHE_DIR) is written as the page shows it (`as_on_the_pages`).
+    `shared`: the run's shared folder and the example's commands before this one, for one run
+    of a session that several pages show (tests/shared_runs.py); None: a run of its own."""
     argv = ["bash", "-c", "\n".join([*prelude, command.text])]
     where = f"line {command.line}: {command.text}"
     problems = []
     if on_terminal:  # at 80 columns, held to the width rule (tests/cli/test_fits_80_columns.py)
         env = {**_env(home), "COLUMNS": str(WIDTH)}
-        done: Seen | subprocess.CompletedProcess[str] = command_on_terminal(
-            argv, columns=WIDTH, env=env, cwd=workdir
-        )
+
+        def terminal_run() -> Seen:
+            return command_on_terminal(argv, columns=WIDTH, env=env, cwd=workdir)
+
+        done = run_once(*_key(shared, "terminal", command), terminal_run)
         if "--json" not in command.text and "--format json" not in command.text:
             problems += width_problems(done, f"{where} (terminal)")
     else:
         env = _env(home)
-        done = subprocess.run(
-            argv, capture_output=True, text=True, cwd=workdir, env=env, timeout=300
-        )
+        done = run_once(*_key(shared, "piped", command), lambda: _piped(argv, workdir, env))
     if done.returncode != command.expected_exit:
         problems.append(
             f"{where}\n  exit {done.returncode}, the page says {command.expected_exit}\n"
@@ -109,17 +113,41 @@ def _run_command(
     return problems
 
 
+def _key(
+    shared: tuple[Path, list[str]] | None, how: str, command: Command
+) -> tuple[Path | None, list[str]]:
+    """`run_once`'s folder and key: how the output is shown, every command the example ran
+    before (the files they left in its folder), and this one."""
+    if shared is None:
+        return None, []
+    folder, earlier = shared
+    return folder, [how, *earlier, command.text]
+
+
+def _piped(argv: list[str], workdir: Path, env: dict[str, str]) -> Seen:
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=workdir, env=env, timeout=300)
+    return Seen(done.returncode, done.stdout, done.stderr)
+
+
 def _run_shell(
-    example: Example, workdir: Path, home: Mapping[str, str | None] | None = None
+    example: Example,
+    workdir: Path,
+    home: Mapping[str, str | None] | None = None,
+    shared: Path | None = None,
 ) -> list[str]:
+    """Every command of a shell example; `shared`: the run's folder where a session that
+    several pages show is run once (never with another user's `home`)."""
     problems: list[str] = []
     prelude: list[str] = []
+    earlier: list[str] = []
     for command in example.commands():
         if command.only_assigns:
             prelude.append(command.text)
         else:
             on_terminal = example.language == "console"
-            problems += _run_command(command, prelude, workdir, on_terminal, home)
+            sharing = None if shared is None or home is not None else (shared, list(earlier))
+            problems += _run_command(command, prelude, workdir, on_terminal, home, sharing)
+        earlier.append(command.text)
     return problems
 
 
@@ -156,7 +184,11 @@ def _uses_rmm(example: Example) -> bool:
 @pytest.mark.slow
 @pytest.mark.parametrize("example", RUNNABLE, ids=lambda example: example.name)
 def test_example_runs_as_the_page_says(
-    example: Example, rocm_roots: dict[str, Path], tmp_path: Path, request: pytest.FixtureRequest
+    example: Example,
+    rocm_roots: dict[str, Path],
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    shared_runs: Path,
 ) -> None:
     for release in sorted(_releases_named(example)):
         rocm_release(rocm_roots, release)  # a release the archive no longer has: a skip
@@ -166,7 +198,7 @@ def test_example_runs_as_the_page_says(
         request.getfixturevalue("rmm_releases")
     workdir = _workdir(tmp_path)
     if example.language in SHELL_LANGUAGES:
-        problems = _run_shell(example, workdir)
+        problems = _run_shell(example, workdir, shared=shared_runs)
     else:
         problems = _run_python(example, workdir)
     assert not problems, f"{example.name}:\n" + "\n".join(problems)
