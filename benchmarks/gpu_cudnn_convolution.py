@@ -14,10 +14,11 @@ On the GPU machine (python3 with torch and torchvision; hipmem need not be insta
 
     run(command="python3 benchmarks/gpu_cudnn_convolution.py $OUT/table.json --seconds 420")
 
-The batch sizes of tests/data/record/scripts/resnet_amp.py (37, 70, 77, 81, 94, 96) are left
-out for ResNet-18 and -50 on purpose: the recording of that script is held to the GPU's
-snapshot through interpolation between measured batch sizes, not by a measured answer for its
-own shapes.
+The batch sizes of tests/data/record/scripts/resnet_amp.py (37, 70, 77, 81, 94, 96) and 33 are
+left out for ResNet-18 and -50 on purpose (HELD_OUT): those recordings are held to the GPU
+through interpolation between measured batch sizes, not by a measured answer for their own
+shapes. The table of 2026-11-29 ran out of its 470 seconds in the last group (the other
+models' multiples of 8 from 40 up).
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ from typing import Any
 
 Conv = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...],
              tuple[int, ...], int]  # fmt: skip
+# Batch sizes never measured for the ResNets: tests/data/record/scripts/resnet_amp.py's, and
+# 33 (tests/replay/record/test_cudnn_convolution.py), so that their recordings are held to the
+# GPU through interpolation (docs/record.md).
+HELD_OUT = {33, 37, 70, 77, 81, 94, 96}
 # (models, batch sizes, image sides, data types), most common first: the child stops at its
 # time budget and the table keeps what it reached.
 PLAN: list[tuple[list[str], list[int], list[int], list[str]]] = [
@@ -52,6 +57,14 @@ PLAN: list[tuple[list[str], list[int], list[int], list[str]]] = [
     (["resnet34", "resnext50_32x4d", "wide_resnet50_2", "vgg16", "mobilenet_v2",
       "efficientnet_b0", "convnext_tiny", "densenet121", "regnet_y_400mf"],
      [24, 48, 96, 256], [224], ["float16", "bfloat16", "float32"]),
+    # Every batch size up to 128 for the ResNets at 224 in half precision (but the script's),
+    # then the other models' multiples of 8.
+    (["resnet50", "resnet18"], [n for n in range(1, 129) if n not in HELD_OUT], [224],
+     ["float16", "bfloat16"]),
+    (["resnet34", "resnext50_32x4d", "wide_resnet50_2", "vgg16", "mobilenet_v2",
+      "efficientnet_b0", "convnext_tiny", "densenet121", "regnet_y_400mf"],
+     [40, 56, 72, 80, 88, 104, 112, 120, 136, 144, 160, 176, 192], [224],
+     ["float16", "bfloat16"]),
 ]  # fmt: skip
 _TENSOR = re.compile(
     r'Datatype: \["(\w+)"\]\s+Id: (\d+)\s+Dims \d+\s+VectorCount: \d+\s+vectorDimension -?\d+'
