@@ -4,6 +4,7 @@ the test's own Python, which has no PyTorch: `--torch 2.11.0` puts the cached wh
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,13 +16,21 @@ HIPMEM = [sys.executable, "-m", "hipmem.cli"]
 
 
 def run_record(
-    tmp_path: Path, script: str | Path, *options: str, script_args: tuple[str, ...] = ()
+    tmp_path: Path,
+    script: str | Path,
+    *options: str,
+    script_args: tuple[str, ...] = (),
+    python_path: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """`hipmem record --device H200 --torch 2.11.0 OPTIONS -- python SCRIPT SCRIPT_ARGS`, run
-    in tmp_path."""
+    in tmp_path (with python_path on PYTHONPATH: packages the script imports)."""
     command = [*HIPMEM, "record", "--device", "H200", "--torch", "2.11.0", *options, "--",
                sys.executable, str(script), *script_args]  # fmt: skip
-    return subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, check=False)
+    env = dict(os.environ)
+    if python_path is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(python_path), env.get("PYTHONPATH")]))
+    return subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=env,
+                          check=False)  # fmt: skip
 
 
 def answer_of(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
