@@ -102,13 +102,10 @@ def shared_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests that read ../shared carry the `shared` marker, so that CI can run them beside it
     after the full suite ran in a lone copy (.ci/run): the one fixture below is their only way
-    to it. The slow ones run first."""
+    to it."""
     for item in items:
         if "shared_logs" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.shared)
-    # The tests marked slow first (in their own order): a minute-long test collected last
-    # (an empty cache's ROCm fetch) would run alone at the end while the other worker idles.
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture(scope="session")
