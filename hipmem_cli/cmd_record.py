@@ -141,6 +141,7 @@ def as_dict(done: Recording) -> dict[str, object]:
         "out_of_memory": done.out_of_memory,
         "device_reads": done.device_reads,
         "device_read_sites": done.device_read_sites,
+        "grad_scaler_steps": done.grad_scaler_steps,
         "cudnn_convolutions": done.cudnn_convolutions,
         "context_bytes": done.context_bytes,
         "max_rss_bytes": done.max_rss_bytes,
@@ -258,6 +259,14 @@ def render(done: Recording) -> None:
         output.note(
             f"{done.device_reads:,} device values the host could not compute read back as zeros; "
             f"first at: {sites}"
+        )
+    if done.grad_scaler_steps:
+        output.note(
+            f"GradScaler: {done.grad_scaler_steps:,} steps taken, their overflow checks read as "
+            "no inf. On a GPU a step whose gradients overflow is skipped and allocates no "
+            "optimizer state yet (early steps often overflow at the default init_scale of "
+            "65536), so a run of a few steps can peak lower there; once its steps are taken, a "
+            "run reaches this peak."
         )
     _say_convolutions(done.cudnn_convolutions)
     _say_applied(done)

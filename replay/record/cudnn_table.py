@@ -1,7 +1,7 @@
 """The cuDNN convolution workspaces a recording answers with: the GPU's measured table, as the
 C header the stand-in cuDNN is compiled with (csrc/libraries/cudnn_convolution.c).
 
-The table (csrc/cudnn_convolutions_h200.json.gz) is what benchmarks/gpu_cudnn_convolution.py
+The table (csrc/cudnn_convolutions_h200.json.xz) is what benchmarks/gpu_cudnn_convolution.py
 read from cudnn-frontend's log on the H200: for each convolution PyTorch ran, what cuDNN was
 given (operation; each tensor's data type, dimensions, strides and byte alignment; the compute
 type, paddings, dilations and strides) and the workspace of the plan PyTorch ran. Its key is
@@ -11,14 +11,14 @@ a batch size that was not measured from the ones that were (cudnn_convolution.c 
 
 from __future__ import annotations
 
-import gzip
 import json
+import lzma
 import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-TABLE = Path(__file__).parent / "csrc" / "cudnn_convolutions_h200.json.gz"
+TABLE = Path(__file__).parent / "csrc" / "cudnn_convolutions_h200.json.xz"
 # cudnnBackendDescriptorType_t of each operation, less CUDNN_BACKEND_OPERATION_CONVOLUTION_
 # FORWARD_DESCRIPTOR (10): the index the C side computes from the operation's descriptor.
 OPERATIONS = {"ConvFwd": 0, "ConvBwdFilter": 1, "ConvBwdData": 2}
@@ -60,11 +60,16 @@ def row_shape(row: dict[str, Any]) -> list[int]:
             math.prod(y[2:])]  # fmt: skip
 
 
+def table_rows(table: Path = TABLE) -> list[dict[str, Any]]:
+    """The table's rows: one per plan the GPU ran (JSON, compressed by xz)."""
+    with lzma.open(table, "rt") as source:
+        return list(json.load(source)["rows"])
+
+
 def header(table: Path = TABLE) -> str:
     """The table as C arrays: keys sorted (searched by bsearch) with the shape of each, and per
     key its measured batch sizes in order with their workspace bytes."""
-    with gzip.open(table, "rt") as source:
-        rows = json.load(source)["rows"]
+    rows = table_rows(table)
     points: dict[str, dict[int, int]] = defaultdict(dict)
     shapes: dict[str, list[int]] = {}
     for row in rows:

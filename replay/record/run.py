@@ -101,6 +101,9 @@ class Recording:
     # cuDNN convolution plans by how the stand-in answered their workspace: "measured" (the
     # GPU's table), "from_other_batch_sizes" (interpolated), "not_measured" (from an alike one)
     cudnn_convolutions: dict[str, int] = field(default_factory=dict)
+    # GradScaler steps taken because their overflow check read zero (on a GPU, a step whose
+    # gradients overflow is skipped and allocates no optimizer state yet)
+    grad_scaler_steps: int = 0
 
 
 def record(request: RecordRequest, *, notice: Callable[[str], None] | None = None) -> Recording:
@@ -196,4 +199,5 @@ def _collect(request: RecordRequest, torch: RecordTorch, work: Path, exit_code: 
         {str(k): int(v) for k, v in run["device_read_sites"].items()},
         context_bytes(request), int(run["max_rss_bytes"]), _unseen(request),
         cudnn_convolutions={str(k): int(v) for k, v in run.get("cudnn_convolutions", {}).items()},
+        grad_scaler_steps=int(run.get("grad_scaler_steps", 0)),
     )  # fmt: skip

@@ -25,13 +25,19 @@ import resource
 import sys
 import traceback
 from pathlib import Path
+from types import FrameType
 
 RECORD_DIR = Path(os.environ["HIPMEM_RECORD_DIR"]) if os.environ.get("HIPMEM_RECORD_DIR") else None
 MAX_ENTRIES = int(os.environ.get("HIPMEM_RECORD_MAX_ENTRIES", "5000000"))
 BOOT = Path(__file__).parent  # this folder: its frames are hipmem's, never the user's line
 READ_SITES = 5  # the user's lines named for device reads
 REFUSED = "refused.txt"  # why this process would not run the command (hipmem says it)
+# Where a GradScaler reads its overflow flag before it steps (torch/amp/grad_scaler.py): a
+# zero read there is a step taken, which on the GPU may have been skipped.
+SCALER_FILE, SCALER_STEP = ("amp", "grad_scaler.py"), "_maybe_opt_step"
+SCALER_DEPTH = 8  # frames searched above a device read
 _reads: dict[str, int] = {}
+_scaler_steps = 0
 
 
 def _chain_user_sitecustomize() -> None:
@@ -64,11 +70,27 @@ def _shown(filename: str) -> str:
         return filename
 
 
+def _in_scaler_step() -> bool:
+    """Whether a GradScaler's step is reading its overflow flag (a few frames up)."""
+    frame: FrameType | None = sys._getframe(2)
+    for _ in range(SCALER_DEPTH):
+        if frame is None:
+            return False
+        code = frame.f_code
+        if code.co_name == SCALER_STEP and Path(code.co_filename).parts[-2:] == SCALER_FILE:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _on_device_read(nbytes: int) -> None:
+    global _scaler_steps
     del nbytes
     if len(_reads) < READ_SITES:
         site = _user_line()
         _reads[site] = _reads.get(site, 0) + 1
+    if _in_scaler_step():
+        _scaler_steps += 1
 
 
 def _write_atomically(path: Path, write) -> None:  # type: ignore[no-untyped-def]
@@ -98,6 +120,7 @@ def _finish(torch, library) -> None:  # type: ignore[no-untyped-def]
         "num_alloc_retries": stats.get("num_alloc_retries", 0),
         "device_reads": int(library.hipmem_record_device_reads()),
         "device_read_sites": _reads,
+        "grad_scaler_steps": _scaler_steps,
         "cudnn_convolutions": _cudnn_convolutions(library),
         "pid": os.getpid(),
         "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,

@@ -21,12 +21,14 @@ def run_record(
     *options: str,
     script_args: tuple[str, ...] = (),
     python_path: Path | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """`hipmem record --device H200 --torch 2.11.0 OPTIONS -- python SCRIPT SCRIPT_ARGS`, run
-    in tmp_path (with python_path on PYTHONPATH: packages the script imports)."""
+    in tmp_path (with python_path on PYTHONPATH: packages the script imports; env: variables
+    set besides the environment's)."""
     command = [*HIPMEM, "record", "--device", "H200", "--torch", "2.11.0", *options, "--",
                sys.executable, str(script), *script_args]  # fmt: skip
-    env = dict(os.environ)
+    env = {**os.environ, **(env or {})}
     if python_path is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(python_path), env.get("PYTHONPATH")]))
     return subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=env,

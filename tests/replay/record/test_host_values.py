@@ -71,3 +71,32 @@ def test_small_device_values_read_what_the_gpu_computed(
     unknown = {f"probe.py:{lines.index(line) + 1}" for line in lines
                if line.startswith(('seen["random"]', 'seen["large"]'))}  # fmt: skip
     assert set(answer["device_read_sites"]) == unknown
+
+
+SCALER = """
+import torch
+model = torch.nn.Linear(64, 64).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+scaler = torch.amp.GradScaler()
+for step in range(3):
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = model(torch.randn(8, 64, device="cuda")).float().pow(2).mean()
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad()
+print(torch.randn(2, device="cuda").sum().item())  # a read of another kind
+"""
+
+
+def test_grad_scaler_steps_are_counted_and_said(record_torch: object, tmp_path: Path) -> None:
+    """A GradScaler's overflow check reads zero, so every step is taken; on a GPU an overflow
+    skips one (and its optimizer state), and the recording says how many it took."""
+    script = tmp_path / "scaler.py"
+    script.write_text(SCALER)
+    answer = answer_of(run_record(tmp_path, script, "--json"))
+    assert answer["grad_scaler_steps"] == 3
+    assert answer["device_reads"] == 4  # the three checks and the last line's sum
+    shown = run_record(tmp_path, script, env={"COLUMNS": "200"})
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert "GradScaler: 3 steps taken, their overflow checks read as no inf." in shown.stdout
