@@ -337,7 +337,8 @@ def short_of_memory(rows: list[dict[str, Any]], failed: list[Item]) -> list[dict
 
 
 def read_table(path: Path) -> dict[str, Any]:
-    """A table or a run: JSON, compressed by xz (.xz, the committed table) or gzip."""
+    """A table or a run: JSON, compressed by xz (.xz, the committed table) or gzip (a run). Not
+    cudnn_table.table_rows: the GPU machine reads the table for --skip without hipmem."""
     opener = lzma.open if path.suffix == ".xz" else gzip.open
     with opener(path, "rt") as source:
         return dict(json.load(source))
@@ -383,6 +384,8 @@ def main() -> None:
     if args.merge:
         merge(args.merge)
         return
+    if args.out is None:
+        parser.error("give OUT, the run's file (or --merge RUN... to add runs to the table)")
     if args.worker >= 0:
         run_convolutions(args.seconds, args.worker, Path(args.work))
         return

@@ -102,10 +102,26 @@ def shared_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests that read ../shared carry the `shared` marker, so that CI can run them beside it
     after the full suite ran in a lone copy (.ci/run): the one fixture below is their only way
-    to it."""
+    to it. The slow ones run first."""
     for item in items:
         if "shared_logs" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.shared)
+    # The tests marked slow first (in their own order): a minute-long test collected last
+    # (an empty cache's ROCm fetch) would run alone at the end while the other worker idles.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+@pytest.fixture(autouse=True)
+def _environment_kept() -> Iterator[None]:
+    """Each test leaves the process's environment as it found it. A library may write to it:
+    Dask's nanny sets MALLOC_TRIM_THRESHOLD_ in its own process before it starts a worker, and
+    every later test's subprocess inherited it (a fleet test run before
+    tests/core/test_freed_memory.py made glibc hand freed arrays back by itself)."""
+    kept = dict(os.environ)
+    yield
+    if os.environ != kept:
+        os.environ.clear()
+        os.environ.update(kept)
 
 
 @pytest.fixture(scope="session")

@@ -36,8 +36,12 @@ print(held >> 20, (rss() - before) >> 20)
 
 
 def _resident_mib(how: str) -> tuple[int, int]:
+    # glibc's own defaults: no MALLOC_*_ or GLIBC_TUNABLES setting of the environment (Dask
+    # sets MALLOC_TRIM_THRESHOLD_, which makes malloc hand freed arrays back by itself)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}  # fmt: skip
     done = subprocess.run([sys.executable, "-c", SCRIPT, how], capture_output=True, text=True,
-                          check=True)  # fmt: skip
+                          check=True, env=env)  # fmt: skip
     held, left = done.stdout.split()
     return int(held), int(left)
 
