@@ -295,8 +295,8 @@ def _say_convolutions(counts: dict[str, int]) -> None:
     output.note(
         f"cuDNN convolution workspaces: {counts.get('measured', 0):,} as the H200 answered, "
         f"{counts.get('from_other_batch_sizes', 0):,} interpolated between measured batch "
-        f"sizes, {counts.get('not_measured', 0):,} estimated from the most alike measured "
-        "convolution (a shape not measured)"
+        f"sizes, {counts.get('not_measured', 0):,} estimated from the three most alike measured "
+        "convolutions (a shape not measured)"
     )
 
 
