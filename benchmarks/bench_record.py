@@ -8,7 +8,7 @@ on a shared machine hits every case alike:
    virtual MI300X (192 GiB). Target: under 30 s; the 192 GiB device costs what the 80 GiB one
    does.
 2. a 384-token generation loop with a KV cache grown by torch.cat (kv_generate.py with 44
-   layers, a batch of 8 and 384 new tokens: about 340,000 allocations) on a virtual H100.
+   layers, a batch of 8 and 384 new tokens: about 310,000 allocations) on a virtual H100.
    Target: under 120 s.
 
 For each run: the wall time of the whole `hipmem record` command, the peak resident memory of
