@@ -32,7 +32,7 @@ from ..errors import ReplayError, ReplayUsageError
 from ..logs.loader import load_log
 from ..pytorch import fetch as torch_fetch
 from ..virtual.devices import environment
-from . import build
+from . import build, device_attributes
 from .rocm_build import expandable_note, rocm_workspaces
 from .torch_site import RecordTorch, commands_torch, installed_release, interpreter
 
@@ -150,12 +150,15 @@ def _run(request: RecordRequest, executable: str, torch: RecordTorch, folder: Pa
     env.update(request.environment)
     env.update(workspaces)
     env.update(environment(request.device))
+    env.update(device_attributes.environment(request.device))
     env["HIPMEM_VCUDA_CONTEXT_BYTES"] = str(context_bytes(request))
     preload = build.preload_order(folder, f"libcudart.so.{torch.cuda_major}")
     env["LD_PRELOAD"] = ":".join([*map(str, preload), *filter(None, [env.get("LD_PRELOAD")])])
-    paths = [str(BOOT), *([str(torch.site)] if torch.site else []), env.get("PYTHONPATH", "")]
+    sites = [site for site in (torch.site, torch.triton_site) if site is not None]
+    paths = [str(BOOT), *map(str, sites), env.get("PYTHONPATH", "")]
     env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
     env["HIPMEM_RECORD_DIR"] = str(work)
+    env.update(compile_environment(folder, work))
     if request.alloc_conf is not None:  # both names: PyTorch 2.9 on reads the newer first
         env["PYTORCH_CUDA_ALLOC_CONF"] = env["PYTORCH_ALLOC_CONF"] = request.alloc_conf
     try:
@@ -165,6 +168,18 @@ def _run(request: RecordRequest, executable: str, torch: RecordTorch, folder: Pa
         return done.returncode
     except OSError as err:
         raise RecordError(f"{request.command[0]} could not start: {err.strerror}") from None
+
+
+def compile_environment(standins: Path, work: Path) -> dict[str, str]:
+    """torch.compile in a recording: Triton links its launcher against the stand-in driver,
+    and Inductor's and Triton's caches are the recording's own (removed with it), so that
+    nothing compiled against the stand-ins is kept, or read from a GPU run's caches."""
+    return {
+        "TRITON_LIBCUDA_PATH": str(standins),
+        "TRITON_HOME": str(work / "triton"),
+        "TRITON_CACHE_DIR": str(work / "triton" / "cache"),
+        "TORCHINDUCTOR_CACHE_DIR": str(work / "inductor"),
+    }
 
 
 def context_bytes(request: RecordRequest) -> int:

@@ -4,9 +4,11 @@
   interpreter where `torch` is, without importing it). It must be a CUDA build.
 - `--torch VERSION`: that release's CUDA wheel from PyPI, installed by pip (`--no-deps
   --target`) into the cache with the pure-Python packages `import torch` needs, and put first
-  on the command's PYTHONPATH. The CUDA libraries the wheel depends on (`nvidia-*`, several
-  GB) are never installed: a recording runs on stand-ins of them. The user's other packages
-  (transformers, torchvision) still come from the command's own environment.
+  on the command's PYTHONPATH; beside it, in a folder of its own, the Triton the wheel
+  requires (torch.compile's kernels are compiled by it, for real). The CUDA libraries the
+  wheel depends on (`nvidia-*`, several GB) are never installed: a recording runs on
+  stand-ins of them. The user's other packages (transformers, torchvision) still come from
+  the command's own environment.
 
 The installed folder is checked on every use and installed again when damaged
 (`hipmem._core.build_cache`).
@@ -14,6 +16,7 @@ The installed folder is checked on every use and installed again when damaged
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 import subprocess
@@ -21,6 +24,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
 from hipmem._core.build_cache import built_folder
@@ -47,6 +51,7 @@ class RecordTorch:
     version: str  # 2.11.0+cu130
     cuda: str  # 13.0
     site: Path | None  # put first on PYTHONPATH (--torch), or None: the command's own
+    triton_site: Path | None = None  # the Triton the --torch release requires, next on it
 
     @property
     def cuda_major(self) -> int:
@@ -114,7 +119,55 @@ def installed_release(version: str, python: str) -> RecordTorch:
             raise RecordTorchError(f"{python} could not compile PyTorch {public}'s modules")
 
     built_folder(site, make, what=f"PyTorch {public} for recordings with {python}", announced=True)
-    return checked(site / "torch", site)
+    torch = checked(site / "torch", site)
+    return dataclasses.replace(torch, triton_site=_installed_triton(site, public, tag, python))
+
+
+def triton_requirement(site: Path, tag: str) -> str | None:
+    """The Triton that the torch wheel installed in `site` requires on Linux x86_64 for Python
+    `tag` (its METADATA's `Requires-Dist: triton==3.6.0; platform_system == "Linux"`), as a pip
+    requirement; None for a wheel that requires none."""
+    python_version = f"{tag[2]}.{tag[3:]}"
+    environment = {"platform_system": "Linux", "platform_machine": "x86_64",
+                   "sys_platform": "linux", "python_version": python_version,
+                   "python_full_version": f"{python_version}.0", "implementation_name": "cpython",
+                   "extra": ""}  # fmt: skip
+    for metadata in sorted(site.glob("torch-*.dist-info/METADATA")):
+        for line in metadata.read_text(errors="replace").splitlines():
+            if not line.startswith("Requires-Dist:"):
+                continue
+            try:
+                requirement = Requirement(line.removeprefix("Requires-Dist:").strip())
+            except InvalidRequirement:
+                continue
+            if requirement.name == "triton" and (
+                requirement.marker is None or requirement.marker.evaluate(environment)
+            ):
+                return f"triton{requirement.specifier}"
+    return None
+
+
+def _installed_triton(site: Path, public: str, tag: str, python: str) -> Path | None:
+    """The Triton release `public` of torch requires, installed into the cache if needed."""
+    requirement = triton_requirement(site, tag)
+    if requirement is None:
+        return None
+    folder = cache_dir() / "record-triton" / f"{public}-{tag}"
+
+    def make(work: Path) -> None:
+        command = [sys.executable, "-m", "pip", "install", "--no-deps", "--only-binary=:all:",
+                   "--no-compile", "--progress-bar", "off", "--target", str(work),
+                   "--python-version", f"{tag[2]}.{tag[3:]}", "--implementation", "cp",
+                   *(f"--platform={platform}" for platform in torch_release.PLATFORMS),
+                   requirement]  # fmt: skip
+        torch_release.run_pip(command, f"pip install {requirement}")
+        shutil.rmtree(work / "bin", ignore_errors=True)
+        # What was installed, and a file for the build's record to hold: the folder's other
+        # entries are folders.
+        (work / "requirement.txt").write_text(f"{requirement}\n")
+
+    what = f"{requirement} (torch.compile's compiler) for PyTorch {public} with {python}"
+    return built_folder(folder, make, what=what, announced=True)
 
 
 def interpreter(executable: str) -> str:

@@ -103,13 +103,18 @@ def _finish(torch, library) -> None:  # type: ignore[no-untyped-def]
     assert RECORD_DIR is not None
     if not torch.cuda.is_initialized():
         return
+    stats = torch.cuda.memory_stats()
+    # A process that started CUDA but asked nothing of the allocator leaves the record to the
+    # one that did: torch.compile's workers read the device's properties and end before the
+    # script does.
+    if not (stats.get("allocation.all.allocated", 0) or stats.get("num_ooms", 0)):
+        return
     try:  # the first process to finish with the GPU writes; a second one leaves it
         (RECORD_DIR / "claimed").touch(exist_ok=False)
     except FileExistsError:
         return
     snapshot = RECORD_DIR / "snapshot.pickle"
     _write_atomically(snapshot, torch.cuda.memory._dump_snapshot)
-    stats = torch.cuda.memory_stats()
     run = {
         "torch": torch.__version__,
         "device": torch.cuda.get_device_name(),
@@ -170,14 +175,16 @@ def _start() -> None:
             "PyTorch on the virtual GPU (give --torch VERSION, e.g. --torch 2.11)"
         )
         os._exit(2)
-    # cuDNN's batch norm, RNNs and CTC loss ask sizes the stand-in cannot answer: cuDNN is off
-    # but around convolutions (_hipmem_cudnn_convolutions), whose workspaces the stand-in answers
-    # from the GPU's table. cuDNN attention has its own switch and stays on: the stand-in answers
-    # its plans as the GPU does (csrc/libraries/libcudnn.c).
-    torch.backends.cudnn.enabled = False
-    import _hipmem_cudnn_convolutions  # type: ignore[import-not-found]  # beside this file
+    # cuDNN on, as on the GPU, but off around the calls whose cuDNN sizes the stand-in cannot
+    # answer (batch norm, RNNs, CTC loss, grid sampling: _hipmem_cudnn says which). Convolution
+    # workspaces come from the GPU's table, attention plans as the GPU answers them.
+    import _hipmem_cudnn  # type: ignore[import-not-found]  # beside this file
 
-    _start.convolutions = _hipmem_cudnn_convolutions.start()  # type: ignore[attr-defined]
+    _start.cudnn = _hipmem_cudnn.start()  # type: ignore[attr-defined]
+    # torch.compile's pad decision as the GPU makes it (_hipmem_compile says why).
+    import _hipmem_compile  # type: ignore[import-not-found]  # beside this file
+
+    _hipmem_compile.start()
     # Small device values followed on the host, so that what the script reads back is what
     # the GPU computed where the host can compute it (_hipmem_host_values says how).
     import _hipmem_host_values  # type: ignore[import-not-found]  # beside this file at run time

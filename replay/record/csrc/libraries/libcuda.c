@@ -108,3 +108,64 @@ EXPORT CUresult cuLinkComplete(CUlinkState state, void** image, size_t* size) {
   if (size) *size = 1;
   return CUDA_SUCCESS;
 }
+
+/* Triton's launcher and utilities (torch.compile's kernels): limits, cluster occupancy, the
+   launch itself (as nothing), and the check that each pointer argument is the device's. */
+
+EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
+  (void)limit, (void)value;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxGetLimit(size_t* value, CUlimit limit) {
+  if (!value) return CUDA_ERROR_INVALID_VALUE;
+  switch (limit) { /* the driver's defaults */
+    case CU_LIMIT_STACK_SIZE: *value = 1024; break;
+    case CU_LIMIT_PRINTF_FIFO_SIZE: *value = 1 << 20; break;
+    case CU_LIMIT_MALLOC_HEAP_SIZE: *value = 8 << 20; break;
+    default: *value = 0;
+  }
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuOccupancyMaxActiveClusters(int* clusters, CUfunction function,
+                                             const CUlaunchConfig* config) {
+  (void)function;
+  if (!clusters || !config) return CUDA_ERROR_INVALID_VALUE;
+  unsigned blocks = 1;
+  for (unsigned i = 0; i < config->numAttrs; i++)
+    if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+      const CUlaunchAttributeValue* value = &config->attrs[i].value;
+      blocks = value->clusterDim.x * value->clusterDim.y * value->clusterDim.z;
+    }
+  *clusters = record_attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) / (int)(blocks ? blocks : 1);
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction function, void** params,
+                                 void** extra) {
+  (void)function, (void)params, (void)extra;
+  return config ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  if (!data) return CUDA_ERROR_INVALID_VALUE;
+  switch (attribute) { /* every pointer is the one device's memory */
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *(CUdeviceptr*)data = ptr; break;
+    case CU_POINTER_ATTRIBUTE_CONTEXT: return cuCtxGetCurrent((CUcontext*)data);
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned*)data = CU_MEMORYTYPE_DEVICE; break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int*)data = 0; break;
+    default: break;
+  }
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuPointerGetAttributes(unsigned count, CUpointer_attribute* attributes,
+                                       void** data, CUdeviceptr ptr) {
+  if (!attributes || !data) return CUDA_ERROR_INVALID_VALUE;
+  for (unsigned i = 0; i < count; i++) {
+    CUresult status = cuPointerGetAttribute(data[i], attributes[i], ptr);
+    if (status != CUDA_SUCCESS) return status;
+  }
+  return CUDA_SUCCESS;
+}
