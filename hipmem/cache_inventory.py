@@ -37,7 +37,7 @@ from hipmem.sizing.rocm import fetch as rocm_fetch
 from hipmem.sizing.rocm.releases import RELEASES, find_release
 
 BUILD_KINDS = ("vcuda", "shim", "replay-core", "code-objects", "rmm", "rmm-build", "record",
-               "record-torch")  # fmt: skip
+               "record-torch", "record-triton")  # fmt: skip
 KINDS = ("rocm", "hipblaslt", "torch", "builds", "answers", "apt")
 _BUILD_WHAT = {
     "vcuda": "virtual GPU build",
@@ -48,6 +48,7 @@ _BUILD_WHAT = {
     "rmm-build": "RMM virtual GPU build",
     "record": "recording stand-ins build (hipmem record)",
     "record-torch": "PyTorch for recordings (hipmem record --torch)",
+    "record-triton": "Triton for recordings' torch.compile (hipmem record --torch)",
 }
 
 
