@@ -7,12 +7,13 @@ virtual GPU. One such choice changes what is allocated: its pad_mm pass times a 
 with an unaligned dimension against the same product on zero-padded copies, and pads when
 that is over 1.1 times faster (padded copies of a language model's output layer are hundreds
 of MB). Both candidates still run here, as on the GPU, and only the verdict is replaced by
-what an H200 answered (benchmarks/gpu_pad_mm.py: 70 products, each with its inputs' padding
-timed or not; `padded_is_faster` answers all 70 as the GPU did): fp32 products never pad, nor
-fp16/bf16 ones unaligned only in their rows; an fp16/bf16 product unaligned in its inner or
-output dimension pads from 1 GFLOP (measured from 2.1), and below that only when the copies
-it pads are not timed (Inductor leaves out a copy that a fusion makes free; measured up to 0.3
-GFLOP).
+what an H200 answered (benchmarks/gpu_pad_mm.py: 57 products, each with its inputs' padding
+timed or not, 228 verdicts; `padded_is_faster` answers all as the GPU did, and the three a
+compiled Hugging Face GPT-2 asked): fp32 products never pad, nor fp16/bf16 ones whose rows in
+memory are all aligned (an input's leading dimension and the output's columns: a product
+unaligned only in its row count); another fp16/bf16 product pads from 1 GFLOP (measured from
+2.1), and below that only when the copies it pads are not timed (Inductor leaves out a copy
+that a fusion makes free; measured up to 0.3 GFLOP).
 
 Inductor is patched only once its pad_mm module is imported: a script that never compiles
 pays nothing. Only the standard library and torch: this runs in the user's interpreter.
@@ -32,14 +33,21 @@ ALIGNMENT = 8  # Inductor's alignment for fp16/bf16 (pad_mm.get_alignment_size_d
 ALWAYS_PADDED_FLOP = 1e9  # from here padding paid for its copies on the H200
 
 
+def leading(matrix: Any) -> int:
+    """A matrix's leading dimension in memory: its row stride, or its column stride when it is
+    stored transposed (a backward pass's weight gradient reads one so)."""
+    return int(max(matrix.stride()[-2:]))
+
+
 def padded_is_faster(dtype_name: str, batch: int, rows: int, inner: int, columns: int,
-                     copies_timed: bool) -> bool:  # fmt: skip
-    """What the H200 answered for `batch` (rows x inner) @ (inner x columns) products;
-    `copies_timed`: the padding of an input is part of the time (not left out by Inductor)."""
+                     leading_dimensions: tuple[int, int], copies_timed: bool) -> bool:  # fmt: skip
+    """What the H200 answered for `batch` (rows x inner) @ (inner x columns) products whose
+    inputs' leading dimensions are `leading_dimensions`; `copies_timed`: the padding of an
+    input is part of the time (not left out by Inductor)."""
     if dtype_name not in ("torch.float16", "torch.bfloat16"):
         return False
-    if inner % ALIGNMENT == 0 and columns % ALIGNMENT == 0:
-        return False  # unaligned only in the rows (or not at all): never faster
+    if all(size % ALIGNMENT == 0 for size in (*leading_dimensions, columns)):
+        return False  # every row in memory is aligned (unaligned rows alone): never faster
     return 2 * batch * rows * inner * columns >= ALWAYS_PADDED_FLOP or not copies_timed
 
 
@@ -58,6 +66,7 @@ def _patch(pad_mm: ModuleType) -> None:
             batch *= int(size)
         rows, inner, columns = int(mat1.shape[-2]), int(mat1.shape[-1]), int(mat2.shape[-1])
         asked.shapes = (str(mat1.dtype), batch, rows, inner, columns,
+                        (leading(mat1), leading(mat2)),
                         _copies_timed(pad_mm, match, rows, inner, columns))  # fmt: skip
         try:
             return should_pad(match, mat1, mat2, *args, **kwargs)

@@ -63,6 +63,22 @@ def test_the_padding_verdict_is_the_h200s() -> None:
             timed = bool((m_pad or k_pad) and not mat1_left_out) or bool(
                 (k_pad or n_pad) and not mat2_left_out
             )
-            assert padded_is_faster(product["dtype"], 1, m, k, n, timed) == on_gpu, (product, flags)
+            contiguous = (k, n)  # the inputs' leading dimensions: the probe's are contiguous
+            answer = padded_is_faster(product["dtype"], 1, m, k, n, contiguous, timed)
+            assert answer == on_gpu, (product, flags)
             answered += 1
     assert answered == 228
+
+
+def test_a_transposed_input_unaligned_in_memory_pads_as_on_the_gpu() -> None:
+    """The three verdicts a compiled Hugging Face GPT-2 asked of the H200 (bf16, batch 8 x 512,
+    vocabulary 50257): the output layer, and its backward's two products, one of which reads
+    the logits' gradient transposed (50257 x 4096 with strides (1, 50257)): unaligned in
+    memory though only its row count is unaligned. All three padded on the GPU."""
+    padded_is_faster = _boot_module("_hipmem_compile").padded_is_faster
+    asked = [((4096, 768, 50257), (768, 768), True), ((4096, 50257, 768), (50257, 768), True),
+             ((50257, 4096, 768), (50257, 768), True)]  # fmt: skip
+    for (m, k, n), leading, timed in asked:
+        assert padded_is_faster("torch.bfloat16", 1, m, k, n, leading, timed)
+    # the same product stored untransposed: aligned rows, never padded (the probe's 4095 x 4096)
+    assert not padded_is_faster("torch.bfloat16", 1, 50257, 4096, 768, (4096, 768), True)
