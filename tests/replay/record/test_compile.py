@@ -17,6 +17,7 @@ from types import ModuleType
 import pytest
 
 from hipmem.replay.record import run as record_run
+from hipmem.replay.record.torch_site import triton_requirement
 
 from .recording import RECORD, answer_of, run_record
 
@@ -82,3 +83,28 @@ def test_a_transposed_input_unaligned_in_memory_pads_as_on_the_gpu() -> None:
         assert padded_is_faster("torch.bfloat16", 1, m, k, n, leading, timed)
     # the same product stored untransposed: aligned rows, never padded (the probe's 4095 x 4096)
     assert not padded_is_faster("torch.bfloat16", 1, 50257, 4096, 768, (4096, 768), True)
+
+
+@pytest.mark.parametrize(
+    ("requires", "tag", "wanted"),
+    [  # the Requires-Dist lines of the wheels hipmem installs, as written in their METADATA
+        ('triton==3.6.0; platform_system == "Linux"', "cp311", "triton==3.6.0"),
+        ('triton~=3.8.0; platform_system == "Linux" and python_version < "3.15"', "cp311",
+         "triton~=3.8.0"),
+        ('triton (==3.0.0) ; platform_system == "Linux" and platform_machine == "x86_64" and '
+         'python_version < "3.13"', "cp311", "triton==3.0.0"),
+        ('triton (==3.0.0) ; platform_system == "Linux" and platform_machine == "x86_64" and '
+         'python_version < "3.13"', "cp313", None),
+        ('triton==3.5.1; platform_system == "Linux" and platform_machine == "x86_64"', "cp312",
+         "triton==3.5.1"),
+        ('triton==3.6.0; platform_system == "Windows"', "cp311", None),
+    ],
+)  # fmt: skip
+def test_the_triton_installed_is_the_one_the_wheel_requires(
+    tmp_path: Path, requires: str, tag: str, wanted: str | None
+) -> None:
+    metadata = tmp_path / "torch-2.11.0+cu130.dist-info" / "METADATA"
+    metadata.parent.mkdir()
+    metadata.write_text("Metadata-Version: 2.4\nName: torch\nRequires-Dist: filelock\n"
+                        f"Requires-Dist: {requires}\nRequires-Dist: sympy>=1.13.3\n")  # fmt: skip
+    assert triton_requirement(tmp_path, tag) == wanted
