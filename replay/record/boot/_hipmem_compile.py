@@ -61,10 +61,14 @@ def _patch(pad_mm: ModuleType) -> None:
     asked = threading.local()
 
     def _should_pad(match: Any, mat1: Any, mat2: Any, *args: Any, **kwargs: Any) -> Any:
+        sizes = (*mat1.shape, *mat1.stride(), *mat2.shape, *mat2.stride())
+        if not all(type(size) is int for size in sizes):
+            # symbolic sizes: int() would specialize them, and Inductor pads none of them
+            return should_pad(match, mat1, mat2, *args, **kwargs)
         batch = 1
         for size in mat1.shape[:-2]:
-            batch *= int(size)
-        rows, inner, columns = int(mat1.shape[-2]), int(mat1.shape[-1]), int(mat2.shape[-1])
+            batch *= size
+        rows, inner, columns = mat1.shape[-2], mat1.shape[-1], mat2.shape[-1]
         asked.shapes = (str(mat1.dtype), batch, rows, inner, columns,
                         (leading(mat1), leading(mat2)),
                         _copies_timed(pad_mm, match, rows, inner, columns))  # fmt: skip
